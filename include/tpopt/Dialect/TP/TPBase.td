@@ -1,0 +1,57 @@
+//===- TPBase.td - tp dialect definition -------------------*- tablegen -*-===//
+//
+// The `tp` dialect: decoder-LM building blocks at the granularity that
+// tensor-parallel plans, sharding rules, autodiff rules and runtime kernels
+// are written at.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPOPT_DIALECT_TP_TPBASE_TD
+#define TPOPT_DIALECT_TP_TPBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def TP_Dialect : Dialect {
+  let name = "tp";
+  let cppNamespace = "::mlir::tp";
+  let summary = "Transformer building blocks for tensor-parallel compilation";
+  let description = [{
+    The `tp` dialect models a decoder language model one transformer building
+    block per op: embedding lookup, linear layers, RMS normalization, rotary
+    position embedding, grouped-query attention, gated-MLP activations and
+    residual arithmetic. Tensors are at global (unpartitioned) shapes until a
+    partition pass localizes them; activations are `[batch, seq, features]`
+    and attention heads stay packed in the feature dimension
+    (`num_heads * head_dim`), so head sharding is a split of the last
+    dimension.
+
+    Model parameters are function arguments. Each carries its HuggingFace
+    fully qualified name in the `tp.fqn` argument attribute and, when it comes
+    from a file, where its bytes are in the `tp.source` argument attribute
+    (`#tp.source<...>`). The compiler never loads weight bytes.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Argument attribute naming a parameter by its HuggingFace FQN.
+    static constexpr llvm::StringLiteral kFqnAttrName = "tp.fqn";
+    /// Argument attribute locating a parameter's bytes (#tp.source).
+    static constexpr llvm::StringLiteral kSourceAttrName = "tp.source";
+
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+class TP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<TP_Dialect, mnemonic, traits>;
+
+class TP_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<TP_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+#endif // TPOPT_DIALECT_TP_TPBASE_TD

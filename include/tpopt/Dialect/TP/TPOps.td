@@ -1,0 +1,205 @@
+//===- TPOps.td - tp dialect operations --------------------*- tablegen -*-===//
+
+#ifndef TPOPT_DIALECT_TP_TPOPS_TD
+#define TPOPT_DIALECT_TP_TPOPS_TD
+
+include "tpopt/Dialect/TP/TPBase.td"
+include "tpopt/Dialect/TP/TPAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def TP_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+def TP_IndexTensor : RankedTensorOf<[I32, I64]>;
+def TP_MaskTensor : RankedTensorOf<[I1, I32, I64]>;
+
+//===----------------------------------------------------------------------===//
+// Parameterized blocks
+//===----------------------------------------------------------------------===//
+
+def TP_EmbeddingOp : TP_Op<"embedding", [Pure]> {
+  let summary = "Token embedding lookup";
+  let description = [{
+    Gathers rows of `table` (`[vocab, hidden]`) at `ids`. The result has the
+    shape of `ids` with `hidden` appended. Ids outside `[0, vocab)` are an
+    error at run time.
+
+    ```mlir
+    %h = tp.embedding %ids, %table
+        : (tensor<?x?xi64>, tensor<256x64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$table);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_LinearOp : TP_Op<"linear", [Pure]> {
+  let summary = "Linear layer y = x W^T + b";
+  let description = [{
+    Applies a linear layer with `weight` in canonical `[out, in]` orientation
+    to the last dimension of `x` (`[..., in]`), adding the optional `bias`
+    (`[out]`). The result is `[..., out]`.
+
+    ```mlir
+    %y = tp.linear %x, %w, %b
+        : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>)
+        -> tensor<?x?x128xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
+                   Optional<TP_FloatTensor>:$bias);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_RmsNormOp : TP_Op<"rms_norm", [Pure]> {
+  let summary = "RMS normalization with weight offset and optional grouping";
+  let description = [{
+    Computes `x / sqrt(mean(x^2) + epsilon) * (weight_offset + weight)` over
+    groups of `group_size` consecutive elements of the last dimension (the
+    whole last dimension when `group_size` is absent). The mean is taken in
+    f32 whatever the element type.
+
+    `weight_offset = 1.0` is Gemma's `(1 + w)` form; `group_size = head_dim`
+    is the per-head q_norm / k_norm of Qwen3 and Gemma3 applied to packed
+    heads. `weight` has `group_size` elements (or the last dimension's size).
+
+    ```mlir
+    %n = tp.rms_norm %x, %w {epsilon = 1.0e-06 : f64}
+        : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
+                   F64Attr:$epsilon,
+                   DefaultValuedAttr<F64Attr, "0.0">:$weight_offset,
+                   OptionalAttr<I64Attr>:$group_size);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType]> {
+  let summary = "Rotary position embedding on packed heads";
+  let description = [{
+    Rotates each head of `x` (`[batch, seq, heads * head_dim]`) by the rotary
+    position embedding of its sequence position (0, 1, ...). Only the first
+    `rotary_dim` features of each head rotate (all of them when absent). The
+    pairing is the HuggingFace `rotate_half` one (feature `i` with
+    `i + rotary_dim / 2`) unless `interleaved` is set (pairs `2i, 2i + 1`).
+    Frequencies are `theta ^ (-2i / rotary_dim)`.
+
+    ```mlir
+    %q2 = tp.rotary %q {head_dim = 16 : i64, theta = 1.0e+04 : f64}
+        : tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, I64Attr:$head_dim, F64Attr:$theta,
+                   OptionalAttr<I64Attr>:$rotary_dim,
+                   UnitAttr:$interleaved);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def TP_AttentionOp : TP_Op<"attention", [Pure]> {
+  let summary = "Grouped-query scaled dot-product attention on packed heads";
+  let description = [{
+    Multi-head attention with grouped KV heads. `q` is
+    `[batch, seq_q, num_heads * head_dim]`, `k` and `v` are
+    `[batch, seq_kv, num_kv_heads * head_dim]`; query head `h` reads KV head
+    `h / (num_heads / num_kv_heads)`. Scores are `scale * q k^T`, then
+    `softcap * tanh(scores / softcap)` when `softcap` is set, then masked:
+    with `causal`, key `j` is visible to query `i` only if `j <= i`; with
+    `sliding_window = W` also only if `i - j < W`; with `key_mask`
+    (`[batch, seq_kv]`, non-zero = keep) masked keys are invisible. A query
+    that sees no key yields zeros. The result has the shape of `q`.
+
+    ```mlir
+    %o = tp.attention %q, %k, %v mask %m {causal, head_dim = 16 : i64,
+          num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64}
+        : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>,
+           tensor<?x?xi64>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$q, TP_FloatTensor:$k, TP_FloatTensor:$v,
+                   Optional<TP_MaskTensor>:$key_mask,
+                   I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                   I64Attr:$head_dim, F64Attr:$scale, UnitAttr:$causal,
+                   OptionalAttr<I64Attr>:$sliding_window,
+                   OptionalAttr<F64Attr>:$softcap);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $key_mask^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class TP_UnaryElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let arguments = (ins TP_FloatTensor:$x);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+class TP_BinaryElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
+def TP_AddOp : TP_BinaryElementwiseOp<"add", [Commutative]> {
+  let summary = "Elementwise addition (residual connections)";
+}
+
+def TP_MulOp : TP_BinaryElementwiseOp<"mul", [Commutative]> {
+  let summary = "Elementwise multiplication (gated MLP)";
+}
+
+def TP_SiluOp : TP_UnaryElementwiseOp<"silu"> {
+  let summary = "SiLU activation x * sigmoid(x)";
+}
+
+def TP_ReluSquaredOp : TP_UnaryElementwiseOp<"relu_squared"> {
+  let summary = "Squared ReLU activation max(x, 0)^2 (NemotronH MLP)";
+}
+
+def TP_GeluOp : TP_UnaryElementwiseOp<"gelu"> {
+  let summary = "GELU activation, exact or tanh-approximated";
+  let description = [{
+    `approximate = none` is `0.5 x (1 + erf(x / sqrt(2)))`; `tanh` is
+    `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))` (Gemma's
+    `gelu_pytorch_tanh`).
+  }];
+  let arguments = (ins TP_FloatTensor:$x,
+                   TP_GeluApproximationAttr:$approximate);
+  let assemblyFormat = [{
+    $x custom<GeluApproximation>($approximate) attr-dict `:` type($x)
+  }];
+}
+
+def TP_ScaleOp : TP_UnaryElementwiseOp<"scale"> {
+  let summary = "Multiplication by a compile-time constant";
+  let description = [{
+    `x * factor`, e.g. Gemma's embedding scale `sqrt(hidden_size)`. The factor
+    is rounded to the element type first, as the exporters do.
+  }];
+  let arguments = (ins TP_FloatTensor:$x, F64Attr:$factor);
+  let assemblyFormat = "$x `by` $factor attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+#endif // TPOPT_DIALECT_TP_TPOPS_TD

@@ -1,0 +1,72 @@
+//===- TPDialect.cpp - tp dialect -----------------------------------------===//
+
+#include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPAttrs.h"
+#include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+#include "tpopt/Dialect/TP/TPDialect.cpp.inc"
+
+void TPDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "tpopt/Dialect/TP/TPOps.cpp.inc"
+      >();
+}
+
+LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
+                                                  unsigned regionIndex,
+                                                  unsigned argIndex,
+                                                  NamedAttribute attr) {
+  Region &region = op->getRegion(regionIndex);
+  Type argType = region.empty() ? Type() : region.getArgument(argIndex).getType();
+  auto emitArgError = [&]() {
+    return op->emitOpError() << "argument " << argIndex << ": ";
+  };
+
+  if (attr.getName() == kFqnAttrName) {
+    auto fqn = dyn_cast<StringAttr>(attr.getValue());
+    if (!fqn || fqn.getValue().empty())
+      return emitArgError() << "'" << kFqnAttrName
+                            << "' must be a non-empty string";
+    return success();
+  }
+
+  if (attr.getName() == kSourceAttrName) {
+    auto source = dyn_cast<SourceAttr>(attr.getValue());
+    if (!source)
+      return emitArgError() << "'" << kSourceAttrName
+                            << "' must be a #tp.source attribute";
+    // Weightless declarations (no region body) cannot be checked further.
+    if (!argType)
+      return success();
+    auto tensorType = dyn_cast<RankedTensorType>(argType);
+    if (!tensorType || !tensorType.hasStaticShape())
+      return emitArgError() << "a parameter with a source must be a "
+                               "statically shaped tensor, got "
+                            << argType;
+    std::optional<uint64_t> bytes = getTensorByteSize(tensorType);
+    if (!bytes)
+      return emitArgError() << "cannot size element type "
+                            << tensorType.getElementType();
+    if (*bytes != source.getLength())
+      return emitArgError() << "source '" << source.getInitializer()
+                            << "' holds " << source.getLength()
+                            << " bytes but " << tensorType << " needs "
+                            << *bytes;
+    if (source.getTransposed() && tensorType.getRank() != 2)
+      return emitArgError() << "only 2-D parameters can be stored "
+                               "transposed, got rank "
+                            << tensorType.getRank();
+    return success();
+  }
+
+  return emitArgError() << "unknown tp argument attribute '"
+                        << attr.getName().getValue() << "'";
+}

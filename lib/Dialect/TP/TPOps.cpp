@@ -1,0 +1,281 @@
+//===- TPOps.cpp - tp dialect operations ----------------------------------===//
+
+#include "tpopt/Dialect/TP/TPOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// Two dimensions agree unless both are static and differ.
+bool dimsAgree(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+std::string dimStr(int64_t d) {
+  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+}
+
+/// All float operands and results of a tp op share one element type.
+LogicalResult verifySameElementType(Operation *op, ArrayRef<Value> values) {
+  Type expected;
+  for (Value value : values) {
+    Type elem = cast<ShapedType>(value.getType()).getElementType();
+    if (!expected)
+      expected = elem;
+    else if (elem != expected)
+      return op->emitOpError("element types differ: ")
+             << expected << " vs " << elem;
+  }
+  return success();
+}
+
+LogicalResult verifyPositive(Operation *op, StringRef name, int64_t value) {
+  if (value <= 0)
+    return op->emitOpError() << "'" << name << "' must be positive, got "
+                             << value;
+  return success();
+}
+
+LogicalResult verifyPositive(Operation *op, StringRef name, double value) {
+  if (!(value > 0.0) || !std::isfinite(value))
+    return op->emitOpError() << "'" << name
+                             << "' must be positive and finite, got " << value;
+  return success();
+}
+
+/// Leading dimensions [0, count) of `a` and `b` agree.
+LogicalResult verifyLeadingDims(Operation *op, RankedTensorType a,
+                                RankedTensorType b, int64_t count,
+                                StringRef aName, StringRef bName) {
+  for (int64_t i = 0; i < count; ++i)
+    if (!dimsAgree(a.getDimSize(i), b.getDimSize(i)))
+      return op->emitOpError() << "dimension " << i << " of " << aName << " ("
+                               << dimStr(a.getDimSize(i)) << ") and " << bName
+                               << " (" << dimStr(b.getDimSize(i))
+                               << ") differ";
+  return success();
+}
+
+} // namespace
+
+/// Prints the approximation of tp.gelu as a bare keyword (`tanh`, `none`).
+static void printGeluApproximation(OpAsmPrinter &printer, Operation *,
+                                   GeluApproximationAttr attr) {
+  printer << stringifyGeluApproximation(attr.getValue());
+}
+
+static ParseResult parseGeluApproximation(OpAsmParser &parser,
+                                          GeluApproximationAttr &attr) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<GeluApproximation> value =
+      symbolizeGeluApproximation(keyword);
+  if (!value)
+    return parser.emitError(loc, "expected 'none' or 'tanh', got '")
+           << keyword << "'";
+  attr = GeluApproximationAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  auto ids = getIds().getType();
+  auto table = getTable().getType();
+  auto result = getResult().getType();
+  if (table.getRank() != 2)
+    return emitOpError("table must be [vocab, hidden], got rank ")
+           << table.getRank();
+  if (result.getRank() != ids.getRank() + 1)
+    return emitOpError("result rank must be the ids rank plus one (")
+           << ids.getRank() + 1 << "), got " << result.getRank();
+  if (failed(verifyLeadingDims(*this, ids, result, ids.getRank(), "ids",
+                               "result")))
+    return failure();
+  if (!dimsAgree(result.getDimSize(ids.getRank()), table.getDimSize(1)))
+    return emitOpError("result hidden size ")
+           << dimStr(result.getDimSize(ids.getRank()))
+           << " differs from the table's " << dimStr(table.getDimSize(1));
+  return verifySameElementType(*this, {getTable(), getResult()});
+}
+
+//===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  auto x = getX().getType();
+  auto weight = getWeight().getType();
+  auto result = getResult().getType();
+  if (weight.getRank() != 2)
+    return emitOpError("weight must be [out, in], got rank ")
+           << weight.getRank();
+  if (x.getRank() < 1 || result.getRank() != x.getRank())
+    return emitOpError("input and result must have the same rank >= 1, got ")
+           << x.getRank() << " and " << result.getRank();
+  int64_t last = x.getRank() - 1;
+  if (!dimsAgree(x.getDimSize(last), weight.getDimSize(1)))
+    return emitOpError("input features ")
+           << dimStr(x.getDimSize(last)) << " differ from the weight's in "
+           << dimStr(weight.getDimSize(1));
+  if (!dimsAgree(result.getDimSize(last), weight.getDimSize(0)))
+    return emitOpError("result features ")
+           << dimStr(result.getDimSize(last)) << " differ from the weight's out "
+           << dimStr(weight.getDimSize(0));
+  if (failed(verifyLeadingDims(*this, x, result, last, "input", "result")))
+    return failure();
+  SmallVector<Value> floats = {getX(), getWeight(), getResult()};
+  if (Value bias = getBias()) {
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (biasType.getRank() != 1 ||
+        !dimsAgree(biasType.getDimSize(0), weight.getDimSize(0)))
+      return emitOpError("bias must be [out] = [")
+             << dimStr(weight.getDimSize(0)) << "], got " << biasType;
+    floats.push_back(bias);
+  }
+  return verifySameElementType(*this, floats);
+}
+
+//===----------------------------------------------------------------------===//
+// RmsNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::verify() {
+  auto x = getX().getType();
+  auto weight = getWeight().getType();
+  if (getResult().getType() != x)
+    return emitOpError("result type ")
+           << getResult().getType() << " differs from the input's " << x;
+  if (x.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  if (failed(verifyPositive(*this, "epsilon",
+                            getEpsilonAttr().getValueAsDouble())))
+    return failure();
+  if (!std::isfinite(getWeightOffsetAttr().getValueAsDouble()))
+    return emitOpError("'weight_offset' must be finite");
+  if (weight.getRank() != 1)
+    return emitOpError("weight must be 1-D, got rank ") << weight.getRank();
+  int64_t features = x.getDimSize(x.getRank() - 1);
+  int64_t normalized = features;
+  if (auto groupAttr = getGroupSizeAttr()) {
+    int64_t group = groupAttr.getInt();
+    if (failed(verifyPositive(*this, "group_size", group)))
+      return failure();
+    if (!ShapedType::isDynamic(features) && features % group != 0)
+      return emitOpError("last dimension ")
+             << features << " is not a multiple of group_size " << group;
+    normalized = group;
+  }
+  if (!dimsAgree(weight.getDimSize(0), normalized))
+    return emitOpError("weight has ")
+           << dimStr(weight.getDimSize(0)) << " elements but normalizes groups of "
+           << dimStr(normalized);
+  return verifySameElementType(*this, {getX(), getWeight()});
+}
+
+//===----------------------------------------------------------------------===//
+// RotaryOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RotaryOp::verify() {
+  auto x = getX().getType();
+  if (x.getRank() != 3)
+    return emitOpError("input must be [batch, seq, heads * head_dim], got rank ")
+           << x.getRank();
+  int64_t headDim = getHeadDimAttr().getInt();
+  if (failed(verifyPositive(*this, "head_dim", headDim)))
+    return failure();
+  int64_t features = x.getDimSize(2);
+  if (!ShapedType::isDynamic(features) && features % headDim != 0)
+    return emitOpError("features ")
+           << features << " are not a multiple of head_dim " << headDim;
+  int64_t rotaryDim = headDim;
+  if (auto rotaryAttr = getRotaryDimAttr()) {
+    rotaryDim = rotaryAttr.getInt();
+    if (failed(verifyPositive(*this, "rotary_dim", rotaryDim)))
+      return failure();
+    if (rotaryDim > headDim)
+      return emitOpError("rotary_dim ")
+             << rotaryDim << " exceeds head_dim " << headDim;
+  }
+  if (rotaryDim % 2 != 0)
+    return emitOpError("the rotated width must be even, got ") << rotaryDim;
+  return verifyPositive(*this, "theta", getThetaAttr().getValueAsDouble());
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  auto q = getQ().getType();
+  auto k = getK().getType();
+  auto v = getV().getType();
+  if (q.getRank() != 3 || k.getRank() != 3 || v.getRank() != 3)
+    return emitOpError("q, k and v must be [batch, seq, heads * head_dim]");
+  if (getResult().getType() != q)
+    return emitOpError("result type ")
+           << getResult().getType() << " differs from q's " << q;
+  int64_t heads = getNumHeadsAttr().getInt();
+  int64_t kvHeads = getNumKvHeadsAttr().getInt();
+  int64_t headDim = getHeadDimAttr().getInt();
+  if (failed(verifyPositive(*this, "num_heads", heads)) ||
+      failed(verifyPositive(*this, "num_kv_heads", kvHeads)) ||
+      failed(verifyPositive(*this, "head_dim", headDim)) ||
+      failed(verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble())))
+    return failure();
+  if (heads % kvHeads != 0)
+    return emitOpError("num_heads ")
+           << heads << " is not a multiple of num_kv_heads " << kvHeads;
+  if (!dimsAgree(q.getDimSize(2), heads * headDim))
+    return emitOpError("q has ") << dimStr(q.getDimSize(2))
+                                 << " features, expected num_heads * head_dim = "
+                                 << heads * headDim;
+  for (auto [name, type] : {std::make_pair("k", k), std::make_pair("v", v)})
+    if (!dimsAgree(type.getDimSize(2), kvHeads * headDim))
+      return emitOpError() << name << " has " << dimStr(type.getDimSize(2))
+                           << " features, expected num_kv_heads * head_dim = "
+                           << kvHeads * headDim;
+  if (!dimsAgree(q.getDimSize(0), k.getDimSize(0)) ||
+      !dimsAgree(k.getDimSize(0), v.getDimSize(0)))
+    return emitOpError("q, k and v have different batch sizes");
+  if (!dimsAgree(k.getDimSize(1), v.getDimSize(1)))
+    return emitOpError("k and v have different sequence lengths");
+  if (Value mask = getKeyMask()) {
+    auto maskType = cast<RankedTensorType>(mask.getType());
+    if (maskType.getRank() != 2 ||
+        !dimsAgree(maskType.getDimSize(0), k.getDimSize(0)) ||
+        !dimsAgree(maskType.getDimSize(1), k.getDimSize(1)))
+      return emitOpError("key mask must be [batch, seq_kv], got ") << maskType;
+  }
+  if (auto window = getSlidingWindowAttr())
+    if (failed(verifyPositive(*this, "sliding_window", window.getInt())))
+      return failure();
+  if (auto softcap = getSoftcapAttr())
+    if (failed(verifyPositive(*this, "softcap", softcap.getValueAsDouble())))
+      return failure();
+  return verifySameElementType(*this, {getQ(), getK(), getV()});
+}
+
+//===----------------------------------------------------------------------===//
+// ScaleOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaleOp::verify() {
+  if (!std::isfinite(getFactorAttr().getValueAsDouble()))
+    return emitOpError("'factor' must be finite");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "tpopt/Dialect/TP/TPOps.cpp.inc"

@@ -1,0 +1,33 @@
+//===- TPUtils.cpp - small helpers shared by tp passes --------------------===//
+
+#include "tpopt/Dialect/TP/TPUtils.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+
+std::optional<uint64_t> mlir::tp::getElementByteSize(Type type) {
+  if (!type.isIntOrFloat() || type.isIndex())
+    return std::nullopt;
+  unsigned bits = type.getIntOrFloatBitWidth();
+  if (bits % 8 != 0)
+    return std::nullopt;
+  return bits / 8;
+}
+
+std::optional<uint64_t> mlir::tp::getTensorByteSize(RankedTensorType type) {
+  if (!type.hasStaticShape())
+    return std::nullopt;
+  std::optional<uint64_t> size = getElementByteSize(type.getElementType());
+  if (!size)
+    return std::nullopt;
+  uint64_t bytes = *size;
+  for (int64_t dim : type.getShape()) {
+    bool overflow = false;
+    bytes = llvm::SaturatingMultiply(bytes, static_cast<uint64_t>(dim),
+                                     &overflow);
+    if (overflow)
+      return std::nullopt;
+  }
+  return bytes;
+}

@@ -1,0 +1,351 @@
+// RUN: tp-opt %s --split-input-file --verify-diagnostics
+
+func.func @embedding_table_rank(%ids: tensor<2x8xi64>, %t: tensor<256xf32>) {
+  // expected-error @+1 {{table must be [vocab, hidden], got rank 1}}
+  %0 = tp.embedding %ids, %t : (tensor<2x8xi64>, tensor<256xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_result_rank(%ids: tensor<2x8xi64>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{result rank must be the ids rank plus one (3), got 2}}
+  %0 = tp.embedding %ids, %t : (tensor<2x8xi64>, tensor<256x64xf32>) -> tensor<2x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_hidden(%ids: tensor<2x8xi64>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{result hidden size 32 differs from the table's 64}}
+  %0 = tp.embedding %ids, %t : (tensor<2x8xi64>, tensor<256x64xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_batch(%ids: tensor<2x8xi64>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{dimension 1 of ids (8) and result (4) differ}}
+  %0 = tp.embedding %ids, %t : (tensor<2x8xi64>, tensor<256x64xf32>) -> tensor<2x4x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_elem(%ids: tensor<2x8xi64>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{element types differ: 'f32' vs 'bf16'}}
+  %0 = tp.embedding %ids, %t : (tensor<2x8xi64>, tensor<256x64xf32>) -> tensor<2x8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @embedding_ids_type(%ids: tensor<2x8xf32>, %t: tensor<256x64xf32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = tp.embedding %ids, %t : (tensor<2x8xf32>, tensor<256x64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_rank(%x: tensor<2x8x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{weight must be [out, in], got rank 1}}
+  %0 = tp.linear %x, %w : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @linear_in(%x: tensor<2x8x64xf32>, %w: tensor<128x32xf32>) {
+  // expected-error @+1 {{input features 64 differ from the weight's in 32}}
+  %0 = tp.linear %x, %w : (tensor<2x8x64xf32>, tensor<128x32xf32>) -> tensor<2x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @linear_out(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>) {
+  // expected-error @+1 {{result features 64 differ from the weight's out 128}}
+  %0 = tp.linear %x, %w : (tensor<2x8x64xf32>, tensor<128x64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @linear_rank(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>) {
+  // expected-error @+1 {{input and result must have the same rank >= 1, got 3 and 2}}
+  %0 = tp.linear %x, %w : (tensor<2x8x64xf32>, tensor<128x64xf32>) -> tensor<16x128xf32>
+  return
+}
+
+// -----
+
+func.func @linear_lead(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>) {
+  // expected-error @+1 {{dimension 0 of input (2) and result (4) differ}}
+  %0 = tp.linear %x, %w : (tensor<2x8x64xf32>, tensor<128x64xf32>) -> tensor<4x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>, %b: tensor<64xf32>) {
+  // expected-error @+1 {{bias must be [out] = [128], got 'tensor<64xf32>'}}
+  %0 = tp.linear %x, %w, %b : (tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<64xf32>) -> tensor<2x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @linear_elem(%x: tensor<2x8x64xbf16>, %w: tensor<128x64xf32>) {
+  // expected-error @+1 {{element types differ: 'bf16' vs 'f32'}}
+  %0 = tp.linear %x, %w : (tensor<2x8x64xbf16>, tensor<128x64xf32>) -> tensor<2x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_eps(%x: tensor<2x8x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{'epsilon' must be positive and finite, got 0}}
+  %0 = tp.rms_norm %x, %w {epsilon = 0.0 : f64} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<2x8x64xf32>, %w: tensor<32xf32>) {
+  // expected-error @+1 {{weight has 32 elements but normalizes groups of 64}}
+  %0 = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<2x8x64xf32>, tensor<32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_group(%x: tensor<2x8x64xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{last dimension 64 is not a multiple of group_size 24}}
+  %0 = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f64, group_size = 24 : i64} : (tensor<2x8x64xf32>, tensor<24xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_group_sign(%x: tensor<2x8x64xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{'group_size' must be positive, got -16}}
+  %0 = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f64, group_size = -16 : i64} : (tensor<2x8x64xf32>, tensor<16xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_result(%x: tensor<2x8x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x8x64xbf16>' differs from the input's 'tensor<2x8x64xf32>'}}
+  %0 = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight_rank(%x: tensor<2x8x64xf32>, %w: tensor<1x64xf32>) {
+  // expected-error @+1 {{weight must be 1-D, got rank 2}}
+  %0 = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<2x8x64xf32>, tensor<1x64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_offset(%x: tensor<2x8x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{'weight_offset' must be finite}}
+  %0 = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f64, weight_offset = 0x7FF0000000000000 : f64} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_rank(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{input must be [batch, seq, heads * head_dim], got rank 2}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64} : tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_heads(%x: tensor<2x8x60xf32>) {
+  // expected-error @+1 {{features 60 are not a multiple of head_dim 16}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64} : tensor<2x8x60xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_dim(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rotary_dim 32 exceeds head_dim 16}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, rotary_dim = 32 : i64, theta = 1.0e4 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_odd(%x: tensor<2x8x60xf32>) {
+  // expected-error @+1 {{the rotated width must be even, got 5}}
+  %0 = tp.rotary %x {head_dim = 6 : i64, rotary_dim = 5 : i64, theta = 1.0e4 : f64} : tensor<2x8x60xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_theta(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'theta' must be positive and finite, got -1}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = -1.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_head_dim(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'head_dim' must be positive, got 0}}
+  %0 = tp.rotary %x {head_dim = 0 : i64, theta = 1.0e4 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_gqa(%q: tensor<2x8x48xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{num_heads 3 is not a multiple of num_kv_heads 2}}
+  %0 = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 3 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x48xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+func.func @attention_q_features(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{q has 64 features, expected num_heads * head_dim = 128}}
+  %0 = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_features(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{v has 16 features, expected num_kv_heads * head_dim = 32}}
+  %0 = tp.attention %q, %k, %v {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x16xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x8x64xf32>, %k: tensor<3x8x32xf32>) {
+  // expected-error @+1 {{q, k and v have different batch sizes}}
+  %0 = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x64xf32>, tensor<3x8x32xf32>, tensor<3x8x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_seq(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x4x32xf32>) {
+  // expected-error @+1 {{k and v have different sequence lengths}}
+  %0 = tp.attention %q, %k, %v {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x4x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %m: tensor<2x4xi64>) {
+  // expected-error @+1 {{key mask must be [batch, seq_kv], got 'tensor<2x4xi64>'}}
+  %0 = tp.attention %q, %k, %k mask %m {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4xi64>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_window(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{'sliding_window' must be positive, got 0}}
+  %0 = tp.attention %q, %k, %k {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64, sliding_window = 0 : i64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_softcap(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{'softcap' must be positive and finite, got -5}}
+  %0 = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64, softcap = -5.0 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{'scale' must be positive and finite, got 0}}
+  %0 = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.0 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x8x32xf32>' differs from q's 'tensor<2x8x64xf32>'}}
+  %0 = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_elem(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xbf16>) {
+  // expected-error @+1 {{element types differ: 'f32' vs 'bf16'}}
+  %0 = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xbf16>, tensor<2x8x32xbf16>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @add_types(%a: tensor<2x8x64xf32>, %b: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "tp.add"(%a, %b) : (tensor<2x8x64xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @mul_types(%a: tensor<2x8x64xf32>, %b: tensor<2x8x64xbf16>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "tp.mul"(%a, %b) : (tensor<2x8x64xf32>, tensor<2x8x64xbf16>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @silu_types(%a: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "tp.silu"(%a) : (tensor<2x8x64xf32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @relu_squared_elem(%a: tensor<2x8x64xi64>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %0 = "tp.relu_squared"(%a) : (tensor<2x8x64xi64>) -> tensor<2x8x64xi64>
+  return
+}
+
+// -----
+
+func.func @gelu_keyword(%a: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{expected 'none' or 'tanh', got 'sigmoid'}}
+  %0 = tp.gelu %a sigmoid : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @gelu_types(%a: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "tp.gelu"(%a) {approximate = #tp<gelu_approximation tanh>} : (tensor<2x8x64xf32>) -> tensor<2x8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @scale_factor(%a: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'factor' must be finite}}
+  %0 = tp.scale %a by 0x7FF8000000000000 : tensor<2x8x64xf32>
+  return
+}

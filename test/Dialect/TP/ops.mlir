@@ -1,0 +1,61 @@
+// RUN: tp-opt %s | FileCheck %s
+// Round trip: the printed form parses back to the same IR.
+// RUN: tp-opt %s | tp-opt | FileCheck %s
+// RUN: tp-opt %s --mlir-print-op-generic | tp-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @blocks
+// CHECK-SAME: (%[[IDS:.*]]: tensor<?x?xi64>, %[[MASK:.*]]: tensor<?x?xi64>,
+// CHECK-SAME: %[[EMB:.*]]: tensor<256x64xf32> {tp.fqn = "model.embed_tokens.weight"
+// CHECK-SAME: tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 128, length = 65536, transposed = false>}
+// CHECK-SAME: %[[WQ:.*]]: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.source = #tp.source<initializer = "onnx::MatMul_1", file = "m.onnx", offset = 65664, length = 16384, transposed = true>}
+func.func @blocks(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>,
+    %emb: tensor<256x64xf32> {tp.fqn = "model.embed_tokens.weight",
+      tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 128, length = 65536, transposed = false>},
+    %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight",
+      tp.source = #tp.source<initializer = "onnx::MatMul_1", file = "m.onnx", offset = 65664, length = 16384, transposed = true>},
+    %wk: tensor<32x64xf32>, %bk: tensor<32xf32>, %wv: tensor<32x64xf32>,
+    %norm: tensor<64xf32>, %qnorm: tensor<16xf32>) -> tensor<?x?x64xf32> {
+  // CHECK: %[[H:.*]] = tp.embedding %[[IDS]], %[[EMB]] : (tensor<?x?xi64>, tensor<256x64xf32>) -> tensor<?x?x64xf32>
+  %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<256x64xf32>) -> tensor<?x?x64xf32>
+  // CHECK: tp.scale %[[H]] by 8.000000e+00 : tensor<?x?x64xf32>
+  %hs = tp.scale %h by 8.0 : tensor<?x?x64xf32>
+  // CHECK: tp.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+  %n = tp.rms_norm %hs, %norm {epsilon = 1.0e-6 : f64, weight_offset = 1.0 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+  // CHECK: tp.linear %{{.*}}, %[[WQ]] : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %q = tp.linear %n, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  // CHECK: tp.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
+  %k = tp.linear %n, %wk, %bk : (tensor<?x?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
+  %v = tp.linear %n, %wv : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  // CHECK: tp.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64, group_size = 16 : i64} : (tensor<?x?x64xf32>, tensor<16xf32>) -> tensor<?x?x64xf32>
+  %qn = tp.rms_norm %q, %qnorm {epsilon = 1.0e-6 : f64, group_size = 16 : i64} : (tensor<?x?x64xf32>, tensor<16xf32>) -> tensor<?x?x64xf32>
+  // CHECK: tp.rotary %{{.*}} {head_dim = 16 : i64, theta = 1.000000e+04 : f64} : tensor<?x?x64xf32>
+  %qr = tp.rotary %qn {head_dim = 16 : i64, theta = 10000.0 : f64} : tensor<?x?x64xf32>
+  // CHECK: tp.rotary %{{.*}} {head_dim = 16 : i64, interleaved, rotary_dim = 8 : i64, theta = 1.000000e+06 : f64} : tensor<?x?x32xf32>
+  %kr = tp.rotary %k {head_dim = 16 : i64, rotary_dim = 8 : i64, theta = 1.0e6 : f64, interleaved} : tensor<?x?x32xf32>
+  // CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[MASK]] {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f64, sliding_window = 512 : i64, softcap = 5.000000e+01 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+  %a = tp.attention %qr, %kr, %v mask %mask {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64, sliding_window = 512 : i64, softcap = 50.0 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+  // CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+  %a2 = tp.attention %qr, %kr, %v {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+  // CHECK: tp.add %{{.*}}, %{{.*}} : tensor<?x?x64xf32>
+  %r = tp.add %a, %a2 : tensor<?x?x64xf32>
+  // CHECK: tp.silu %{{.*}} : tensor<?x?x64xf32>
+  %s = tp.silu %r : tensor<?x?x64xf32>
+  // CHECK: tp.gelu %{{.*}} tanh : tensor<?x?x64xf32>
+  %g = tp.gelu %s tanh : tensor<?x?x64xf32>
+  // CHECK: tp.gelu %{{.*}} none : tensor<?x?x64xf32>
+  %g2 = tp.gelu %g none : tensor<?x?x64xf32>
+  // CHECK: tp.relu_squared %{{.*}} : tensor<?x?x64xf32>
+  %rs = tp.relu_squared %g2 : tensor<?x?x64xf32>
+  // CHECK: tp.mul %{{.*}}, %{{.*}} : tensor<?x?x64xf32>
+  %m = tp.mul %rs, %s : tensor<?x?x64xf32>
+  return %m : tensor<?x?x64xf32>
+}
+
+// Low-precision parameters and static shapes.
+// CHECK-LABEL: func.func @bf16
+func.func @bf16(%x: tensor<2x8x64xbf16>, %w: tensor<128x64xbf16> {tp.fqn = "model.layers.0.mlp.up_proj.weight",
+      tp.source = #tp.source<initializer = "w", file = "model.onnx_data", offset = 0, length = 16384, transposed = false>}) -> tensor<2x8x128xbf16> {
+  // CHECK: tp.linear %{{.*}}, %{{.*}} : (tensor<2x8x64xbf16>, tensor<128x64xbf16>) -> tensor<2x8x128xbf16>
+  %y = tp.linear %x, %w : (tensor<2x8x64xbf16>, tensor<128x64xbf16>) -> tensor<2x8x128xbf16>
+  return %y : tensor<2x8x128xbf16>
+}
