@@ -21,4 +21,39 @@ def TPVerifyParams : Pass<"tp-verify-params", "ModuleOp"> {
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }
 
+def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
+  let summary = "Raise onnx-level IR to tp building blocks";
+  let description = [{
+    Rewrites each function of `onnx.node` ops (the output of
+    `--import-onnx`) into a function `@forward` of `tp` ops whose arguments
+    are the graph inputs and the model parameters, each parameter named by its
+    HuggingFace FQN (`tp.fqn`) in canonical orientation (linear weights
+    `[out, in]`; a weight the exporter stored `[in, out]` keeps its bytes and
+    gets `transposed = true` in its `#tp.source`).
+
+    Raising follows dataflow, not node order or names: activations are tracked
+    with their head layout through reshapes and transposes, and the
+    exporter's sub-graphs are recognized by what they compute. Side
+    computations that depend only on shapes and on the attention mask (RoPE
+    tables, causal and padding masks, head-reshape targets) are evaluated at a
+    small probe shape (`probe-batch` x `probe-seq`, with left padding in the
+    first row of the probe mask and right padding in the last) and their
+    meaning is read off the values: the rotary theta, whether attention is
+    causal, windowed or uses the padding mask. Parameter FQNs come from
+    initializer names when the exporter kept them and from node scopes
+    (`/model/layers.0/self_attn/q_proj/MatMul`) otherwise.
+
+    The detected architecture and configuration are recorded in the module's
+    `tp.config` dictionary. A node that cannot be raised is an error naming
+    the node, its op type and its module scope.
+  }];
+  let options = [
+    Option<"probeBatch", "probe-batch", "int64_t", /*default=*/"2",
+           "Batch size at which side computations are evaluated">,
+    Option<"probeSeq", "probe-seq", "int64_t", /*default=*/"11",
+           "Sequence length at which side computations are evaluated">,
+  ];
+  let dependentDialects = ["::mlir::tp::TPDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // TPOPT_PASSES_TD

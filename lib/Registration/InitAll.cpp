@@ -1,6 +1,7 @@
 //===- InitAll.cpp - register what the tp-opt tools use -------------------===//
 
 #include "tpopt/Registration/InitAll.h"
+#include "tpopt/Dialect/ONNX/ONNXOps.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Passes.h"
 
@@ -29,7 +30,7 @@
 #include "mlir/Transforms/Passes.h"
 
 void mlir::tp::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<tp::TPDialect, func::FuncDialect, arith::ArithDialect,
+  registry.insert<tp::TPDialect, tp::onnx_ir::ONNXDialect, func::FuncDialect, arith::ArithDialect,
                   tensor::TensorDialect, linalg::LinalgDialect,
                   scf::SCFDialect, memref::MemRefDialect, math::MathDialect,
                   shard::ShardDialect, emitc::EmitCDialect,

@@ -1,10 +1,12 @@
 //===- tp-translate.cpp - file-format translations of tp-opt --------------===//
 //
-// `--mlir-to-cpp` runs the upstream EmitC C++ emitter with every dialect of
-// the pipeline registered, so modules that still carry tp attributes parse.
+// `--import-onnx` reads an ONNX model into onnx-level IR; `--mlir-to-cpp`
+// runs the upstream EmitC C++ emitter with every dialect of the pipeline
+// registered, so modules that still carry tp attributes parse.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tpopt/Import/ONNXImporter.h"
 #include "tpopt/Registration/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -37,6 +39,7 @@ static void registerTranslations() {
 
 int main(int argc, char **argv) {
   registerTranslations();
+  tp::registerImportONNXTranslation();
   return failed(mlirTranslateMain(argc, argv, "tp-opt translations\n")) ? 1
                                                                          : 0;
 }

@@ -1,0 +1,38 @@
+//===- ONNXImporter.h - ONNX model to onnx-level IR -------------*- C++ -*-===//
+
+#ifndef TPOPT_IMPORT_ONNXIMPORTER_H
+#define TPOPT_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+namespace mlir::tp {
+
+struct ImportOptions {
+  /// Initializers of at most this many bytes also get their value in the IR
+  /// (`onnx.value`): raising reads epsilons, shape vectors and RoPE
+  /// frequencies from them. Larger ones are only located, never read.
+  uint64_t inlineValueLimit = 4096;
+};
+
+/// Builds the onnx-level module (`onnx.node` ops in a `func.func
+/// @main_graph`) of the ONNX model in `buffer`, whose file is `path` (used to
+/// resolve external data). Weight bytes are located, not read. Errors are
+/// emitted as diagnostics naming the tensor, node or file offset; returns
+/// null on failure.
+OwningOpRef<ModuleOp> importONNXModel(const llvm::MemoryBuffer &buffer,
+                                      llvm::StringRef path, MLIRContext *ctx,
+                                      const ImportOptions &options = {});
+
+/// Maps the file at `path` (without reading it) and imports it.
+OwningOpRef<ModuleOp> importONNXFile(llvm::StringRef path, MLIRContext *ctx,
+                                     const ImportOptions &options = {});
+
+/// Registers `--import-onnx` with mlir-translate style tools.
+void registerImportONNXTranslation();
+
+} // namespace mlir::tp
+
+#endif // TPOPT_IMPORT_ONNXIMPORTER_H

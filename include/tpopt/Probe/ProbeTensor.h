@@ -1,0 +1,60 @@
+//===- ProbeTensor.h - evaluate ONNX side computations ----------*- C++ -*-===//
+//
+// Exporters compute shapes, position tables, RoPE cos/sin and attention masks
+// inside the graph. Raising evaluates those subgraphs concretely at a small
+// probe shape (batch and sequence lengths chosen by the raiser) and then
+// recognizes their meaning from the values: a causal or sliding-window mask,
+// a rotary table with its theta. This header is the small interpreter for
+// that: dense tensors of doubles and the ONNX operators such subgraphs use.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPOPT_PROBE_PROBETENSOR_H
+#define TPOPT_PROBE_PROBETENSOR_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::tp {
+
+/// A small dense tensor; every element is held as a double (integers up to
+/// 2^53 are exact, which covers shapes and indices).
+struct ProbeTensor {
+  enum class Kind { Float, Int, Bool };
+  Kind kind = Kind::Float;
+  llvm::SmallVector<int64_t> shape;
+  std::vector<double> data;
+
+  int64_t numElements() const;
+  int64_t rank() const { return shape.size(); }
+  bool isScalarLike() const { return numElements() == 1; }
+  double scalar() const { return data.front(); }
+
+  static ProbeTensor fromAttr(DenseElementsAttr attr);
+  static ProbeTensor ints(llvm::ArrayRef<int64_t> shape,
+                          std::vector<double> data);
+};
+
+/// Converts a probe element to an integer, saturating at the int64 range
+/// (exporters write INT64_MAX as an open slice end).
+int64_t probeInt(double value);
+
+/// Evaluates one ONNX operator on concrete inputs. `attrs` is the node's
+/// ONNX attribute dictionary; a missing optional input is nullopt. Returns
+/// the outputs, or nullopt with `error` set (unsupported operator or bad
+/// operands); limits output sizes so a mistaken probe cannot explode.
+std::optional<std::vector<ProbeTensor>>
+evaluateOnnxOp(llvm::StringRef opType, DictionaryAttr attrs,
+               llvm::ArrayRef<std::optional<ProbeTensor>> inputs,
+               std::string &error);
+
+} // namespace mlir::tp
+
+#endif // TPOPT_PROBE_PROBETENSOR_H

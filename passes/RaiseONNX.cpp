@@ -1,0 +1,1258 @@
+//===- RaiseONNX.cpp - onnx-level IR to tp building blocks ----------------===//
+//
+// Abstract interpretation of the onnx-level function: every ONNX value gets
+// an abstract value. Side computations (shapes, masks, RoPE tables) are
+// evaluated concretely at a probe shape; activations are emitted as tp ops
+// as soon as the sub-graph that computes a building block is complete, and
+// partially matched blocks (the pieces of an RMS norm, of rotate_half, of
+// the attention scores) are abstract values of their own. Nothing depends on
+// node order or node names, except parameter naming, which uses scopes when
+// the exporter dropped the FQNs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tpopt/Dialect/ONNX/ONNXOps.h"
+#include "tpopt/Dialect/TP/TPAttrs.h"
+#include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Probe/ProbeTensor.h"
+#include "tpopt/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_TPRAISEONNX
+#include "tpopt/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+using onnx_ir::NodeOp;
+
+namespace {
+
+/// How the logical ONNX tensor of an activation maps onto its tp value, which
+/// is always packed `[batch, seq, heads * head_dim]`.
+enum class Layout {
+  Packed, // [B, S, F]
+  Heads,  // [B, S, H, D]
+  HeadsT, // [B, H, S, D]
+  KeyT,   // [B, H, D, S]
+};
+
+struct Activation {
+  Value value;
+  Layout layout = Layout::Packed;
+  int64_t headDim = 0;
+  /// GQA: each physical head is repeated this many times (repeat_kv).
+  int64_t repeat = 1;
+  /// A scalar factor not yet applied (SDPA scales q and k by sqrt(scale)).
+  double pendingScale = 1.0;
+};
+
+struct Abstract {
+  enum Kind {
+    Concrete,     // probe value in `probe`
+    Ids,          // token ids graph input
+    Act,          // activation
+    Param,        // parameter argument (maybe with a small known value)
+    ParamPlus,    // parameter + scalar `number` (Gemma's 1 + w)
+    Square,       // x^2
+    MeanSquare,   // mean(x^2) over groups of `group`
+    MeanSquareEps,
+    Rms,          // sqrt(mean(x^2) + eps)
+    InvRms,       // 1 / Rms
+    Normed,       // x / Rms
+    Sigmoid,      // sigmoid(x)
+    TableProduct, // x * table (RoPE cos)
+    RopeHalf,     // first (group 1) or second (group 2) half of x's heads
+    RopeNegHalf,  // -second half
+    RopeRotated,  // rotate_half(x)
+    RotatedProduct, // rotate_half(x) * table (RoPE sin)
+    KVUnsqueezed, // repeat_kv: x[:, :, None]
+    KVExpanded,   // repeat_kv: expanded by `group`
+    Scores,       // `number` * q k^T
+    MaskedScores, // scores + table
+    Probs,        // softmax(scores)
+  };
+  Kind kind = Concrete;
+  std::optional<ProbeTensor> probe;
+  /// Logical ONNX shape at the probe (for Shape nodes on activations).
+  SmallVector<int64_t> shape;
+  Activation act, other;
+  /// Parameter: the argument of the new function and the ONNX node that
+  /// first used it.
+  unsigned argIndex = 0;
+  bool viaTranspose = false;
+  double number = 1.0;
+  int64_t group = 0;
+  std::shared_ptr<ProbeTensor> table;
+  /// Run-time value of an input that is also probed (attention_mask).
+  Value runtime;
+};
+
+/// A parameter's use, for naming and orientation.
+struct ParamInfo {
+  std::string fqn;
+  /// Canonical shape and whether the stored bytes are its transpose.
+  SmallVector<int64_t> canonicalShape;
+  bool transposed = false;
+  bool used = false;
+};
+
+std::string scopeOf(StringRef nodeName) {
+  // "/model/layers.0/self_attn/q_proj/MatMul" -> "model.layers.0.self_attn.q_proj"
+  if (!nodeName.starts_with("/"))
+    return "";
+  SmallVector<StringRef> parts;
+  nodeName.drop_front().split(parts, '/');
+  if (parts.size() < 2)
+    return "";
+  parts.pop_back();
+  return llvm::join(parts, ".");
+}
+
+bool looksLikeFqn(StringRef name) {
+  return !name.contains(':') && !name.starts_with("/") && name.contains('.') &&
+         (name.ends_with(".weight") || name.ends_with(".bias"));
+}
+
+/// Rounds to 6 significant digits: exporters hold constants as f32.
+double roundSignificant(double v) {
+  if (v == 0 || !std::isfinite(v))
+    return v;
+  double scale = std::pow(10.0, 5 - std::floor(std::log10(std::fabs(v))));
+  return std::round(v * scale) / scale;
+}
+
+class Raiser {
+public:
+  Raiser(func::FuncOp source, int64_t probeBatch, int64_t probeSeq)
+      : source(source), ctx(source.getContext()), builder(ctx),
+        probeBatch(probeBatch), probeSeq(probeSeq) {}
+
+  LogicalResult run();
+
+private:
+  // Diagnostics.
+  InFlightDiagnostic nodeError(NodeOp node) {
+    std::string scope = scopeOf(node.getName());
+    auto diag = node.emitError()
+                << "cannot raise node '" << node.getName() << "' ("
+                << node.getOpType() << ", scope '"
+                << (scope.empty() ? std::string("<none>") : scope) << "'): ";
+    return diag;
+  }
+
+  // Abstract value helpers.
+  Abstract *lookup(Value v) {
+    auto it = values.find(v.getAsOpaquePointer());
+    return it == values.end() ? nullptr : &it->second;
+  }
+  Abstract &slot(Value v) { return values[v.getAsOpaquePointer()]; }
+  /// Known at the probe: constants and side computations, and parameters
+  /// small enough that the importer kept their value.
+  static bool isConcrete(const Abstract *a) {
+    return a && a->probe &&
+           (a->kind == Abstract::Concrete || a->kind == Abstract::Param ||
+            a->kind == Abstract::ParamPlus);
+  }
+  static std::optional<double> scalarOf(const Abstract *a) {
+    if (isConcrete(a) && a->probe->isScalarLike())
+      return a->probe->scalar();
+    return std::nullopt;
+  }
+  Abstract makeAct(Activation act, SmallVector<int64_t> shape) {
+    Abstract a;
+    a.kind = Abstract::Act;
+    a.act = act;
+    a.shape = std::move(shape);
+    return a;
+  }
+  Abstract derived(Abstract::Kind kind, const Abstract &from) {
+    Abstract a = from;
+    a.kind = kind;
+    return a;
+  }
+
+  RankedTensorType packedType(int64_t features) {
+    return RankedTensorType::get(
+        {ShapedType::kDynamic, ShapedType::kDynamic, features}, elementType);
+  }
+  int64_t featuresOf(Value v) {
+    return cast<RankedTensorType>(v.getType()).getDimSize(2);
+  }
+  SmallVector<int64_t> logicalShape(const Activation &act) {
+    int64_t f = featuresOf(act.value);
+    if (act.layout == Layout::Packed)
+      return {probeBatch, probeSeq, f};
+    int64_t heads = f / act.headDim * act.repeat;
+    switch (act.layout) {
+    case Layout::Heads:
+      return {probeBatch, probeSeq, heads, act.headDim};
+    case Layout::HeadsT:
+      return {probeBatch, heads, probeSeq, act.headDim};
+    case Layout::KeyT:
+      return {probeBatch, heads, act.headDim, probeSeq};
+    case Layout::Packed:
+      break;
+    }
+    return {};
+  }
+
+  // Parameters.
+  FailureOr<Value> useParam(NodeOp node, const Abstract &p,
+                            ArrayRef<int64_t> canonicalShape, bool transposed,
+                            StringRef suffix);
+
+  // Handlers.
+  LogicalResult visit(NodeOp node);
+  LogicalResult visitPattern(NodeOp node, ArrayRef<Abstract *> in,
+                             Abstract &out);
+  LogicalResult emitLinear(NodeOp node, Abstract &x, Abstract &w,
+                           Abstract &out);
+  LogicalResult emitRmsNorm(NodeOp node, Abstract &normed, Abstract &weight,
+                            Abstract &out);
+  LogicalResult emitRotary(NodeOp node, Abstract &cosPart,
+                           Abstract &sinPart, Abstract &out);
+  LogicalResult emitAttention(NodeOp node, Abstract &probs, Abstract &v,
+                              Abstract &out);
+  FailureOr<SmallVector<int64_t>> resolveReshape(NodeOp node,
+                                                 ArrayRef<int64_t> from,
+                                                 const ProbeTensor &target);
+
+  LogicalResult finish();
+  void recordConfig(ModuleOp module, func::FuncOp func);
+
+  func::FuncOp source;
+  MLIRContext *ctx;
+  OpBuilder builder;
+  int64_t probeBatch, probeSeq;
+  Type elementType;
+  func::FuncOp target;
+  /// Node-based so that pointers to abstract values survive insertions.
+  std::unordered_map<const void *, Abstract> values;
+  std::vector<ParamInfo> params;
+  /// Probe values of the attention mask (1 = keep), or empty.
+  std::vector<std::vector<int>> probeKeep;
+  Value attentionMask;
+};
+
+FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
+                                  ArrayRef<int64_t> canonicalShape,
+                                  bool transposed, StringRef suffix) {
+  ParamInfo &info = params[p.argIndex];
+  std::string fqn;
+  StringRef initName =
+      source.getArgAttrOfType<StringAttr>(p.argIndex,
+                                          onnx_ir::ONNXDialect::kNameAttrName)
+          .getValue();
+  if (looksLikeFqn(initName)) {
+    fqn = initName.str();
+  } else {
+    std::string scope = scopeOf(node.getName());
+    if (scope.empty())
+      return nodeError(node) << "parameter '" << initName
+                             << "' has no FQN and the node has no module "
+                                "scope to derive one from";
+    fqn = scope + "." + suffix.str();
+  }
+  if (info.used) {
+    if (info.transposed != transposed ||
+        ArrayRef<int64_t>(info.canonicalShape) != canonicalShape)
+      return nodeError(node)
+             << "parameter '" << info.fqn
+             << "' is used with two different orientations";
+    return target.getArgument(p.argIndex);
+  }
+  info.used = true;
+  info.fqn = fqn;
+  info.transposed = transposed;
+  info.canonicalShape.assign(canonicalShape.begin(), canonicalShape.end());
+  Value arg = target.getArgument(p.argIndex);
+  arg.setType(RankedTensorType::get(
+      canonicalShape, cast<ShapedType>(arg.getType()).getElementType()));
+  return arg;
+}
+
+LogicalResult Raiser::emitLinear(NodeOp node, Abstract &x, Abstract &w,
+                                 Abstract &out) {
+  if (x.act.layout != Layout::Packed)
+    return nodeError(node) << "a linear layer on a head-split activation";
+  auto stored = cast<RankedTensorType>(
+      source.getArgument(w.argIndex).getType());
+  if (stored.getRank() != 2)
+    return nodeError(node) << "weight is not 2-D: " << stored;
+  // MatMul computes x @ B with B = [in, out]. B is the stored tensor, or its
+  // transpose when the graph has an explicit Transpose (unfolded export).
+  int64_t in = w.viaTranspose ? stored.getDimSize(1) : stored.getDimSize(0);
+  int64_t outF = w.viaTranspose ? stored.getDimSize(0) : stored.getDimSize(1);
+  int64_t features = featuresOf(x.act.value);
+  if (in != features)
+    return nodeError(node) << "weight " << stored << " does not take "
+                           << features << " input features";
+  FailureOr<Value> weight =
+      useParam(node, w, {outF, in}, /*transposed=*/!w.viaTranspose, "weight");
+  if (failed(weight))
+    return failure();
+  Value y = LinearOp::create(builder, node.getLoc(), packedType(outF),
+                             x.act.value, *weight, Value());
+  out = makeAct({y}, {probeBatch, probeSeq, outF});
+  return success();
+}
+
+LogicalResult Raiser::emitRmsNorm(NodeOp node, Abstract &normed,
+                                  Abstract &weight, Abstract &out) {
+  int64_t group = normed.group;
+  auto stored = cast<RankedTensorType>(
+      source.getArgument(weight.argIndex).getType());
+  if (stored.getRank() != 1 || stored.getDimSize(0) != group)
+    return nodeError(node) << "norm weight " << stored
+                           << " does not match the normalized size " << group;
+  FailureOr<Value> w = useParam(node, weight, {group}, false, "weight");
+  if (failed(w))
+    return failure();
+  const Activation &x = normed.act;
+  int64_t features = featuresOf(x.value);
+  IntegerAttr groupAttr;
+  if (group != features)
+    groupAttr = builder.getI64IntegerAttr(group);
+  else if (x.layout != Layout::Packed)
+    return nodeError(node) << "normalization over all heads of a head-split "
+                              "activation";
+  Value y = RmsNormOp::create(
+      builder, node.getLoc(), x.value.getType(), x.value, *w,
+      builder.getF64FloatAttr(roundSignificant(normed.number)),
+      builder.getF64FloatAttr(weight.kind == Abstract::ParamPlus
+                                  ? weight.number
+                                  : 0.0),
+      groupAttr);
+  Activation result = x;
+  result.value = y;
+  out = makeAct(result, normed.shape);
+  return success();
+}
+
+/// Index of the table element broadcast to logical position (b, p, i) of an
+/// activation in `layout` (head index 0).
+static std::optional<double> tableAt(const ProbeTensor &table, Layout layout,
+                                     int64_t b, int64_t p, int64_t i) {
+  SmallVector<int64_t> idx;
+  if (layout == Layout::Heads)
+    idx = {b, p, 0, i};
+  else
+    idx = {b, 0, p, i};
+  if (table.rank() > 4)
+    return std::nullopt;
+  int64_t flat = 0, stride = 1;
+  size_t offset = idx.size() - table.shape.size();
+  for (int64_t d = table.rank() - 1; d >= 0; --d) {
+    int64_t dim = table.shape[d];
+    flat += (dim == 1 ? 0 : idx[d + offset]) * stride;
+    stride *= dim;
+  }
+  return table.data[flat];
+}
+
+LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
+                                 Abstract &sinPart, Abstract &out) {
+  const Activation &x = cosPart.act;
+  if (x.value != sinPart.act.value || x.layout != sinPart.act.layout)
+    return nodeError(node) << "the cos and sin halves of a rotary embedding "
+                              "apply to different tensors";
+  if (x.layout != Layout::Heads && x.layout != Layout::HeadsT)
+    return nodeError(node) << "rotary embedding of an activation that is not "
+                              "split into heads";
+  int64_t d = x.headDim, half = d / 2;
+  const ProbeTensor &cosT = *cosPart.table, &sinT = *sinPart.table;
+  if (cosT.shape.empty() || cosT.shape.back() != d || sinT.shape.empty() ||
+      sinT.shape.back() != d)
+    return nodeError(node) << "the rotary tables are not [.., seq, head_dim]";
+  // Fit the frequency of feature 1 at position 1, then check every entry.
+  double theta = 10000.0;
+  if (half >= 2) {
+    double f1 = std::atan2(*tableAt(sinT, x.layout, 0, 1, 1),
+                           *tableAt(cosT, x.layout, 0, 1, 1));
+    if (!(f1 > 0))
+      return nodeError(node) << "cannot read a rotary frequency from the "
+                                "cos/sin tables";
+    theta = roundSignificant(std::pow(f1, -static_cast<double>(half)));
+  }
+  for (int64_t b = 0; b < probeBatch; ++b)
+    for (int64_t p = 0; p < probeSeq; ++p)
+      for (int64_t i = 0; i < d; ++i) {
+        float freq = static_cast<float>(
+            std::pow(theta, -2.0 * static_cast<double>(i % half) / d));
+        float angle = static_cast<float>(p) * freq;
+        double c = *tableAt(cosT, x.layout, b, p, i);
+        double s = *tableAt(sinT, x.layout, b, p, i);
+        if (std::fabs(c - std::cos(angle)) > 1e-4 ||
+            std::fabs(s - std::sin(angle)) > 1e-4)
+          return nodeError(node)
+                 << "the rotary tables do not match RoPE with theta " << theta
+                 << " at positions 0..seq-1 (batch " << b << ", position " << p
+                 << ", feature " << i << ": cos " << c << ", sin " << s << ")";
+      }
+  Value y = RotaryOp::create(builder, node.getLoc(), x.value.getType(),
+                             x.value, builder.getI64IntegerAttr(d),
+                             builder.getF64FloatAttr(theta), IntegerAttr(),
+                             UnitAttr());
+  Activation result = x;
+  result.value = y;
+  out = makeAct(result, cosPart.shape);
+  return success();
+}
+
+LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
+                                    Abstract &out) {
+  const Activation &q = probs.act, &k = probs.other;
+  if (q.layout != Layout::HeadsT || k.layout != Layout::KeyT ||
+      v.act.layout != Layout::HeadsT)
+    return nodeError(node) << "attention operands are not [batch, heads, "
+                              "seq, head_dim]";
+  int64_t d = q.headDim;
+  if (k.headDim != d || v.act.headDim != d)
+    return nodeError(node) << "q, k and v have different head sizes";
+  if (k.repeat != v.act.repeat)
+    return nodeError(node) << "k and v are repeated differently";
+  int64_t heads = featuresOf(q.value) / d;
+  int64_t kvHeads = featuresOf(k.value) / d;
+  if (kvHeads * k.repeat != heads)
+    return nodeError(node) << heads << " query heads do not match "
+                           << kvHeads << " KV heads repeated " << k.repeat
+                           << " times";
+  double scale = probs.number * q.pendingScale * k.pendingScale;
+
+  // What the mask allows, read at the probe.
+  bool causal = false, usesPadding = false;
+  std::optional<int64_t> window;
+  if (probs.table) {
+    const ProbeTensor &m = *probs.table;
+    auto allowedAt = [&](int64_t b, int64_t i, int64_t j) -> std::optional<bool> {
+      SmallVector<int64_t> idx = {b, 0, i, j};
+      if (m.rank() > 4)
+        return std::nullopt;
+      int64_t flat = 0, stride = 1;
+      size_t offset = idx.size() - m.shape.size();
+      for (int64_t dd = m.rank() - 1; dd >= 0; --dd) {
+        int64_t dim = m.shape[dd];
+        flat += (dim == 1 ? 0 : idx[dd + offset]) * stride;
+        stride *= dim;
+      }
+      double value = m.data[flat];
+      if (value <= -1e4)
+        return false;
+      if (std::fabs(value) > 1e-6)
+        return std::nullopt; // an additive bias, not a mask
+      return true;
+    };
+    auto keep = [&](int64_t b, int64_t j) {
+      return probeKeep.empty() || probeKeep[b][j] != 0;
+    };
+    int64_t maxDistance = -1;
+    bool future = false, paddingMasked = false;
+    for (int64_t b = 0; b < probeBatch; ++b)
+      for (int64_t i = 0; i < probeSeq; ++i) {
+        if (!keep(b, i))
+          continue;
+        for (int64_t j = 0; j < probeSeq; ++j) {
+          std::optional<bool> allowed = allowedAt(b, i, j);
+          if (!allowed)
+            return nodeError(node) << "the attention mask adds values other "
+                                      "than 0 and a large negative number";
+          if (*allowed) {
+            future |= j > i;
+            maxDistance = std::max(maxDistance, i - j);
+            if (!keep(b, j))
+              return nodeError(node)
+                     << "the attention mask lets queries see padding keys";
+          } else if (!keep(b, j)) {
+            paddingMasked = true;
+          }
+        }
+      }
+    causal = !future;
+    usesPadding = paddingMasked;
+    if (causal && maxDistance + 1 < probeSeq)
+      window = maxDistance + 1;
+    // Check the candidate reproduces the mask exactly.
+    for (int64_t b = 0; b < probeBatch; ++b)
+      for (int64_t i = 0; i < probeSeq; ++i) {
+        if (!keep(b, i))
+          continue;
+        for (int64_t j = 0; j < probeSeq; ++j) {
+          bool expect = (!causal || j <= i) && (!window || i - j < *window) &&
+                        (!usesPadding || keep(b, j));
+          if (*allowedAt(b, i, j) != expect)
+            return nodeError(node)
+                   << "the attention mask is not causal, sliding-window or "
+                      "padding at the probe (batch "
+                   << b << ", query " << i << ", key " << j << ")";
+        }
+      }
+    if (usesPadding && !attentionMask)
+      return nodeError(node) << "padding mask without an attention_mask input";
+  }
+
+  Value mask = usesPadding ? attentionMask : Value();
+  Value y = AttentionOp::create(
+      builder, node.getLoc(), q.value.getType(), q.value, k.value, v.act.value,
+      mask, builder.getI64IntegerAttr(heads),
+      builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
+      builder.getF64FloatAttr(roundSignificant(scale)),
+      causal ? builder.getUnitAttr() : UnitAttr(),
+      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(),
+      FloatAttr());
+  Activation result;
+  result.value = y;
+  result.layout = Layout::HeadsT;
+  result.headDim = d;
+  out = makeAct(result, logicalShape(result));
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>>
+Raiser::resolveReshape(NodeOp node, ArrayRef<int64_t> from,
+                       const ProbeTensor &targetT) {
+  bool allowZero = false;
+  if (auto attr = node.getOnnxAttrs().getAs<IntegerAttr>("allowzero"))
+    allowZero = attr.getInt() != 0;
+  SmallVector<int64_t> shape;
+  int64_t inferred = -1, known = 1, total = 1;
+  for (int64_t d : from)
+    total *= d;
+  for (double v : targetT.data) {
+    int64_t d = probeInt(v);
+    if (d == 0 && !allowZero) {
+      if (shape.size() >= from.size())
+        return nodeError(node) << "reshape copies a missing dimension";
+      d = from[shape.size()];
+    }
+    if (d == -1)
+      inferred = shape.size();
+    else
+      known *= d;
+    shape.push_back(d);
+  }
+  if (inferred >= 0) {
+    if (known == 0 || total % known)
+      return nodeError(node) << "reshape cannot infer its -1 dimension";
+    shape[inferred] = total / known;
+  }
+  return shape;
+}
+
+LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
+                                   Abstract &out) {
+  StringRef op = node.getOpType();
+  auto is = [&](unsigned i, Abstract::Kind kind) {
+    return i < in.size() && in[i] && in[i]->kind == kind;
+  };
+  auto isAct = [&](unsigned i) { return is(i, Abstract::Act); };
+  auto intsAttr = [&](StringRef name) -> std::optional<SmallVector<int64_t>> {
+    if (auto attr = node.getOnnxAttrs().getAs<DenseI64ArrayAttr>(name))
+      return SmallVector<int64_t>(attr.asArrayRef());
+    return std::nullopt;
+  };
+  auto axesOf = [&](unsigned inputIndex) -> std::optional<SmallVector<int64_t>> {
+    if (auto attr = intsAttr("axes"))
+      return attr;
+    if (inputIndex < in.size() && isConcrete(in[inputIndex])) {
+      SmallVector<int64_t> axes;
+      for (double v : in[inputIndex]->probe->data)
+        axes.push_back(probeInt(v));
+      return axes;
+    }
+    return std::nullopt;
+  };
+
+  if (op == "Cast" || op == "Identity" || op == "Dropout") {
+    out = *in[0];
+    return success();
+  }
+
+  if (op == "Gather" && is(0, Abstract::Param) && is(1, Abstract::Ids)) {
+    auto table = cast<RankedTensorType>(
+        source.getArgument(in[0]->argIndex).getType());
+    if (table.getRank() != 2)
+      return nodeError(node) << "embedding table is not 2-D: " << table;
+    FailureOr<Value> w = useParam(node, *in[0], table.getShape(), false,
+                                  "weight");
+    if (failed(w))
+      return failure();
+    elementType = table.getElementType();
+    Value y = EmbeddingOp::create(builder, node.getLoc(),
+                                  packedType(table.getDimSize(1)),
+                                  in[1]->runtime, *w);
+    out = makeAct({y}, {probeBatch, probeSeq, table.getDimSize(1)});
+    return success();
+  }
+
+  if (op == "Transpose") {
+    std::optional<SmallVector<int64_t>> perm = intsAttr("perm");
+    if (is(0, Abstract::Param)) {
+      out = *in[0];
+      out.viaTranspose = !out.viaTranspose;
+      return success();
+    }
+    if (isAct(0) && perm) {
+      Activation act = in[0]->act;
+      ArrayRef<int64_t> p = *perm;
+      bool swap12 = p == ArrayRef<int64_t>{0, 2, 1, 3};
+      if (act.layout == Layout::Heads && swap12)
+        act.layout = Layout::HeadsT;
+      else if (act.layout == Layout::HeadsT && swap12)
+        act.layout = Layout::Heads;
+      else if (act.layout == Layout::HeadsT &&
+               p == ArrayRef<int64_t>{0, 1, 3, 2})
+        act.layout = Layout::KeyT;
+      else if (act.layout == Layout::Heads &&
+               p == ArrayRef<int64_t>{0, 2, 3, 1})
+        act.layout = Layout::KeyT;
+      else
+        return nodeError(node) << "unsupported transpose of an activation";
+      out = makeAct(act, logicalShape(act));
+      return success();
+    }
+  }
+
+  if (op == "Reshape" && isConcrete(in[1])) {
+    if (isAct(0) || is(0, Abstract::KVExpanded)) {
+      FailureOr<SmallVector<int64_t>> shape =
+          resolveReshape(node, in[0]->shape, *in[1]->probe);
+      if (failed(shape))
+        return failure();
+      const SmallVector<int64_t> &s = *shape;
+      Activation act = in[0]->act;
+      if (s == in[0]->shape) {
+        out = *in[0];
+        return success();
+      }
+      if (is(0, Abstract::KVExpanded) && s.size() == 4 &&
+          s[1] == in[0]->shape[1] * in[0]->shape[2]) {
+        act.repeat *= in[0]->group;
+        out = makeAct(act, logicalShape(act));
+        return success();
+      }
+      if (isAct(0) && act.layout == Layout::Packed && s.size() == 4 &&
+          s[0] == probeBatch && s[1] == probeSeq &&
+          s[2] * s[3] == in[0]->shape[2]) {
+        act.layout = Layout::Heads;
+        act.headDim = s[3];
+        out = makeAct(act, logicalShape(act));
+        return success();
+      }
+      if (isAct(0) && act.layout == Layout::Heads && act.repeat == 1 &&
+          s.size() == 3 && s[0] == probeBatch && s[1] == probeSeq &&
+          s[2] == featuresOf(act.value)) {
+        act.layout = Layout::Packed;
+        act.headDim = 0;
+        out = makeAct(act, logicalShape(act));
+        return success();
+      }
+      return nodeError(node) << "unsupported reshape of an activation to ["
+                             << llvm::make_range(s.begin(), s.end()) << "]";
+    }
+  }
+
+  if (op == "Unsqueeze" && isAct(0) && in[0]->act.layout == Layout::HeadsT) {
+    std::optional<SmallVector<int64_t>> axes = axesOf(1);
+    if (axes && axes->size() == 1 && ((*axes)[0] == 2 || (*axes)[0] == -3)) {
+      out = derived(Abstract::KVUnsqueezed, *in[0]);
+      out.shape.insert(out.shape.begin() + 2, 1);
+      return success();
+    }
+  }
+
+  if (op == "Expand" && is(0, Abstract::KVUnsqueezed) && isConcrete(in[1])) {
+    const ProbeTensor &t = *in[1]->probe;
+    const SmallVector<int64_t> &s = in[0]->shape;
+    if (t.numElements() == 5 && t.data[0] == s[0] && t.data[1] == s[1] &&
+        t.data[3] == s[3] && t.data[4] == s[4]) {
+      out = derived(Abstract::KVExpanded, *in[0]);
+      out.group = probeInt(t.data[2]);
+      out.shape[2] = out.group;
+      return success();
+    }
+  }
+
+  if (op == "Pow" && isAct(0) && scalarOf(in[1]) == 2.0) {
+    out = derived(Abstract::Square, *in[0]);
+    return success();
+  }
+
+  if (op == "ReduceMean" && is(0, Abstract::Square)) {
+    std::optional<SmallVector<int64_t>> axes = axesOf(1);
+    int64_t rank = in[0]->shape.size();
+    bool lastAxis = axes && axes->size() == 1 &&
+                    ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
+    auto keep = node.getOnnxAttrs().getAs<IntegerAttr>("keepdims");
+    if (lastAxis && (!keep || keep.getInt() == 1)) {
+      out = derived(Abstract::MeanSquare, *in[0]);
+      out.group = in[0]->shape.back();
+      return success();
+    }
+  }
+
+  if (op == "Add") {
+    for (unsigned i = 0; i < 2; ++i) {
+      Abstract *a = in[i], *b = in[1 - i];
+      if (a->kind == Abstract::MeanSquare && scalarOf(b)) {
+        out = derived(Abstract::MeanSquareEps, *a);
+        out.number = *scalarOf(b);
+        return success();
+      }
+      if (a->kind == Abstract::TableProduct &&
+          b->kind == Abstract::RotatedProduct)
+        return emitRotary(node, *a, *b, out);
+      if ((a->kind == Abstract::Scores) && isConcrete(b)) {
+        out = derived(Abstract::MaskedScores, *a);
+        out.table = std::make_shared<ProbeTensor>(*b->probe);
+        return success();
+      }
+      if (a->kind == Abstract::Param && scalarOf(b)) {
+        out = derived(Abstract::ParamPlus, *a);
+        out.number = *scalarOf(b);
+        return success();
+      }
+      if (a->kind == Abstract::Param && b->kind == Abstract::Act && b->act.layout == Layout::Packed) {
+        auto linear = b->act.value.getDefiningOp<LinearOp>();
+        auto biasType = cast<RankedTensorType>(
+            source.getArgument(a->argIndex).getType());
+        if (linear && !linear.getBias() && biasType.getRank() == 1 &&
+            biasType.getDimSize(0) == featuresOf(b->act.value)) {
+          FailureOr<Value> bias =
+              useParam(node, *a, biasType.getShape(), false, "bias");
+          if (failed(bias))
+            return failure();
+          linear.getBiasMutable().assign(*bias);
+          out = *b;
+          return success();
+        }
+      }
+    }
+    if (isAct(0) && isAct(1)) {
+      const Activation &a = in[0]->act, &b = in[1]->act;
+      if (a.layout != b.layout || a.headDim != b.headDim ||
+          a.value.getType() != b.value.getType())
+        return nodeError(node) << "adds activations of different layouts";
+      Value y = AddOp::create(builder, node.getLoc(), a.value, b.value);
+      Activation result = a;
+      result.value = y;
+      out = makeAct(result, in[0]->shape);
+      return success();
+    }
+  }
+
+  if (op == "Sqrt" && is(0, Abstract::MeanSquareEps)) {
+    out = derived(Abstract::Rms, *in[0]);
+    return success();
+  }
+  if (op == "Reciprocal" && is(0, Abstract::Rms)) {
+    out = derived(Abstract::InvRms, *in[0]);
+    return success();
+  }
+
+  if (op == "Div") {
+    if (scalarOf(in[0]) == 1.0 && is(1, Abstract::Rms)) {
+      out = derived(Abstract::InvRms, *in[1]);
+      return success();
+    }
+    if (isAct(0) && is(1, Abstract::Rms) &&
+        in[0]->act.value == in[1]->act.value) {
+      out = derived(Abstract::Normed, *in[1]);
+      return success();
+    }
+    if (is(0, Abstract::Scores) && scalarOf(in[1])) {
+      out = *in[0];
+      out.number /= *scalarOf(in[1]);
+      return success();
+    }
+  }
+
+  if (op == "Mul") {
+    for (unsigned i = 0; i < 2; ++i) {
+      Abstract *a = in[i], *b = in[1 - i];
+      if (a->kind == Abstract::Act && b->kind == Abstract::InvRms &&
+          a->act.value == b->act.value && a->act.layout == b->act.layout) {
+        out = derived(Abstract::Normed, *b);
+        return success();
+      }
+      if ((a->kind == Abstract::Param || a->kind == Abstract::ParamPlus) &&
+          b->kind == Abstract::Normed)
+        return emitRmsNorm(node, *b, *a, out);
+      if (a->kind == Abstract::Act && b->kind == Abstract::Sigmoid &&
+          a->act.value == b->act.value) {
+        Value y = SiluOp::create(builder, node.getLoc(), a->act.value);
+        Activation result = a->act;
+        result.value = y;
+        out = makeAct(result, a->shape);
+        return success();
+      }
+      if (a->kind == Abstract::Scores && scalarOf(b)) {
+        out = *a;
+        out.number *= *scalarOf(b);
+        return success();
+      }
+      if (a->kind == Abstract::Act && scalarOf(b)) {
+        if (a->act.layout == Layout::Packed) {
+          Value y = ScaleOp::create(builder, node.getLoc(), a->act.value,
+                                    builder.getF64FloatAttr(*scalarOf(b)));
+          Activation result = a->act;
+          result.value = y;
+          out = makeAct(result, a->shape);
+        } else {
+          out = *a;
+          out.act.pendingScale *= *scalarOf(b);
+        }
+        return success();
+      }
+      if (a->kind == Abstract::Act && a->act.layout != Layout::Packed &&
+          isConcrete(b) && b->kind == Abstract::Concrete) {
+        out = derived(Abstract::TableProduct, *a);
+        out.table = std::make_shared<ProbeTensor>(*b->probe);
+        return success();
+      }
+      if (a->kind == Abstract::RopeRotated && isConcrete(b)) {
+        out = derived(Abstract::RotatedProduct, *a);
+        out.table = std::make_shared<ProbeTensor>(*b->probe);
+        return success();
+      }
+    }
+    if (isAct(0) && isAct(1)) {
+      const Activation &a = in[0]->act, &b = in[1]->act;
+      if (a.layout != b.layout || a.value.getType() != b.value.getType())
+        return nodeError(node)
+               << "multiplies activations of different layouts";
+      Value y = MulOp::create(builder, node.getLoc(), a.value, b.value);
+      Activation result = a;
+      result.value = y;
+      out = makeAct(result, in[0]->shape);
+      return success();
+    }
+  }
+
+  if (op == "Sigmoid" && isAct(0)) {
+    out = derived(Abstract::Sigmoid, *in[0]);
+    return success();
+  }
+
+  if (op == "Slice" && isAct(0) &&
+      (in[0]->act.layout == Layout::Heads ||
+       in[0]->act.layout == Layout::HeadsT)) {
+    auto concreteInts = [&](unsigned i) -> std::optional<SmallVector<int64_t>> {
+      if (!isConcrete(in.size() > i ? in[i] : nullptr))
+        return std::nullopt;
+      SmallVector<int64_t> v;
+      for (double d : in[i]->probe->data)
+        v.push_back(probeInt(d));
+      return v;
+    };
+    auto starts = concreteInts(1), ends = concreteInts(2),
+         axes = concreteInts(3);
+    int64_t d = in[0]->act.headDim;
+    bool lastAxis = !axes || (axes->size() == 1 &&
+                              ((*axes)[0] == -1 || (*axes)[0] == 3));
+    if (starts && ends && starts->size() == 1 && lastAxis) {
+      int64_t s = (*starts)[0], e = std::min((*ends)[0], d);
+      if (s == 0 && e == d / 2) {
+        out = derived(Abstract::RopeHalf, *in[0]);
+        out.group = 1;
+        return success();
+      }
+      if (s == d / 2 && e == d) {
+        out = derived(Abstract::RopeHalf, *in[0]);
+        out.group = 2;
+        return success();
+      }
+    }
+  }
+
+  if (op == "Neg" && is(0, Abstract::RopeHalf) && in[0]->group == 2) {
+    out = derived(Abstract::RopeNegHalf, *in[0]);
+    return success();
+  }
+
+  if (op == "Concat" && in.size() == 2 && is(0, Abstract::RopeNegHalf) &&
+      is(1, Abstract::RopeHalf) && in[1]->group == 1 &&
+      in[0]->act.value == in[1]->act.value) {
+    out = derived(Abstract::RopeRotated, *in[1]);
+    return success();
+  }
+
+  if (op == "MatMul") {
+    if (isAct(0) && is(1, Abstract::Param))
+      return emitLinear(node, *in[0], *in[1], out);
+    if (isAct(0) && isAct(1) && in[0]->act.layout == Layout::HeadsT &&
+        in[1]->act.layout == Layout::KeyT) {
+      out = derived(Abstract::Scores, *in[0]);
+      out.other = in[1]->act;
+      out.number = 1.0;
+      return success();
+    }
+    if (is(0, Abstract::Probs) && isAct(1))
+      return emitAttention(node, *in[0], *in[1], out);
+  }
+
+  if (op == "Softmax" &&
+      (is(0, Abstract::Scores) || is(0, Abstract::MaskedScores))) {
+    auto axis = node.getOnnxAttrs().getAs<IntegerAttr>("axis");
+    if (!axis || axis.getInt() == -1 || axis.getInt() == 3) {
+      out = derived(Abstract::Probs, *in[0]);
+      return success();
+    }
+  }
+
+  return nodeError(node) << "unrecognized pattern";
+}
+
+LogicalResult Raiser::visit(NodeOp node) {
+  SmallVector<Abstract *> in;
+  bool allConcrete = true;
+  for (Value input : node.getInputs()) {
+    if (isa<NoneType>(input.getType())) {
+      in.push_back(nullptr);
+      continue;
+    }
+    Abstract *a = lookup(input);
+    if (!a)
+      return nodeError(node) << "an input has no value";
+    in.push_back(a);
+    allConcrete &= isConcrete(a);
+  }
+
+  if (node.getOpType() == "Shape" && in.size() == 1 && in[0] &&
+      !isConcrete(in[0])) {
+    // Shape only reads the input's shape: probe it with an empty payload.
+    ProbeTensor shaped;
+    shaped.kind = ProbeTensor::Kind::Int;
+    if (in[0]->kind == Abstract::Param) {
+      auto type = cast<RankedTensorType>(
+          source.getArgument(in[0]->argIndex).getType());
+      shaped.shape.assign(type.getShape().begin(), type.getShape().end());
+    } else {
+      shaped.shape = in[0]->shape;
+    }
+    std::string error;
+    std::optional<std::vector<ProbeTensor>> result = evaluateOnnxOp(
+        "Shape", node.getOnnxAttrs(), {std::optional<ProbeTensor>(shaped)},
+        error);
+    if (!result)
+      return nodeError(node) << error;
+    Abstract a;
+    a.kind = Abstract::Concrete;
+    a.probe = (*result)[0];
+    slot(node.getResult(0)) = a;
+    return success();
+  }
+
+  if (allConcrete && node.getNumResults() >= 1) {
+    SmallVector<std::optional<ProbeTensor>> inputs;
+    for (Abstract *a : in)
+      inputs.push_back(a ? a->probe : std::nullopt);
+    std::string error;
+    std::optional<std::vector<ProbeTensor>> results =
+        evaluateOnnxOp(node.getOpType(), node.getOnnxAttrs(), inputs, error);
+    if (!results)
+      return nodeError(node) << error;
+    for (auto [result, value] : llvm::zip(node.getResults(), *results)) {
+      Abstract a;
+      a.kind = Abstract::Concrete;
+      a.probe = value;
+      slot(result) = a;
+    }
+    // A parameter stays a parameter through a transpose, a cast, or the
+    // addition of a scalar (Gemma's 1 + w): its value is known too, but a
+    // linear or a norm must still read it at run time.
+    StringRef op = node.getOpType();
+    Abstract &result = slot(node.getResult(0));
+    if (in.size() >= 1 && in[0] && in[0]->kind == Abstract::Param) {
+      if (op == "Transpose" || op == "Cast" || op == "Identity") {
+        std::optional<ProbeTensor> value = result.probe;
+        result = *in[0];
+        result.probe = value;
+        result.viaTranspose ^= op == "Transpose";
+      }
+    }
+    if (op == "Add" && in.size() == 2)
+      for (unsigned i = 0; i < 2; ++i)
+        if (in[i]->kind == Abstract::Param && scalarOf(in[1 - i])) {
+          std::optional<ProbeTensor> value = result.probe;
+          result = *in[i];
+          result.kind = Abstract::ParamPlus;
+          result.number = *scalarOf(in[1 - i]);
+          result.probe = value;
+        }
+    return success();
+  }
+
+  if (node.getNumResults() != 1 && node.getOpType() != "Dropout")
+    return nodeError(node) << "unrecognized pattern";
+  for (Abstract *a : in)
+    if (!a)
+      return nodeError(node) << "unrecognized pattern with a missing input";
+  Abstract out;
+  if (failed(visitPattern(node, in, out)))
+    return failure();
+  slot(node.getResult(0)) = out;
+  return success();
+}
+
+LogicalResult Raiser::run() {
+  // The new function starts with the source's arguments; unused ones are
+  // dropped at the end.
+  builder.setInsertionPoint(source);
+  target = func::FuncOp::create(builder, source.getLoc(), "forward",
+                                source.getFunctionType());
+  Block *body = target.addEntryBlock();
+  builder.setInsertionPointToEnd(body);
+  params.resize(source.getNumArguments());
+
+  for (unsigned i = 0; i < source.getNumArguments(); ++i) {
+    Value arg = source.getArgument(i);
+    auto name = source.getArgAttrOfType<StringAttr>(
+        i, onnx_ir::ONNXDialect::kNameAttrName);
+    bool isParam = static_cast<bool>(
+        source.getArgAttr(i, TPDialect::kSourceAttrName)) ||
+                   static_cast<bool>(source.getArgAttr(
+                       i, onnx_ir::ONNXDialect::kValueAttrName));
+    Abstract a;
+    if (isParam) {
+      a.kind = Abstract::Param;
+      a.argIndex = i;
+      if (auto value = source.getArgAttrOfType<DenseElementsAttr>(
+              i, onnx_ir::ONNXDialect::kValueAttrName))
+        a.probe = ProbeTensor::fromAttr(value);
+      if (!source.getArgAttr(i, TPDialect::kSourceAttrName))
+        a.kind = Abstract::Concrete; // typed-field constant, not a weight
+      slot(arg) = a;
+      continue;
+    }
+    StringRef inputName = name ? name.getValue() : "";
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (inputName == "input_ids") {
+      a.kind = Abstract::Ids;
+      a.runtime = target.getArgument(i);
+      a.shape = {probeBatch, probeSeq};
+    } else if (inputName == "attention_mask") {
+      // Left padding in the first row, right padding in the last.
+      std::vector<double> data;
+      probeKeep.assign(probeBatch, std::vector<int>(probeSeq, 1));
+      for (int64_t b = 0; b < probeBatch; ++b)
+        for (int64_t s = 0; s < probeSeq; ++s) {
+          bool pad = (b == 0 && s < 3) ||
+                     (b == probeBatch - 1 && b != 0 && s >= probeSeq - 2);
+          probeKeep[b][s] = !pad;
+          data.push_back(pad ? 0 : 1);
+        }
+      a.kind = Abstract::Concrete;
+      a.probe = ProbeTensor::ints({probeBatch, probeSeq}, data);
+      if (type && !type.getElementType().isInteger(64))
+        a.probe->kind = ProbeTensor::Kind::Float;
+      attentionMask = target.getArgument(i);
+    } else if (inputName == "position_ids") {
+      std::vector<double> data;
+      for (int64_t b = 0; b < probeBatch; ++b)
+        for (int64_t s = 0; s < probeSeq; ++s)
+          data.push_back(s);
+      a.kind = Abstract::Concrete;
+      a.probe = ProbeTensor::ints({probeBatch, probeSeq}, data);
+    } else {
+      return source.emitError()
+             << "graph input '" << inputName
+             << "' is not supported (inputs are input_ids, attention_mask "
+                "and position_ids; export with use_cache=False)";
+    }
+    slot(arg) = a;
+  }
+
+  for (Operation &op : source.getBody().front()) {
+    if (auto node = dyn_cast<NodeOp>(op)) {
+      if (failed(visit(node)))
+        return failure();
+    } else if (!isa<onnx_ir::NoneOp, func::ReturnOp>(op)) {
+      return op.emitError("unexpected op in an onnx-level function");
+    }
+  }
+  return finish();
+}
+
+LogicalResult Raiser::finish() {
+  auto ret = cast<func::ReturnOp>(source.getBody().front().getTerminator());
+  SmallVector<Value> results;
+  for (Value v : ret.getOperands()) {
+    Abstract *a = lookup(v);
+    if (!a || a->kind != Abstract::Act || a->act.layout != Layout::Packed)
+      return ret.emitError("a graph output is not a raised activation "
+                           "[batch, seq, features]");
+    results.push_back(a->act.value);
+  }
+  func::ReturnOp::create(builder, ret.getLoc(), results);
+
+  // Arguments: inputs stay, used parameters get their FQN and orientation,
+  // everything else (constants the raising consumed) goes.
+  llvm::BitVector erase(target.getNumArguments());
+  for (unsigned i = 0; i < target.getNumArguments(); ++i) {
+    Value arg = target.getArgument(i);
+    auto sourceAttr =
+        source.getArgAttrOfType<SourceAttr>(i, TPDialect::kSourceAttrName);
+    if (!sourceAttr) {
+      if (arg.use_empty() && lookup(source.getArgument(i)) &&
+          lookup(source.getArgument(i))->kind == Abstract::Concrete &&
+          lookup(source.getArgument(i))->runtime == Value() &&
+          arg != attentionMask)
+        erase.set(i);
+      if (auto name = source.getArgAttr(i, onnx_ir::ONNXDialect::kNameAttrName))
+        target.setArgAttr(i, onnx_ir::ONNXDialect::kNameAttrName, name);
+      continue;
+    }
+    const ParamInfo &info = params[i];
+    if (!info.used) {
+      if (!arg.use_empty())
+        return source.emitError() << "internal: parameter "
+                                  << sourceAttr.getInitializer()
+                                  << " used without a name";
+      erase.set(i);
+      continue;
+    }
+    target.setArgAttr(i, TPDialect::kFqnAttrName,
+                      builder.getStringAttr(info.fqn));
+    target.setArgAttr(i, TPDialect::kSourceAttrName,
+                      SourceAttr::get(ctx, sourceAttr.getInitializer(),
+                                      sourceAttr.getFile(),
+                                      sourceAttr.getOffset(),
+                                      sourceAttr.getLength(),
+                                      info.transposed));
+  }
+  target.setType(FunctionType::get(ctx, target.getBody().getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+  if (failed(target.eraseArguments(erase)))
+    return failure();
+  recordConfig(source->getParentOfType<ModuleOp>(), target);
+  source.erase();
+  return success();
+}
+
+void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
+  std::map<std::string, Attribute> config;
+  auto setInt = [&](StringRef key, int64_t v) {
+    config[key.str()] = builder.getI64IntegerAttr(v);
+  };
+  auto fqnOf = [&](Value v) -> StringRef {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       TPDialect::kFqnAttrName))
+        return fqn.getValue();
+    return "";
+  };
+  std::set<int64_t> layers;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto fqn = func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName);
+    if (!fqn)
+      continue;
+    StringRef rest = fqn.getValue();
+    size_t pos = rest.find("layers.");
+    if (pos == StringRef::npos)
+      continue;
+    int64_t layer;
+    if (!rest.drop_front(pos + 7).split('.').first.getAsInteger(10, layer))
+      layers.insert(layer);
+  }
+  setInt("num_hidden_layers", layers.size());
+
+  bool qkNorm = false, attentionBias = false, normOffset = false,
+       embedScale = false, tied = false;
+  Value embedTable;
+  func.walk([&](Operation *op) {
+    if (auto emb = dyn_cast<EmbeddingOp>(op)) {
+      auto table = emb.getTable().getType();
+      setInt("vocab_size", table.getDimSize(0));
+      setInt("hidden_size", table.getDimSize(1));
+      embedTable = emb.getTable();
+      embedScale |= llvm::any_of(emb->getUsers(),
+                                 [](Operation *u) { return isa<ScaleOp>(u); });
+    } else if (auto att = dyn_cast<AttentionOp>(op)) {
+      if (!config.count("num_attention_heads")) {
+        setInt("num_attention_heads", att.getNumHeadsAttr().getInt());
+        setInt("num_key_value_heads", att.getNumKvHeadsAttr().getInt());
+        setInt("head_dim", att.getHeadDimAttr().getInt());
+      }
+    } else if (auto rot = dyn_cast<RotaryOp>(op)) {
+      if (!config.count("rope_theta"))
+        config["rope_theta"] = rot.getThetaAttr();
+    } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
+      if (norm.getGroupSizeAttr())
+        qkNorm = true;
+      else if (!config.count("rms_norm_eps"))
+        config["rms_norm_eps"] = norm.getEpsilonAttr();
+      normOffset |= norm.getWeightOffsetAttr().getValueAsDouble() != 0.0;
+    } else if (auto lin = dyn_cast<LinearOp>(op)) {
+      StringRef fqn = fqnOf(lin.getWeight());
+      if (fqn.ends_with("q_proj.weight") && lin.getBias())
+        attentionBias = true;
+      if ((fqn.ends_with("mlp.gate_proj.weight") ||
+           fqn.ends_with("mlp.up_proj.weight")) &&
+          !config.count("intermediate_size"))
+        setInt("intermediate_size", lin.getWeight().getType().getDimSize(0));
+      if (fqn == "lm_head.weight" && lin.getWeight() == embedTable)
+        tied = true;
+    }
+  });
+
+  std::string arch = "llama";
+  bool backbone = false;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto fqn = func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName))
+      backbone |= fqn.getValue().starts_with("backbone.");
+  if (backbone)
+    arch = "nemotron_h";
+  else if (normOffset || embedScale)
+    arch = "gemma3";
+  else if (qkNorm)
+    arch = "qwen3";
+  else if (attentionBias)
+    arch = "qwen2";
+  config["architecture"] = builder.getStringAttr(arch);
+  config["tie_word_embeddings"] = builder.getBoolAttr(tied);
+  config["attention_bias"] = builder.getBoolAttr(attentionBias);
+  config["qk_norm"] = builder.getBoolAttr(qkNorm);
+
+  SmallVector<NamedAttribute> entries;
+  for (auto &[key, value] : config)
+    entries.push_back(builder.getNamedAttr(key, value));
+  module->setAttr("tp.config", builder.getDictionaryAttr(entries));
+}
+
+struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> graphs;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.getBody().empty() &&
+          llvm::any_of(func.getBody().front(),
+                       [](Operation &op) { return isa<NodeOp>(op); }))
+        graphs.push_back(func);
+    if (probeSeq < 4 || probeBatch < 1) {
+      getOperation().emitError("probe-seq must be >= 4 and probe-batch >= 1");
+      return signalPassFailure();
+    }
+    for (func::FuncOp func : graphs) {
+      Raiser raiser(func, probeBatch, probeSeq);
+      if (failed(raiser.run()))
+        return signalPassFailure();
+    }
+    // The module-level ONNX bookkeeping is no longer meaningful.
+    getOperation()->removeAttr("onnx.opset_import");
+  }
+};
+
+} // namespace
