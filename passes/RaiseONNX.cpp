@@ -100,6 +100,44 @@ struct Abstract {
   Value runtime;
 };
 
+StringRef kindName(Abstract::Kind kind) {
+  switch (kind) {
+  case Abstract::Concrete:
+    return "constant";
+  case Abstract::Ids:
+    return "token-ids";
+  case Abstract::Act:
+    return "activation";
+  case Abstract::Param:
+    return "parameter";
+  case Abstract::ParamPlus:
+    return "parameter-plus-constant";
+  case Abstract::Square:
+  case Abstract::MeanSquare:
+  case Abstract::MeanSquareEps:
+  case Abstract::Rms:
+  case Abstract::InvRms:
+  case Abstract::Normed:
+    return "partial-rms-norm";
+  case Abstract::Sigmoid:
+    return "sigmoid";
+  case Abstract::TableProduct:
+  case Abstract::RopeHalf:
+  case Abstract::RopeNegHalf:
+  case Abstract::RopeRotated:
+  case Abstract::RotatedProduct:
+    return "partial-rotary";
+  case Abstract::KVUnsqueezed:
+  case Abstract::KVExpanded:
+    return "partial-repeat-kv";
+  case Abstract::Scores:
+  case Abstract::MaskedScores:
+  case Abstract::Probs:
+    return "partial-attention";
+  }
+  return "unknown";
+}
+
 /// A parameter's use, for naming and orientation.
 struct ParamInfo {
   std::string fqn;
@@ -912,7 +950,10 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
     }
   }
 
-  return nodeError(node) << "unrecognized pattern";
+  auto diag = nodeError(node) << "no building block matches it (inputs:";
+  for (Abstract *a : in)
+    diag << " " << (a ? kindName(a->kind) : "none");
+  return diag << ")";
 }
 
 LogicalResult Raiser::visit(NodeOp node) {
@@ -996,10 +1037,12 @@ LogicalResult Raiser::visit(NodeOp node) {
   }
 
   if (node.getNumResults() != 1 && node.getOpType() != "Dropout")
-    return nodeError(node) << "unrecognized pattern";
+    return nodeError(node) << "multi-output nodes on activations are not "
+                              "supported";
   for (Abstract *a : in)
     if (!a)
-      return nodeError(node) << "unrecognized pattern with a missing input";
+      return nodeError(node) << "a missing optional input on an activation "
+                                "is not supported";
   Abstract out;
   if (failed(visitPattern(node, in, out)))
     return failure();

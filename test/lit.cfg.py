@@ -21,7 +21,7 @@ llvm_config.add_tool_substitutions(
     [ToolSubst(t, unresolved="fatal") for t in ["tp-opt", "tp-translate"]],
     [config.tp_tools_dir])
 
-config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%tp_python", config.python_executable))
 config.substitutions.append(("%tp_src", config.tp_src_root))
 config.substitutions.append(("%shared", os.path.join(
     os.path.dirname(config.tp_src_root), "shared")))

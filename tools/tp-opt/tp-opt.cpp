@@ -14,7 +14,9 @@
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -26,6 +28,8 @@ static LogicalResult runOnONNX(StringRef input, StringRef output,
   std::string text;
   {
     MLIRContext context(registry);
+    llvm::SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
     OwningOpRef<ModuleOp> module = tp::importONNXFile(input, &context);
     if (!module)
       return failure();
