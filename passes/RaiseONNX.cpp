@@ -147,16 +147,10 @@ struct ParamInfo {
   bool used = false;
 };
 
-std::string scopeOf(StringRef nodeName) {
-  // "/model/layers.0/self_attn/q_proj/MatMul" -> "model.layers.0.self_attn.q_proj"
-  if (!nodeName.starts_with("/"))
-    return "";
-  SmallVector<StringRef> parts;
-  nodeName.drop_front().split(parts, '/');
-  if (parts.size() < 2)
-    return "";
-  parts.pop_back();
-  return llvm::join(parts, ".");
+std::string scopeOf(NodeOp node) {
+  if (auto scope = node.getScopeAttr())
+    return scope.getValue().str();
+  return "";
 }
 
 bool looksLikeFqn(StringRef name) {
@@ -183,7 +177,7 @@ public:
 private:
   // Diagnostics.
   InFlightDiagnostic nodeError(NodeOp node) {
-    std::string scope = scopeOf(node.getName());
+    std::string scope = scopeOf(node);
     auto diag = node.emitError()
                 << "cannot raise node '" << node.getName() << "' ("
                 << node.getOpType() << ", scope '"
@@ -297,7 +291,7 @@ FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
   if (looksLikeFqn(initName)) {
     fqn = initName.str();
   } else {
-    std::string scope = scopeOf(node.getName());
+    std::string scope = scopeOf(node);
     if (scope.empty())
       return nodeError(node) << "parameter '" << initName
                              << "' has no FQN and the node has no module "

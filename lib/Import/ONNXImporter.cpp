@@ -15,12 +15,14 @@
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Registration/InitAll.h"
 
+#include "google/protobuf/unknown_field_set.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -67,6 +69,42 @@ Type getElementType(MLIRContext *ctx, int dataType) {
   default:
     return {};
   }
+}
+
+/// NodeProto.metadata_props (ONNX >= 1.16) is field 9, which the Debian
+/// schema (ONNX 1.12) predates: protobuf keeps it as an unknown field.
+constexpr int kNodeMetadataProps = 9;
+
+/// The module scope of a node as an FQN prefix, or "".
+std::string scopeOfNode(const onnx::NodeProto &node) {
+  // Dynamo exporter: metadata "pkg.torch.onnx.name_scopes" is a Python list
+  // literal of the module path, ending with the node's own name.
+  const google::protobuf::UnknownFieldSet &unknown = node.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = unknown.field(i);
+    if (field.number() != kNodeMetadataProps ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto prop;
+    if (!prop.ParseFromString(field.length_delimited()) ||
+        prop.key() != "pkg.torch.onnx.name_scopes")
+      continue;
+    SmallVector<StringRef> entries;
+    StringRef(prop.value()).trim("[] ").split(entries, ',');
+    if (entries.size() < 2)
+      return "";
+    return entries[entries.size() - 2].trim().trim("'\"").str();
+  }
+  // TorchScript exporter: "/model/layers.0/self_attn/q_proj/MatMul".
+  StringRef name = node.name();
+  if (!name.starts_with("/"))
+    return "";
+  SmallVector<StringRef> parts;
+  name.drop_front().split(parts, '/');
+  if (parts.size() < 2)
+    return "";
+  parts.pop_back();
+  return llvm::join(parts, ".");
 }
 
 class Importer {
@@ -290,11 +328,9 @@ Importer::addInitializer(const InlineInitializer &init,
   if (failed(type))
     return failure();
   std::optional<uint64_t> expected = getTensorByteSize(*type);
-  if (!expected && !type->getElementType().isInteger(1))
+  if (!expected)
     return error() << "initializer '" << tensor.name()
                    << "': cannot size " << *type;
-  if (type->getElementType().isInteger(1))
-    expected = type->getNumElements();
 
   SmallVector<NamedAttribute> argAttrs;
   argAttrs.push_back(builder.getNamedAttr(onnx_ir::ONNXDialect::kNameAttrName,
@@ -416,10 +452,7 @@ Importer::convertAttribute(const onnx::AttributeProto &attr,
     if (failed(type))
       return failure();
     if (tensor.has_raw_data()) {
-      std::optional<uint64_t> expected =
-          type->getElementType().isInteger(1)
-              ? std::optional<uint64_t>(type->getNumElements())
-              : getTensorByteSize(*type);
+      std::optional<uint64_t> expected = getTensorByteSize(*type);
       if (!expected || *expected != tensor.raw_data().size())
         return nodeError() << "tensor holds " << tensor.raw_data().size()
                            << " bytes but " << *type << " needs "
@@ -668,9 +701,11 @@ OwningOpRef<ModuleOp> Importer::run() {
       }
       types.push_back(type);
     }
-    auto op = onnx_ir::NodeOp::create(builder, nodeLoc(*node), types,
-                                      node->op_type(), inputs, node->domain(),
-                                      node->name(), attributes);
+    std::string scope = scopeOfNode(*node);
+    auto op = onnx_ir::NodeOp::create(
+        builder, nodeLoc(*node), types, node->op_type(), inputs,
+        node->domain(), node->name(), attributes,
+        scope.empty() ? StringAttr() : builder.getStringAttr(scope));
     for (int i = 0; i < node->output_size(); ++i)
       if (!node->output(i).empty())
         values[node->output(i)] = op.getResult(i);

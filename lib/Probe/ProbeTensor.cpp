@@ -332,6 +332,51 @@ struct Evaluator {
         out.data[i] = storeAs(out.kind, s + i * d);
       return true;
     }
+    if (op == "Flatten") {
+      const ProbeTensor *x = input(0);
+      if (!x)
+        return fail("missing input");
+      int64_t axis = normAxis(intAttr("axis", 1), x->rank());
+      if (axis < 0 || axis > x->rank())
+        return fail("Flatten axis out of range");
+      out = *x;
+      out.shape = {product(ArrayRef<int64_t>(x->shape).take_front(axis)),
+                   product(ArrayRef<int64_t>(x->shape).drop_front(axis))};
+      return true;
+    }
+    if (op == "GatherND") {
+      const ProbeTensor *data = input(0), *indices = input(1);
+      if (!data || !indices || indices->rank() < 1)
+        return fail("missing input");
+      if (intAttr("batch_dims", 0) != 0)
+        return fail("GatherND with batch_dims is not supported");
+      int64_t depth = indices->shape.back();
+      if (depth > data->rank())
+        return fail("GatherND index depth exceeds the data rank");
+      SmallVector<int64_t> shape(indices->shape.begin(),
+                                 indices->shape.end() - 1);
+      shape.append(data->shape.begin() + depth, data->shape.end());
+      out.kind = data->kind;
+      if (!checkSize(shape, out))
+        return false;
+      SmallVector<int64_t> strides = stridesOf(data->shape);
+      int64_t inner = product(ArrayRef<int64_t>(data->shape).drop_front(depth));
+      int64_t count = product(ArrayRef<int64_t>(indices->shape).drop_back());
+      for (int64_t n = 0; n < count; ++n) {
+        int64_t base = 0;
+        for (int64_t d = 0; d < depth; ++d) {
+          int64_t idx = probeInt(indices->data[n * depth + d]);
+          if (idx < 0)
+            idx += data->shape[d];
+          if (idx < 0 || idx >= data->shape[d])
+            return fail("GatherND index out of range");
+          base += idx * strides[d];
+        }
+        std::copy_n(data->data.begin() + base, inner,
+                    out.data.begin() + n * inner);
+      }
+      return true;
+    }
     if (op == "Unsqueeze" || op == "Squeeze") {
       const ProbeTensor *x = input(0);
       if (!x)

@@ -26,24 +26,24 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %b: tensor<8xf32> {onnx.name = "model.up.bias", tp.source = #tp.source<initializer = "model.up.bias", file = "m.onnx", offset = 400, length = 32, transposed = false>},
     %lm: tensor<16x8xf32> {onnx.name = "lm_head.weight", tp.source = #tp.source<initializer = "lm_head.weight", file = "m.onnx", offset = 432, length = 512, transposed = false>},
     %two: tensor<f32> {onnx.name = "two", onnx.value = dense<2.0> : tensor<f32>}) -> tensor<?x?x16xf32> {
-  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
-  %sq = onnx.node "Pow"(%h, %two) {domain = "", name = "/model/norm/Pow", onnx_attrs = {}} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
-  %mean = onnx.node "ReduceMean"(%sq) {domain = "", name = "/model/norm/ReduceMean", onnx_attrs = {axes = array<i64: -1>, keepdims = 1 : i64}} : (tensor<*xf32>) -> tensor<*xf32>
-  %eps = onnx.node "Constant"() {domain = "", name = "/model/norm/Constant", onnx_attrs = {value = dense<1.0e-6> : tensor<f32>}} : () -> tensor<f32>
-  %add = onnx.node "Add"(%mean, %eps) {domain = "", name = "/model/norm/Add", onnx_attrs = {}} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
-  %rms = onnx.node "Sqrt"(%add) {domain = "", name = "/model/norm/Sqrt", onnx_attrs = {}} : (tensor<*xf32>) -> tensor<*xf32>
-  %normed = onnx.node "Div"(%h, %rms) {domain = "", name = "/model/norm/Div", onnx_attrs = {}} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
-  %one = onnx.node "Constant"() {domain = "", name = "/model/norm/Constant_1", onnx_attrs = {value = dense<1.0> : tensor<f32>}} : () -> tensor<f32>
-  %w1 = onnx.node "Add"(%nw, %one) {domain = "", name = "/model/norm/Add_1", onnx_attrs = {}} : (tensor<4xf32>, tensor<f32>) -> tensor<*xf32>
-  %n = onnx.node "Mul"(%normed, %w1) {domain = "", name = "/model/norm/Mul", onnx_attrs = {}} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
-  %mm = onnx.node "MatMul"(%n, %w) {domain = "", name = "/model/up/MatMul", onnx_attrs = {}} : (tensor<*xf32>, tensor<4x8xf32>) -> tensor<*xf32>
-  %u = onnx.node "Add"(%b, %mm) {domain = "", name = "/model/up/Add", onnx_attrs = {}} : (tensor<8xf32>, tensor<*xf32>) -> tensor<*xf32>
-  %sig = onnx.node "Sigmoid"(%u) {domain = "", name = "/model/act/Sigmoid", onnx_attrs = {}} : (tensor<*xf32>) -> tensor<*xf32>
-  %s = onnx.node "Mul"(%u, %sig) {domain = "", name = "/model/act/Mul", onnx_attrs = {}} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
-  %half = onnx.node "Constant"() {domain = "", name = "/model/Constant", onnx_attrs = {value = dense<0.5> : tensor<f32>}} : () -> tensor<f32>
-  %sc = onnx.node "Mul"(%s, %half) {domain = "", name = "/model/Mul", onnx_attrs = {}} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
-  %lmT = onnx.node "Transpose"(%lm) {domain = "", name = "/lm_head/Transpose", onnx_attrs = {perm = array<i64: 1, 0>}} : (tensor<16x8xf32>) -> tensor<*xf32>
-  %logits = onnx.node "MatMul"(%sc, %lmT) {domain = "", name = "/lm_head/MatMul", onnx_attrs = {}} : (tensor<*xf32>, tensor<*xf32>) -> tensor<?x?x16xf32>
+  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  %sq = onnx.node "Pow"(%h, %two) {domain = "", name = "/model/norm/Pow", onnx_attrs = {}, scope = "model.norm"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %mean = onnx.node "ReduceMean"(%sq) {domain = "", name = "/model/norm/ReduceMean", onnx_attrs = {axes = array<i64: -1>, keepdims = 1 : i64}, scope = "model.norm"} : (tensor<*xf32>) -> tensor<*xf32>
+  %eps = onnx.node "Constant"() {domain = "", name = "/model/norm/Constant", onnx_attrs = {value = dense<1.0e-6> : tensor<f32>}, scope = "model.norm"} : () -> tensor<f32>
+  %add = onnx.node "Add"(%mean, %eps) {domain = "", name = "/model/norm/Add", onnx_attrs = {}, scope = "model.norm"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %rms = onnx.node "Sqrt"(%add) {domain = "", name = "/model/norm/Sqrt", onnx_attrs = {}, scope = "model.norm"} : (tensor<*xf32>) -> tensor<*xf32>
+  %normed = onnx.node "Div"(%h, %rms) {domain = "", name = "/model/norm/Div", onnx_attrs = {}, scope = "model.norm"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %one = onnx.node "Constant"() {domain = "", name = "/model/norm/Constant_1", onnx_attrs = {value = dense<1.0> : tensor<f32>}, scope = "model.norm"} : () -> tensor<f32>
+  %w1 = onnx.node "Add"(%nw, %one) {domain = "", name = "/model/norm/Add_1", onnx_attrs = {}, scope = "model.norm"} : (tensor<4xf32>, tensor<f32>) -> tensor<*xf32>
+  %n = onnx.node "Mul"(%normed, %w1) {domain = "", name = "/model/norm/Mul", onnx_attrs = {}, scope = "model.norm"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %mm = onnx.node "MatMul"(%n, %w) {domain = "", name = "/model/up/MatMul", onnx_attrs = {}, scope = "model.up"} : (tensor<*xf32>, tensor<4x8xf32>) -> tensor<*xf32>
+  %u = onnx.node "Add"(%b, %mm) {domain = "", name = "/model/up/Add", onnx_attrs = {}, scope = "model.up"} : (tensor<8xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %sig = onnx.node "Sigmoid"(%u) {domain = "", name = "/model/act/Sigmoid", onnx_attrs = {}, scope = "model.act"} : (tensor<*xf32>) -> tensor<*xf32>
+  %s = onnx.node "Mul"(%u, %sig) {domain = "", name = "/model/act/Mul", onnx_attrs = {}, scope = "model.act"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %half = onnx.node "Constant"() {domain = "", name = "/model/Constant", onnx_attrs = {value = dense<0.5> : tensor<f32>}, scope = "model"} : () -> tensor<f32>
+  %sc = onnx.node "Mul"(%s, %half) {domain = "", name = "/model/Mul", onnx_attrs = {}, scope = "model"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %lmT = onnx.node "Transpose"(%lm) {domain = "", name = "/lm_head/Transpose", onnx_attrs = {perm = array<i64: 1, 0>}, scope = "lm_head"} : (tensor<16x8xf32>) -> tensor<*xf32>
+  %logits = onnx.node "MatMul"(%sc, %lmT) {domain = "", name = "/lm_head/MatMul", onnx_attrs = {}, scope = "lm_head"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<?x?x16xf32>
   return %logits : tensor<?x?x16xf32>
 }
 
@@ -53,9 +53,9 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
 func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},
     %w: tensor<8x4xf32> {onnx.name = "onnx::MatMul_3", tp.source = #tp.source<initializer = "onnx::MatMul_3", file = "m.onnx", offset = 256, length = 128, transposed = false>}) -> tensor<?x?x4xf32> {
-  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
   // expected-error @+1 {{cannot raise node '/model/up/MatMul' (MatMul, scope 'model.up'): weight 'tensor<8x4xf32>' does not take 4 input features}}
-  %mm = onnx.node "MatMul"(%h, %w) {domain = "", name = "/model/up/MatMul", onnx_attrs = {}} : (tensor<*xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %mm = onnx.node "MatMul"(%h, %w) {domain = "", name = "/model/up/MatMul", onnx_attrs = {}, scope = "model.up"} : (tensor<*xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
   return %mm : tensor<?x?x4xf32>
 }
 
@@ -64,16 +64,16 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
 // An additive attention bias is not a mask.
 func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>}) -> tensor<?x?x4xf32> {
-  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
-  %shape = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant", onnx_attrs = {value = dense<[0, 0, 2, 2]> : tensor<4xi64>}} : () -> tensor<4xi64>
-  %heads = onnx.node "Reshape"(%h, %shape) {domain = "", name = "/model/attn/Reshape", onnx_attrs = {}} : (tensor<*xf32>, tensor<4xi64>) -> tensor<*xf32>
-  %q = onnx.node "Transpose"(%heads) {domain = "", name = "/model/attn/Transpose", onnx_attrs = {perm = array<i64: 0, 2, 1, 3>}} : (tensor<*xf32>) -> tensor<*xf32>
-  %kt = onnx.node "Transpose"(%heads) {domain = "", name = "/model/attn/Transpose_1", onnx_attrs = {perm = array<i64: 0, 2, 3, 1>}} : (tensor<*xf32>) -> tensor<*xf32>
-  %scores = onnx.node "MatMul"(%q, %kt) {domain = "", name = "/model/attn/MatMul", onnx_attrs = {}} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
-  %bias = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_1", onnx_attrs = {value = dense<0.5> : tensor<f32>}} : () -> tensor<f32>
-  %masked = onnx.node "Add"(%scores, %bias) {domain = "", name = "/model/attn/Add", onnx_attrs = {}} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
-  %p = onnx.node "Softmax"(%masked) {domain = "", name = "/model/attn/Softmax", onnx_attrs = {axis = -1 : i64}} : (tensor<*xf32>) -> tensor<*xf32>
+  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  %shape = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant", onnx_attrs = {value = dense<[0, 0, 2, 2]> : tensor<4xi64>}, scope = "model.attn"} : () -> tensor<4xi64>
+  %heads = onnx.node "Reshape"(%h, %shape) {domain = "", name = "/model/attn/Reshape", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<4xi64>) -> tensor<*xf32>
+  %q = onnx.node "Transpose"(%heads) {domain = "", name = "/model/attn/Transpose", onnx_attrs = {perm = array<i64: 0, 2, 1, 3>}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
+  %kt = onnx.node "Transpose"(%heads) {domain = "", name = "/model/attn/Transpose_1", onnx_attrs = {perm = array<i64: 0, 2, 3, 1>}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
+  %scores = onnx.node "MatMul"(%q, %kt) {domain = "", name = "/model/attn/MatMul", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %bias = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_1", onnx_attrs = {value = dense<0.5> : tensor<f32>}, scope = "model.attn"} : () -> tensor<f32>
+  %masked = onnx.node "Add"(%scores, %bias) {domain = "", name = "/model/attn/Add", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %p = onnx.node "Softmax"(%masked) {domain = "", name = "/model/attn/Softmax", onnx_attrs = {axis = -1 : i64}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
   // expected-error @+1 {{cannot raise node '/model/attn/MatMul_1' (MatMul, scope 'model.attn'): the attention mask adds values other than 0 and a large negative number}}
-  %o = onnx.node "MatMul"(%p, %q) {domain = "", name = "/model/attn/MatMul_1", onnx_attrs = {}} : (tensor<*xf32>, tensor<*xf32>) -> tensor<?x?x4xf32>
+  %o = onnx.node "MatMul"(%p, %q) {domain = "", name = "/model/attn/MatMul_1", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<?x?x4xf32>
   return %o : tensor<?x?x4xf32>
 }

@@ -17,7 +17,7 @@ TEST(TPUtils, ElementByteSize) {
   EXPECT_EQ(tp::getElementByteSize(b.getBF16Type()), 2u);
   EXPECT_EQ(tp::getElementByteSize(b.getF16Type()), 2u);
   EXPECT_EQ(tp::getElementByteSize(b.getI64Type()), 8u);
-  EXPECT_EQ(tp::getElementByteSize(b.getI1Type()), std::nullopt);
+  EXPECT_EQ(tp::getElementByteSize(b.getI1Type()), 1u);
   EXPECT_EQ(tp::getElementByteSize(b.getIndexType()), std::nullopt);
 }
 

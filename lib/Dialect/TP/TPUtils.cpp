@@ -9,6 +9,9 @@ using namespace mlir;
 std::optional<uint64_t> mlir::tp::getElementByteSize(Type type) {
   if (!type.isIntOrFloat() || type.isIndex())
     return std::nullopt;
+  // Booleans are stored one byte per element (ONNX, numpy).
+  if (type.isInteger(1))
+    return 1;
   unsigned bits = type.getIntOrFloatBitWidth();
   if (bits % 8 != 0)
     return std::nullopt;

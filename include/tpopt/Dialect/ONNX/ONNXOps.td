@@ -45,7 +45,11 @@ def ONNX_NodeOp : ONNX_Op<"node"> {
     `op_type` and `domain` name the ONNX operator (`""` is the default
     `ai.onnx` domain), `name` is the node name the exporter wrote (it carries
     the module scope, e.g. `/model/layers.0/self_attn/q_proj/MatMul`), and
-    `onnx_attrs` holds the node's ONNX attributes. A missing optional input
+    `onnx_attrs` holds the node's ONNX attributes. `scope`, when known, is
+    the module path the node was traced in, as a HuggingFace FQN prefix
+    (`model.layers.0.self_attn.q_proj`): from the dynamo exporter's
+    `pkg.torch.onnx.name_scopes` metadata, or from a TorchScript-style node
+    name (`/model/layers.0/self_attn/q_proj/MatMul`). A missing optional input
     is the result of `onnx.none`.
 
     ```mlir
@@ -55,7 +59,8 @@ def ONNX_NodeOp : ONNX_Op<"node"> {
     ```
   }];
   let arguments = (ins StrAttr:$op_type, Variadic<AnyType>:$inputs,
-                   StrAttr:$domain, StrAttr:$name, DictionaryAttr:$onnx_attrs);
+                   StrAttr:$domain, StrAttr:$name, DictionaryAttr:$onnx_attrs,
+                   OptionalAttr<StrAttr>:$scope);
   let results = (outs Variadic<AnyType>:$outputs);
   let assemblyFormat = [{
     $op_type `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs)

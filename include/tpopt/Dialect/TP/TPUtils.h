@@ -9,8 +9,8 @@
 
 namespace mlir::tp {
 
-/// Size in bytes of one element of `type` (int, index excluded, or float),
-/// or nullopt for types without a fixed byte size (i1, index, non-scalars).
+/// Size in bytes of one stored element of `type` (an integer or float; i1 is
+/// stored as one byte), or nullopt for index and non-scalar types.
 std::optional<uint64_t> getElementByteSize(Type type);
 
 /// Size in bytes of a statically shaped tensor, or nullopt when the shape is
