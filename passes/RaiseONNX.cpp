@@ -22,6 +22,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -66,13 +67,12 @@ struct Abstract {
     Act,          // activation
     Param,        // parameter argument (maybe with a small known value)
     ParamPlus,    // parameter + scalar `number` (Gemma's 1 + w)
-    Square,       // x^2
+    Elementwise,  // expression `group` (in Raiser::exprs) of activation x
     MeanSquare,   // mean(x^2) over groups of `group`
     MeanSquareEps,
     Rms,          // sqrt(mean(x^2) + eps)
     InvRms,       // 1 / Rms
     Normed,       // x / Rms
-    Sigmoid,      // sigmoid(x)
     TableProduct, // x * table (RoPE cos)
     RopeHalf,     // first (group 1) or second (group 2) half of x's heads
     RopeNegHalf,  // -second half
@@ -96,6 +96,8 @@ struct Abstract {
   double number = 1.0;
   int64_t group = 0;
   std::shared_ptr<ProbeTensor> table;
+  /// The source-IR value the mask table came from (to tell masks apart).
+  const void *maskSource = nullptr;
   /// Run-time value of an input that is also probed (attention_mask).
   Value runtime;
 };
@@ -112,15 +114,14 @@ StringRef kindName(Abstract::Kind kind) {
     return "parameter";
   case Abstract::ParamPlus:
     return "parameter-plus-constant";
-  case Abstract::Square:
+  case Abstract::Elementwise:
+    return "elementwise";
   case Abstract::MeanSquare:
   case Abstract::MeanSquareEps:
   case Abstract::Rms:
   case Abstract::InvRms:
   case Abstract::Normed:
     return "partial-rms-norm";
-  case Abstract::Sigmoid:
-    return "sigmoid";
   case Abstract::TableProduct:
   case Abstract::RopeHalf:
   case Abstract::RopeNegHalf:
@@ -137,6 +138,17 @@ StringRef kindName(Abstract::Kind kind) {
   }
   return "unknown";
 }
+
+/// A node of an elementwise expression in one variable x (an activation).
+/// Exporters spell activations many ways (x * sigmoid(x), the tanh
+/// expansion of GELU, relu(x) * relu(x), a Gelu node); raising collects the
+/// expression and recognizes the function by evaluating it.
+struct Expr {
+  enum Op { X, Const, Unary, Binary } op = X;
+  std::string fn; // ONNX op type for Unary/Binary
+  double value = 0.0;
+  int lhs = -1, rhs = -1;
+};
 
 /// A parameter's use, for naming and orientation.
 struct ParamInfo {
@@ -262,6 +274,19 @@ private:
                                                  ArrayRef<int64_t> from,
                                                  const ProbeTensor &target);
 
+  int addExpr(Expr e) {
+    exprs.push_back(std::move(e));
+    return exprs.size() - 1;
+  }
+  double evalExpr(int id, double x) const;
+  /// The expression a value contributes to an elementwise expression of
+  /// `source`, or -1 if it cannot (another activation, not a scalar).
+  int exprOperand(Abstract *a, Value &source);
+  FailureOr<bool> extendElementwise(NodeOp node, ArrayRef<Abstract *> in,
+                                    Abstract &out);
+  /// Emits the tp op an elementwise expression computes; replaces `a`.
+  LogicalResult materialize(NodeOp node, Abstract &a);
+
   LogicalResult finish();
   void recordConfig(ModuleOp module, func::FuncOp func);
 
@@ -274,6 +299,8 @@ private:
   /// Node-based so that pointers to abstract values survive insertions.
   std::unordered_map<const void *, Abstract> values;
   std::vector<ParamInfo> params;
+  std::vector<Expr> exprs;
+  llvm::DenseMap<const void *, std::string> maskMeaning;
   /// Probe values of the attention mask (1 = keep), or empty.
   std::vector<std::vector<int>> probeKeep;
   Value attentionMask;
@@ -288,16 +315,19 @@ FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
       source.getArgAttrOfType<StringAttr>(p.argIndex,
                                           onnx_ir::ONNXDialect::kNameAttrName)
           .getValue();
-  if (looksLikeFqn(initName)) {
-    fqn = initName.str();
-  } else {
-    std::string scope = scopeOf(node);
-    if (scope.empty())
-      return nodeError(node) << "parameter '" << initName
-                             << "' has no FQN and the node has no module "
-                                "scope to derive one from";
+  // The module scope of the node that uses the parameter names it; an
+  // exporter-kept FQN is the fallback. Scope first, because a tied
+  // parameter has one initializer name for two modules (dynamo names the
+  // shared embedding "lm_head.weight").
+  std::string scope = scopeOf(node);
+  if (!scope.empty())
     fqn = scope + "." + suffix.str();
-  }
+  else if (looksLikeFqn(initName))
+    fqn = initName.str();
+  else
+    return nodeError(node) << "parameter '" << initName
+                           << "' has no FQN and the node has no module "
+                              "scope to derive one from";
   if (info.used) {
     if (info.transposed != transposed ||
         ArrayRef<int64_t>(info.canonicalShape) != canonicalShape)
@@ -314,6 +344,194 @@ FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
   arg.setType(RankedTensorType::get(
       canonicalShape, cast<ShapedType>(arg.getType()).getElementType()));
   return arg;
+}
+
+double Raiser::evalExpr(int id, double x) const {
+  const Expr &e = exprs[id];
+  switch (e.op) {
+  case Expr::X:
+    return x;
+  case Expr::Const:
+    return e.value;
+  case Expr::Unary: {
+    double a = evalExpr(e.lhs, x);
+    if (e.fn == "Tanh")
+      return std::tanh(a);
+    if (e.fn == "Sigmoid")
+      return 1.0 / (1.0 + std::exp(-a));
+    if (e.fn == "Erf")
+      return std::erf(a);
+    if (e.fn == "Relu")
+      return std::max(a, 0.0);
+    if (e.fn == "Neg")
+      return -a;
+    if (e.fn == "Exp")
+      return std::exp(a);
+    if (e.fn == "Abs")
+      return std::fabs(a);
+    if (e.fn == "Softplus")
+      return std::log1p(std::exp(a));
+    if (e.fn == "GeluTanh")
+      return 0.5 * a *
+             (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+    if (e.fn == "Gelu")
+      return 0.5 * a * (1 + std::erf(a / std::sqrt(2.0)));
+    return NAN;
+  }
+  case Expr::Binary: {
+    double a = evalExpr(e.lhs, x), b = evalExpr(e.rhs, x);
+    if (e.fn == "Add")
+      return a + b;
+    if (e.fn == "Sub")
+      return a - b;
+    if (e.fn == "Mul")
+      return a * b;
+    if (e.fn == "Div")
+      return a / b;
+    if (e.fn == "Pow")
+      return std::pow(a, b);
+    return NAN;
+  }
+  }
+  return NAN;
+}
+
+int Raiser::exprOperand(Abstract *a, Value &source) {
+  if (!a)
+    return -1;
+  // Scalars may be Constant nodes or (dynamo) scalar initializers.
+  if (auto scalar = scalarOf(a))
+    return addExpr({Expr::Const, "", *scalar});
+  Value v;
+  int id = -1;
+  if (a->kind == Abstract::Act) {
+    v = a->act.value;
+    id = addExpr({Expr::X});
+  } else if (a->kind == Abstract::Elementwise) {
+    v = a->act.value;
+    id = a->group;
+  } else {
+    return -1;
+  }
+  if (source && source != v)
+    return -1;
+  source = v;
+  return id;
+}
+
+FailureOr<bool> Raiser::extendElementwise(NodeOp node, ArrayRef<Abstract *> in,
+                                          Abstract &out) {
+  static const llvm::StringSet<> unary = {"Tanh", "Sigmoid", "Erf",  "Relu",
+                                          "Neg",  "Exp",     "Abs",
+                                          "Softplus", "Gelu"};
+  static const llvm::StringSet<> binary = {"Add", "Sub", "Mul", "Div", "Pow"};
+  StringRef op = node.getOpType();
+  Value source;
+  Abstract *base = nullptr;
+  for (Abstract *a : in)
+    if (a && (a->kind == Abstract::Act || a->kind == Abstract::Elementwise)) {
+      base = a;
+      break;
+    }
+  if (!base)
+    return false;
+  int id;
+  if (unary.contains(op) && in.size() == 1) {
+    int operand = exprOperand(in[0], source);
+    if (operand < 0)
+      return false;
+    std::string fn = op.str();
+    if (op == "Gelu") {
+      auto approx = node.getOnnxAttrs().getAs<StringAttr>("approximate");
+      fn = approx && approx.getValue() == "tanh" ? "GeluTanh" : "Gelu";
+    }
+    id = addExpr({Expr::Unary, fn, 0.0, operand});
+  } else if (binary.contains(op) && in.size() == 2) {
+    size_t mark = exprs.size();
+    int lhs = exprOperand(in[0], source);
+    int rhs = lhs < 0 ? -1 : exprOperand(in[1], source);
+    if (lhs < 0 || rhs < 0) {
+      exprs.resize(mark);
+      return false;
+    }
+    id = addExpr({Expr::Binary, op.str(), 0.0, lhs, rhs});
+  } else {
+    return false;
+  }
+  out = *base;
+  out.kind = Abstract::Elementwise;
+  out.group = id;
+  // A value with several users is an activation in its own right (the
+  // scaled Gemma embedding feeds both a norm and the residual).
+  if (!node.getResult(0).hasOneUse() && failed(materialize(node, out)))
+    return failure();
+  return true;
+}
+
+LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
+  if (a.kind != Abstract::Elementwise)
+    return success();
+  int id = a.group;
+  auto matches = [&](llvm::function_ref<double(double)> f) {
+    for (int i = 0; i <= 96; ++i) {
+      double x = -6.0 + i * 0.125;
+      double got = evalExpr(id, x), want = f(x);
+      if (!(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want))))
+        return false;
+    }
+    return true;
+  };
+  Activation result = a.act;
+  Location loc = node.getLoc();
+  Value x = a.act.value;
+  // f = c * g for a known activation g (c = 1 mostly; exporters may fold a
+  // following constant factor into the chain).
+  using Fn = double (*)(double);
+  static const std::pair<const char *, Fn> known[] = {
+      {"identity", [](double x) { return x; }},
+      {"silu", [](double x) { return x / (1.0 + std::exp(-x)); }},
+      {"gelu_tanh",
+       [](double x) {
+         return 0.5 * x *
+                (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+       }},
+      {"gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+      {"relu_squared", [](double x) { return x > 0 ? x * x : 0.0; }},
+  };
+  StringRef match;
+  double c = 1.0;
+  for (auto [name, g] : known) {
+    double factor = evalExpr(id, 1.5) / g(1.5);
+    if (std::isfinite(factor) && factor != 0.0 &&
+        matches([&](double x) { return factor * g(x); })) {
+      match = name;
+      c = roundSignificant(factor);
+      break;
+    }
+  }
+  if (match.empty())
+    return nodeError(node) << "the elementwise function computed before this "
+                              "node (f(1) = "
+                           << evalExpr(id, 1.0) << ", f(-1) = "
+                           << evalExpr(id, -1.0)
+                           << ") is not SiLU, GELU, squared ReLU or a scale";
+  Value y = x;
+  if (match == "silu")
+    y = SiluOp::create(builder, loc, x);
+  else if (match == "gelu_tanh" || match == "gelu")
+    y = GeluOp::create(builder, loc, x,
+                       GeluApproximationAttr::get(
+                           ctx, match == "gelu" ? GeluApproximation::None
+                                                : GeluApproximation::Tanh));
+  else if (match == "relu_squared")
+    y = ReluSquaredOp::create(builder, loc, x);
+  if (c != 1.0)
+    y = ScaleOp::create(builder, loc, y, builder.getF64FloatAttr(c));
+  result.value = y;
+  a.kind = Abstract::Act;
+  a.act = result;
+  a.group = 0;
+  return success();
 }
 
 LogicalResult Raiser::emitLinear(NodeOp node, Abstract &x, Abstract &w,
@@ -514,8 +732,13 @@ LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
       }
     causal = !future;
     usesPadding = paddingMasked;
-    if (causal && maxDistance + 1 < probeSeq)
-      window = maxDistance + 1;
+    // A window shows only if some visible pair lies beyond it.
+    if (causal)
+      for (int64_t b = 0; b < probeBatch && !window; ++b)
+        for (int64_t i = 0; i < probeSeq && !window; ++i)
+          for (int64_t j = 0; j <= i && !window; ++j)
+            if (keep(b, i) && keep(b, j) && i - j > maxDistance)
+              window = maxDistance + 1;
     // Check the candidate reproduces the mask exactly.
     for (int64_t b = 0; b < probeBatch; ++b)
       for (int64_t i = 0; i < probeSeq; ++i) {
@@ -533,6 +756,22 @@ LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
       }
     if (usesPadding && !attentionMask)
       return nodeError(node) << "padding mask without an attention_mask input";
+  }
+
+  if (probs.table) {
+    // Two different mask tensors that mean the same at the probe: one of
+    // them is probably a sliding window wider than the probe can show.
+    std::string meaning = llvm::formatv("{0}/{1}/{2}", causal, usesPadding,
+                                        window ? *window : 0);
+    maskMeaning.try_emplace(probs.maskSource, meaning);
+    for (auto &[other, otherMeaning] : maskMeaning)
+      if (other != probs.maskSource && otherMeaning == meaning)
+        return nodeError(node)
+               << "two different attention masks are identical at the probe "
+                  "length "
+               << probeSeq
+               << " (a sliding window at least that wide?); raise "
+                  "probe-seq above the window plus 3";
   }
 
   Value mask = usesPadding ? attentionMask : Value();
@@ -611,6 +850,43 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
     out = *in[0];
     return success();
   }
+
+  // A norm's mean of squares: the square may be x * x or x ^ 2.
+  if (op == "ReduceMean" && is(0, Abstract::Elementwise)) {
+    std::optional<SmallVector<int64_t>> axes = axesOf(1);
+    int64_t rank = in[0]->shape.size();
+    bool lastAxis = axes && axes->size() == 1 &&
+                    ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
+    auto keep = node.getOnnxAttrs().getAs<IntegerAttr>("keepdims");
+    bool square = true;
+    for (double x : {-2.5, -1.0, 0.5, 3.0})
+      square &= std::fabs(evalExpr(in[0]->group, x) - x * x) < 1e-9;
+    if (lastAxis && square && (!keep || keep.getInt() == 1)) {
+      out = derived(Abstract::MeanSquare, *in[0]);
+      out.group = in[0]->shape.back();
+      return success();
+    }
+  }
+
+  // Scaling head-split q or k (SDPA applies sqrt(scale) to each): fold into
+  // the attention's scale.
+  if (op == "Mul")
+    for (unsigned i = 0; i < 2; ++i)
+      if (isAct(i) && in[i]->act.layout != Layout::Packed &&
+          scalarOf(in[1 - i])) {
+        out = *in[i];
+        out.act.pendingScale *= *scalarOf(in[1 - i]);
+        return success();
+      }
+
+  FailureOr<bool> extended = extendElementwise(node, in, out);
+  if (failed(extended))
+    return failure();
+  if (*extended)
+    return success();
+  for (Abstract *a : in)
+    if (a && failed(materialize(node, *a)))
+      return failure();
 
   if (op == "Gather" && is(0, Abstract::Param) && is(1, Abstract::Ids)) {
     auto table = cast<RankedTensorType>(
@@ -717,24 +993,6 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
     }
   }
 
-  if (op == "Pow" && isAct(0) && scalarOf(in[1]) == 2.0) {
-    out = derived(Abstract::Square, *in[0]);
-    return success();
-  }
-
-  if (op == "ReduceMean" && is(0, Abstract::Square)) {
-    std::optional<SmallVector<int64_t>> axes = axesOf(1);
-    int64_t rank = in[0]->shape.size();
-    bool lastAxis = axes && axes->size() == 1 &&
-                    ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
-    auto keep = node.getOnnxAttrs().getAs<IntegerAttr>("keepdims");
-    if (lastAxis && (!keep || keep.getInt() == 1)) {
-      out = derived(Abstract::MeanSquare, *in[0]);
-      out.group = in[0]->shape.back();
-      return success();
-    }
-  }
-
   if (op == "Add") {
     for (unsigned i = 0; i < 2; ++i) {
       Abstract *a = in[i], *b = in[1 - i];
@@ -749,6 +1007,7 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
       if ((a->kind == Abstract::Scores) && isConcrete(b)) {
         out = derived(Abstract::MaskedScores, *a);
         out.table = std::make_shared<ProbeTensor>(*b->probe);
+        out.maskSource = node.getInputs()[1 - i].getAsOpaquePointer();
         return success();
       }
       if (a->kind == Abstract::Param && scalarOf(b)) {
@@ -822,30 +1081,9 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
       if ((a->kind == Abstract::Param || a->kind == Abstract::ParamPlus) &&
           b->kind == Abstract::Normed)
         return emitRmsNorm(node, *b, *a, out);
-      if (a->kind == Abstract::Act && b->kind == Abstract::Sigmoid &&
-          a->act.value == b->act.value) {
-        Value y = SiluOp::create(builder, node.getLoc(), a->act.value);
-        Activation result = a->act;
-        result.value = y;
-        out = makeAct(result, a->shape);
-        return success();
-      }
       if (a->kind == Abstract::Scores && scalarOf(b)) {
         out = *a;
         out.number *= *scalarOf(b);
-        return success();
-      }
-      if (a->kind == Abstract::Act && scalarOf(b)) {
-        if (a->act.layout == Layout::Packed) {
-          Value y = ScaleOp::create(builder, node.getLoc(), a->act.value,
-                                    builder.getF64FloatAttr(*scalarOf(b)));
-          Activation result = a->act;
-          result.value = y;
-          out = makeAct(result, a->shape);
-        } else {
-          out = *a;
-          out.act.pendingScale *= *scalarOf(b);
-        }
         return success();
       }
       if (a->kind == Abstract::Act && a->act.layout != Layout::Packed &&
@@ -871,11 +1109,6 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
       out = makeAct(result, in[0]->shape);
       return success();
     }
-  }
-
-  if (op == "Sigmoid" && isAct(0)) {
-    out = derived(Abstract::Sigmoid, *in[0]);
-    return success();
   }
 
   if (op == "Slice" && isAct(0) &&
@@ -1071,6 +1304,17 @@ LogicalResult Raiser::run() {
         a.probe = ProbeTensor::fromAttr(value);
       if (!source.getArgAttr(i, TPDialect::kSourceAttrName))
         a.kind = Abstract::Concrete; // typed-field constant, not a weight
+      // A folded copy of a tied weight is the original, transposed.
+      if (auto original = source.getArgAttrOfType<StringAttr>(
+              i, onnx_ir::ONNXDialect::kTransposedCopyOfAttrName)) {
+        for (unsigned j = 0; j < source.getNumArguments(); ++j)
+          if (source.getArgAttrOfType<StringAttr>(
+                  j, onnx_ir::ONNXDialect::kNameAttrName) == original) {
+            a.argIndex = j;
+            a.viaTranspose = true;
+            a.probe.reset();
+          }
+      }
       slot(arg) = a;
       continue;
     }
@@ -1240,7 +1484,10 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
            fqn.ends_with("mlp.up_proj.weight")) &&
           !config.count("intermediate_size"))
         setInt("intermediate_size", lin.getWeight().getType().getDimSize(0));
-      if (fqn == "lm_head.weight" && lin.getWeight() == embedTable)
+      // The output projection reading the embedding table: tied.
+      if (embedTable && lin.getWeight() == embedTable &&
+          llvm::any_of(lin->getUsers(),
+                       [](Operation *u) { return isa<func::ReturnOp>(u); }))
         tied = true;
     }
   });

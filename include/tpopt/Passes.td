@@ -39,7 +39,9 @@ def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
     small probe shape (`probe-batch` x `probe-seq`, with left padding in the
     first row of the probe mask and right padding in the last) and their
     meaning is read off the values: the rotary theta, whether attention is
-    causal, windowed or uses the padding mask. Parameter FQNs come from
+    causal, windowed or uses the padding mask. A sliding window shows only if
+    it is narrower than about `probe-seq - 3`; two different mask tensors
+    that look the same at the probe are an error asking for a longer probe. Parameter FQNs come from
     initializer names when the exporter kept them and from node scopes
     (`/model/layers.0/self_attn/q_proj/MatMul`) otherwise.
 
@@ -50,7 +52,7 @@ def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
   let options = [
     Option<"probeBatch", "probe-batch", "int64_t", /*default=*/"2",
            "Batch size at which side computations are evaluated">,
-    Option<"probeSeq", "probe-seq", "int64_t", /*default=*/"11",
+    Option<"probeSeq", "probe-seq", "int64_t", /*default=*/"32",
            "Sequence length at which side computations are evaluated">,
   ];
   let dependentDialects = ["::mlir::tp::TPDialect", "::mlir::func::FuncDialect"];

@@ -28,6 +28,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <cstring>
 #include <deque>
 
 using namespace mlir;
@@ -137,6 +138,10 @@ private:
   FailureOr<SourceAttr> resolveExternal(const onnx::TensorProto &tensor,
                                         uint64_t expectedBytes);
   FailureOr<Type> valueType(const onnx::TypeProto &type, StringRef name);
+  std::optional<std::string> readSourceBytes(SourceAttr source,
+                                             uint64_t offset, uint64_t length);
+  void findTransposedCopies(ArrayRef<Type> types,
+                            MutableArrayRef<DictionaryAttr> attrs);
   FailureOr<Attribute> convertAttribute(const onnx::AttributeProto &attr,
                                         const onnx::NodeProto &node);
   Type inferResultType(const onnx::NodeProto &node, unsigned index,
@@ -580,6 +585,82 @@ Importer::sortNodes(const onnx::GraphProto &graph,
   return order;
 }
 
+std::optional<std::string> Importer::readSourceBytes(SourceAttr source,
+                                                     uint64_t offset,
+                                                     uint64_t length) {
+  if (source.getFile() == llvm::sys::path::filename(path))
+    return bytes.substr(source.getOffset() + offset, length).str();
+  SmallString<256> full(modelDir);
+  llvm::sys::path::append(full, source.getFile());
+  auto buffer = llvm::MemoryBuffer::getFileSlice(full, length,
+                                                 source.getOffset() + offset);
+  if (!buffer)
+    return std::nullopt;
+  return (*buffer)->getBuffer().str();
+}
+
+void Importer::findTransposedCopies(ArrayRef<Type> types,
+                                    MutableArrayRef<DictionaryAttr> attrs) {
+  // Candidates: 2-D, located weights. A copy is anonymous (not FQN-like);
+  // an original has a name. Cheap checks (a few elements) reject almost
+  // every pair before a full comparison.
+  auto looksNamed = [](StringRef n) {
+    return !n.contains(':') && n.contains('.');
+  };
+  struct Candidate {
+    unsigned index;
+    RankedTensorType type;
+    SourceAttr source;
+    StringRef name;
+  };
+  SmallVector<Candidate> named, anonymous;
+  for (unsigned i = 0; i < types.size(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(types[i]);
+    auto source = attrs[i].getAs<SourceAttr>(TPDialect::kSourceAttrName);
+    auto name = attrs[i].getAs<StringAttr>(onnx_ir::ONNXDialect::kNameAttrName);
+    if (!type || type.getRank() != 2 || !source || !name ||
+        type.getDimSize(0) == type.getDimSize(1))
+      continue;
+    (looksNamed(name.getValue()) ? named : anonymous)
+        .push_back({i, type, source, name.getValue()});
+  }
+  for (const Candidate &copy : anonymous) {
+    for (const Candidate &orig : named) {
+      if (orig.type.getElementType() != copy.type.getElementType() ||
+          orig.type.getDimSize(0) != copy.type.getDimSize(1) ||
+          orig.type.getDimSize(1) != copy.type.getDimSize(0))
+        continue;
+      uint64_t elem = *getElementByteSize(orig.type.getElementType());
+      int64_t rows = orig.type.getDimSize(0), cols = orig.type.getDimSize(1);
+      // orig[r][c] == copy[c][r] at a few spread positions first.
+      bool same = true;
+      for (int k = 0; k < 16 && same; ++k) {
+        int64_t r = (k * 7919) % rows, c = (k * 104729) % cols;
+        auto a = readSourceBytes(orig.source, (r * cols + c) * elem, elem);
+        auto b = readSourceBytes(copy.source, (c * rows + r) * elem, elem);
+        same = a && b && *a == *b;
+      }
+      if (!same)
+        continue;
+      auto a = readSourceBytes(orig.source, 0, orig.source.getLength());
+      auto b = readSourceBytes(copy.source, 0, copy.source.getLength());
+      if (!a || !b)
+        continue;
+      for (int64_t r = 0; r < rows && same; ++r)
+        for (int64_t c = 0; c < cols && same; ++c)
+          same = std::memcmp(a->data() + (r * cols + c) * elem,
+                             b->data() + (c * rows + r) * elem, elem) == 0;
+      if (!same)
+        continue;
+      NamedAttrList list(attrs[copy.index]);
+      list.set(onnx_ir::ONNXDialect::kTransposedCopyOfAttrName,
+               builder.getStringAttr(orig.name));
+      attrs[copy.index] = list.getDictionary(ctx);
+      break;
+    }
+  }
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   std::string readError;
   if (!readModelFile(bytes, file, readError)) {
@@ -628,6 +709,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     argNames.push_back(init.tensor.name());
     available[init.tensor.name()] = true;
   }
+
+  findTransposedCopies(argTypes, argAttrs);
 
   SmallVector<Type> resultTypes;
   for (const auto &output : graph.output()) {

@@ -21,10 +21,12 @@ LogicalResult ONNXDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned regionIndex,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
-  if (attr.getName() == kNameAttrName) {
+  if (attr.getName() == kNameAttrName ||
+      attr.getName() == kTransposedCopyOfAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "argument " << argIndex << ": '"
-                               << kNameAttrName << "' must be a string";
+                               << attr.getName().getValue()
+                               << "' must be a string";
     return success();
   }
   if (attr.getName() == kValueAttrName) {

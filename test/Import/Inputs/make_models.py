@@ -129,9 +129,23 @@ nodes = [
 save(model(nodes, [emb, lm_t], [ids], [logits]), "tiny_lm.onnx")
 
 # The same with anonymous, pre-transposed weights and no scopes: unnamable.
-anon = numpy_helper.from_array(np.ones((4, 8), np.float32), "onnx::MatMul_7")
+anon = numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(4, 8), "onnx::MatMul_7")
 nodes = [
     helper.make_node("Gather", ["model.embed_tokens.weight", "input_ids"], ["h"], name="node_Gather_0"),
     helper.make_node("MatMul", ["h", "onnx::MatMul_7"], ["logits"], name="node_MatMul_2"),
 ]
 save(model(nodes, [emb, anon], [ids], [logits]), "unnamed_weight.onnx")
+
+# A folded tied lm_head: an anonymous initializer equal to the embedding's
+# transpose, byte for byte, must become the embedding parameter again.
+emb_r = numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(8, 4) / 7, "model.embed_tokens.weight")
+copy = numpy_helper.from_array((np.arange(32, dtype=np.float32).reshape(8, 4) / 7).T.copy(), "onnx::MatMul_9")
+near = (np.arange(32, dtype=np.float32).reshape(8, 4) / 7).T.copy()
+near[3, 5] += 1.0
+near_t = numpy_helper.from_array(near, "onnx::MatMul_9")
+for name, lm_init in [("tied_folded.onnx", copy), ("almost_tied_folded.onnx", near_t)]:
+    nodes = [
+        helper.make_node("Gather", ["model.embed_tokens.weight", "input_ids"], ["h"], name="/model/embed_tokens/Gather"),
+        helper.make_node("MatMul", ["h", "onnx::MatMul_9"], ["logits"], name="/lm_head/MatMul"),
+    ]
+    save(model(nodes, [emb_r, lm_init], [ids], [logits]), name)

@@ -23,6 +23,9 @@ def ONNX_Dialect : Dialect {
     carry `onnx.name` and `tp.source` (where their bytes are); small ones
     (scalars, shape vectors, at most 4 KiB) also carry their value in
     `onnx.value`, because raising needs them (epsilons, RoPE frequencies).
+    An anonymous 2-D initializer that holds exactly the transpose of a named
+    one (what constant folding makes of a tied lm_head) carries
+    `onnx.transposed_copy_of` with the named one's name.
     Values have the element type the ONNX graph gives or implies and a
     ranked shape where the graph declares one; `tp-raise-onnx` turns the
     function into `tp` building blocks.
@@ -33,6 +36,10 @@ def ONNX_Dialect : Dialect {
     static constexpr llvm::StringLiteral kNameAttrName = "onnx.name";
     /// The value of a small initializer argument (a DenseElementsAttr).
     static constexpr llvm::StringLiteral kValueAttrName = "onnx.value";
+    /// Names the initializer that this anonymous one is the transpose of,
+    /// byte for byte (a folding exporter's copy of a tied embedding).
+    static constexpr llvm::StringLiteral kTransposedCopyOfAttrName =
+        "onnx.transposed_copy_of";
   }];
 }
 

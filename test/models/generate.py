@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Builds tiny decoder LMs of the five supported architectures with the real
+HuggingFace `transformers` classes (random weights from a fixed seed, nothing
+downloaded), exports each with PyTorch's exporters and writes reference
+logits computed by PyTorch.
+
+    .venv/bin/python test/models/generate.py [--out test/models] [--arch NAME ...]
+
+Needs requirements-models.txt (scripts/setup.sh --models). The outputs are
+committed, so the test suite needs neither torch nor transformers.
+
+Per architecture ARCH, under OUT/ARCH/:
+  config.json               the HF config the model was built from
+  ts_fold.onnx              TorchScript exporter (dynamo=False), opset 17,
+                            constant folding on (anonymous pre-transposed
+                            onnx::MatMul_N weights)
+  ts_nofold.onnx            the same with constant folding off (FQN weights
+                            behind Transpose nodes)
+  dynamo.onnx               the dynamo exporter (PyTorch's default) at its
+                            default opset, weights inline
+  external/model.onnx       the dynamo export with its weights in ONNX
+           model.onnx.data  external data
+  ref/input_ids_*.npy, ref/attention_mask_*.npy, ref/logits_*.npy
+                            two input shapes other than the traced one; the
+                            second has left padding in row 0 and right
+                            padding in the last row
+Exporters that cannot export an architecture are reported (and recorded in
+OUT/ARCH/EXPORT_ERRORS.txt) instead of failing the whole run.
+"""
+import argparse
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+import traceback
+import warnings
+
+import numpy as np
+import torch
+import transformers
+
+warnings.filterwarnings("ignore")
+
+VOCAB = 128
+TRACE_SHAPE = (2, 8)
+REF_SHAPES = {"b1_s5": (1, 5), "b3_s12_pad": (3, 12)}
+
+
+def llama():
+    return transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, rms_norm_eps=1e-6, rope_theta=10000.0,
+        tie_word_embeddings=False), transformers.LlamaForCausalLM
+
+
+def qwen2():
+    return transformers.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        tie_word_embeddings=False), transformers.Qwen2ForCausalLM
+
+
+def qwen3():
+    return transformers.Qwen3Config(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        tie_word_embeddings=False), transformers.Qwen3ForCausalLM
+
+
+def gemma3():
+    return transformers.Gemma3TextConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, rms_norm_eps=1e-6, query_pre_attn_scalar=16,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+        tie_word_embeddings=True), transformers.Gemma3ForCausalLM
+
+
+def nemotron_h():
+    return transformers.NemotronHConfig(
+        vocab_size=VOCAB, hidden_size=64,
+        layers_block_type=["mamba", "attention", "mlp"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, mamba_num_heads=4, mamba_head_dim=16,
+        n_groups=2, ssm_state_size=8, conv_kernel=4, chunk_size=8,
+        use_mamba_kernels=False, layer_norm_epsilon=1e-5,
+        tie_word_embeddings=False), transformers.NemotronHForCausalLM
+
+
+ARCHS = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "gemma3": gemma3,
+         "nemotron_h": nemotron_h}
+
+
+class LogitsOnly(torch.nn.Module):
+    """Exposes (input_ids, attention_mask) -> logits. The HF model's children
+    are registered directly so that parameter FQNs and module scopes are the
+    HF ones (model.layers.0...), not prefixed by this wrapper."""
+
+    def __init__(self, hf):
+        super().__init__()
+        for name, child in hf.named_children():
+            self.add_module(name, child)
+        object.__setattr__(self, "hf", hf)
+
+    def forward(self, input_ids, attention_mask):
+        return self.hf(input_ids=input_ids, attention_mask=attention_mask,
+                       use_cache=False).logits
+
+
+def inputs_for(shape, padded, seed):
+    g = torch.Generator().manual_seed(seed)
+    batch, seq = shape
+    ids = torch.randint(0, VOCAB, (batch, seq), generator=g)
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    if padded:
+        mask[0, :3] = 0
+        mask[-1, -2:] = 0
+    return ids, mask
+
+
+def export_all(arch, out):
+    config, cls = ARCHS[arch]()
+    config._attn_implementation = "eager"
+    torch.manual_seed(1234)
+    hf = cls(config).eval()
+    # Random (not default) norm weights so that a wrong norm parameter or
+    # offset changes the logits.
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if p.dim() == 1:
+                p.copy_(torch.empty_like(p).uniform_(0.5, 1.5)
+                        if "norm" in name else torch.randn_like(p) * 0.1)
+    model = LogitsOnly(hf).eval()
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        f.write(config.to_json_string())
+
+    ids, mask = inputs_for(TRACE_SHAPE, False, 0)
+    names = dict(input_names=["input_ids", "attention_mask"],
+                 output_names=["logits"])
+    dyn_axes = {n: {0: "batch", 1: "seq"}
+                for n in ["input_ids", "attention_mask", "logits"]}
+    errors = []
+
+    def attempt(label, fn):
+        log = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                fn()
+            print(f"  {arch}: {label} ok")
+        except Exception as e:  # record why an exporter cannot do it
+            msg = "".join(traceback.format_exception_only(type(e), e)).strip()
+            errors.append(f"{label}: {msg[:2000]}")
+            print(f"  {arch}: {label} FAILED: {msg[:300]}")
+
+    for fold in (True, False):
+        path = os.path.join(out, f"ts_{'fold' if fold else 'nofold'}.onnx")
+        attempt(os.path.basename(path), lambda: torch.onnx.export(
+            model, (ids, mask), path, dynamo=False, opset_version=17,
+            do_constant_folding=fold, dynamic_axes=dyn_axes, **names))
+
+    dyn_shapes = {"input_ids": {0: "batch", 1: "seq"},
+                  "attention_mask": {0: "batch", 1: "seq"}}
+
+    def dynamo(path, external):
+        program = torch.onnx.export(model, (ids, mask), dynamo=True,
+                                    dynamic_shapes=dyn_shapes, **names)
+        program.save(path, external_data=external)
+
+    attempt("dynamo.onnx", lambda: dynamo(os.path.join(out, "dynamo.onnx"), False))
+    ext_dir = os.path.join(out, "external")
+    shutil.rmtree(ext_dir, ignore_errors=True)
+    os.makedirs(ext_dir)
+    attempt("external/model.onnx",
+            lambda: dynamo(os.path.join(ext_dir, "model.onnx"), True))
+
+    ref = os.path.join(out, "ref")
+    os.makedirs(ref, exist_ok=True)
+    for i, (tag, shape) in enumerate(REF_SHAPES.items()):
+        ids_r, mask_r = inputs_for(shape, tag.endswith("pad"), 10 + i)
+        with torch.no_grad():
+            logits = model(ids_r, mask_r).float().numpy()
+        np.save(os.path.join(ref, f"input_ids_{tag}.npy"), ids_r.numpy())
+        np.save(os.path.join(ref, f"attention_mask_{tag}.npy"), mask_r.numpy())
+        np.save(os.path.join(ref, f"logits_{tag}.npy"), logits)
+
+    err_path = os.path.join(out, "EXPORT_ERRORS.txt")
+    if errors:
+        with open(err_path, "w") as f:
+            f.write("\n\n".join(errors) + "\n")
+    elif os.path.exists(err_path):
+        os.remove(err_path)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--arch", nargs="*", default=list(ARCHS))
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}")
+    for arch in args.arch:
+        export_all(arch, os.path.join(args.out, arch))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
