@@ -1453,6 +1453,7 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   bool qkNorm = false, attentionBias = false, normOffset = false,
        embedScale = false, tied = false;
   Value embedTable;
+  SmallVector<Attribute> layerTypes;
   func.walk([&](Operation *op) {
     if (auto emb = dyn_cast<EmbeddingOp>(op)) {
       auto table = emb.getTable().getType();
@@ -1467,9 +1468,16 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
         setInt("num_key_value_heads", att.getNumKvHeadsAttr().getInt());
         setInt("head_dim", att.getHeadDimAttr().getInt());
       }
-    } else if (auto rot = dyn_cast<RotaryOp>(op)) {
-      if (!config.count("rope_theta"))
-        config["rope_theta"] = rot.getThetaAttr();
+      bool sliding = static_cast<bool>(att.getSlidingWindowAttr());
+      layerTypes.push_back(builder.getStringAttr(
+          sliding ? "sliding_attention" : "full_attention"));
+      if (sliding)
+        config["sliding_window"] = att.getSlidingWindowAttr();
+      if (auto rot = att.getQ().getDefiningOp<RotaryOp>()) {
+        StringRef key = sliding ? "rope_local_base_freq" : "rope_theta";
+        if (!config.count(key.str()))
+          config[key.str()] = rot.getThetaAttr();
+      }
     } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
       if (norm.getGroupSizeAttr())
         qkNorm = true;
@@ -1506,6 +1514,13 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   else if (attentionBias)
     arch = "qwen2";
   config["architecture"] = builder.getStringAttr(arch);
+  // One theta for all layers is rope_theta, whatever their kind.
+  if (!config.count("rope_theta") && config.count("rope_local_base_freq")) {
+    config["rope_theta"] = config["rope_local_base_freq"];
+    config.erase("rope_local_base_freq");
+  }
+  if (config.count("sliding_window"))
+    config["layer_types"] = builder.getArrayAttr(layerTypes);
   config["tie_word_embeddings"] = builder.getBoolAttr(tied);
   config["attention_bias"] = builder.getBoolAttr(attentionBias);
   config["qk_norm"] = builder.getBoolAttr(qkNorm);
