@@ -1,0 +1,84 @@
+//===- mpi.cpp - collectives on MPI (the CPU backend) ---------------------===//
+
+#include "tprt/tprt.h"
+
+#include <climits>
+#include <mpi.h>
+
+namespace tprt {
+namespace {
+
+/// MPI counts are int: larger buffers go in chunks.
+constexpr int64_t kChunk = INT_MAX / 2;
+
+class MpiCommunicator : public Communicator {
+public:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allReduceSum(float *data, int64_t count) override {
+    for (int64_t done = 0; done < count; done += kChunk) {
+      int n = static_cast<int>(std::min(kChunk, count - done));
+      check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, MPI_SUM,
+                          comm_),
+            "MPI_Allreduce");
+    }
+  }
+
+  void allGather(const float *in, float *out, int64_t count) override {
+    if (count > kChunk)
+      fatal("allGather: blocks over 2^30 elements are not supported");
+    check(MPI_Allgather(in, static_cast<int>(count), MPI_FLOAT, out,
+                        static_cast<int>(count), MPI_FLOAT, comm_),
+          "MPI_Allgather");
+  }
+
+  void reduceScatterSum(const float *in, float *out, int64_t count) override {
+    if (count > kChunk)
+      fatal("reduceScatter: blocks over 2^30 elements are not supported");
+    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count),
+                                   MPI_FLOAT, MPI_SUM, comm_),
+          "MPI_Reduce_scatter_block");
+  }
+
+  void broadcast(void *data, int64_t bytes, int root) override {
+    auto *p = static_cast<char *>(data);
+    for (int64_t done = 0; done < bytes; done += kChunk) {
+      int n = static_cast<int>(std::min(kChunk, bytes - done));
+      check(MPI_Bcast(p + done, n, MPI_BYTE, root, comm_), "MPI_Bcast");
+    }
+  }
+
+private:
+  static void check(int status, const char *what) {
+    if (status != MPI_SUCCESS)
+      fatal(std::string(what) + " failed with MPI error " +
+            std::to_string(status));
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> createMpiCommunicator(int color) {
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm comm;
+  if (MPI_Comm_split(MPI_COMM_WORLD, color, rank, &comm) != MPI_SUCCESS)
+    fatal("MPI_Comm_split failed");
+  return std::make_unique<MpiCommunicator>(comm);
+}
+
+} // namespace tprt

@@ -1,0 +1,309 @@
+//===- kernels.cpp - CPU kernels of the tp ops ----------------------------===//
+//
+// f32 compute. Matrix products go to OpenBLAS; the rest are loops
+// parallelized with OpenMP over independent rows, heads or elements.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/tprt.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tprt {
+namespace {
+
+void requireF32(const Tensor &t, const char *op, const char *what) {
+  if (!t.defined() || t.dtype() != DType::F32)
+    fatal(std::string(op) + ": " + what + " must be an f32 tensor, got " +
+          (t.defined() ? t.describe() : "nothing"));
+}
+
+void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {
+  if (a.shape() != b.shape())
+    fatal(std::string(op) + ": shapes differ: " + a.describe() + " vs " +
+          b.describe());
+}
+
+template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
+  requireF32(x, op, "the input");
+  Tensor out(DType::F32, x.shape());
+  const float *in = x.f32();
+  float *o = out.f32();
+  int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = fn(in[i]);
+  return out;
+}
+
+template <typename Fn>
+Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
+  requireF32(a, op, "the left operand");
+  requireF32(b, op, "the right operand");
+  requireSameShape(a, b, op);
+  Tensor out(DType::F32, a.shape());
+  const float *x = a.f32(), *y = b.f32();
+  float *o = out.f32();
+  int64_t n = a.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = fn(x[i], y[i]);
+  return out;
+}
+
+} // namespace
+
+Tensor embedding(Context &, const Tensor &ids, const Tensor &table) {
+  if (ids.dtype() != DType::I64)
+    fatal("embedding: ids must be int64, got " + ids.describe());
+  requireF32(table, "embedding", "the table");
+  if (table.rank() != 2)
+    fatal("embedding: the table must be [vocab, hidden], got " +
+          table.describe());
+  int64_t vocab = table.dim(0), hidden = table.dim(1), n = ids.numel();
+  std::vector<int64_t> shape = ids.shape();
+  shape.push_back(hidden);
+  Tensor out(DType::F32, shape);
+  const int64_t *id = ids.i64();
+  for (int64_t i = 0; i < n; ++i)
+    if (id[i] < 0 || id[i] >= vocab)
+      fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
+            std::to_string(i) + " is outside the vocabulary [0, " +
+            std::to_string(vocab) + ")");
+  const float *t = table.f32();
+  float *o = out.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(t + id[i] * hidden, hidden, o + i * hidden);
+  return out;
+}
+
+Tensor linear(Context &, const Tensor &x, const Tensor &w) {
+  requireF32(x, "linear", "the input");
+  requireF32(w, "linear", "the weight");
+  if (w.rank() != 2 || x.rank() < 1 || x.dim(-1) != w.dim(1))
+    fatal("linear: input " + x.describe() + " does not match weight " +
+          w.describe() + " ([out, in])");
+  int64_t in = w.dim(1), outF = w.dim(0), rows = x.numel() / in;
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = outF;
+  Tensor out(DType::F32, shape);
+  if (rows > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
+                x.f32(), in, w.f32(), in, 0.0f, out.f32(), outF);
+  return out;
+}
+
+Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
+                   const Tensor &bias) {
+  requireF32(bias, "linear", "the bias");
+  if (bias.rank() != 1 || bias.dim(0) != w.dim(0))
+    fatal("linear: bias " + bias.describe() + " does not match weight " +
+          w.describe());
+  Tensor out = linear(ctx, x, w);
+  int64_t outF = w.dim(0), rows = out.numel() / outF;
+  float *o = out.f32();
+  const float *b = bias.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < outF; ++j)
+      o[r * outF + j] += b[j];
+  return out;
+}
+
+Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
+                double offset, int64_t group) {
+  requireF32(x, "rms_norm", "the input");
+  requireF32(w, "rms_norm", "the weight");
+  int64_t features = x.dim(-1);
+  if (group == 0)
+    group = features;
+  if (group <= 0 || features % group != 0 || w.numel() != group)
+    fatal("rms_norm: input " + x.describe() + ", weight " + w.describe() +
+          " and group " + std::to_string(group) + " do not match");
+  Tensor out(DType::F32, x.shape());
+  int64_t groups = x.numel() / group;
+  const float *in = x.f32(), *weight = w.f32();
+  float *o = out.f32();
+  float off = static_cast<float>(offset);
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g) {
+    const float *row = in + g * group;
+    double sum = 0;
+    for (int64_t i = 0; i < group; ++i)
+      sum += static_cast<double>(row[i]) * row[i];
+    float inv = 1.0f / std::sqrt(static_cast<float>(sum / group) +
+                                 static_cast<float>(eps));
+    for (int64_t i = 0; i < group; ++i)
+      o[g * group + i] = (row[i] * inv) * (off + weight[i]);
+  }
+  return out;
+}
+
+Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
+              double theta, bool interleaved) {
+  requireF32(x, "rotary", "the input");
+  if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
+    fatal("rotary: input " + x.describe() + " is not [B, S, H * " +
+          std::to_string(headDim) + "]");
+  if (rotaryDim <= 0)
+    rotaryDim = headDim;
+  int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
+          half = rotaryDim / 2;
+  // As HF computes it: f32 inverse frequencies, f32 angle = position * freq.
+  std::vector<float> freq(half);
+  for (int64_t i = 0; i < half; ++i)
+    freq[i] = 1.0f / static_cast<float>(std::pow(
+                         theta, static_cast<double>(2 * i) / rotaryDim));
+  std::vector<float> cosT(seq * half), sinT(seq * half);
+  for (int64_t p = 0; p < seq; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      float angle = static_cast<float>(p) * freq[i];
+      cosT[p * half + i] = std::cos(angle);
+      sinT[p * half + i] = std::sin(angle);
+    }
+  Tensor out(DType::F32, x.shape());
+  const float *in = x.f32();
+  float *o = out.f32();
+  std::copy_n(in, x.numel(), o);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t p = 0; p < seq; ++p)
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t base = ((b * seq + p) * heads + h) * headDim;
+        for (int64_t i = 0; i < half; ++i) {
+          int64_t i1 = interleaved ? 2 * i : i;
+          int64_t i2 = interleaved ? 2 * i + 1 : i + half;
+          float c = cosT[p * half + i], s = sinT[p * half + i];
+          float x1 = in[base + i1], x2 = in[base + i2];
+          o[base + i1] = x1 * c - x2 * s;
+          o[base + i2] = x2 * c + x1 * s;
+        }
+      }
+  return out;
+}
+
+Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                 int64_t headDim, double scale, bool causal, int64_t window,
+                 double softcap) {
+  requireF32(q, "attention", "q");
+  requireF32(k, "attention", "k");
+  requireF32(v, "attention", "v");
+  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
+      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
+      v.dim(2) != kvHeads * headDim || k.dim(0) != q.dim(0) ||
+      v.dim(0) != q.dim(0) || k.dim(1) != v.dim(1) || kvHeads <= 0 ||
+      heads % kvHeads != 0)
+    fatal("attention: q " + q.describe() + ", k " + k.describe() + ", v " +
+          v.describe() + " do not match " + std::to_string(heads) +
+          " heads, " + std::to_string(kvHeads) + " KV heads of " +
+          std::to_string(headDim));
+  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1),
+          group = heads / kvHeads;
+  const int64_t *mask = nullptr;
+  if (keyMask.defined()) {
+    if (keyMask.dtype() != DType::I64 || keyMask.rank() != 2 ||
+        keyMask.dim(0) != batch || keyMask.dim(1) != skv)
+      fatal("attention: key mask " + keyMask.describe() +
+            " is not int64 [batch, seq_kv]");
+    mask = keyMask.i64();
+  }
+  // Queries are the last sq positions of the keys (sq == skv without cache).
+  int64_t queryOffset = skv - sq;
+  Tensor out(DType::F32, q.shape());
+  const float *qd = q.f32(), *kd = k.f32(), *vd = v.f32();
+  float *o = out.f32();
+  float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
+#pragma omp parallel
+  {
+    std::vector<float> scores(skv);
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < sq; ++i) {
+          int64_t kvh = h / group, pos = i + queryOffset;
+          const float *qi = qd + ((b * sq + i) * heads + h) * headDim;
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < skv; ++j) {
+            bool visible = (!causal || j <= pos) &&
+                           (window <= 0 || pos - j < window) &&
+                           (!mask || mask[b * skv + j] != 0);
+            if (!visible) {
+              scores[j] = -std::numeric_limits<float>::infinity();
+              continue;
+            }
+            const float *kj = kd + ((b * skv + j) * kvHeads + kvh) * headDim;
+            float dot = 0;
+            for (int64_t d = 0; d < headDim; ++d)
+              dot += qi[d] * kj[d];
+            float s = dot * fscale;
+            if (cap > 0)
+              s = cap * std::tanh(s / cap);
+            scores[j] = s;
+            best = std::max(best, s);
+          }
+          float *oi = o + ((b * sq + i) * heads + h) * headDim;
+          std::fill(oi, oi + headDim, 0.0f);
+          if (best == -std::numeric_limits<float>::infinity())
+            continue; // sees no key
+          float total = 0;
+          for (int64_t j = 0; j < skv; ++j) {
+            float e = scores[j] == -std::numeric_limits<float>::infinity()
+                          ? 0.0f
+                          : std::exp(scores[j] - best);
+            scores[j] = e;
+            total += e;
+          }
+          for (int64_t j = 0; j < skv; ++j) {
+            if (scores[j] == 0.0f)
+              continue;
+            float p = scores[j] / total;
+            const float *vj = vd + ((b * skv + j) * kvHeads + kvh) * headDim;
+            for (int64_t d = 0; d < headDim; ++d)
+              oi[d] += p * vj[d];
+          }
+        }
+  }
+  return out;
+}
+
+Tensor silu(Context &, const Tensor &x) {
+  return unaryMap(x, "silu", [](float v) { return v / (1.0f + std::exp(-v)); });
+}
+
+Tensor gelu(Context &, const Tensor &x, bool tanhApproximation) {
+  if (tanhApproximation)
+    return unaryMap(x, "gelu", [](float v) {
+      const float k = 0.7978845608028654f; // sqrt(2 / pi)
+      return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+    });
+  return unaryMap(x, "gelu", [](float v) {
+    return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+  });
+}
+
+Tensor relu_squared(Context &, const Tensor &x) {
+  return unaryMap(x, "relu_squared",
+                  [](float v) { return v > 0 ? v * v : 0.0f; });
+}
+
+Tensor add(Context &, const Tensor &a, const Tensor &b) {
+  return binaryMap(a, b, "add", [](float x, float y) { return x + y; });
+}
+
+Tensor mul(Context &, const Tensor &a, const Tensor &b) {
+  return binaryMap(a, b, "mul", [](float x, float y) { return x * y; });
+}
+
+Tensor scale(Context &, const Tensor &x, double factor) {
+  float f = static_cast<float>(factor);
+  return unaryMap(x, "scale", [f](float v) { return v * f; });
+}
+
+} // namespace tprt

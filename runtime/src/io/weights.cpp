@@ -1,0 +1,94 @@
+//===- weights.cpp - parameters straight from the model's files -----------===//
+//
+// Each rank reads the byte range of each parameter it needs with pread; it
+// never reads the whole file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/tprt.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tprt {
+
+Context::Context(int rank, int worldSize, int threads, std::string modelPath,
+                 std::string modelFile)
+    : rank_(rank), worldSize_(worldSize), threads_(threads),
+      modelPath_(std::move(modelPath)), modelFile_(std::move(modelFile)) {
+  size_t slash = modelPath_.find_last_of('/');
+  modelDir_ = slash == std::string::npos ? "." : modelPath_.substr(0, slash);
+}
+
+Context::~Context() = default;
+
+Communicator &Context::tp() {
+  if (!tp_)
+    tp_ = createMpiCommunicator(0);
+  return *tp_;
+}
+
+std::string Context::resolve(const std::string &file) const {
+  if (file == modelFile_)
+    return modelPath_;
+  return modelDir_ + "/" + file;
+}
+
+Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
+                  const char *file, uint64_t offset, uint64_t length,
+                  DType storedDtype, std::vector<int64_t> shape,
+                  bool transposed) {
+  std::string name = std::string("parameter '") + fqn + "' (initializer '" +
+                     initializer + "')";
+  uint64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= static_cast<uint64_t>(d);
+  if (elements * dtypeSize(storedDtype) != length)
+    fatal(name + ": " + std::to_string(length) + " bytes of " +
+          dtypeName(storedDtype) + " cannot hold its shape");
+  if (transposed && shape.size() != 2)
+    fatal(name + ": only 2-D parameters can be stored transposed");
+  std::string path = ctx.resolve(file);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    fatal(name + ": cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) < offset + length) {
+    ::close(fd);
+    fatal(name + ": '" + path + "' is too short (" +
+          std::to_string(st.st_size) + " bytes) for bytes [" +
+          std::to_string(offset) + ", " + std::to_string(offset + length) +
+          ")");
+  }
+  std::vector<int64_t> stored = shape;
+  if (transposed)
+    std::swap(stored[0], stored[1]);
+  Tensor raw(storedDtype, stored);
+  auto *dst = static_cast<char *>(raw.raw());
+  for (uint64_t done = 0; done < length;) {
+    ssize_t n = ::pread(fd, dst + done, length - done, offset + done);
+    if (n <= 0) {
+      ::close(fd);
+      fatal(name + ": read of '" + path + "' failed");
+    }
+    done += n;
+  }
+  ::close(fd);
+  Tensor value = raw.to(DType::F32);
+  if (!transposed)
+    return value;
+  Tensor canonical(DType::F32, shape);
+  const float *s = value.f32();
+  float *d = canonical.f32();
+  int64_t rows = stored[0], cols = stored[1];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      d[c * rows + r] = s[r * cols + c];
+  return canonical;
+}
+
+} // namespace tprt

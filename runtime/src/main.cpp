@@ -1,0 +1,106 @@
+//===- main.cpp - the entry point of generated executables ----------------===//
+//
+//   model --input ids.npy [--attention-mask mask.npy] --output logits.npy
+//         [--weights MODEL.onnx] [--threads T]
+//
+// Each MPI rank runs tprt_model_forward on the same inputs; rank 0 writes
+// the logits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/tprt.h"
+
+#include <cblas.h>
+#include <cstdio>
+#include <cstring>
+#include <mpi.h>
+#include <omp.h>
+#include <string>
+
+namespace {
+
+void usage(const char *argv0) {
+  std::fprintf(stderr,
+               "usage: %s --input ids.npy [--attention-mask mask.npy] "
+               "--output logits.npy [--weights MODEL.onnx] [--threads T]\n",
+               argv0);
+}
+
+std::string baseName(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  std::string input, mask, output, weights = tprt_model_path;
+  int threads = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        usage(argv[0]);
+        tprt::fatal("missing value for " + arg);
+      }
+      return argv[++i];
+    };
+    if (arg == "--input")
+      input = value();
+    else if (arg == "--attention-mask")
+      mask = value();
+    else if (arg == "--output")
+      output = value();
+    else if (arg == "--weights")
+      weights = value();
+    else if (arg == "--threads")
+      threads = std::atoi(value().c_str());
+    else if (arg == "--help" || arg == "-h") {
+      usage(argv[0]);
+      MPI_Finalize();
+      return 0;
+    } else {
+      usage(argv[0]);
+      tprt::fatal("unknown argument '" + arg + "'");
+    }
+  }
+  if (input.empty() || output.empty()) {
+    usage(argv[0]);
+    tprt::fatal("--input and --output are required");
+  }
+  if (threads < 1)
+    tprt::fatal("--threads must be at least 1");
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+
+  tprt::Tensor ids = tprt::readNpy(input);
+  if (ids.dtype() != tprt::DType::I64 || ids.rank() != 2)
+    tprt::fatal("--input must be an int64 [batch, seq] array, got " +
+                ids.describe());
+  tprt::Tensor attentionMask;
+  if (!mask.empty()) {
+    attentionMask = tprt::readNpy(mask);
+    if (attentionMask.dtype() != tprt::DType::I64 ||
+        attentionMask.shape() != ids.shape())
+      tprt::fatal("--attention-mask must be an int64 array of the input's "
+                  "shape " +
+                  ids.describe() + ", got " + attentionMask.describe());
+  } else {
+    attentionMask = tprt::Tensor(tprt::DType::I64, ids.shape());
+    int64_t *m = attentionMask.i64();
+    for (int64_t i = 0; i < attentionMask.numel(); ++i)
+      m[i] = 1;
+  }
+
+  tprt::Context ctx(rank, size, threads, weights, baseName(tprt_model_path));
+  tprt::Tensor logits = tprt_model_forward(ctx, ids, attentionMask);
+  if (rank == 0)
+    tprt::writeNpy(output, logits);
+  MPI_Finalize();
+  return 0;
+}

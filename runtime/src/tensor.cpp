@@ -1,0 +1,226 @@
+//===- tensor.cpp - tprt tensors, dtypes and errors -----------------------===//
+
+#include "tprt/tprt.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mpi.h>
+#include <sstream>
+
+namespace tprt {
+
+void fatal(const std::string &message) {
+  int initialized = 0, finalized = 0, rank = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  bool mpi = initialized && !finalized;
+  if (mpi) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  if (size > 1)
+    std::fprintf(stderr, "tprt: error (rank %d): %s\n", rank, message.c_str());
+  else
+    std::fprintf(stderr, "tprt: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (mpi && size > 1)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::I64:
+    return 8;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::I64:
+    return "i64";
+  }
+  return "?";
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_)
+    if (d < 0)
+      fatal("negative tensor dimension");
+  storage_ = std::make_shared<std::vector<unsigned char>>(bytes(), 0);
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_)
+    n *= d;
+  return n;
+}
+
+float *Tensor::f32() {
+  if (dtype_ != DType::F32)
+    fatal("expected an f32 tensor, got " + describe());
+  return static_cast<float *>(raw());
+}
+const float *Tensor::f32() const {
+  return const_cast<Tensor *>(this)->f32();
+}
+int64_t *Tensor::i64() {
+  if (dtype_ != DType::I64)
+    fatal("expected an i64 tensor, got " + describe());
+  return static_cast<int64_t *>(raw());
+}
+const int64_t *Tensor::i64() const {
+  return const_cast<Tensor *>(this)->i64();
+}
+
+std::string Tensor::describe() const {
+  std::ostringstream os;
+  os << dtypeName(dtype_) << "[";
+  for (size_t i = 0; i < shape_.size(); ++i)
+    os << (i ? ", " : "") << shape_[i];
+  os << "]";
+  return os.str();
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  if (t.numel() != numel())
+    fatal("reshape of " + describe() + " changes its size");
+  return t;
+}
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f,
+           mant = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  int32_t exp = static_cast<int32_t>((bits >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = bits & 0x7fffffu;
+  if (((bits >> 23) & 0xff) == 0xff) // inf or nan
+    return sign | 0x7c00u | (mant ? 0x200u : 0);
+  if (exp >= 0x1f)
+    return sign | 0x7c00u;
+  if (exp <= 0) {
+    if (exp < -10)
+      return sign;
+    mant |= 0x800000u;
+    uint32_t shift = 14 - exp;
+    uint32_t half = mant >> shift;
+    uint32_t rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (half & 1)))
+      ++half;
+    return sign | half;
+  }
+  uint32_t half = sign | (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+    ++half;
+  return half;
+}
+
+float bf16ToFloat(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f))
+    return (bits >> 16) | 0x40u;
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1);
+  return (bits + rounding) >> 16;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_)
+    return *this;
+  Tensor out(dtype, shape_);
+  int64_t n = numel();
+  // Through f32.
+  std::vector<float> values(n);
+  const void *src = raw();
+  switch (dtype_) {
+  case DType::F32:
+    std::memcpy(values.data(), src, n * 4);
+    break;
+  case DType::F16:
+    for (int64_t i = 0; i < n; ++i)
+      values[i] = halfToFloat(static_cast<const uint16_t *>(src)[i]);
+    break;
+  case DType::BF16:
+    for (int64_t i = 0; i < n; ++i)
+      values[i] = bf16ToFloat(static_cast<const uint16_t *>(src)[i]);
+    break;
+  case DType::I64:
+    for (int64_t i = 0; i < n; ++i)
+      values[i] = static_cast<float>(static_cast<const int64_t *>(src)[i]);
+    break;
+  }
+  void *dst = out.raw();
+  switch (dtype) {
+  case DType::F32:
+    std::memcpy(dst, values.data(), n * 4);
+    break;
+  case DType::F16:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t *>(dst)[i] = floatToHalf(values[i]);
+    break;
+  case DType::BF16:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t *>(dst)[i] = floatToBf16(values[i]);
+    break;
+  case DType::I64:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<int64_t *>(dst)[i] = static_cast<int64_t>(values[i]);
+    break;
+  }
+  return out;
+}
+
+Communicator::~Communicator() = default;
+
+} // namespace tprt

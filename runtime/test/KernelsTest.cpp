@@ -1,0 +1,302 @@
+//===- KernelsTest.cpp - tprt kernels against naive references ------------===//
+
+#include "tprt/tprt.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <unistd.h>
+
+using namespace tprt;
+
+namespace {
+
+Context &ctx() {
+  static Context context(0, 1, 1, "/nonexistent/model.onnx", "model.onnx");
+  return context;
+}
+
+Tensor randomTensor(std::vector<int64_t> shape, unsigned seed,
+                    float lo = -1.0f, float hi = 1.0f) {
+  Tensor t(DType::F32, std::move(shape));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.f32()[i] = dist(gen);
+  return t;
+}
+
+void expectClose(const Tensor &got, const std::vector<double> &want,
+                 double tol = 1e-5) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got.f32()[i], want[i], tol * std::max(1.0, std::fabs(want[i])))
+        << "at element " << i;
+}
+
+TEST(Kernels, LinearMatchesNaive) {
+  for (auto [rows, in, out] : {std::tuple{1, 3, 5}, {6, 16, 7}, {2, 1, 1}}) {
+    Tensor x = randomTensor({rows, 1, in}, 1), w = randomTensor({out, in}, 2),
+           b = randomTensor({out}, 3);
+    std::vector<double> want(rows * out), wantBias(rows * out);
+    for (int r = 0; r < rows; ++r)
+      for (int o = 0; o < out; ++o) {
+        double acc = 0;
+        for (int k = 0; k < in; ++k)
+          acc += double(x.f32()[r * in + k]) * w.f32()[o * in + k];
+        want[r * out + o] = acc;
+        wantBias[r * out + o] = acc + b.f32()[o];
+      }
+    Tensor y = linear(ctx(), x, w);
+    EXPECT_EQ(y.shape(), (std::vector<int64_t>{rows, 1, out}));
+    expectClose(y, want);
+    expectClose(linear_bias(ctx(), x, w, b), wantBias);
+  }
+}
+
+TEST(Kernels, EmbeddingGathersRowsAndRejectsBadIds) {
+  Tensor table = randomTensor({5, 3}, 4);
+  Tensor ids(DType::I64, {1, 3});
+  ids.i64()[0] = 4, ids.i64()[1] = 0, ids.i64()[2] = 4;
+  Tensor y = embedding(ctx(), ids, table);
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{1, 3, 3}));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(y.f32()[i * 3 + j], table.f32()[ids.i64()[i] * 3 + j]);
+  ids.i64()[1] = 5;
+  EXPECT_EXIT(embedding(ctx(), ids, table), testing::ExitedWithCode(1),
+              "token id 5 at position 1 is outside the vocabulary \\[0, 5\\)");
+}
+
+TEST(Kernels, RmsNormWithOffsetAndGroups) {
+  Tensor x = randomTensor({2, 3, 8}, 5), w = randomTensor({8}, 6);
+  for (double offset : {0.0, 1.0}) {
+    std::vector<double> want(x.numel());
+    for (int r = 0; r < 6; ++r) {
+      double ms = 0;
+      for (int i = 0; i < 8; ++i)
+        ms += double(x.f32()[r * 8 + i]) * x.f32()[r * 8 + i] / 8;
+      for (int i = 0; i < 8; ++i)
+        want[r * 8 + i] =
+            x.f32()[r * 8 + i] / std::sqrt(ms + 1e-6) * (offset + w.f32()[i]);
+    }
+    expectClose(rms_norm(ctx(), x, w, 1e-6, offset, 0), want, 1e-5);
+  }
+  // Per-head groups of 4 (q_norm on 2 packed heads).
+  Tensor wg = randomTensor({4}, 7);
+  std::vector<double> want(x.numel());
+  for (int g = 0; g < 12; ++g) {
+    double ms = 0;
+    for (int i = 0; i < 4; ++i)
+      ms += double(x.f32()[g * 4 + i]) * x.f32()[g * 4 + i] / 4;
+    for (int i = 0; i < 4; ++i)
+      want[g * 4 + i] = x.f32()[g * 4 + i] / std::sqrt(ms + 1e-5) * wg.f32()[i];
+  }
+  expectClose(rms_norm(ctx(), x, wg, 1e-5, 0.0, 4), want, 1e-5);
+}
+
+/// RoPE as a rotation of complex pairs.
+std::vector<double> naiveRotary(const Tensor &x, int64_t headDim,
+                                int64_t rotaryDim, double theta,
+                                bool interleaved) {
+  int64_t b = x.dim(0), s = x.dim(1), heads = x.dim(2) / headDim;
+  std::vector<double> out(x.f32(), x.f32() + x.numel());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t p = 0; p < s; ++p)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < rotaryDim / 2; ++i) {
+          double angle = p * std::pow(theta, -2.0 * i / rotaryDim);
+          int64_t base = ((bi * s + p) * heads + h) * headDim;
+          int64_t a = base + (interleaved ? 2 * i : i);
+          int64_t c = base + (interleaved ? 2 * i + 1 : i + rotaryDim / 2);
+          double re = x.f32()[a], im = x.f32()[c];
+          out[a] = re * std::cos(angle) - im * std::sin(angle);
+          out[c] = re * std::sin(angle) + im * std::cos(angle);
+        }
+  return out;
+}
+
+TEST(Kernels, RotaryMatchesComplexRotation) {
+  Tensor x = randomTensor({2, 7, 3 * 8}, 8);
+  for (bool interleaved : {false, true})
+    for (int64_t rot : {8, 4})
+      expectClose(rotary(ctx(), x, 8, rot, 10000.0, interleaved),
+                  naiveRotary(x, 8, rot, 10000.0, interleaved), 1e-4);
+  // Sequence length 1: position 0 is the identity.
+  Tensor one = randomTensor({1, 1, 16}, 9);
+  expectClose(rotary(ctx(), one, 16, 16, 500000.0, false),
+              std::vector<double>(one.f32(), one.f32() + 16), 0);
+}
+
+/// Attention with an explicit visibility matrix and double precision.
+std::vector<double> naiveAttention(const Tensor &q, const Tensor &k,
+                                   const Tensor &v, const Tensor *mask,
+                                   int64_t heads, int64_t kvHeads, int64_t d,
+                                   double scale, bool causal, int64_t window,
+                                   double softcap) {
+  int64_t b = q.dim(0), s = q.dim(1), t = k.dim(1);
+  std::vector<double> out(q.numel(), 0.0);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t kh = h * kvHeads / heads;
+      for (int64_t i = 0; i < s; ++i) {
+        std::vector<double> score(t), prob(t, 0.0);
+        std::vector<bool> visible(t);
+        double best = -1e300;
+        for (int64_t j = 0; j < t; ++j) {
+          visible[j] = (!causal || j <= i) && (window == 0 || i - j < window) &&
+                       (!mask || mask->i64()[bi * t + j] != 0);
+          double dot = 0;
+          for (int64_t x = 0; x < d; ++x)
+            dot += double(q.f32()[((bi * s + i) * heads + h) * d + x]) *
+                   k.f32()[((bi * t + j) * kvHeads + kh) * d + x];
+          score[j] = dot * scale;
+          if (softcap > 0)
+            score[j] = softcap * std::tanh(score[j] / softcap);
+          if (visible[j])
+            best = std::max(best, score[j]);
+        }
+        double total = 0;
+        for (int64_t j = 0; j < t; ++j)
+          if (visible[j])
+            total += (prob[j] = std::exp(score[j] - best));
+        for (int64_t j = 0; j < t; ++j)
+          for (int64_t x = 0; x < d && total > 0; ++x)
+            out[((bi * s + i) * heads + h) * d + x] +=
+                prob[j] / total * v.f32()[((bi * t + j) * kvHeads + kh) * d + x];
+      }
+    }
+  return out;
+}
+
+struct AttentionCase {
+  int64_t batch, seq, heads, kvHeads, window;
+  bool causal, masked;
+  double softcap;
+};
+
+class AttentionTest : public testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionTest, MatchesNaive) {
+  AttentionCase c = GetParam();
+  int64_t d = 4;
+  Tensor q = randomTensor({c.batch, c.seq, c.heads * d}, 10, -2, 2);
+  Tensor k = randomTensor({c.batch, c.seq, c.kvHeads * d}, 11, -2, 2);
+  Tensor v = randomTensor({c.batch, c.seq, c.kvHeads * d}, 12);
+  Tensor mask;
+  if (c.masked) {
+    mask = Tensor(DType::I64, {c.batch, c.seq});
+    for (int64_t i = 0; i < mask.numel(); ++i)
+      mask.i64()[i] = (i % c.seq) >= 1 || c.seq == 1; // first key padded
+  }
+  Tensor got = attention(ctx(), q, k, v, mask, c.heads, c.kvHeads, d, 0.5,
+                         c.causal, c.window, c.softcap);
+  expectClose(got,
+              naiveAttention(q, k, v, c.masked ? &mask : nullptr, c.heads,
+                             c.kvHeads, d, 0.5, c.causal, c.window, c.softcap),
+              1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AttentionTest,
+    testing::Values(AttentionCase{2, 6, 4, 2, 0, true, false, 0},  // GQA 2
+                    AttentionCase{1, 6, 3, 3, 0, true, false, 0},  // ratio 1
+                    AttentionCase{2, 1, 4, 1, 0, true, true, 0},   // seq 1
+                    AttentionCase{2, 7, 2, 1, 3, true, false, 0},  // window 3
+                    AttentionCase{1, 5, 2, 2, 64, true, false, 0}, // window > seq
+                    AttentionCase{2, 6, 4, 2, 0, true, true, 0},   // padding
+                    AttentionCase{1, 6, 2, 1, 0, false, false, 0}, // not causal
+                    AttentionCase{1, 6, 2, 1, 0, true, false, 2.0})); // softcap
+
+TEST(Kernels, QueryThatSeesNoKeyIsZero) {
+  Tensor q = randomTensor({1, 3, 4}, 13), k = randomTensor({1, 3, 4}, 14);
+  Tensor mask(DType::I64, {1, 3});
+  mask.i64()[0] = 0, mask.i64()[1] = 1, mask.i64()[2] = 1;
+  Tensor y = attention(ctx(), q, k, k, mask, 1, 1, 4, 0.5, true, 0, 0);
+  for (int x = 0; x < 4; ++x)
+    EXPECT_EQ(y.f32()[x], 0.0f);
+}
+
+TEST(Kernels, Activations) {
+  Tensor x = randomTensor({37}, 15, -6, 6);
+  std::vector<double> s, gt, ge, r2, sc;
+  for (int i = 0; i < 37; ++i) {
+    double v = x.f32()[i];
+    s.push_back(v / (1 + std::exp(-v)));
+    gt.push_back(0.5 * v *
+                 (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    ge.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+    r2.push_back(v > 0 ? v * v : 0);
+    sc.push_back(v * 8.0);
+  }
+  expectClose(silu(ctx(), x), s);
+  expectClose(gelu(ctx(), x, true), gt);
+  expectClose(gelu(ctx(), x, false), ge);
+  expectClose(relu_squared(ctx(), x), r2);
+  expectClose(scale(ctx(), x, 8.0), sc);
+  Tensor y = randomTensor({37}, 16);
+  std::vector<double> sum, prod;
+  for (int i = 0; i < 37; ++i) {
+    sum.push_back(double(x.f32()[i]) + y.f32()[i]);
+    prod.push_back(double(x.f32()[i]) * y.f32()[i]);
+  }
+  expectClose(add(ctx(), x, y), sum);
+  expectClose(mul(ctx(), x, y), prod);
+}
+
+TEST(Tensors, HalfAndBf16RoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f,
+                  std::ldexp(5.0f, -24) /* subnormal */}) {
+    EXPECT_EQ(halfToFloat(floatToHalf(f)), f) << f;
+  }
+  EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(bf16ToFloat(floatToBf16(1.0f)), 1.0f);
+  EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
+  // Round to nearest even: 1 + 2^-8 is halfway between bf16 neighbours.
+  EXPECT_EQ(floatToBf16(1.00390625f), 0x3f80);
+  Tensor t = randomTensor({5}, 17);
+  Tensor back = t.to(DType::BF16).to(DType::F32);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_NEAR(back.f32()[i], t.f32()[i], 1e-2);
+}
+
+TEST(Io, NpyRoundTripAndParamLoading) {
+  char dir[] = "/tmp/tprt-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string base(dir);
+  Tensor t = randomTensor({2, 3, 4}, 18);
+  writeNpy(base + "/t.npy", t);
+  Tensor r = readNpy(base + "/t.npy");
+  EXPECT_EQ(r.shape(), t.shape());
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(r.f32()[i], t.f32()[i]);
+
+  // A parameter stored transposed at an offset: [3, 2] on disk, [2, 3] canonical.
+  float stored[6] = {1, 2, 3, 4, 5, 6};
+  FILE *f = std::fopen((base + "/w.bin").c_str(), "wb");
+  std::fwrite("PAD!", 1, 4, f);
+  std::fwrite(stored, 4, 6, f);
+  std::fclose(f);
+  Context c(0, 1, 1, base + "/model.onnx", "model.onnx");
+  Tensor w = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3},
+                        true);
+  float want[6] = {1, 3, 5, 2, 4, 6};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(w.f32()[i], want[i]);
+  EXPECT_EXIT(load_param(c, "a.weight", "w", "w.bin", 8, 24, DType::F32,
+                         {2, 3}, true),
+              testing::ExitedWithCode(1),
+              "parameter 'a.weight' \\(initializer 'w'\\): '.*w.bin' is too "
+              "short \\(28 bytes\\) for bytes \\[8, 32\\)");
+  EXPECT_EXIT(load_param(c, "b.weight", "w", "missing.bin", 0, 24,
+                         DType::F32, {2, 3}, false),
+              testing::ExitedWithCode(1),
+              "parameter 'b.weight' \\(initializer 'w'\\): cannot open");
+  EXPECT_EXIT(load_param(c, "c.weight", "w", "w.bin", 0, 20, DType::F32,
+                         {2, 3}, false),
+              testing::ExitedWithCode(1), "20 bytes of f32 cannot hold");
+}
+
+} // namespace
