@@ -58,4 +58,49 @@ def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
   let dependentDialects = ["::mlir::tp::TPDialect", "::mlir::func::FuncDialect"];
 }
 
+def TPCheckHFConfig : Pass<"tp-check-hf-config", "ModuleOp"> {
+  let summary = "Check (and complete) the detected configuration against a HF config.json";
+  let description = [{
+    Reads a HuggingFace `config.json` (its `text_config` when it has one) and
+    compares it with the module's `tp.config` and the raised ops: layers,
+    hidden size, heads, KV heads, head_dim, intermediate size, vocabulary,
+    RMS norm epsilon, RoPE thetas (`rope_theta` or `rope_parameters`),
+    sliding window and layer types, tied embeddings. A conflict is an error
+    naming the key and both values. The config supplies what the graph does
+    not show: a sliding window wider than the raising probe is set on the
+    attention ops of the layers `layer_types` marks `sliding_attention`.
+  }];
+  let options = [
+    Option<"path", "path", "std::string", /*default=*/"\"\"",
+           "config.json">,
+  ];
+}
+
+def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
+  let summary = "Lower the tp program of a rank to EmitC calls into tprt";
+  let description = [{
+    Turns `func.func @forward` (tp ops on tensors, parameters as arguments
+    with `tp.fqn` and `#tp.source`) into `emitc.func @tprt_model_forward`, the
+    entry point the runtime's `main` calls:
+
+    ```c++
+    tprt::Tensor tprt_model_forward(tprt::Context &ctx,
+                                    const tprt::Tensor &input_ids,
+                                    const tprt::Tensor &attention_mask);
+    ```
+
+    Each parameter becomes a `tprt::load_param` call that names it by FQN and
+    locates its bytes; each tp op becomes one call of its tprt kernel, with
+    its attributes as literal arguments and the ONNX node it came from in a
+    comment. The module also defines `tprt_model_path`, the model file the
+    program reads its weights from unless `--weights` says otherwise.
+    `tp-translate --mlir-to-cpp` then prints the C++.
+  }];
+  let options = [
+    Option<"modelPath", "model-path", "std::string", /*default=*/"\"\"",
+           "The model file (default: the module's onnx.file)">,
+  ];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
 #endif // TPOPT_PASSES_TD

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Runs a compiled model on reference inputs and compares its logits with the
+reference (an independent oracle: PyTorch or onnxruntime) at the positions
+the attention mask keeps:
+
+    max|diff| <= rtol * max(1, max|ref|)
+
+Usage: compare_logits.py EXE REF_DIR TAG [--rtol 1e-4] [--weights W]
+       [--no-mask] [--mpirun N] [-- extra model args]
+REF_DIR holds input_ids_TAG.npy, logits_TAG.npy and optionally
+attention_mask_TAG.npy (or TAG names a shared-fixture input and logits file
+pair with --ids/--logits). Prints one line and exits non-zero on mismatch."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+p = argparse.ArgumentParser()
+p.add_argument("exe")
+p.add_argument("--ids", required=True)
+p.add_argument("--logits", required=True)
+p.add_argument("--mask")
+p.add_argument("--weights")
+p.add_argument("--rtol", type=float, default=1e-4)
+p.add_argument("--mpirun", type=int, default=0)
+p.add_argument("--threads", type=int, default=1)
+args = p.parse_args()
+
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "logits.npy")
+    cmd = [args.exe, "--input", args.ids, "--output", out, "--threads", str(args.threads)]
+    if args.mask:
+        cmd += ["--attention-mask", args.mask]
+    if args.weights:
+        cmd += ["--weights", args.weights]
+    if args.mpirun:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(args.mpirun)] + cmd
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stderr.write(run.stdout + run.stderr)
+        print(f"FAIL: {args.exe} exited with {run.returncode}")
+        sys.exit(1)
+    got = np.load(out)
+
+ref = np.load(args.logits)
+if got.shape != ref.shape or got.dtype != np.float32:
+    print(f"FAIL: logits {got.dtype}{list(got.shape)}, reference {ref.dtype}{list(ref.shape)}")
+    sys.exit(1)
+keep = np.ones(ref.shape[:2], dtype=bool)
+if args.mask:
+    keep = np.load(args.mask).astype(bool)
+diff = float(np.abs(got - ref)[keep].max())
+bound = args.rtol * max(1.0, float(np.abs(ref[keep]).max()))
+status = "ok" if diff <= bound else "FAIL"
+print(f"{status}: max|diff| {diff:.3e} <= {bound:.3e} over {int(keep.sum())} positions ({os.path.basename(args.logits)})")
+sys.exit(0 if diff <= bound else 1)

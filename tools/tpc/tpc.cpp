@@ -1,0 +1,191 @@
+//===- tpc.cpp - the tp-opt compiler driver -------------------------------===//
+//
+//   tpc MODEL.onnx [--arch auto|llama|qwen2|qwen3|gemma3|nemotron_h]
+//       [--hf-config config.json] [--tp N] [--sp] [--emit mlir|cpp|exe]
+//       -o DIR
+//
+// Runs import, raising, (plans and partition as they come), lowering to
+// EmitC, C++ emission and the host compiler. Leaves DIR/model.mlir (the tp
+// program), DIR/model.cpp and DIR/model (the executable).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tpc-config.h"
+#include "tpopt/Import/ONNXImporter.h"
+#include "tpopt/Passes.h"
+#include "tpopt/Registration/InitAll.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx>"));
+static cl::opt<std::string> outputDir("o", cl::Required,
+                                      cl::desc("Output directory"),
+                                      cl::value_desc("DIR"));
+static cl::opt<std::string>
+    arch("arch", cl::init("auto"),
+         cl::desc("Expected architecture: auto, llama, qwen2, qwen3, gemma3, "
+                  "nemotron_h (auto accepts what raising detects)"));
+static cl::opt<std::string>
+    hfConfig("hf-config", cl::desc("HuggingFace config.json to check the "
+                                   "detected configuration against"),
+             cl::value_desc("config.json"));
+static cl::opt<int> tpSize("tp", cl::init(1), cl::desc("Tensor-parallel ranks"));
+static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"));
+enum class Emit { Mlir, Cpp, Exe };
+static cl::opt<Emit> emit(
+    "emit", cl::init(Emit::Exe), cl::desc("What to produce"),
+    cl::values(clEnumValN(Emit::Mlir, "mlir", "DIR/model.mlir"),
+               clEnumValN(Emit::Cpp, "cpp", "DIR/model.mlir and model.cpp"),
+               clEnumValN(Emit::Exe, "exe", "and the executable DIR/model")));
+static cl::opt<int> probeSeq("probe-seq", cl::init(32),
+                             cl::desc("Sequence length of the raising probe"));
+
+static LogicalResult writeFile(StringRef path,
+                               function_ref<void(raw_ostream &)> write) {
+  std::error_code ec;
+  llvm::ToolOutputFile file(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    llvm::errs() << "tpc: error: cannot write '" << path << "': "
+                 << ec.message() << "\n";
+    return failure();
+  }
+  write(file.os());
+  file.keep();
+  return success();
+}
+
+static LogicalResult compile(StringRef cpp, StringRef exe) {
+  std::string include = std::string("-I") + TPC_RUNTIME_INCLUDE_DIR;
+  std::string blasInclude = std::string("-I") + TPC_OPENBLAS_INCLUDE_DIR;
+  std::string runtimeMain = std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt_main.a";
+  std::string runtime = std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt.a";
+  const char *cxxEnv = std::getenv("TPC_CXX");
+  std::string cxx = cxxEnv ? cxxEnv : TPC_CXX;
+  auto program = llvm::sys::findProgramByName(cxx);
+  if (!program) {
+    llvm::errs() << "tpc: error: cannot find the C++ compiler '" << cxx
+                 << "'\n";
+    return failure();
+  }
+  SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-fopenmp",
+                                 include, blasInclude, cpp, "-o", exe,
+                                 runtimeMain, runtime, TPC_OPENBLAS_LIBRARY};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, {}, 0,
+                                         0, &message);
+  if (status != 0) {
+    llvm::errs() << "tpc: error: the C++ compiler failed (status " << status
+                 << ")" << (message.empty() ? "" : ": ") << message << "\n";
+    return failure();
+  }
+  return success();
+}
+
+static LogicalResult run(MLIRContext &context) {
+  if (tpSize < 1) {
+    llvm::errs() << "tpc: error: --tp must be at least 1\n";
+    return failure();
+  }
+  if (tpSize > 1 || sp) {
+    llvm::errs() << "tpc: error: --tp " << tpSize << (sp ? " --sp" : "")
+                 << ": tensor-parallel plans and partitioning are not "
+                    "implemented yet; only --tp 1 compiles\n";
+    return failure();
+  }
+  SmallString<256> absModel(modelPath);
+  if (llvm::sys::fs::make_absolute(absModel)) {
+    llvm::errs() << "tpc: error: cannot resolve '" << modelPath << "'\n";
+    return failure();
+  }
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
+    llvm::errs() << "tpc: error: cannot create '" << outputDir
+                 << "': " << ec.message() << "\n";
+    return failure();
+  }
+
+  OwningOpRef<ModuleOp> module = tp::importONNXFile(absModel, &context);
+  if (!module)
+    return failure();
+
+  PassManager raise(&context);
+  tp::TPRaiseONNXOptions raiseOptions;
+  raiseOptions.probeSeq = probeSeq;
+  raise.addPass(tp::createTPRaiseONNX(raiseOptions));
+  raise.addPass(tp::createTPVerifyParams());
+  if (failed(raise.run(*module)))
+    return failure();
+
+  auto config = (*module)->getAttrOfType<DictionaryAttr>("tp.config");
+  StringRef detected =
+      config ? config.getAs<StringAttr>("architecture").getValue() : "";
+  if (arch != "auto" && arch != detected) {
+    llvm::errs() << "tpc: error: --arch " << arch << " but the graph is a "
+                 << (detected.empty() ? "model of unknown architecture"
+                                      : detected)
+                 << "\n";
+    return failure();
+  }
+  if (!hfConfig.empty()) {
+    PassManager check(&context);
+    tp::TPCheckHFConfigOptions options;
+    options.path = hfConfig;
+    check.addPass(tp::createTPCheckHFConfig(options));
+    if (failed(check.run(*module)))
+      return failure();
+  }
+
+  SmallString<256> mlirPath(outputDir), cppPath(outputDir), exePath(outputDir);
+  llvm::sys::path::append(mlirPath, "model.mlir");
+  llvm::sys::path::append(cppPath, "model.cpp");
+  llvm::sys::path::append(exePath, "model");
+  if (failed(writeFile(mlirPath, [&](raw_ostream &os) { module->print(os); })))
+    return failure();
+  if (emit == Emit::Mlir)
+    return success();
+
+  PassManager lower(&context);
+  tp::TPToEmitCOptions lowerOptions;
+  lowerOptions.modelPath = absModel.str().str();
+  lower.addPass(tp::createTPToEmitC(lowerOptions));
+  if (failed(lower.run(*module)))
+    return failure();
+  LogicalResult emitted = success();
+  if (failed(writeFile(cppPath, [&](raw_ostream &os) {
+        os << "// Generated by tpc from " << absModel << "\n";
+        emitted = emitc::translateToCpp(*module, os);
+      })) ||
+      failed(emitted))
+    return failure();
+  if (emit == Emit::Cpp)
+    return success();
+  return compile(cppPath, exePath);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tpc: compile an ONNX decoder LM for tensor-"
+                              "parallel execution\n");
+  DialectRegistry registry;
+  tp::registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  return failed(run(context)) ? 1 : 0;
+}
