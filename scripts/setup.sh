@@ -30,7 +30,7 @@ apt_packages=(
   # ONNX protobuf schema.
   libonnx-dev libprotobuf-dev protobuf-compiler
   # Runtime: BLAS and MPI.
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin
   # Unit tests.
   libgtest-dev
   # Python for the test oracles (onnxruntime) and lit.

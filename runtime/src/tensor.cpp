@@ -2,6 +2,7 @@
 
 #include "tprt/tprt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -57,12 +58,23 @@ const char *dtypeName(DType dtype) {
   return "?";
 }
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
-    : dtype_(dtype), shape_(std::move(shape)) {
-  for (int64_t d : shape_)
+Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_)
     if (d < 0)
       fatal("negative tensor dimension");
-  storage_ = std::make_shared<std::vector<unsigned char>>(bytes(), 0);
+  // new[] without () leaves the bytes uninitialized; at least one byte so
+  // that empty tensors are still defined.
+  t.storage_ = std::shared_ptr<unsigned char[]>(
+      new unsigned char[std::max<size_t>(t.bytes(), 1)]);
+  return t;
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
+    : Tensor(uninitialized(dtype, std::move(shape))) {
+  std::memset(raw(), 0, bytes());
 }
 
 int64_t Tensor::numel() const {

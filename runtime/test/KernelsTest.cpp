@@ -285,10 +285,14 @@ TEST(Io, NpyRoundTripAndParamLoading) {
   float want[6] = {1, 3, 5, 2, 4, 6};
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(w.f32()[i], want[i]);
-  EXPECT_EXIT(load_param(c, "a.weight", "w", "w.bin", 8, 24, DType::F32,
+  // Read once: the same FQN again is the cached tensor.
+  Tensor again = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32,
+                            {2, 3}, true);
+  EXPECT_EQ(again.raw(), w.raw());
+  EXPECT_EXIT(load_param(c, "short.weight", "w", "w.bin", 8, 24, DType::F32,
                          {2, 3}, true),
               testing::ExitedWithCode(1),
-              "parameter 'a.weight' \\(initializer 'w'\\): '.*w.bin' is too "
+              "parameter 'short.weight' \\(initializer 'w'\\): '.*w.bin' is too "
               "short \\(28 bytes\\) for bytes \\[8, 32\\)");
   EXPECT_EXIT(load_param(c, "b.weight", "w", "missing.bin", 0, 24,
                          DType::F32, {2, 3}, false),

@@ -12,6 +12,7 @@
 #define TPRT_TPRT_H
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,8 @@ public:
   Tensor() = default;
   /// Zero-initialized.
   Tensor(DType dtype, std::vector<int64_t> shape);
+  /// Uninitialized: for outputs a kernel overwrites entirely.
+  static Tensor uninitialized(DType dtype, std::vector<int64_t> shape);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -50,8 +53,8 @@ public:
   int64_t numel() const;
   size_t bytes() const { return numel() * dtypeSize(dtype_); }
 
-  void *raw() { return storage_->data(); }
-  const void *raw() const { return storage_->data(); }
+  void *raw() { return storage_.get(); }
+  const void *raw() const { return storage_.get(); }
   float *f32();
   const float *f32() const;
   int64_t *i64();
@@ -64,7 +67,7 @@ public:
   std::string describe() const;
 
 private:
-  std::shared_ptr<std::vector<unsigned char>> storage_;
+  std::shared_ptr<unsigned char[]> storage_;
   DType dtype_ = DType::F32;
   std::vector<int64_t> shape_;
 };
@@ -121,10 +124,16 @@ public:
   /// otherwise relative to the model's directory.
   std::string resolve(const std::string &file) const;
 
+  /// Parameters read so far, by FQN: a program that runs several forward
+  /// passes reads each parameter once.
+  Tensor *cachedParam(const std::string &fqn);
+  void cacheParam(const std::string &fqn, Tensor value);
+
 private:
   int rank_, worldSize_, threads_;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_;
+  std::map<std::string, Tensor> params_;
 };
 
 /// Reads one parameter (this rank's part of it) from its file: `length`

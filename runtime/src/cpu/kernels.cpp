@@ -31,7 +31,7 @@ void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {
 
 template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
   requireF32(x, op, "the input");
-  Tensor out(DType::F32, x.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.f32();
   float *o = out.f32();
   int64_t n = x.numel();
@@ -46,7 +46,7 @@ Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
   requireF32(a, op, "the left operand");
   requireF32(b, op, "the right operand");
   requireSameShape(a, b, op);
-  Tensor out(DType::F32, a.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, a.shape());
   const float *x = a.f32(), *y = b.f32();
   float *o = out.f32();
   int64_t n = a.numel();
@@ -68,7 +68,7 @@ Tensor embedding(Context &, const Tensor &ids, const Tensor &table) {
   int64_t vocab = table.dim(0), hidden = table.dim(1), n = ids.numel();
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
-  Tensor out(DType::F32, shape);
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
   const int64_t *id = ids.i64();
   for (int64_t i = 0; i < n; ++i)
     if (id[i] < 0 || id[i] >= vocab)
@@ -92,7 +92,7 @@ Tensor linear(Context &, const Tensor &x, const Tensor &w) {
   int64_t in = w.dim(1), outF = w.dim(0), rows = x.numel() / in;
   std::vector<int64_t> shape = x.shape();
   shape.back() = outF;
-  Tensor out(DType::F32, shape);
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
   if (rows > 0)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
                 x.f32(), in, w.f32(), in, 0.0f, out.f32(), outF);
@@ -126,7 +126,7 @@ Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
   if (group <= 0 || features % group != 0 || w.numel() != group)
     fatal("rms_norm: input " + x.describe() + ", weight " + w.describe() +
           " and group " + std::to_string(group) + " do not match");
-  Tensor out(DType::F32, x.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   int64_t groups = x.numel() / group;
   const float *in = x.f32(), *weight = w.f32();
   float *o = out.f32();
@@ -167,7 +167,7 @@ Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
       cosT[p * half + i] = std::cos(angle);
       sinT[p * half + i] = std::sin(angle);
     }
-  Tensor out(DType::F32, x.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.f32();
   float *o = out.f32();
   std::copy_n(in, x.numel(), o);
@@ -216,59 +216,60 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
   }
   // Queries are the last sq positions of the keys (sq == skv without cache).
   int64_t queryOffset = skv - sq;
-  Tensor out(DType::F32, q.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, q.shape());
   const float *qd = q.f32(), *kd = k.f32(), *vd = v.f32();
   float *o = out.f32();
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
+  // Per (batch, head): scores = Q K^T and out = P V as two sgemm calls on
+  // the packed layout (leading dimensions step over the other heads).
 #pragma omp parallel
   {
-    std::vector<float> scores(skv);
-#pragma omp for collapse(3) schedule(static)
+    std::vector<float> scores(sq * skv);
+#pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t kvh = h / group;
+        const float *qh = qd + b * sq * qStride + h * headDim;
+        const float *kh = kd + b * skv * kvStride + kvh * headDim;
+        const float *vh = vd + b * skv * kvStride + kvh * headDim;
+        float *oh = o + b * sq * qStride + h * headDim;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
+                    fscale, qh, qStride, kh, kvStride, 0.0f, scores.data(),
+                    skv);
         for (int64_t i = 0; i < sq; ++i) {
-          int64_t kvh = h / group, pos = i + queryOffset;
-          const float *qi = qd + ((b * sq + i) * heads + h) * headDim;
-          float best = -std::numeric_limits<float>::infinity();
+          float *row = scores.data() + i * skv;
+          int64_t pos = i + queryOffset;
+          float best = ninf;
           for (int64_t j = 0; j < skv; ++j) {
             bool visible = (!causal || j <= pos) &&
                            (window <= 0 || pos - j < window) &&
                            (!mask || mask[b * skv + j] != 0);
-            if (!visible) {
-              scores[j] = -std::numeric_limits<float>::infinity();
-              continue;
-            }
-            const float *kj = kd + ((b * skv + j) * kvHeads + kvh) * headDim;
-            float dot = 0;
-            for (int64_t d = 0; d < headDim; ++d)
-              dot += qi[d] * kj[d];
-            float s = dot * fscale;
+            float s = row[j];
             if (cap > 0)
               s = cap * std::tanh(s / cap);
-            scores[j] = s;
-            best = std::max(best, s);
+            row[j] = visible ? s : ninf;
+            best = std::max(best, row[j]);
           }
-          float *oi = o + ((b * sq + i) * heads + h) * headDim;
-          std::fill(oi, oi + headDim, 0.0f);
-          if (best == -std::numeric_limits<float>::infinity())
-            continue; // sees no key
+          if (best == ninf) { // sees no key: zeros
+            std::fill(row, row + skv, 0.0f);
+            continue;
+          }
           float total = 0;
           for (int64_t j = 0; j < skv; ++j) {
-            float e = scores[j] == -std::numeric_limits<float>::infinity()
-                          ? 0.0f
-                          : std::exp(scores[j] - best);
-            scores[j] = e;
+            float e = row[j] == ninf ? 0.0f : std::exp(row[j] - best);
+            row[j] = e;
             total += e;
           }
-          for (int64_t j = 0; j < skv; ++j) {
-            if (scores[j] == 0.0f)
-              continue;
-            float p = scores[j] / total;
-            const float *vj = vd + ((b * skv + j) * kvHeads + kvh) * headDim;
-            for (int64_t d = 0; d < headDim; ++d)
-              oi[d] += p * vj[d];
-          }
+          float inv = 1.0f / total;
+          for (int64_t j = 0; j < skv; ++j)
+            row[j] *= inv;
         }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, headDim,
+                    skv, 1.0f, scores.data(), skv, vh, kvStride, 0.0f, oh,
+                    qStride);
+      }
   }
   return out;
 }

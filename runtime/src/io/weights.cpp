@@ -37,10 +37,19 @@ std::string Context::resolve(const std::string &file) const {
   return modelDir_ + "/" + file;
 }
 
-Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
-                  const char *file, uint64_t offset, uint64_t length,
-                  DType storedDtype, std::vector<int64_t> shape,
-                  bool transposed) {
+Tensor *Context::cachedParam(const std::string &fqn) {
+  auto it = params_.find(fqn);
+  return it == params_.end() ? nullptr : &it->second;
+}
+
+void Context::cacheParam(const std::string &fqn, Tensor value) {
+  params_[fqn] = std::move(value);
+}
+
+static Tensor readParam(Context &ctx, const char *fqn, const char *initializer,
+                        const char *file, uint64_t offset, uint64_t length,
+                        DType storedDtype, const std::vector<int64_t> &shape,
+                        bool transposed) {
   std::string name = std::string("parameter '") + fqn + "' (initializer '" +
                      initializer + "')";
   uint64_t elements = 1;
@@ -89,6 +98,18 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
     for (int64_t c = 0; c < cols; ++c)
       d[c * rows + r] = s[r * cols + c];
   return canonical;
+}
+
+Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
+                  const char *file, uint64_t offset, uint64_t length,
+                  DType storedDtype, std::vector<int64_t> shape,
+                  bool transposed) {
+  if (Tensor *cached = ctx.cachedParam(fqn))
+    return *cached;
+  Tensor value = readParam(ctx, fqn, initializer, file, offset, length,
+                           storedDtype, shape, transposed);
+  ctx.cacheParam(fqn, value);
+  return value;
 }
 
 } // namespace tprt
