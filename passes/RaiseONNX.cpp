@@ -100,6 +100,8 @@ struct Abstract {
   const void *maskSource = nullptr;
   /// Run-time value of an input that is also probed (attention_mask).
   Value runtime;
+  /// Computed from the attention mask (to tell which blocks read it).
+  bool maskDerived = false;
 };
 
 StringRef kindName(Abstract::Kind kind) {
@@ -254,9 +256,11 @@ private:
   }
 
   // Parameters.
+  /// Names (from the node's scope plus `suffix`, or `fqn` when given),
+  /// orients and types the parameter argument behind `p`.
   FailureOr<Value> useParam(NodeOp node, const Abstract &p,
                             ArrayRef<int64_t> canonicalShape, bool transposed,
-                            StringRef suffix);
+                            StringRef suffix, StringRef fqn = "");
 
   // Handlers.
   LogicalResult visit(NodeOp node);
@@ -286,9 +290,23 @@ private:
                                     Abstract &out);
   /// Emits the tp op an elementwise expression computes; replaces `a`.
   LogicalResult materialize(NodeOp node, Abstract &a);
+  /// The known activation expression `id` computes, with its factor.
+  std::optional<std::pair<StringRef, double>> recognize(int id);
 
   LogicalResult finish();
   void recordConfig(ModuleOp module, func::FuncOp func);
+
+  /// A module scope raised as one block (the Mamba2 mixer): its nodes are
+  /// not interpreted one by one; at its last node the block is matched as a
+  /// whole from its parameters, inputs and constants.
+  struct ScopeBlock {
+    std::string scope;
+    SmallVector<NodeOp> nodes;
+  };
+  void findScopeBlocks();
+  LogicalResult raiseMamba2(ScopeBlock &block);
+  std::vector<ScopeBlock> scopeBlocks;
+  llvm::DenseMap<Operation *, unsigned> blockOf;
 
   func::FuncOp source;
   MLIRContext *ctx;
@@ -308,9 +326,10 @@ private:
 
 FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
                                   ArrayRef<int64_t> canonicalShape,
-                                  bool transposed, StringRef suffix) {
+                                  bool transposed, StringRef suffix,
+                                  StringRef explicitFqn) {
   ParamInfo &info = params[p.argIndex];
-  std::string fqn;
+  std::string fqn = explicitFqn.str();
   StringRef initName =
       source.getArgAttrOfType<StringAttr>(p.argIndex,
                                           onnx_ir::ONNXDialect::kNameAttrName)
@@ -320,7 +339,9 @@ FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
   // parameter has one initializer name for two modules (dynamo names the
   // shared embedding "lm_head.weight").
   std::string scope = scopeOf(node);
-  if (!scope.empty())
+  if (!fqn.empty())
+    ;
+  else if (!scope.empty())
     fqn = scope + "." + suffix.str();
   else if (looksLikeFqn(initName))
     fqn = initName.str();
@@ -462,16 +483,15 @@ FailureOr<bool> Raiser::extendElementwise(NodeOp node, ArrayRef<Abstract *> in,
   out.kind = Abstract::Elementwise;
   out.group = id;
   // A value with several users is an activation in its own right (the
-  // scaled Gemma embedding feeds both a norm and the residual).
-  if (!node.getResult(0).hasOneUse() && failed(materialize(node, out)))
-    return failure();
+  // scaled Gemma embedding feeds both a norm and the residual) when it is a
+  // known function; otherwise (relu(x) in relu(x) * relu(x)) its users
+  // extend it further.
+  if (!node.getResult(0).hasOneUse() && recognize(out.group))
+    return succeeded(materialize(node, out));
   return true;
 }
 
-LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
-  if (a.kind != Abstract::Elementwise)
-    return success();
-  int id = a.group;
+std::optional<std::pair<StringRef, double>> Raiser::recognize(int id) {
   auto matches = [&](llvm::function_ref<double(double)> f) {
     for (int i = 0; i <= 96; ++i) {
       double x = -6.0 + i * 0.125;
@@ -481,9 +501,6 @@ LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
     }
     return true;
   };
-  Activation result = a.act;
-  Location loc = node.getLoc();
-  Value x = a.act.value;
   // f = c * g for a known activation g (c = 1 mostly; exporters may fold a
   // following constant factor into the chain).
   using Fn = double (*)(double);
@@ -498,23 +515,30 @@ LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
       {"gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
       {"relu_squared", [](double x) { return x > 0 ? x * x : 0.0; }},
   };
-  StringRef match;
-  double c = 1.0;
   for (auto [name, g] : known) {
     double factor = evalExpr(id, 1.5) / g(1.5);
     if (std::isfinite(factor) && factor != 0.0 &&
-        matches([&](double x) { return factor * g(x); })) {
-      match = name;
-      c = roundSignificant(factor);
-      break;
-    }
+        matches([&](double x) { return factor * g(x); }))
+      return std::make_pair(StringRef(name), roundSignificant(factor));
   }
-  if (match.empty())
+  return std::nullopt;
+}
+
+LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
+  if (a.kind != Abstract::Elementwise)
+    return success();
+  int id = a.group;
+  Activation result = a.act;
+  Location loc = node.getLoc();
+  Value x = a.act.value;
+  std::optional<std::pair<StringRef, double>> known = recognize(id);
+  if (!known)
     return nodeError(node) << "the elementwise function computed before this "
                               "node (f(1) = "
                            << evalExpr(id, 1.0) << ", f(-1) = "
                            << evalExpr(id, -1.0)
                            << ") is not SiLU, GELU, squared ReLU or a scale";
+  auto [match, c] = *known;
   Value y = x;
   if (match == "silu")
     y = SiluOp::create(builder, loc, x);
@@ -1183,7 +1207,349 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
   return diag << ")";
 }
 
+void Raiser::findScopeBlocks() {
+  // A Mamba2 mixer: the module scope of a depthwise Conv whose scope ends in
+  // "mixer". Every node in that scope or below belongs to it.
+  SmallVector<std::string> scopes;
+  for (Operation &op : source.getBody().front())
+    if (auto node = dyn_cast<NodeOp>(op))
+      if (node.getOpType() == "Conv") {
+        std::string scope = scopeOf(node);
+        if (StringRef(scope).ends_with("mixer") &&
+            !llvm::is_contained(scopes, scope))
+          scopes.push_back(scope);
+      }
+  for (const std::string &scope : scopes) {
+    ScopeBlock block;
+    block.scope = scope;
+    for (Operation &op : source.getBody().front())
+      if (auto node = dyn_cast<NodeOp>(op)) {
+        StringRef s = node.getScopeAttr() ? node.getScopeAttr().getValue() : "";
+        if (s == scope || s.starts_with(scope + "."))
+          block.nodes.push_back(node);
+      }
+    // Nodes an exporter's optimizer created without a scope (dynamo's
+    // Split, Concat of constants) that read the block's values belong to it.
+    llvm::SmallPtrSet<Operation *, 32> members;
+    for (NodeOp node : block.nodes)
+      members.insert(node);
+    bool grew = true;
+    while (grew) {
+      grew = false;
+      for (Operation &op : source.getBody().front()) {
+        auto node = dyn_cast<NodeOp>(op);
+        if (!node || node.getScopeAttr() || members.contains(node))
+          continue;
+        if (llvm::any_of(node.getInputs(), [&](Value v) {
+              return v.getDefiningOp() && members.contains(v.getDefiningOp());
+            })) {
+          members.insert(node);
+          grew = true;
+        }
+      }
+    }
+    block.nodes.clear();
+    for (Operation &op : source.getBody().front())
+      if (members.contains(&op))
+        block.nodes.push_back(cast<NodeOp>(op));
+    for (NodeOp node : block.nodes)
+      blockOf[node] = scopeBlocks.size();
+    scopeBlocks.push_back(std::move(block));
+  }
+}
+
+LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
+  NodeOp last = block.nodes.back();
+  llvm::SmallPtrSet<Operation *, 32> inside;
+  for (NodeOp node : block.nodes)
+    inside.insert(node);
+  auto err = [&]() {
+    return nodeError(last) << "Mamba2 mixer '" << block.scope << "': ";
+  };
+
+  // The parameter behind an operand: a function argument, possibly through
+  // casts, reshapes and a transpose inside the block.
+  auto paramBehind = [&](Value v, bool &transposed) -> Abstract * {
+    transposed = false;
+    while (auto node = v.getDefiningOp<NodeOp>()) {
+      if (!inside.contains(node) || node.getInputs().empty())
+        break;
+      StringRef op = node.getOpType();
+      if (op == "Transpose")
+        transposed = !transposed;
+      else if (op != "Cast" && op != "Reshape" && op != "Unsqueeze" &&
+               op != "Squeeze" && op != "Identity")
+        return nullptr;
+      v = node.getInputs()[0];
+    }
+    Abstract *a = lookup(v);
+    return a && a->kind == Abstract::Param ? a : nullptr;
+  };
+  auto scalarIn = [&](NodeOp node) -> std::optional<double> {
+    for (Value in : node.getInputs())
+      if (Abstract *a = lookup(in); a && isConcrete(a) &&
+                                    a->probe->isScalarLike())
+        return a->probe->scalar();
+    // A Constant node inside the block.
+    for (Value in : node.getInputs())
+      if (auto c = in.getDefiningOp<NodeOp>())
+        if (c.getOpType() == "Constant")
+          if (auto v = c.getOnnxAttrs().getAs<DenseElementsAttr>("value"))
+            if (v.getNumElements() == 1)
+              return ProbeTensor::fromAttr(v).scalar();
+    return std::nullopt;
+  };
+
+  // Inputs from outside: the activation, parameters, the mask.
+  Value x;
+  bool usesMask = false;
+  struct Use {
+    NodeOp node;
+    unsigned operand;
+    Abstract *param;
+    bool transposed;
+  };
+  SmallVector<Use> paramUses;
+  for (NodeOp node : block.nodes)
+    for (auto [i, in] : llvm::enumerate(node.getInputs())) {
+      bool transposed = false;
+      if (Abstract *p = paramBehind(in, transposed)) {
+        // Scalar initializers (dynamo's constants) are not parameters.
+        if (cast<ShapedType>(source.getArgument(p->argIndex).getType())
+                .getNumElements() > 1)
+          paramUses.push_back({node, static_cast<unsigned>(i), p, transposed});
+        continue;
+      }
+      Operation *def = in.getDefiningOp();
+      if (def && inside.contains(def))
+        continue;
+      Abstract *a = lookup(in);
+      if (!a)
+        continue;
+      if (a->kind == Abstract::Act) {
+        if (x && x != in)
+          return err() << "it reads two activations";
+        x = in;
+      }
+      usesMask |= a->maskDerived;
+    }
+  Abstract *xa = x ? lookup(x) : nullptr;
+  if (!xa || xa->act.layout != Layout::Packed)
+    return err() << "no [batch, seq, hidden] input activation";
+
+  // Parameters by what consumes them.
+  Abstract *inProj = nullptr, *outProj = nullptr, *convW = nullptr,
+           *convB = nullptr, *aLog = nullptr, *dtBias = nullptr, *dParam = nullptr,
+           *normW = nullptr;
+  bool inT = false, outT = false;
+  SmallVector<Use> matmuls;
+  for (Use &u : paramUses) {
+    StringRef op = u.node.getOpType();
+    if (op == "MatMul" || op == "Gemm")
+      matmuls.push_back(u);
+    else if (op == "Conv")
+      (u.operand == 1 ? convW : convB) = u.param;
+    else if (op == "Exp")
+      aLog = u.param;
+    else if (op == "Add")
+      dtBias = u.param;
+  }
+  // Multiplied parameters: the norm weight ([I]), D ([H], often viewed
+  // [H, 1]) and, when the exporter folded -exp(A_log), A itself ([H], all
+  // negative).
+  SmallVector<Abstract *> muls;
+  for (Use &u : paramUses)
+    if (u.node.getOpType() == "Mul" && !llvm::is_contained(muls, u.param))
+      muls.push_back(u.param);
+  auto numelOf = [&](Abstract *p) {
+    return cast<ShapedType>(source.getArgument(p->argIndex).getType())
+        .getNumElements();
+  };
+  llvm::sort(muls, [&](Abstract *a, Abstract *b) {
+    return numelOf(a) < numelOf(b);
+  });
+  bool foldedA = false;
+  if (!aLog && muls.size() == 3) {
+    auto allNegative = [](Abstract *p) {
+      return p->probe && llvm::all_of(p->probe->data,
+                                      [](double v) { return v < 0; });
+    };
+    unsigned a = allNegative(muls[0]) ? 0 : allNegative(muls[1]) ? 1 : 2;
+    if (a < 2 && !allNegative(muls[1 - a])) {
+      aLog = muls[a];
+      foldedA = true;
+      muls.erase(muls.begin() + a);
+    }
+  }
+  if (muls.size() != 2)
+    return err() << "expected D and the norm weight, found " << muls.size()
+                 << " multiplied parameters";
+  dParam = muls[0];
+  normW = muls[1];
+  if (matmuls.size() != 2)
+    return err() << "expected in_proj and out_proj, found " << matmuls.size()
+                 << " projections";
+  inProj = matmuls[0].param, inT = matmuls[0].transposed;
+  outProj = matmuls[1].param, outT = matmuls[1].transposed;
+  if (!convW || !convB || !aLog || !dtBias)
+    return err() << "missing "
+                 << (!convW ? "the conv1d weight"
+                     : !convB ? "the conv1d bias"
+                     : !aLog  ? "A_log"
+                              : "dt_bias");
+
+  // Sizes.
+  auto shapeOf = [&](Abstract *p) {
+    return cast<RankedTensorType>(source.getArgument(p->argIndex).getType())
+        .getShape();
+  };
+  int64_t heads = numelOf(aLog), inner = numelOf(normW);
+  ArrayRef<int64_t> cw = shapeOf(convW);
+  if (cw.size() != 3 || cw[1] != 1 || heads <= 0 || inner % heads)
+    return err() << "unexpected conv1d weight or head sizes";
+  int64_t conv = cw[0], kernel = cw[2], gn2 = conv - inner;
+  if (gn2 <= 0 || gn2 % 2)
+    return err() << "conv1d channels " << conv << " do not fit "
+                 << inner << " inner features";
+  int64_t gn = gn2 / 2, groups = 0;
+  // n_groups and state_size: a reshape in the block ends with the constant
+  // pair [n_groups, state_size] (B and C viewed per group).
+  for (NodeOp node : block.nodes) {
+    if (node.getOpType() != "Reshape" || node.getInputs().size() < 2)
+      continue;
+    auto concat = node.getInputs()[1].getDefiningOp<NodeOp>();
+    if (!concat || concat.getOpType() != "Concat")
+      continue;
+    SmallVector<int64_t> tail;
+    for (Value part : concat.getInputs()) {
+      Abstract *a = lookup(part);
+      std::optional<ProbeTensor> value;
+      if (a && isConcrete(a))
+        value = a->probe;
+      else if (auto c = part.getDefiningOp<NodeOp>();
+               c && c.getOpType() == "Constant")
+        if (auto v = c.getOnnxAttrs().getAs<DenseElementsAttr>("value"))
+          value = ProbeTensor::fromAttr(v);
+      if (!value) {
+        tail.clear();
+        continue;
+      }
+      for (double d : value->data)
+        tail.push_back(probeInt(d));
+    }
+    if (tail.size() >= 2) {
+      int64_t g = tail[tail.size() - 2], n = tail.back();
+      if (g > 0 && n > 0 && g * n == gn && heads % g == 0) {
+        groups = g;
+        break;
+      }
+    }
+  }
+  if (!groups)
+    return err() << "cannot find n_groups and state_size (a reshape to "
+                    "[..., n_groups, state_size] with n_groups * state_size = "
+                 << gn << ")";
+  int64_t state = gn / groups, hidden = featuresOf(xa->act.value);
+
+  // Constants: the gated norm's epsilon and the dt clamp.
+  std::optional<double> eps;
+  double dtMin = 0.0;
+  for (NodeOp node : block.nodes) {
+    StringRef scope = node.getScopeAttr() ? node.getScopeAttr().getValue() : "";
+    if (node.getOpType() == "Add" && scope.ends_with(".norm") && !eps)
+      eps = scalarIn(node);
+    if (node.getOpType() == "Clip" && node.getInputs().size() >= 2) {
+      Value lo = node.getInputs()[1];
+      if (Abstract *a = lookup(lo); a && isConcrete(a))
+        dtMin = a->probe->scalar();
+      else if (auto c = lo.getDefiningOp<NodeOp>())
+        if (auto v = c.getOnnxAttrs().getAs<DenseElementsAttr>("value"))
+          dtMin = ProbeTensor::fromAttr(v).scalar();
+    }
+  }
+  if (!eps)
+    return err() << "cannot find the gated norm's epsilon";
+
+  // The one value that leaves the block is its output.
+  Value output;
+  for (NodeOp node : block.nodes)
+    for (Value result : node.getResults())
+      for (Operation *user : result.getUsers())
+        if (!inside.contains(user) && !isConcrete(lookup(result))) {
+          if (output && output != result)
+            return err() << "two values leave the block (from "
+                         << output.getDefiningOp<NodeOp>().getName()
+                         << " and " << node.getName() << ")";
+          output = result;
+        }
+  if (!output)
+    return err() << "no value leaves the block";
+
+  auto linearWeight = [&](Abstract *p, bool transposed, int64_t outF,
+                          int64_t inF, StringRef name) -> FailureOr<Value> {
+    ArrayRef<int64_t> st = shapeOf(p);
+    // MatMul reads [in, out]; an explicit Transpose means [out, in] stored.
+    bool storedTransposed = !transposed;
+    if (st.size() != 2 ||
+        (storedTransposed ? (st[0] != inF || st[1] != outF)
+                          : (st[0] != outF || st[1] != inF)))
+      return err() << name << " weight [" << st[0] << ", "
+                   << (st.size() > 1 ? st[1] : 0) << "] does not map " << inF
+                   << " to " << outF << " features";
+    return useParam(last, *p, {outF, inF}, storedTransposed, "",
+                    block.scope + "." + name.str() + ".weight");
+  };
+  // FQNs come from the mixer's scope: the nodes that read D, A_log or the
+  // conv weight are the mixer's own, not a submodule's.
+  auto named = [&](Abstract *p, ArrayRef<int64_t> shape,
+                   StringRef fqnSuffix) -> FailureOr<Value> {
+    return useParam(last, *p, shape, false, "",
+                    block.scope + "." + fqnSuffix.str());
+  };
+  int64_t projOut = inner + conv + heads;
+  FailureOr<Value> wIn = linearWeight(inProj, inT, projOut, hidden, "in_proj");
+  FailureOr<Value> wOut = linearWeight(outProj, outT, hidden, inner, "out_proj");
+  if (failed(wIn) || failed(wOut))
+    return failure();
+  FailureOr<Value> wConv = named(convW, {conv, 1, kernel}, "conv1d.weight");
+  FailureOr<Value> bConv = named(convB, {conv}, "conv1d.bias");
+  FailureOr<Value> dtB = named(dtBias, {heads}, "dt_bias");
+  FailureOr<Value> aL = named(aLog, {heads}, "A_log");
+  FailureOr<Value> dP = named(dParam, {heads}, "D");
+  FailureOr<Value> nW = named(normW, {inner}, "norm.weight");
+  if (failed(wConv) || failed(bConv) || failed(dtB) || failed(aL) ||
+      failed(dP) || failed(nW))
+    return failure();
+  if (usesMask && !attentionMask)
+    return err() << "reads a padding mask but the graph has no "
+                    "attention_mask input";
+  Value y = Mamba2MixerOp::create(
+      builder, last.getLoc(), xa->act.value.getType(), xa->act.value, *wIn,
+      *wConv, *bConv, *dtB, *aL, *dP, *nW, *wOut,
+      usesMask ? attentionMask : Value(), builder.getI64IntegerAttr(heads),
+      builder.getI64IntegerAttr(inner / heads),
+      builder.getI64IntegerAttr(groups), builder.getI64IntegerAttr(state),
+      builder.getI64IntegerAttr(kernel),
+      builder.getF64FloatAttr(roundSignificant(*eps)),
+      builder.getF64FloatAttr(roundSignificant(dtMin)),
+      foldedA ? builder.getUnitAttr() : UnitAttr());
+  slot(output) = makeAct({y}, {probeBatch, probeSeq, hidden});
+  return success();
+}
+
 LogicalResult Raiser::visit(NodeOp node) {
+  if (auto it = blockOf.find(node); it != blockOf.end()) {
+    ScopeBlock &block = scopeBlocks[it->second];
+    // Side computations inside the block still evaluate (its constants and
+    // shapes); everything else waits for the block's last node.
+    if (node == block.nodes.back())
+      return raiseMamba2(block);
+    bool concrete = !node.getInputs().empty() || node.getOpType() == "Constant";
+    for (Value in : node.getInputs())
+      concrete &= isConcrete(lookup(in));
+    if (!concrete)
+      return success();
+  }
   SmallVector<Abstract *> in;
   bool allConcrete = true;
   for (Value input : node.getInputs()) {
@@ -1232,10 +1598,14 @@ LogicalResult Raiser::visit(NodeOp node) {
         evaluateOnnxOp(node.getOpType(), node.getOnnxAttrs(), inputs, error);
     if (!results)
       return nodeError(node) << error;
+    bool fromMask = llvm::any_of(in, [](Abstract *a) {
+      return a && a->maskDerived;
+    });
     for (auto [result, value] : llvm::zip(node.getResults(), *results)) {
       Abstract a;
       a.kind = Abstract::Concrete;
       a.probe = value;
+      a.maskDerived = fromMask;
       slot(result) = a;
     }
     // A parameter stays a parameter through a transpose, a cast, or the
@@ -1339,6 +1709,7 @@ LogicalResult Raiser::run() {
       a.probe = ProbeTensor::ints({probeBatch, probeSeq}, data);
       if (type && !type.getElementType().isInteger(64))
         a.probe->kind = ProbeTensor::Kind::Float;
+      a.maskDerived = true;
       attentionMask = target.getArgument(i);
     } else if (inputName == "position_ids") {
       std::vector<double> data;
@@ -1356,6 +1727,7 @@ LogicalResult Raiser::run() {
     slot(arg) = a;
   }
 
+  findScopeBlocks();
   for (Operation &op : source.getBody().front()) {
     if (auto node = dyn_cast<NodeOp>(op)) {
       if (failed(visit(node)))
@@ -1488,8 +1860,8 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
       StringRef fqn = fqnOf(lin.getWeight());
       if (fqn.ends_with("q_proj.weight") && lin.getBias())
         attentionBias = true;
-      if ((fqn.ends_with("mlp.gate_proj.weight") ||
-           fqn.ends_with("mlp.up_proj.weight")) &&
+      if ((fqn.ends_with(".gate_proj.weight") ||
+           fqn.ends_with(".up_proj.weight")) &&
           !config.count("intermediate_size"))
         setInt("intermediate_size", lin.getWeight().getType().getDimSize(0));
       // The output projection reading the embedding table: tied.
@@ -1500,8 +1872,27 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
     }
   });
 
+  SmallVector<Attribute> blockTypes;
+  func.walk([&](Operation *op) {
+    if (auto m = dyn_cast<Mamba2MixerOp>(op)) {
+      blockTypes.push_back(builder.getStringAttr("mamba"));
+      setInt("mamba_num_heads", m.getNumHeadsAttr().getInt());
+      setInt("mamba_head_dim", m.getHeadDimAttr().getInt());
+      setInt("n_groups", m.getNGroupsAttr().getInt());
+      setInt("ssm_state_size", m.getStateSizeAttr().getInt());
+      setInt("conv_kernel", m.getConvKernelAttr().getInt());
+    } else if (isa<AttentionOp>(op)) {
+      blockTypes.push_back(builder.getStringAttr("attention"));
+    } else if (isa<ReluSquaredOp>(op)) {
+      blockTypes.push_back(builder.getStringAttr("mlp"));
+    }
+  });
+  bool mamba = llvm::any_of(blockTypes, [](Attribute a) {
+    return cast<StringAttr>(a).getValue() == "mamba";
+  });
+
   std::string arch = "llama";
-  bool backbone = false;
+  bool backbone = mamba;
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto fqn = func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName))
       backbone |= fqn.getValue().starts_with("backbone.");
@@ -1514,6 +1905,8 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   else if (attentionBias)
     arch = "qwen2";
   config["architecture"] = builder.getStringAttr(arch);
+  if (mamba)
+    config["layers_block_type"] = builder.getArrayAttr(blockTypes);
   // One theta for all layers is rope_theta, whatever their kind.
   if (!config.count("rope_theta") && config.count("rope_local_base_freq")) {
     config["rope_theta"] = config["rope_local_base_freq"];

@@ -183,6 +183,27 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             result = call(op, "tprt::attention", operands, extra);
             return success();
           })
+          .Case([&](Mamba2MixerOp o) {
+            SmallVector<Value> operands = {
+                in(o.getX()),       in(o.getInProjWeight()), in(o.getConvWeight()),
+                in(o.getConvBias()), in(o.getDtBias()),      in(o.getALog()),
+                in(o.getD()),       in(o.getNormWeight()),   in(o.getOutProjWeight())};
+            SmallVector<Attribute> extra;
+            if (Value mask = o.getKeyMask())
+              operands.push_back(in(mask));
+            else
+              extra.push_back(literal("tprt::Tensor()"));
+            extra.append({i64(o.getNumHeadsAttr().getInt()),
+                          i64(o.getHeadDimAttr().getInt()),
+                          i64(o.getNGroupsAttr().getInt()),
+                          i64(o.getStateSizeAttr().getInt()),
+                          i64(o.getConvKernelAttr().getInt()),
+                          f64(o.getNormEpsAttr().getValueAsDouble()),
+                          f64(o.getDtMinAttr().getValueAsDouble()),
+                          flag(o.getFoldedA())});
+            result = call(op, "tprt::mamba2_mixer", operands, extra);
+            return success();
+          })
           .Case([&](SiluOp o) {
             result = call(op, "tprt::silu", {in(o.getX())});
             return success();

@@ -246,6 +246,103 @@ TEST(Kernels, Activations) {
   expectClose(mul(ctx(), x, y), prod);
 }
 
+/// Mamba2 in its quadratic ("attention") form: y_t = sum_{s<=t}
+/// (C_t . B_s) exp(A sum_{r=s+1..t} dt_r) dt_s x_s + D x_t, in double,
+/// from the same projections the kernel computes; a different algorithm from
+/// the kernel's recurrence.
+TEST(Kernels, Mamba2MatchesQuadraticForm) {
+  const int64_t batch = 2, seq = 6, hidden = 8, heads = 4, headDim = 2,
+                groups = 2, state = 3, kernel = 3;
+  const int64_t inner = heads * headDim, conv = inner + 2 * groups * state,
+                proj = inner + conv + heads;
+  for (bool masked : {false, true}) {
+    Tensor x = randomTensor({batch, seq, hidden}, 30);
+    Tensor inW = randomTensor({proj, hidden}, 31, -0.5, 0.5);
+    Tensor cw = randomTensor({conv, 1, kernel}, 32), cb = randomTensor({conv}, 33);
+    Tensor dtb = randomTensor({heads}, 34), alog = randomTensor({heads}, 35);
+    Tensor dd = randomTensor({heads}, 36), nw = randomTensor({inner}, 37, 0.5, 1.5);
+    Tensor outW = randomTensor({hidden, inner}, 38, -0.5, 0.5);
+    Tensor mask;
+    if (masked) {
+      mask = Tensor(DType::I64, {batch, seq});
+      for (int64_t i = 0; i < batch * seq; ++i)
+        mask.i64()[i] = !(i < 2); // row 0 left-padded by 2
+    }
+    Tensor got = mamba2_mixer(ctx(), x, inW, cw, cb, dtb, alog, dd, nw, outW,
+                              mask, heads, headDim, groups, state, kernel,
+                              1e-5, 1e-3, false);
+    auto keep = [&](int64_t b, int64_t t) {
+      return !masked || mask.i64()[b * seq + t] != 0;
+    };
+    std::vector<double> want(batch * seq * hidden);
+    for (int64_t b = 0; b < batch; ++b) {
+      // Projection of the masked input, then conv + SiLU + mask.
+      std::vector<std::vector<double>> pr(seq, std::vector<double>(proj)),
+          xbc(seq, std::vector<double>(conv));
+      for (int64_t t = 0; t < seq; ++t)
+        for (int64_t o = 0; o < proj; ++o) {
+          double acc = 0;
+          for (int64_t k = 0; k < hidden; ++k)
+            acc += keep(b, t) * double(x.f32()[(b * seq + t) * hidden + k]) *
+                   inW.f32()[o * hidden + k];
+          pr[t][o] = acc;
+        }
+      for (int64_t t = 0; t < seq; ++t)
+        for (int64_t c = 0; c < conv; ++c) {
+          double acc = cb.f32()[c];
+          for (int64_t k = 0; k < kernel; ++k)
+            if (t - (kernel - 1) + k >= 0)
+              acc += cw.f32()[c * kernel + k] * pr[t - (kernel - 1) + k][inner + c];
+          xbc[t][c] = keep(b, t) ? acc / (1 + std::exp(-acc)) : 0.0;
+        }
+      std::vector<std::vector<double>> y(seq, std::vector<double>(inner, 0.0));
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t g = h / (heads / groups);
+        double a = -std::exp(double(alog.f32()[h]));
+        std::vector<double> dt(seq);
+        for (int64_t t = 0; t < seq; ++t)
+          dt[t] = std::max(std::log1p(std::exp(pr[t][inner + conv + h] +
+                                               double(dtb.f32()[h]))),
+                           1e-3);
+        for (int64_t t = 0; t < seq; ++t)
+          for (int64_t s = 0; s <= t; ++s) {
+            double cb_ = 0, decay = 0;
+            for (int64_t n = 0; n < state; ++n)
+              cb_ += xbc[t][inner + groups * state + g * state + n] *
+                     xbc[s][inner + g * state + n];
+            for (int64_t r = s + 1; r <= t; ++r)
+              decay += dt[r];
+            double coef = cb_ * std::exp(a * decay) * dt[s];
+            for (int64_t i = 0; i < headDim; ++i)
+              y[t][h * headDim + i] += coef * xbc[s][h * headDim + i];
+          }
+        for (int64_t t = 0; t < seq; ++t)
+          for (int64_t i = 0; i < headDim; ++i)
+            y[t][h * headDim + i] += dd.f32()[h] * xbc[t][h * headDim + i];
+      }
+      for (int64_t t = 0; t < seq; ++t) {
+        int64_t gs = inner / groups;
+        for (int64_t i = 0; i < inner; ++i)
+          y[t][i] *= pr[t][i] / (1 + std::exp(-pr[t][i]));
+        for (int64_t g = 0; g < groups; ++g) {
+          double ms = 0;
+          for (int64_t i = 0; i < gs; ++i)
+            ms += y[t][g * gs + i] * y[t][g * gs + i] / gs;
+          for (int64_t i = 0; i < gs; ++i)
+            y[t][g * gs + i] *= nw.f32()[g * gs + i] / std::sqrt(ms + 1e-5);
+        }
+        for (int64_t o = 0; o < hidden; ++o) {
+          double acc = 0;
+          for (int64_t i = 0; i < inner; ++i)
+            acc += y[t][i] * outW.f32()[o * inner + i];
+          want[(b * seq + t) * hidden + o] = acc;
+        }
+      }
+    }
+    expectClose(got, want, 2e-4);
+  }
+}
+
 TEST(Tensors, HalfAndBf16RoundTrip) {
   for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f,
                   std::ldexp(5.0f, -24) /* subnormal */}) {

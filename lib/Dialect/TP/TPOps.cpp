@@ -268,6 +268,70 @@ LogicalResult AttentionOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Mamba2MixerOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult Mamba2MixerOp::verify() {
+  auto x = getX().getType();
+  if (x.getRank() != 3 || getResult().getType() != x)
+    return emitOpError("x and the result must be the same [batch, seq, "
+                       "hidden] type");
+  int64_t heads = getNumHeadsAttr().getInt(), headDim = getHeadDimAttr().getInt(),
+          groups = getNGroupsAttr().getInt(), state = getStateSizeAttr().getInt(),
+          kernel = getConvKernelAttr().getInt();
+  for (auto [name, v] : {std::make_pair("num_heads", heads),
+                         std::make_pair("head_dim", headDim),
+                         std::make_pair("n_groups", groups),
+                         std::make_pair("state_size", state),
+                         std::make_pair("conv_kernel", kernel)})
+    if (failed(verifyPositive(*this, name, v)))
+      return failure();
+  if (heads % groups != 0)
+    return emitOpError("num_heads ")
+           << heads << " is not a multiple of n_groups " << groups;
+  if (failed(verifyPositive(*this, "norm_eps",
+                            getNormEpsAttr().getValueAsDouble())))
+    return failure();
+  int64_t hidden = x.getDimSize(2), inner = heads * headDim,
+          conv = inner + 2 * groups * state;
+  auto expect = [&](Value v, ArrayRef<int64_t> shape,
+                    StringRef name) -> LogicalResult {
+    auto type = cast<RankedTensorType>(v.getType());
+    bool ok = type.getRank() == static_cast<int64_t>(shape.size());
+    for (size_t i = 0; ok && i < shape.size(); ++i)
+      ok = dimsAgree(type.getDimSize(i), shape[i]);
+    if (!ok) {
+      std::string want = "[";
+      for (size_t i = 0; i < shape.size(); ++i)
+        want += (i ? ", " : "") + dimStr(shape[i]);
+      return emitOpError() << name << " must be " << want << "], got " << type;
+    }
+    return success();
+  };
+  if (failed(expect(getInProjWeight(), {inner + conv + heads, hidden},
+                    "in_proj_weight")) ||
+      failed(expect(getConvWeight(), {conv, 1, kernel}, "conv_weight")) ||
+      failed(expect(getConvBias(), {conv}, "conv_bias")) ||
+      failed(expect(getDtBias(), {heads}, "dt_bias")) ||
+      failed(expect(getALog(), {heads}, "a_log")) ||
+      failed(expect(getD(), {heads}, "d")) ||
+      failed(expect(getNormWeight(), {inner}, "norm_weight")) ||
+      failed(expect(getOutProjWeight(), {hidden, inner}, "out_proj_weight")))
+    return failure();
+  if (Value mask = getKeyMask()) {
+    auto maskType = cast<RankedTensorType>(mask.getType());
+    if (maskType.getRank() != 2 ||
+        !dimsAgree(maskType.getDimSize(0), x.getDimSize(0)) ||
+        !dimsAgree(maskType.getDimSize(1), x.getDimSize(1)))
+      return emitOpError("key mask must be [batch, seq], got ") << maskType;
+  }
+  return verifySameElementType(
+      *this, {getX(), getInProjWeight(), getConvWeight(), getConvBias(),
+              getDtBias(), getALog(), getD(), getNormWeight(),
+              getOutProjWeight()});
+}
+
+//===----------------------------------------------------------------------===//
 // ScaleOp
 //===----------------------------------------------------------------------===//
 

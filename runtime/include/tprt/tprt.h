@@ -172,6 +172,17 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &keyMask, int64_t heads,
                  int64_t kvHeads, int64_t headDim, double scale, bool causal,
                  int64_t window, double softcap);
+/// The Mamba2 mixer of NemotronH (tp.mamba2_mixer): in_proj, causal
+/// depthwise conv + SiLU, the selective scan (sequential recurrence),
+/// gated grouped RMS norm, out_proj. `keyMask` may be undefined; with
+/// `foldedA` the `aLog` tensor holds A = -exp(A_log).
+Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
+                    const Tensor &convWeight, const Tensor &convBias,
+                    const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
+                    const Tensor &normWeight, const Tensor &outProj,
+                    const Tensor &keyMask, int64_t heads, int64_t headDim,
+                    int64_t groups, int64_t state, int64_t kernel,
+                    double normEps, double dtMin, bool foldedA);
 Tensor silu(Context &ctx, const Tensor &x);
 Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation);
 Tensor relu_squared(Context &ctx, const Tensor &x);

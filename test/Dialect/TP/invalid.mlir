@@ -349,3 +349,35 @@ func.func @scale_factor(%a: tensor<2x8x64xf32>) {
   %0 = tp.scale %a by 0x7FF8000000000000 : tensor<2x8x64xf32>
   return
 }
+
+// -----
+
+func.func @mamba_in_proj(%x: tensor<2x5x64xf32>, %in: tensor<160x64xf32>, %cw: tensor<96x1x4xf32>, %cb: tensor<96xf32>, %dt: tensor<4xf32>, %a: tensor<4xf32>, %d: tensor<4xf32>, %nw: tensor<64xf32>, %out: tensor<64x64xf32>) {
+  // expected-error @+1 {{in_proj_weight must be [164, 64], got 'tensor<160x64xf32>'}}
+  %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out {conv_kernel = 4 : i64, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 1.0e-5 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<2x5x64xf32>, tensor<160x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x5x64xf32>
+  return
+}
+
+// -----
+
+func.func @mamba_groups(%x: tensor<2x5x64xf32>, %in: tensor<164x64xf32>, %cw: tensor<96x1x4xf32>, %cb: tensor<96xf32>, %dt: tensor<4xf32>, %a: tensor<4xf32>, %d: tensor<4xf32>, %nw: tensor<64xf32>, %out: tensor<64x64xf32>) {
+  // expected-error @+1 {{num_heads 4 is not a multiple of n_groups 3}}
+  %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out {conv_kernel = 4 : i64, head_dim = 16 : i64, n_groups = 3 : i64, norm_eps = 1.0e-5 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<2x5x64xf32>, tensor<164x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x5x64xf32>
+  return
+}
+
+// -----
+
+func.func @mamba_conv(%x: tensor<2x5x64xf32>, %in: tensor<164x64xf32>, %cw: tensor<96x4xf32>, %cb: tensor<96xf32>, %dt: tensor<4xf32>, %a: tensor<4xf32>, %d: tensor<4xf32>, %nw: tensor<64xf32>, %out: tensor<64x64xf32>) {
+  // expected-error @+1 {{conv_weight must be [96, 1, 4], got 'tensor<96x4xf32>'}}
+  %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out {conv_kernel = 4 : i64, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 1.0e-5 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<2x5x64xf32>, tensor<164x64xf32>, tensor<96x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x5x64xf32>
+  return
+}
+
+// -----
+
+func.func @mamba_eps(%x: tensor<2x5x64xf32>, %in: tensor<164x64xf32>, %cw: tensor<96x1x4xf32>, %cb: tensor<96xf32>, %dt: tensor<4xf32>, %a: tensor<4xf32>, %d: tensor<4xf32>, %nw: tensor<64xf32>, %out: tensor<64x64xf32>) {
+  // expected-error @+1 {{'norm_eps' must be positive and finite, got 0}}
+  %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out {conv_kernel = 4 : i64, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 0.0 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<2x5x64xf32>, tensor<164x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x5x64xf32>
+  return
+}

@@ -59,3 +59,10 @@ func.func @bf16(%x: tensor<2x8x64xbf16>, %w: tensor<128x64xbf16> {tp.fqn = "mode
   %y = tp.linear %x, %w : (tensor<2x8x64xbf16>, tensor<128x64xbf16>) -> tensor<2x8x128xbf16>
   return %y : tensor<2x8x128xbf16>
 }
+
+// CHECK-LABEL: func.func @mamba
+// CHECK: tp.mamba2_mixer %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {conv_kernel = 4 : i64, dt_min = 1.000000e-03 : f64, folded_a, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 1.000000e-05 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<?x?x64xf32>, tensor<164x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+func.func @mamba(%x: tensor<?x?x64xf32>, %in: tensor<164x64xf32>, %cw: tensor<96x1x4xf32>, %cb: tensor<96xf32>, %dt: tensor<4xf32>, %a: tensor<4xf32>, %d: tensor<4xf32>, %nw: tensor<64xf32>, %out: tensor<64x64xf32>, %m: tensor<?x?xi64>) -> tensor<?x?x64xf32> {
+  %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out mask %m {conv_kernel = 4 : i64, dt_min = 1.0e-3 : f64, folded_a, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 1.0e-5 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<?x?x64xf32>, tensor<164x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+  return %y : tensor<?x?x64xf32>
+}

@@ -143,6 +143,50 @@ def TP_AttentionOp : TP_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def TP_Mamba2MixerOp : TP_Op<"mamba2_mixer", [Pure]> {
+  let summary = "Mamba2 mixer (selective state space model) of NemotronH";
+  let description = [{
+    The whole Mamba2 mixer as HuggingFace's `NemotronHMamba2Mixer` computes
+    it without a cache, on `x` `[batch, seq, hidden]`, with
+    `I = num_heads * head_dim` and `C = I + 2 * n_groups * state_size`:
+
+    1. `x *= key_mask` (padding positions zeroed) when the mask is given;
+    2. `[gate (I), xBC (C), dt (num_heads)] = in_proj(x)` (`in_proj_weight`
+       `[I + C + num_heads, hidden]`);
+    3. `xBC = silu(causal depthwise conv1d(xBC))` with `conv_weight`
+       `[C, 1, conv_kernel]` and `conv_bias` `[C]`, then masked again;
+    4. `xBC = [x (I), B (n_groups * state_size), C (n_groups * state_size)]`;
+       `dt = max(softplus(dt + dt_bias), dt_min)`, `A = -exp(a_log)`; per
+       head `h` (group `g = h / (num_heads / n_groups)`), with state
+       `S [head_dim, state_size]` starting at zero:
+       `S = exp(dt A_h) S + dt x_h B_g^T`, `y_h = S C_g + d_h x_h`;
+    5. `y = rms_norm(y * silu(gate))` over groups of `I / n_groups`, times
+       `norm_weight`, with `norm_eps`;
+    6. `out_proj(y)` (`out_proj_weight` `[hidden, I]`).
+
+    With `folded_a`, the `a_log` operand holds `A = -exp(A_log)` itself: an
+    exporter folded the expression into the stored constant.
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$in_proj_weight,
+                   TP_FloatTensor:$conv_weight, TP_FloatTensor:$conv_bias,
+                   TP_FloatTensor:$dt_bias, TP_FloatTensor:$a_log,
+                   TP_FloatTensor:$d, TP_FloatTensor:$norm_weight,
+                   TP_FloatTensor:$out_proj_weight,
+                   Optional<TP_MaskTensor>:$key_mask,
+                   I64Attr:$num_heads, I64Attr:$head_dim, I64Attr:$n_groups,
+                   I64Attr:$state_size, I64Attr:$conv_kernel,
+                   F64Attr:$norm_eps,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dt_min,
+                   UnitAttr:$folded_a);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $in_proj_weight `,` $conv_weight `,` $conv_bias `,` $dt_bias `,`
+    $a_log `,` $d `,` $norm_weight `,` $out_proj_weight
+    (`mask` $key_mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
