@@ -68,8 +68,8 @@ struct TPCheckHFConfigPass
         return true;
       double g = got.getValueAsDouble();
       if (std::fabs(g - *want) > 1e-6 * std::max(1.0, std::fabs(*want))) {
-        fail(Twine(key) + " is " + llvm::formatv("{0}", *want) +
-             " in the config but " + llvm::formatv("{0}", g) +
+        fail(Twine(key) + " is " + llvm::formatv("{0:e}", *want) +
+             " in the config but " + llvm::formatv("{0:e}", g) +
              " in the graph");
         return false;
       }
