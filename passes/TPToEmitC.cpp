@@ -126,7 +126,9 @@ LogicalResult Lowering::lowerParam(unsigned index, Value &result) {
                     builder.getI64IntegerAttr(source.getOffset()),
                     builder.getI64IntegerAttr(source.getLength()),
                     literal(*dtype), literal(shape),
-                    flag(source.getTransposed())}))
+                    flag(source.getTransposed()),
+                    // Not sharded until the plans assign a dimension.
+                    builder.getI32IntegerAttr(-1), i64(1), i64(0)}))
                .getResult(0);
   return success();
 }

@@ -136,16 +136,19 @@ private:
   std::map<std::string, Tensor> params_;
 };
 
-/// Reads one parameter (this rank's part of it) from its file: `length`
-/// bytes at `offset` holding `storedDtype` elements of `shape` (the
-/// canonical global shape; transposed storage holds the reverse 2-D shape).
-/// Returns an f32 tensor in canonical orientation. A missing or short file,
-/// or a length that disagrees with the shape and dtype, is an error naming
-/// the parameter.
+/// Reads one parameter, or this rank's part of it, from its file: `length`
+/// bytes at `offset` hold `storedDtype` elements of `shape` (the canonical
+/// global shape; transposed storage holds the reverse 2-D shape). With
+/// `shardDim` >= 0 the parameter is split evenly into `shards` blocks along
+/// canonical dimension `shardDim` and only block `shardIndex` is read (one
+/// positioned read per contiguous run). Returns an f32 tensor in canonical
+/// orientation. A missing or short file, a length that disagrees with the
+/// shape and dtype, or an uneven split is an error naming the parameter.
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
-                  bool transposed);
+                  bool transposed, int shardDim = -1, int64_t shards = 1,
+                  int64_t shardIndex = 0);
 
 //===----------------------------------------------------------------------===//
 // Kernels: one per tp op (forward), f32 compute

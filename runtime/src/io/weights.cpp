@@ -49,17 +49,53 @@ void Context::cacheParam(const std::string &fqn, Tensor value) {
 static Tensor readParam(Context &ctx, const char *fqn, const char *initializer,
                         const char *file, uint64_t offset, uint64_t length,
                         DType storedDtype, const std::vector<int64_t> &shape,
-                        bool transposed) {
+                        bool transposed, int shardDim, int64_t shards,
+                        int64_t shardIndex) {
   std::string name = std::string("parameter '") + fqn + "' (initializer '" +
                      initializer + "')";
   uint64_t elements = 1;
   for (int64_t d : shape)
     elements *= static_cast<uint64_t>(d);
-  if (elements * dtypeSize(storedDtype) != length)
+  size_t elem = dtypeSize(storedDtype);
+  if (elements * elem != length)
     fatal(name + ": " + std::to_string(length) + " bytes of " +
           dtypeName(storedDtype) + " cannot hold its shape");
   if (transposed && shape.size() != 2)
     fatal(name + ": only 2-D parameters can be stored transposed");
+  std::vector<int64_t> stored = shape;
+  if (transposed)
+    std::swap(stored[0], stored[1]);
+
+  // The block of the stored tensor to read: [outer, extent, inner] runs.
+  int64_t storedDim = -1, extent = 0, start = 0;
+  if (shardDim >= 0) {
+    if (shardDim >= static_cast<int>(shape.size()) || shards < 1 ||
+        shardIndex < 0 || shardIndex >= shards ||
+        shape[shardDim] % shards != 0)
+      fatal(name + ": cannot split dimension " + std::to_string(shardDim) +
+            " of size " +
+            (shardDim < static_cast<int>(shape.size())
+                 ? std::to_string(shape[shardDim])
+                 : std::string("?")) +
+            " into " + std::to_string(shards) + " equal blocks");
+    storedDim = transposed ? 1 - shardDim : shardDim;
+    extent = stored[storedDim] / shards;
+    start = shardIndex * extent;
+  }
+  std::vector<int64_t> local = stored;
+  int64_t outer = 1, inner = 1, dimLen = 1;
+  if (storedDim >= 0) {
+    local[storedDim] = extent;
+    for (int64_t i = 0; i < storedDim; ++i)
+      outer *= stored[i];
+    for (size_t i = storedDim + 1; i < stored.size(); ++i)
+      inner *= stored[i];
+    dimLen = stored[storedDim];
+  } else {
+    extent = elements; // one run: everything
+    dimLen = extent;
+  }
+
   std::string path = ctx.resolve(file);
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
@@ -73,27 +109,29 @@ static Tensor readParam(Context &ctx, const char *fqn, const char *initializer,
           std::to_string(offset) + ", " + std::to_string(offset + length) +
           ")");
   }
-  std::vector<int64_t> stored = shape;
-  if (transposed)
-    std::swap(stored[0], stored[1]);
-  Tensor raw(storedDtype, stored);
+  Tensor raw(storedDtype, local);
   auto *dst = static_cast<char *>(raw.raw());
-  for (uint64_t done = 0; done < length;) {
-    ssize_t n = ::pread(fd, dst + done, length - done, offset + done);
-    if (n <= 0) {
-      ::close(fd);
-      fatal(name + ": read of '" + path + "' failed");
+  uint64_t run = static_cast<uint64_t>(extent) * inner * elem;
+  for (int64_t o = 0; o < outer; ++o) {
+    uint64_t from = offset + ((o * dimLen + start) * inner) * elem;
+    for (uint64_t done = 0; done < run;) {
+      ssize_t n = ::pread(fd, dst + o * run + done, run - done, from + done);
+      if (n <= 0) {
+        ::close(fd);
+        fatal(name + ": read of '" + path + "' failed");
+      }
+      done += n;
     }
-    done += n;
   }
   ::close(fd);
   Tensor value = raw.to(DType::F32);
   if (!transposed)
     return value;
-  Tensor canonical(DType::F32, shape);
+  std::vector<int64_t> canonicalLocal = {local[1], local[0]};
+  Tensor canonical(DType::F32, canonicalLocal);
   const float *s = value.f32();
   float *d = canonical.f32();
-  int64_t rows = stored[0], cols = stored[1];
+  int64_t rows = local[0], cols = local[1];
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       d[c * rows + r] = s[r * cols + c];
@@ -103,11 +141,13 @@ static Tensor readParam(Context &ctx, const char *fqn, const char *initializer,
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
-                  bool transposed) {
+                  bool transposed, int shardDim, int64_t shards,
+                  int64_t shardIndex) {
   if (Tensor *cached = ctx.cachedParam(fqn))
     return *cached;
   Tensor value = readParam(ctx, fqn, initializer, file, offset, length,
-                           storedDtype, shape, transposed);
+                           storedDtype, shape, transposed, shardDim, shards,
+                           shardIndex);
   ctx.cacheParam(fqn, value);
   return value;
 }
