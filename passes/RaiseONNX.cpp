@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -97,7 +98,7 @@ struct Abstract {
   int64_t group = 0;
   std::shared_ptr<ProbeTensor> table;
   /// The source-IR value the mask table came from (to tell masks apart).
-  const void *maskSource = nullptr;
+  Value maskSource;
   /// Run-time value of an input that is also probed (attention_mask).
   Value runtime;
   /// Computed from the attention mask (to tell which blocks read it).
@@ -274,6 +275,20 @@ private:
                            Abstract &sinPart, Abstract &out);
   LogicalResult emitAttention(NodeOp node, Abstract &probs, Abstract &v,
                               Abstract &out);
+  LogicalResult emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
+                                Abstract &out);
+  LogicalResult emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
+                                   Abstract &out);
+  /// Reads what an attention mask (additive, or boolean with true = keep)
+  /// allows at the probe: causal, a sliding window, the padding mask.
+  LogicalResult classifyMask(NodeOp node, const ProbeTensor &mask,
+                             Value maskSource, bool &causal, bool &usesPadding,
+                             std::optional<int64_t> &window);
+  /// A hash of how a side value is computed (ops, attributes, constant
+  /// values): masks recomputed per layer hash alike, a sliding-window mask
+  /// and a full one do not.
+  llvm::hash_code structureOf(Value v);
+  llvm::DenseMap<Value, llvm::hash_code> structureCache;
   FailureOr<SmallVector<int64_t>> resolveReshape(NodeOp node,
                                                  ArrayRef<int64_t> from,
                                                  const ProbeTensor &target);
@@ -318,7 +333,7 @@ private:
   std::unordered_map<const void *, Abstract> values;
   std::vector<ParamInfo> params;
   std::vector<Expr> exprs;
-  llvm::DenseMap<const void *, std::string> maskMeaning;
+  std::map<size_t, std::string> maskMeaning;
   /// Probe values of the attention mask (1 = keep), or empty.
   std::vector<std::vector<int>> probeKeep;
   Value attentionMask;
@@ -686,31 +701,46 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   return success();
 }
 
-LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
-                                    Abstract &out) {
-  const Activation &q = probs.act, &k = probs.other;
-  if (q.layout != Layout::HeadsT || k.layout != Layout::KeyT ||
-      v.act.layout != Layout::HeadsT)
-    return nodeError(node) << "attention operands are not [batch, heads, "
-                              "seq, head_dim]";
-  int64_t d = q.headDim;
-  if (k.headDim != d || v.act.headDim != d)
-    return nodeError(node) << "q, k and v have different head sizes";
-  if (k.repeat != v.act.repeat)
-    return nodeError(node) << "k and v are repeated differently";
-  int64_t heads = featuresOf(q.value) / d;
-  int64_t kvHeads = featuresOf(k.value) / d;
-  if (kvHeads * k.repeat != heads)
-    return nodeError(node) << heads << " query heads do not match "
-                           << kvHeads << " KV heads repeated " << k.repeat
-                           << " times";
-  double scale = probs.number * q.pendingScale * k.pendingScale;
+llvm::hash_code Raiser::structureOf(Value v) {
+  if (auto it = structureCache.find(v); it != structureCache.end())
+    return it->second;
+  llvm::hash_code h;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    // Constants by value, inputs by name.
+    Abstract *a = lookup(v);
+    if (a && a->probe && a->kind != Abstract::Concrete) {
+      const std::vector<double> &data = a->probe->data;
+      auto *bytes = reinterpret_cast<const char *>(data.data());
+      h = llvm::hash_combine_range(bytes, bytes + data.size() * sizeof(double));
+    } else if (auto name = source.getArgAttrOfType<StringAttr>(
+                   arg.getArgNumber(), onnx_ir::ONNXDialect::kNameAttrName)) {
+      h = llvm::hash_value(name.getValue());
+    } else {
+      h = llvm::hash_value(arg.getArgNumber());
+    }
+  } else if (auto node = v.getDefiningOp<NodeOp>()) {
+    h = llvm::hash_combine(node.getOpType(), node.getDomain(),
+                           mlir::hash_value(node.getOnnxAttrs()),
+                           cast<OpResult>(v).getResultNumber());
+    for (Value in : node.getInputs())
+      h = llvm::hash_combine(h, isa<NoneType>(in.getType())
+                                    ? llvm::hash_code(0)
+                                    : structureOf(in));
+  } else {
+    h = llvm::hash_value(v.getAsOpaquePointer());
+  }
+  structureCache[v] = h;
+  return h;
+}
 
-  // What the mask allows, read at the probe.
-  bool causal = false, usesPadding = false;
-  std::optional<int64_t> window;
-  if (probs.table) {
-    const ProbeTensor &m = *probs.table;
+LogicalResult Raiser::classifyMask(NodeOp node, const ProbeTensor &m,
+                                   Value maskSource, bool &causal,
+                                   bool &usesPadding,
+                                   std::optional<int64_t> &window) {
+  causal = false;
+  usesPadding = false;
+  window.reset();
+  {
     auto allowedAt = [&](int64_t b, int64_t i, int64_t j) -> std::optional<bool> {
       SmallVector<int64_t> idx = {b, 0, i, j};
       if (m.rank() > 4)
@@ -723,6 +753,8 @@ LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
         stride *= dim;
       }
       double value = m.data[flat];
+      if (m.kind == ProbeTensor::Kind::Bool)
+        return value != 0.0;
       if (value <= -1e4)
         return false;
       if (std::fabs(value) > 1e-6)
@@ -781,22 +813,50 @@ LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
     if (usesPadding && !attentionMask)
       return nodeError(node) << "padding mask without an attention_mask input";
   }
+  // Two different mask tensors that mean the same at the probe: one of
+  // them is probably a sliding window wider than the probe can show.
+  std::string meaning = llvm::formatv("{0}/{1}/{2}", causal, usesPadding,
+                                      window ? *window : 0);
+  size_t structure = maskSource ? size_t(structureOf(maskSource)) : 0;
+  maskMeaning.try_emplace(structure, meaning);
+  for (auto &[other, otherMeaning] : maskMeaning)
+    if (other != structure && otherMeaning == meaning)
+      return nodeError(node)
+             << "two different attention masks are identical at the probe "
+                "length "
+             << probeSeq
+             << " (a sliding window at least that wide?); raise "
+                "probe-seq above the window plus 3";
+  return success();
+}
 
-  if (probs.table) {
-    // Two different mask tensors that mean the same at the probe: one of
-    // them is probably a sliding window wider than the probe can show.
-    std::string meaning = llvm::formatv("{0}/{1}/{2}", causal, usesPadding,
-                                        window ? *window : 0);
-    maskMeaning.try_emplace(probs.maskSource, meaning);
-    for (auto &[other, otherMeaning] : maskMeaning)
-      if (other != probs.maskSource && otherMeaning == meaning)
-        return nodeError(node)
-               << "two different attention masks are identical at the probe "
-                  "length "
-               << probeSeq
-               << " (a sliding window at least that wide?); raise "
-                  "probe-seq above the window plus 3";
-  }
+LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
+                                    Abstract &out) {
+  const Activation &q = probs.act, &k = probs.other;
+  if (q.layout != Layout::HeadsT || k.layout != Layout::KeyT ||
+      v.act.layout != Layout::HeadsT)
+    return nodeError(node) << "attention operands are not [batch, heads, "
+                              "seq, head_dim]";
+  int64_t d = q.headDim;
+  if (k.headDim != d || v.act.headDim != d)
+    return nodeError(node) << "q, k and v have different head sizes";
+  if (k.repeat != v.act.repeat)
+    return nodeError(node) << "k and v are repeated differently";
+  int64_t heads = featuresOf(q.value) / d;
+  int64_t kvHeads = featuresOf(k.value) / d;
+  if (kvHeads * k.repeat != heads)
+    return nodeError(node) << heads << " query heads do not match "
+                           << kvHeads << " KV heads repeated " << k.repeat
+                           << " times";
+  double scale = probs.number * q.pendingScale * k.pendingScale;
+
+  // What the mask allows, read at the probe.
+  bool causal = false, usesPadding = false;
+  std::optional<int64_t> window;
+  if (probs.table &&
+      failed(classifyMask(node, *probs.table, probs.maskSource, causal,
+                          usesPadding, window)))
+    return failure();
 
   Value mask = usesPadding ? attentionMask : Value();
   Value y = AttentionOp::create(
@@ -911,6 +971,42 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
   for (Abstract *a : in)
     if (a && failed(materialize(node, *a)))
       return failure();
+
+  // ONNX opset-23 RMSNormalization and com.microsoft
+  // SimplifiedLayerNormalization: one node for the whole norm.
+  if ((op == "RMSNormalization" || op == "SimplifiedLayerNormalization") &&
+      isAct(0) && is(1, Abstract::Param)) {
+    auto axis = node.getOnnxAttrs().getAs<IntegerAttr>("axis");
+    int64_t rank = in[0]->shape.size();
+    if (axis && axis.getInt() != -1 && axis.getInt() != rank - 1)
+      return nodeError(node) << "normalization over more than the last axis";
+    auto eps = node.getOnnxAttrs().getAs<FloatAttr>("epsilon");
+    Abstract normed = derived(Abstract::Normed, *in[0]);
+    normed.group = in[0]->shape.back();
+    normed.number = eps ? eps.getValueAsDouble() : 1e-5;
+    return emitRmsNorm(node, normed, *in[1], out);
+  }
+
+  // ONNX opset-23 RotaryEmbedding (X, cos, sin, position_ids) and the
+  // com.microsoft one (X, position_ids, cos, sin).
+  if (op == "RotaryEmbedding" && isAct(0))
+    return emitFusedRotary(node, in, out);
+
+  // ONNX opset-23 Attention on packed (3-D) or head-split (4-D) q, k, v.
+  if (op == "Attention" && isAct(0) && isAct(1) && isAct(2))
+    return emitFusedAttention(node, in, out);
+
+  // Scores masked by Where(keep, scores, very negative).
+  if (op == "Where" && in.size() == 3 && isConcrete(in[0]) &&
+      (is(1, Abstract::Scores)) && scalarOf(in[2]) &&
+      *scalarOf(in[2]) <= -1e4) {
+    out = derived(Abstract::MaskedScores, *in[1]);
+    ProbeTensor keep = *in[0]->probe;
+    keep.kind = ProbeTensor::Kind::Bool;
+    out.table = std::make_shared<ProbeTensor>(keep);
+    out.maskSource = node.getInputs()[0];
+    return success();
+  }
 
   if (op == "Gather" && is(0, Abstract::Param) && is(1, Abstract::Ids)) {
     auto table = cast<RankedTensorType>(
@@ -1031,7 +1127,7 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
       if ((a->kind == Abstract::Scores) && isConcrete(b)) {
         out = derived(Abstract::MaskedScores, *a);
         out.table = std::make_shared<ProbeTensor>(*b->probe);
-        out.maskSource = node.getInputs()[1 - i].getAsOpaquePointer();
+        out.maskSource = node.getInputs()[1 - i];
         return success();
       }
       if (a->kind == Abstract::Param && scalarOf(b)) {
@@ -1537,6 +1633,185 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
   return success();
 }
 
+LogicalResult Raiser::emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
+                                      Abstract &out) {
+  bool msft = node.getDomain() == "com.microsoft";
+  DictionaryAttr attrs = node.getOnnxAttrs();
+  auto intAttr = [&](StringRef name, int64_t def) {
+    auto a = attrs.getAs<IntegerAttr>(name);
+    return a ? a.getInt() : def;
+  };
+  if (auto scale = attrs.getAs<FloatAttr>("scale");
+      scale && scale.getValueAsDouble() != 1.0)
+    return nodeError(node) << "rotary scale other than 1";
+  auto operand = [&](unsigned i) -> Abstract * {
+    return i < in.size() ? in[i] : nullptr;
+  };
+  Abstract *cosA = operand(msft ? 2 : 1), *sinA = operand(msft ? 3 : 2),
+           *posA = operand(msft ? 1 : 3);
+  if (!isConcrete(cosA) || !isConcrete(sinA) || (posA && !isConcrete(posA)))
+    return nodeError(node) << "rotary caches and positions must be known at "
+                              "compile time";
+  Activation x = in[0]->act;
+  if (x.layout == Layout::Packed) {
+    int64_t heads = intAttr("num_heads", 0);
+    if (heads <= 0 || featuresOf(x.value) % heads)
+      return nodeError(node) << "a 3-D rotary input needs num_heads";
+    x.headDim = featuresOf(x.value) / heads;
+  } else if (x.layout != Layout::HeadsT && x.layout != Layout::Heads) {
+    return nodeError(node) << "rotary on an unsupported layout";
+  }
+  int64_t d = x.headDim, rot = intAttr("rotary_embedding_dim", 0);
+  if (rot == 0)
+    rot = d;
+  int64_t half = rot / 2;
+  bool interleaved = intAttr("interleaved", 0) != 0;
+  const ProbeTensor &c = *cosA->probe, &sn = *sinA->probe;
+  // cos[b, p, i]: by position id from a [max_pos, half] cache, or directly
+  // from a [batch, seq, half] one.
+  auto at = [&](const ProbeTensor &t, int64_t b, int64_t p,
+                int64_t i) -> std::optional<double> {
+    if (posA) {
+      const ProbeTensor &pos = *posA->probe;
+      int64_t id = probeInt(pos.data[pos.numElements() == probeSeq
+                                         ? p
+                                         : b * probeSeq + p]);
+      if (t.rank() != 2 || id < 0 || id >= t.shape[0] || t.shape[1] < half)
+        return std::nullopt;
+      if (id != p)
+        return std::nullopt;
+      return t.data[id * t.shape[1] + i];
+    }
+    if (t.rank() != 3 || t.shape[2] < half)
+      return std::nullopt;
+    return t.data[((t.shape[0] == 1 ? 0 : b) * t.shape[1] + p) * t.shape[2] + i];
+  };
+  double theta = 10000.0;
+  if (half >= 2) {
+    auto c11 = at(c, 0, 1, 1), s11 = at(sn, 0, 1, 1);
+    if (!c11 || !s11)
+      return nodeError(node) << "rotary caches do not cover positions "
+                                "0..seq-1";
+    theta = roundSignificant(std::pow(std::atan2(*s11, *c11),
+                                      -static_cast<double>(half)));
+  }
+  for (int64_t b = 0; b < probeBatch; ++b)
+    for (int64_t p = 0; p < probeSeq; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        auto cv = at(c, b, p, i), sv = at(sn, b, p, i);
+        float freq = static_cast<float>(std::pow(theta, -2.0 * i / rot));
+        float angle = static_cast<float>(p) * freq;
+        if (!cv || !sv || std::fabs(*cv - std::cos(angle)) > 1e-4 ||
+            std::fabs(*sv - std::sin(angle)) > 1e-4)
+          return nodeError(node)
+                 << "the rotary caches do not match RoPE with theta " << theta
+                 << " at positions 0..seq-1";
+      }
+  Value y = RotaryOp::create(
+      builder, node.getLoc(), x.value.getType(), x.value,
+      builder.getI64IntegerAttr(d), builder.getF64FloatAttr(theta),
+      rot != d ? builder.getI64IntegerAttr(rot) : IntegerAttr(),
+      interleaved ? builder.getUnitAttr() : UnitAttr());
+  Activation result = in[0]->act;
+  result.value = y;
+  out = makeAct(result, in[0]->shape);
+  return success();
+}
+
+LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
+                                         Abstract &out) {
+  DictionaryAttr attrs = node.getOnnxAttrs();
+  auto intAttr = [&](StringRef name, int64_t def) {
+    auto a = attrs.getAs<IntegerAttr>(name);
+    return a ? a.getInt() : def;
+  };
+  if (in.size() > 4 && (in[4] || (in.size() > 5 && in[5])))
+    return nodeError(node) << "past key/value inputs (a KV cache) are not "
+                              "supported; export with use_cache=False";
+  if (intAttr("qk_matmul_output_mode", 0) != 0)
+    return nodeError(node) << "qk_matmul_output_mode is not supported";
+  for (unsigned i = 1; i < node.getNumResults(); ++i)
+    if (!node.getResult(i).use_empty())
+      return nodeError(node) << "only the attention output may be used";
+  Activation q = in[0]->act, k = in[1]->act, v = in[2]->act;
+  int64_t heads, kvHeads, d;
+  if (q.layout == Layout::Packed) {
+    heads = intAttr("q_num_heads", 0);
+    kvHeads = intAttr("kv_num_heads", 0);
+    if (heads <= 0 || kvHeads <= 0 || featuresOf(q.value) % heads)
+      return nodeError(node) << "3-D attention inputs need q_num_heads and "
+                                "kv_num_heads";
+    d = featuresOf(q.value) / heads;
+    if (k.layout != Layout::Packed || v.layout != Layout::Packed ||
+        featuresOf(k.value) != kvHeads * d || featuresOf(v.value) != kvHeads * d)
+      return nodeError(node) << "k and v do not match the heads";
+  } else if (q.layout == Layout::HeadsT && k.layout == Layout::HeadsT &&
+             v.layout == Layout::HeadsT) {
+    d = q.headDim;
+    heads = featuresOf(q.value) / d;
+    kvHeads = featuresOf(k.value) / d;
+  } else {
+    return nodeError(node) << "attention inputs must be all 3-D or all "
+                              "[batch, heads, seq, head_dim]";
+  }
+  double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  if (auto s = attrs.getAs<FloatAttr>("scale"))
+    scale = s.getValueAsDouble();
+  scale *= q.pendingScale * k.pendingScale;
+  bool isCausal = intAttr("is_causal", 0) != 0;
+  bool causal = isCausal, usesPadding = false;
+  std::optional<int64_t> window;
+  if (in.size() > 3 && in[3]) {
+    if (!isConcrete(in[3]))
+      return nodeError(node) << "the attention mask must be computable from "
+                                "shapes and the attention_mask input";
+    ProbeTensor mask = *in[3]->probe;
+    if (isCausal) {
+      // Fold is_causal into the mask: keep only j <= i.
+      ProbeTensor full;
+      full.kind = ProbeTensor::Kind::Bool;
+      full.shape = {probeBatch, 1, probeSeq, probeSeq};
+      full.data.assign(probeBatch * probeSeq * probeSeq, 0.0);
+      for (int64_t b = 0; b < probeBatch; ++b)
+        for (int64_t i = 0; i < probeSeq; ++i)
+          for (int64_t j = 0; j < probeSeq; ++j) {
+            SmallVector<int64_t> idx = {b, 0, i, j};
+            int64_t flat = 0, stride = 1;
+            size_t offset = idx.size() - mask.shape.size();
+            for (int64_t dd = mask.rank() - 1; dd >= 0; --dd) {
+              flat += (mask.shape[dd] == 1 ? 0 : idx[dd + offset]) * stride;
+              stride *= mask.shape[dd];
+            }
+            double m = mask.data[flat];
+            bool keep = mask.kind == ProbeTensor::Kind::Bool ? m != 0 : m > -1e4;
+            full.data[(b * probeSeq + i) * probeSeq + j] = keep && j <= i;
+          }
+      mask = full;
+    }
+    if (failed(classifyMask(node, mask, node.getInputs()[3], causal,
+                            usesPadding, window)))
+      return failure();
+  }
+  auto softcap = attrs.getAs<FloatAttr>("softcap");
+  Value y = AttentionOp::create(
+      builder, node.getLoc(), q.value.getType(), q.value, k.value, v.value,
+      usesPadding ? attentionMask : Value(), builder.getI64IntegerAttr(heads),
+      builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
+      builder.getF64FloatAttr(roundSignificant(scale)),
+      causal ? builder.getUnitAttr() : UnitAttr(),
+      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(),
+      softcap && softcap.getValueAsDouble() > 0 ? softcap : FloatAttr());
+  Activation result;
+  result.value = y;
+  result.layout = q.layout;
+  result.headDim = q.layout == Layout::Packed ? 0 : d;
+  out = makeAct(result, q.layout == Layout::Packed
+                            ? SmallVector<int64_t>{probeBatch, probeSeq,
+                                                   featuresOf(y)}
+                            : logicalShape(result));
+  return success();
+}
+
 LogicalResult Raiser::visit(NodeOp node) {
   if (auto it = blockOf.find(node); it != blockOf.end()) {
     ScopeBlock &block = scopeBlocks[it->second];
@@ -1633,9 +1908,42 @@ LogicalResult Raiser::visit(NodeOp node) {
     return success();
   }
 
-  if (node.getNumResults() != 1 && node.getOpType() != "Dropout")
-    return nodeError(node) << "multi-output nodes on activations are not "
-                              "supported";
+  if (node.getOpType() == "SkipSimplifiedLayerNormalization") {
+    // com.microsoft: sum = input + skip; output = rms_norm(sum); the sum is
+    // output 3 (the residual).
+    if (in.size() < 3 || !in[0] || !in[1] || !in[2] ||
+        in[0]->kind != Abstract::Act || in[1]->kind != Abstract::Act ||
+        in[2]->kind != Abstract::Param || (in.size() > 3 && in[3]))
+      return nodeError(node) << "expected (input, skip, gamma) activations "
+                                "and weight, without bias";
+    for (unsigned i : {1u, 2u})
+      if (i < node.getNumResults() && !node.getResult(i).use_empty())
+        return nodeError(node) << "mean and inverse standard deviation "
+                                  "outputs are not supported";
+    const Activation &a = in[0]->act, &b = in[1]->act;
+    if (a.layout != Layout::Packed || b.layout != Layout::Packed ||
+        a.value.getType() != b.value.getType())
+      return nodeError(node) << "input and skip must be [batch, seq, hidden]";
+    Value sum = AddOp::create(builder, node.getLoc(), a.value, b.value);
+    Abstract sumAbs = makeAct({sum}, in[0]->shape);
+    Abstract normed = derived(Abstract::Normed, sumAbs);
+    normed.group = in[0]->shape.back();
+    auto eps = node.getOnnxAttrs().getAs<FloatAttr>("epsilon");
+    normed.number = eps ? eps.getValueAsDouble() : 1e-5;
+    Abstract y;
+    if (failed(emitRmsNorm(node, normed, *in[2], y)))
+      return failure();
+    slot(node.getResult(0)) = y;
+    if (node.getNumResults() > 3)
+      slot(node.getResult(3)) = sumAbs;
+    return success();
+  }
+  // Trailing outputs (a norm's inverse std, attention's present key/value)
+  // are fine as long as nothing reads them.
+  for (unsigned i = 1; i < node.getNumResults(); ++i)
+    if (!node.getResult(i).use_empty() && node.getOpType() != "Dropout")
+      return nodeError(node) << "multi-output nodes whose extra outputs are "
+                                "used are not supported";
   for (Abstract *a : in)
     if (!a)
       return nodeError(node) << "a missing optional input on an activation "

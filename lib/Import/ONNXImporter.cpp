@@ -105,6 +105,11 @@ std::string scopeOfNode(const onnx::NodeProto &node) {
   if (parts.size() < 2)
     return "";
   parts.pop_back();
+  // onnxruntime-genai's model builder calls a layer's attention "attn";
+  // HuggingFace calls it "self_attn".
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i] == "attn" && parts[i - 1].starts_with("layers."))
+      parts[i] = "self_attn";
   return llvm::join(parts, ".");
 }
 
