@@ -84,6 +84,7 @@ struct Abstract {
     Scores,       // `number` * q k^T
     MaskedScores, // scores + table
     Probs,        // softmax(scores)
+    KVCache,      // a present key/value output, which the program drops
   };
   Kind kind = Concrete;
   std::optional<ProbeTensor> probe;
@@ -138,6 +139,8 @@ StringRef kindName(Abstract::Kind kind) {
   case Abstract::MaskedScores:
   case Abstract::Probs:
     return "partial-attention";
+  case Abstract::KVCache:
+    return "kv-cache";
   }
   return "unknown";
 }
@@ -277,6 +280,11 @@ private:
                               Abstract &out);
   LogicalResult emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
                                 Abstract &out);
+  /// Fits theta to [max_pos, rot / 2] cos/sin caches and checks them at
+  /// positions 0..probeSeq-1.
+  FailureOr<double> fitRopeCaches(NodeOp node, const ProbeTensor &cos,
+                                  const ProbeTensor &sin, int64_t rot);
+  LogicalResult emitGroupQueryAttention(NodeOp node, ArrayRef<Abstract *> in);
   LogicalResult emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
                                    Abstract &out);
   /// Reads what an attention mask (additive, or boolean with true = keep)
@@ -1812,6 +1820,121 @@ LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
   return success();
 }
 
+FailureOr<double> Raiser::fitRopeCaches(NodeOp node, const ProbeTensor &c,
+                                        const ProbeTensor &sn, int64_t rot) {
+  int64_t half = rot / 2;
+  if (c.rank() != 2 || sn.rank() != 2 || c.shape[1] < half ||
+      sn.shape[1] < half || c.shape[0] < probeSeq || sn.shape[0] < probeSeq)
+    return nodeError(node) << "rotary caches must be [max_position >= "
+                           << probeSeq << ", " << half << "]";
+  double theta = 10000.0;
+  if (half >= 2)
+    theta = roundSignificant(std::pow(
+        std::atan2(sn.data[sn.shape[1] + 1], c.data[c.shape[1] + 1]),
+        -static_cast<double>(half)));
+  for (int64_t p = 0; p < probeSeq; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      float freq = static_cast<float>(std::pow(theta, -2.0 * i / rot));
+      float angle = static_cast<float>(p) * freq;
+      if (std::fabs(c.data[p * c.shape[1] + i] - std::cos(angle)) > 1e-4 ||
+          std::fabs(sn.data[p * sn.shape[1] + i] - std::sin(angle)) > 1e-4)
+        return nodeError(node) << "the rotary caches do not match RoPE with "
+                                  "theta "
+                               << theta;
+    }
+  return theta;
+}
+
+LogicalResult Raiser::emitGroupQueryAttention(NodeOp node,
+                                              ArrayRef<Abstract *> in) {
+  // com.microsoft GroupQueryAttention(query, key, value, past_key,
+  // past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache),
+  // raised for a whole sequence from an empty cache.
+  DictionaryAttr attrs = node.getOnnxAttrs();
+  auto intAttr = [&](StringRef name, int64_t def) {
+    auto a = attrs.getAs<IntegerAttr>(name);
+    return a ? a.getInt() : def;
+  };
+  auto operand = [&](unsigned i) -> Abstract * {
+    return i < in.size() ? in[i] : nullptr;
+  };
+  Abstract *q = operand(0), *k = operand(1), *v = operand(2);
+  if (!q || !k || !v || q->kind != Abstract::Act || k->kind != Abstract::Act ||
+      v->kind != Abstract::Act || q->act.layout != Layout::Packed ||
+      k->act.layout != Layout::Packed || v->act.layout != Layout::Packed)
+    return nodeError(node) << "expected separate packed query, key and value";
+  for (unsigned i : {3u, 4u})
+    if (!operand(i) || !isConcrete(operand(i)) ||
+        operand(i)->probe->numElements() != 0)
+      return nodeError(node) << "the past key/value must be the graph's "
+                                "(empty) KV-cache input";
+  int64_t heads = intAttr("num_heads", 0), kvHeads = intAttr("kv_num_heads", 0);
+  if (heads <= 0 || kvHeads <= 0 || featuresOf(q->act.value) % heads)
+    return nodeError(node) << "num_heads and kv_num_heads are required";
+  int64_t d = featuresOf(q->act.value) / heads;
+  // seqlens_k is the valid length minus one of each row: what the padding
+  // mask keeps when rows are right-padded.
+  Abstract *seqlens = operand(5), *total = operand(6);
+  if (!isConcrete(seqlens) || !isConcrete(total) ||
+      probeInt(total->probe->scalar()) != probeSeq)
+    return nodeError(node) << "seqlens_k and total_sequence_length must come "
+                              "from the attention mask's length";
+  bool usesPadding = false;
+  for (int64_t b = 0; b < probeBatch; ++b) {
+    int64_t kept = 0;
+    for (int64_t j = 0; j < probeSeq; ++j)
+      kept += probeKeep.empty() || probeKeep[b][j] != 0;
+    int64_t got = probeInt(seqlens->probe->data[b]);
+    if (got != kept - 1)
+      return nodeError(node) << "seqlens_k is not the attention mask's row "
+                                "sums minus one";
+    usesPadding |= kept != probeSeq;
+  }
+  if (intAttr("local_window_size", -1) > 0)
+    return nodeError(node) << "local_window_size is not supported yet";
+  if (intAttr("smooth_softmax", 0) != 0)
+    return nodeError(node) << "smooth_softmax is not supported";
+  Value qv = q->act.value, kv = k->act.value;
+  if (intAttr("do_rotary", 0)) {
+    Abstract *c = operand(7), *sn = operand(8);
+    if (!isConcrete(c) || !isConcrete(sn))
+      return nodeError(node) << "do_rotary needs constant cos/sin caches";
+    FailureOr<double> theta = fitRopeCaches(node, *c->probe, *sn->probe, d);
+    if (failed(theta))
+      return failure();
+    UnitAttr interleaved =
+        intAttr("rotary_interleaved", 0) ? builder.getUnitAttr() : UnitAttr();
+    qv = RotaryOp::create(builder, node.getLoc(), qv.getType(), qv,
+                          builder.getI64IntegerAttr(d),
+                          builder.getF64FloatAttr(*theta), IntegerAttr(),
+                          interleaved);
+    kv = RotaryOp::create(builder, node.getLoc(), kv.getType(), kv,
+                          builder.getI64IntegerAttr(d),
+                          builder.getF64FloatAttr(*theta), IntegerAttr(),
+                          interleaved);
+  }
+  double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  if (auto s = attrs.getAs<FloatAttr>("scale"); s && s.getValueAsDouble() != 0)
+    scale = s.getValueAsDouble();
+  auto softcap = attrs.getAs<FloatAttr>("softcap");
+  if (usesPadding && !attentionMask)
+    return nodeError(node) << "padding without an attention_mask input";
+  Value y = AttentionOp::create(
+      builder, node.getLoc(), qv.getType(), qv, kv, v->act.value,
+      usesPadding ? attentionMask : Value(), builder.getI64IntegerAttr(heads),
+      builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
+      builder.getF64FloatAttr(roundSignificant(scale)), builder.getUnitAttr(),
+      IntegerAttr(),
+      softcap && softcap.getValueAsDouble() > 0 ? softcap : FloatAttr());
+  slot(node.getResult(0)) = makeAct({y}, {probeBatch, probeSeq, featuresOf(y)});
+  for (unsigned i = 1; i < node.getNumResults(); ++i) {
+    Abstract cache;
+    cache.kind = Abstract::KVCache;
+    slot(node.getResult(i)) = cache;
+  }
+  return success();
+}
+
 LogicalResult Raiser::visit(NodeOp node) {
   if (auto it = blockOf.find(node); it != blockOf.end()) {
     ScopeBlock &block = scopeBlocks[it->second];
@@ -1908,6 +2031,8 @@ LogicalResult Raiser::visit(NodeOp node) {
     return success();
   }
 
+  if (node.getOpType() == "GroupQueryAttention")
+    return emitGroupQueryAttention(node, in);
   if (node.getOpType() == "SkipSimplifiedLayerNormalization") {
     // com.microsoft: sum = input + skip; output = rms_norm(sum); the sum is
     // output 3 (the residual).
@@ -2019,6 +2144,23 @@ LogicalResult Raiser::run() {
         a.probe->kind = ProbeTensor::Kind::Float;
       a.maskDerived = true;
       attentionMask = target.getArgument(i);
+    } else if (inputName.starts_with("past_key_values.") ||
+               inputName.starts_with("past_key.") ||
+               inputName.starts_with("past_value.")) {
+      // A KV cache input (onnxruntime-genai writes them always): the
+      // compiled program runs a whole sequence from an empty cache.
+      auto cacheType = dyn_cast<RankedTensorType>(arg.getType());
+      if (!cacheType || cacheType.getRank() != 4 ||
+          ShapedType::isDynamic(cacheType.getDimSize(1)) ||
+          ShapedType::isDynamic(cacheType.getDimSize(3)))
+        return source.emitError()
+               << "KV-cache input '" << inputName
+               << "' must be [batch, kv_heads, past, head_dim]";
+      a.kind = Abstract::Concrete;
+      a.probe = ProbeTensor();
+      a.probe->kind = ProbeTensor::Kind::Float;
+      a.probe->shape = {probeBatch, cacheType.getDimSize(1), 0,
+                        cacheType.getDimSize(3)};
     } else if (inputName == "position_ids") {
       std::vector<double> data;
       for (int64_t b = 0; b < probeBatch; ++b)
@@ -2029,8 +2171,8 @@ LogicalResult Raiser::run() {
     } else {
       return source.emitError()
              << "graph input '" << inputName
-             << "' is not supported (inputs are input_ids, attention_mask "
-                "and position_ids; export with use_cache=False)";
+             << "' is not supported (inputs are input_ids, attention_mask, "
+                "position_ids and an empty KV cache)";
     }
     slot(arg) = a;
   }
@@ -2052,6 +2194,10 @@ LogicalResult Raiser::finish() {
   SmallVector<Value> results;
   for (Value v : ret.getOperands()) {
     Abstract *a = lookup(v);
+    // The cache a step would hand to the next one: not part of a forward
+    // pass over the whole sequence.
+    if (a && a->kind == Abstract::KVCache)
+      continue;
     if (!a || a->kind != Abstract::Act || a->act.layout != Layout::Packed)
       return ret.emitError("a graph output is not a raised activation "
                            "[batch, seq, features]");

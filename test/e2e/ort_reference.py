@@ -18,6 +18,8 @@ p.add_argument("out")
 p.add_argument("--batch", type=int, required=True)
 p.add_argument("--seq", type=int, required=True)
 p.add_argument("--pad", action="store_true")
+p.add_argument("--right-pad", action="store_true",
+               help="pad only at the end of rows (what GroupQueryAttention supports)")
 p.add_argument("--seed", type=int, default=0)
 args = p.parse_args()
 
@@ -31,9 +33,16 @@ mask = np.ones_like(ids)
 if args.pad:
     mask[0, :3] = 0
     mask[-1, -2:] = 0
+if args.right_pad:
+    mask[0, -3:] = 0
+    mask[-1, -2:] = 0
 feeds = {"input_ids": ids}
-if "attention_mask" in [i.name for i in session.get_inputs()]:
-    feeds["attention_mask"] = mask
+for i in session.get_inputs():
+    if i.name == "attention_mask":
+        feeds[i.name] = mask
+    elif i.name.startswith("past_key_values."):
+        # An empty KV cache: [batch, kv_heads, 0, head_dim].
+        feeds[i.name] = np.zeros((args.batch, i.shape[1], 0, i.shape[3]), np.float32)
 logits = session.run(None, feeds)[0].astype(np.float32)
 os.makedirs(args.out, exist_ok=True)
 np.save(os.path.join(args.out, "input_ids.npy"), ids)

@@ -112,12 +112,14 @@ nodes = [
 logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", 8])
 save(model(nodes, [emb, lm], [ids], [logits]), "unsupported_op.onnx")
 
-past = helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT, ["batch", 2, "past", 2])
+past = helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT, ["batch", "past", 2])
 nodes = [
     helper.make_node("Gather", ["model.embed_tokens.weight", "input_ids"], ["h"], name="/model/embed_tokens/Gather"),
     helper.make_node("MatMul", ["h", "lm_head.weight"], ["logits"], name="/lm_head/MatMul"),
 ]
 save(model(nodes, [emb, lm], [ids, past], [logits]), "kv_cache_input.onnx")
+types = helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["batch", "seq"])
+save(model(nodes, [emb, lm], [ids, types], [logits]), "unknown_input.onnx")
 
 # The smallest raisable model: embedding and lm_head, FQN-named weights.
 lm_t = numpy_helper.from_array(np.ones((8, 4), np.float32), "lm_head.weight")

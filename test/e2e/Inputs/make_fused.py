@@ -4,6 +4,9 @@ end-to-end tests (onnxruntime is their reference):
 
   opset23.onnx  ONNX opset-23 RMSNormalization, RotaryEmbedding and
                 Attention (GQA, causal, with the padding mask)
+  gqa.onnx      msft.onnx with com.microsoft GroupQueryAttention (RoPE
+                inside, do_rotary) and the KV-cache inputs and outputs the
+                builder always writes (run with an empty cache)
   msft.onnx     com.microsoft SimplifiedLayerNormalization,
                 SkipSimplifiedLayerNormalization and RotaryEmbedding, as
                 onnxruntime-genai's model builder writes them (scopes
@@ -26,9 +29,12 @@ def w(*shape, scale=0.2):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-inv_freq = (1.0 / THETA ** (np.arange(0, D, 2, dtype=np.int64).astype(np.float32) / D)).astype(np.float32)
-angles = np.outer(np.arange(MAXPOS, dtype=np.float32), inv_freq).astype(np.float32)
-cos_cache, sin_cache = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def rope_caches(d):
+    inv_freq = (1.0 / THETA ** (np.arange(0, d, 2, dtype=np.int64).astype(np.float32) / d)).astype(np.float32)
+    angles = np.outer(np.arange(MAXPOS, dtype=np.float32), inv_freq).astype(np.float32)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
 class Graph:
@@ -69,7 +75,11 @@ def linear(g, x, name, fan_in, fan_out, msft):
     return g.node("MatMul", [x, wname], "/" + scope)
 
 
-def build(msft):
+def build(msft, gqa=False):
+    global D
+    # onnxruntime's GroupQueryAttention rotary wants head_dim % 16 == 0.
+    D = 16 if gqa else 8
+    cos_cache, sin_cache = rope_caches(D)
     g = Graph()
     attn = "attn" if msft else "self_attn"
     g.init("model.embed_tokens.weight", w(V, H, scale=1.0))
@@ -87,6 +97,16 @@ def build(msft):
                                       g.node("Unsqueeze", [ar_m, g.const("a1_m", [1])], "/model")], "/model")
     full_mask = g.node("And", [causal_m, mask4], "/model")
     residual, skip_pending = h, None
+    presents = []
+    if gqa:
+        # What the builder computes for GroupQueryAttention: valid lengths
+        # minus one and the total length, as int32.
+        msum = g.node("ReduceSum", ["attention_mask", g.const("ax1", [1])], "/model/attn_mask_reformat", keepdims=0)
+        seqlens_k = g.node("Cast", [g.node("Sub", [msum, g.const("one64", np.int64(1))], "/model/attn_mask_reformat")],
+                           "/model/attn_mask_reformat", to=TensorProto.INT32)
+        total_len = g.node("Cast", [g.node("Gather", [g.node("Shape", ["attention_mask"], "/model/attn_mask_reformat"),
+                                                      g.const("one_t", 1)], "/model/attn_mask_reformat", axis=0)],
+                           "/model/attn_mask_reformat", to=TensorProto.INT32)
     for l in range(L):
         p = f"/model/layers.{l}"
         g.init(f"model.layers.{l}.input_layernorm.weight", (1 + w(H, scale=0.1)))
@@ -105,7 +125,15 @@ def build(msft):
         q = linear(g, x, f"model.layers.{l}.{attn}.q_proj", H, NH * D, msft)
         k = linear(g, x, f"model.layers.{l}.{attn}.k_proj", H, KV * D, msft)
         v = linear(g, x, f"model.layers.{l}.{attn}.v_proj", H, KV * D, msft)
-        if msft:
+        if gqa:
+            o = g.node("GroupQueryAttention",
+                       [q, k, v, f"past_key_values.{l}.key", f"past_key_values.{l}.value",
+                        seqlens_k, total_len, "cos_cache", "sin_cache"],
+                       p + f"/{attn}/GroupQueryAttention", domain="com.microsoft", outputs=3,
+                       num_heads=NH, kv_num_heads=KV, do_rotary=1, scale=float(D ** -0.5))
+            presents += [(f"present.{l}.key", o[1]), (f"present.{l}.value", o[2])]
+            o = o[0]
+        elif msft:
             q = g.node("RotaryEmbedding", [q, pos, "cos_cache", "sin_cache"], p + f"/{attn}/q_rotary",
                        domain="com.microsoft", num_heads=NH, interleaved=0)
             k = g.node("RotaryEmbedding", [k, pos, "cos_cache", "sin_cache"], p + f"/{attn}/k_rotary",
@@ -167,11 +195,21 @@ def build(msft):
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
               helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", V])]
+    if gqa:
+        for l in range(L):
+            for kind in ("key", "value"):
+                inputs.append(helper.make_tensor_value_info(f"past_key_values.{l}.{kind}", TensorProto.FLOAT,
+                                                            ["batch", KV, "past", D]))
+        for name, value in presents:
+            g.nodes.append(helper.make_node("Identity", [value], [name], name=f"/model/{name}/Identity"))
+            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", KV, "total", D]))
     graph = helper.make_graph(g.nodes, "fused", inputs, outputs, initializer=g.inits)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)] if msft else [helper.make_opsetid("", 23)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
-    save(model, os.path.join(out, "msft.onnx" if msft else "opset23.onnx"))
+    name = "gqa.onnx" if gqa else "msft.onnx" if msft else "opset23.onnx"
+    save(model, os.path.join(out, name))
 
 
 build(False)
 build(True)
+build(True, gqa=True)
