@@ -650,14 +650,7 @@ static std::optional<double> tableAt(const ProbeTensor &table, Layout layout,
     idx = {b, 0, p, i};
   if (table.rank() > 4)
     return std::nullopt;
-  int64_t flat = 0, stride = 1;
-  size_t offset = idx.size() - table.shape.size();
-  for (int64_t d = table.rank() - 1; d >= 0; --d) {
-    int64_t dim = table.shape[d];
-    flat += (dim == 1 ? 0 : idx[d + offset]) * stride;
-    stride *= dim;
-  }
-  return table.data[flat];
+  return table.data[table.broadcastIndex(idx)];
 }
 
 LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
@@ -750,17 +743,9 @@ LogicalResult Raiser::classifyMask(NodeOp node, const ProbeTensor &m,
   window.reset();
   {
     auto allowedAt = [&](int64_t b, int64_t i, int64_t j) -> std::optional<bool> {
-      SmallVector<int64_t> idx = {b, 0, i, j};
       if (m.rank() > 4)
         return std::nullopt;
-      int64_t flat = 0, stride = 1;
-      size_t offset = idx.size() - m.shape.size();
-      for (int64_t dd = m.rank() - 1; dd >= 0; --dd) {
-        int64_t dim = m.shape[dd];
-        flat += (dim == 1 ? 0 : idx[dd + offset]) * stride;
-        stride *= dim;
-      }
-      double value = m.data[flat];
+      double value = m.data[m.broadcastIndex({b, 0, i, j})];
       if (m.kind == ProbeTensor::Kind::Bool)
         return value != 0.0;
       if (value <= -1e4)
@@ -1783,14 +1768,7 @@ LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
       for (int64_t b = 0; b < probeBatch; ++b)
         for (int64_t i = 0; i < probeSeq; ++i)
           for (int64_t j = 0; j < probeSeq; ++j) {
-            SmallVector<int64_t> idx = {b, 0, i, j};
-            int64_t flat = 0, stride = 1;
-            size_t offset = idx.size() - mask.shape.size();
-            for (int64_t dd = mask.rank() - 1; dd >= 0; --dd) {
-              flat += (mask.shape[dd] == 1 ? 0 : idx[dd + offset]) * stride;
-              stride *= mask.shape[dd];
-            }
-            double m = mask.data[flat];
+            double m = mask.data[mask.broadcastIndex({b, 0, i, j})];
             bool keep = mask.kind == ProbeTensor::Kind::Bool ? m != 0 : m > -1e4;
             full.data[(b * probeSeq + i) * probeSeq + j] = keep && j <= i;
           }

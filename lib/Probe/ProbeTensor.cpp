@@ -34,6 +34,15 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   return strides;
 }
 
+/// Advances the row-major multi-index `idx` within `shape`.
+void nextIndex(SmallVectorImpl<int64_t> &idx, ArrayRef<int64_t> shape) {
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (++idx[d] < shape[d])
+      return;
+    idx[d] = 0;
+  }
+}
+
 /// Stores `v` the way a tensor of `kind` (f32 for floats) would.
 double storeAs(Kind kind, double v) {
   switch (kind) {
@@ -117,16 +126,8 @@ struct Evaluator {
     return true;
   }
 
-  /// Index into `t` for the multi-index `idx` of a broadcast result.
   static int64_t broadcastIndex(const ProbeTensor &t, ArrayRef<int64_t> idx) {
-    int64_t flat = 0, stride = 1;
-    size_t offset = idx.size() - t.shape.size();
-    for (int64_t i = static_cast<int64_t>(t.shape.size()) - 1; i >= 0; --i) {
-      int64_t d = t.shape[i];
-      flat += (d == 1 ? 0 : idx[i + offset]) * stride;
-      stride *= d;
-    }
-    return flat;
+    return t.broadcastIndex(idx);
   }
 
   bool elementwise(ArrayRef<const ProbeTensor *> operands, Kind kind,
@@ -148,11 +149,7 @@ struct Evaluator {
       for (size_t k = 0; k < operands.size(); ++k)
         args[k] = operands[k]->data[broadcastIndex(*operands[k], idx)];
       out.data[flat] = storeAs(kind, fn(args));
-      for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < shape[d])
-          break;
-        idx[d] = 0;
-      }
+      nextIndex(idx, shape);
     }
     return true;
   }
@@ -472,11 +469,7 @@ struct Evaluator {
       SmallVector<int64_t> idx(shape.size(), 0);
       for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
         out.data[flat] = x->data[broadcastIndex(*x, idx)];
-        for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-          if (++idx[d] < shape[d])
-            break;
-          idx[d] = 0;
-        }
+        nextIndex(idx, shape);
       }
       return true;
     }
@@ -505,11 +498,7 @@ struct Evaluator {
         for (size_t d = 0; d < perm.size(); ++d)
           src += idx[d] * inStrides[perm[d]];
         out.data[flat] = x->data[src];
-        for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-          if (++idx[d] < shape[d])
-            break;
-          idx[d] = 0;
-        }
+        nextIndex(idx, shape);
       }
       return true;
     }
@@ -563,11 +552,7 @@ struct Evaluator {
         for (size_t d = 0; d < shape.size(); ++d)
           src += (begin[d] + idx[d] * step[d]) * inStrides[d];
         out.data[flat] = x->data[src];
-        for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-          if (++idx[d] < shape[d])
-            break;
-          idx[d] = 0;
-        }
+        nextIndex(idx, shape);
       }
       return true;
     }
@@ -624,11 +609,7 @@ struct Evaluator {
               acc += a2.data[ao + i * k + t] * b2.data[bo + t * n + j];
             out.data[(bi * m + i) * n + j] = storeAs(out.kind, acc);
           }
-        for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-          if (++idx[d] < batch[d])
-            break;
-          idx[d] = 0;
-        }
+        nextIndex(idx, batch);
       }
       if (a->rank() == 1 || b->rank() == 1) {
         SmallVector<int64_t> squeezed = batch;
@@ -690,11 +671,7 @@ struct Evaluator {
         else
           out.data[dst] += v;
         ++counts[dst];
-        for (int64_t d = x->rank() - 1; d >= 0; --d) {
-          if (++idx[d] < x->shape[d])
-            break;
-          idx[d] = 0;
-        }
+        nextIndex(idx, x->shape);
       }
       for (size_t i = 0; i < out.data.size(); ++i)
         out.data[i] = storeAs(out.kind, op == "ReduceMean" && counts[i]
@@ -793,6 +770,17 @@ struct Evaluator {
 } // namespace
 
 int64_t ProbeTensor::numElements() const { return product(shape); }
+
+int64_t ProbeTensor::broadcastIndex(ArrayRef<int64_t> idx) const {
+  int64_t flat = 0, stride = 1;
+  size_t offset = idx.size() - shape.size();
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    int64_t d = shape[i];
+    flat += (d == 1 ? 0 : idx[i + offset]) * stride;
+    stride *= d;
+  }
+  return flat;
+}
 
 int64_t mlir::tp::probeInt(double value) {
   if (std::isnan(value))

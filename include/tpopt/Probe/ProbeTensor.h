@@ -35,6 +35,9 @@ struct ProbeTensor {
   int64_t numElements() const;
   int64_t rank() const { return shape.size(); }
   bool isScalarLike() const { return numElements() == 1; }
+  /// The element that multi-index `idx` of a larger shape reads when this
+  /// tensor is broadcast to it (numpy rules; `idx` has at least our rank).
+  int64_t broadcastIndex(llvm::ArrayRef<int64_t> idx) const;
   double scalar() const { return data.front(); }
 
   static ProbeTensor fromAttr(DenseElementsAttr attr);
