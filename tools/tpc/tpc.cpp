@@ -84,7 +84,10 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   }
   SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-fopenmp",
                                  include, blasInclude, cpp, "-o", exe,
-                                 runtimeMain, runtime, TPC_OPENBLAS_LIBRARY};
+                                 runtimeMain, runtime, TPC_OPENBLAS_LIBRARY,
+                                 // The OpenMP build, not the pthread one
+                                 // the system alternative points at.
+                                 TPC_OPENBLAS_RPATH};
   std::string message;
   int status = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, {}, 0,
                                          0, &message);
