@@ -76,6 +76,35 @@ def TPCheckHFConfig : Pass<"tp-check-hf-config", "ModuleOp"> {
   ];
 }
 
+def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
+  let summary = "Annotate parameters with the placements of a tensor-parallel plan";
+  let description = [{
+    Applies a plan (`auto`: the built-in plan of the architecture in
+    `tp.config`; or `llama`, `qwen2`, `qwen3`, `gemma3`, `nemotron_h`,
+    `default`) for `tp` ranks: adds `shard.grid @tp(shape = tp)` and puts
+    every parameter of `@forward` behind a `shard.shard ... annotate_for_users`
+    with its split (a Colwise linear splits its weight and bias on dim 0, a
+    Rowwise linear its weight on dim 1, a Rowwise embedding its vocabulary
+    on dim 0; everything else is replicated). Each parameter also records
+    `tp.placement` (`split(d)` or `replicated`), `tp.plan_key` (the plan
+    entry that placed it) and, when replicated, `tp.grad_reduction`: `sum`
+    for the per-head q/k norms that read head-sharded activations (their
+    gradients are partial), `mean` otherwise.
+
+    Validation, with diagnostics naming the plan key and the numbers:
+    attention heads and KV heads, MLP widths and the vocabulary must divide
+    by `tp`; a tied embedding and lm_head must get the same split; a plan key
+    that matches no module is a warning.
+  }];
+  let options = [
+    Option<"plan", "plan", "std::string", /*default=*/"\"auto\"",
+           "auto, llama, qwen2, qwen3, gemma3, nemotron_h or default">,
+    Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks">,
+    Option<"sp", "sp", "bool", /*default=*/"false", "Sequence parallelism">,
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
   let summary = "Lower the tp program of a rank to EmitC calls into tprt";
   let description = [{

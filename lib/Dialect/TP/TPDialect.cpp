@@ -67,6 +67,15 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
 
+  // Placements written by tp-apply-plan.
+  if (attr.getName() == "tp.placement" || attr.getName() == "tp.plan_key" ||
+      attr.getName() == "tp.grad_reduction") {
+    if (!isa<StringAttr>(attr.getValue()))
+      return emitArgError() << "'" << attr.getName().getValue()
+                            << "' must be a string";
+    return success();
+  }
+
   return emitArgError() << "unknown tp argument attribute '"
                         << attr.getName().getValue() << "'";
 }

@@ -1,0 +1,62 @@
+//===- Plan.h - tensor-parallel plans as data -------------------*- C++ -*-===//
+//
+// A plan maps module FQN patterns (`*` matches one path component) to the
+// parallel style of the module, as NeMo AutoModel's optimized plans do
+// (../shared/spec/tp-semantics.md section 4).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPOPT_PLAN_PLAN_H
+#define TPOPT_PLAN_PLAN_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::tp {
+
+enum class ParallelStyle {
+  /// Linear: weight and bias split on the output features (dim 0); the
+  /// output stays sharded on its last dimension.
+  Colwise,
+  /// Colwise whose output is gathered back (HF colwise_rep / lm_head C(out=R)).
+  ColwiseGatherOutput,
+  /// Linear: weight split on the input features (dim 1), bias replicated;
+  /// the partial output is all-reduced. Embedding: vocabulary split (dim 0),
+  /// masked lookup, partial sum all-reduced.
+  Rowwise,
+  /// Parameters replicated; activations sharded on the sequence.
+  SequenceParallel,
+};
+
+llvm::StringRef stringifyParallelStyle(ParallelStyle style);
+
+struct PlanEntry {
+  /// Module FQN pattern, e.g. "model.layers.*.self_attn.q_proj".
+  std::string pattern;
+  ParallelStyle style;
+};
+
+struct Plan {
+  std::string name;
+  std::vector<PlanEntry> entries;
+
+  /// The first entry whose pattern matches the module FQN.
+  const PlanEntry *lookup(llvm::StringRef module) const;
+};
+
+/// `*` matches exactly one dot-separated component.
+bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
+
+/// The optimized plan of an architecture (llama, qwen2, qwen3, gemma3,
+/// nemotron_h) or the default base plan ("default"), without sequence
+/// parallelism. `root` is NemotronH's block container: "model" in
+/// transformers 5, "backbone" in the older remote code.
+std::optional<Plan> getBuiltinPlan(llvm::StringRef name,
+                                   llvm::StringRef root = "model");
+
+} // namespace mlir::tp
+
+#endif // TPOPT_PLAN_PLAN_H

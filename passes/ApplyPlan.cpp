@@ -1,0 +1,285 @@
+//===- ApplyPlan.cpp - tensor-parallel plan to shard annotations ----------===//
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Passes.h"
+#include "tpopt/Plan/Plan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_TPAPPLYPLAN
+#include "tpopt/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// Where a parameter lives: split on one dimension, or replicated.
+struct Placement {
+  int64_t dim = -1;
+  std::string key; // plan entry
+  bool operator==(const Placement &o) const { return dim == o.dim; }
+};
+
+std::string moduleOf(StringRef fqn) { return fqn.rsplit('.').first.str(); }
+
+struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp func = module.lookupSymbol<func::FuncOp>("forward");
+    if (!func) {
+      module.emitError("tp-apply-plan: no func.func @forward (run "
+                       "--tp-raise-onnx first)");
+      return signalPassFailure();
+    }
+    auto config = module->getAttrOfType<DictionaryAttr>("tp.config");
+    StringRef arch =
+        config && config.getAs<StringAttr>("architecture")
+            ? config.getAs<StringAttr>("architecture").getValue()
+            : "";
+    std::string planName = plan == "auto" ? arch.str() : plan;
+    if (StringRef(planName).starts_with("hf:") ||
+        StringRef(planName).starts_with("file:")) {
+      module.emitError() << "plan '" << planName
+                         << "': HF and JSON plans are not implemented yet";
+      return signalPassFailure();
+    }
+    bool backbone = llvm::any_of(func.getArguments(), [&](BlockArgument a) {
+      auto fqn = func.getArgAttrOfType<StringAttr>(a.getArgNumber(),
+                                                   TPDialect::kFqnAttrName);
+      return fqn && fqn.getValue().starts_with("backbone.");
+    });
+    std::optional<Plan> p = getBuiltinPlan(planName, backbone ? "backbone" : "model");
+    if (!p) {
+      module.emitError() << "unknown plan '" << planName
+                         << "' (auto, llama, qwen2, qwen3, gemma3, "
+                            "nemotron_h, default)";
+      return signalPassFailure();
+    }
+    if (tp < 1) {
+      module.emitError() << "tp must be at least 1, got "
+                         << static_cast<int64_t>(tp);
+      return signalPassFailure();
+    }
+    if (sp) {
+      if (planName == "nemotron_h")
+        module.emitError("NemotronH does not support sequence parallelism "
+                         "(its Mamba mixers run on whole sequences)");
+      else
+        module.emitError("sequence parallelism is not implemented yet");
+      return signalPassFailure();
+    }
+    if (failed(apply(func, *p)))
+      signalPassFailure();
+  }
+
+  /// The placement one use of a parameter asks for.
+  FailureOr<Placement> placementFor(Value param, OpOperand &use,
+                                    StringRef fqn, const Plan &plan) {
+    Operation *user = use.getOwner();
+    std::string module = moduleOf(fqn);
+    // A tied table read by the output projection is lm_head's parameter.
+    if (auto linear = dyn_cast<LinearOp>(user))
+      if (llvm::any_of(param.getUsers(),
+                       [](Operation *u) { return isa<EmbeddingOp>(u); }) &&
+          llvm::any_of(linear->getUsers(),
+                       [](Operation *u) { return isa<func::ReturnOp>(u); }))
+        module = "lm_head";
+    const PlanEntry *entry = plan.lookup(module);
+    Placement placement;
+    if (!entry || entry->style == ParallelStyle::SequenceParallel)
+      return placement;
+    placement.key = entry->pattern;
+    bool colwise = entry->style == ParallelStyle::Colwise ||
+                   entry->style == ParallelStyle::ColwiseGatherOutput;
+    if (auto emb = dyn_cast<EmbeddingOp>(user)) {
+      placement.dim = colwise ? 1 : 0;
+      return placement;
+    }
+    if (auto linear = dyn_cast<LinearOp>(user)) {
+      if (use.get() == linear.getWeight())
+        placement.dim = colwise ? 0 : 1;
+      else
+        placement.dim = colwise ? 0 : -1; // Rowwise bias: replicated
+      return placement;
+    }
+    return user->emitError() << "plan key '" << entry->pattern << "' ("
+                             << stringifyParallelStyle(entry->style)
+                             << ") places parameter '" << fqn
+                             << "', which is not a linear or embedding "
+                                "parameter";
+  }
+
+  LogicalResult checkDivisible(Operation *op, StringRef key, StringRef what,
+                               int64_t size) {
+    if (size % static_cast<int64_t>(tp) == 0)
+      return success();
+    return op->emitError() << "plan key '" << key << "': " << size << " "
+                           << what << " are not divisible by tp " << static_cast<int64_t>(tp);
+  }
+
+  LogicalResult apply(func::FuncOp func, const Plan &plan) {
+    MLIRContext *ctx = func.getContext();
+    OpBuilder builder(ctx);
+    ModuleOp module = getOperation();
+    builder.setInsertionPointToStart(module.getBody());
+    shard::GridOp::create(builder, func.getLoc(), "tp",
+                          ArrayRef<int64_t>{tp});
+
+    llvm::DenseMap<Value, Placement> placements;
+    llvm::StringSet<> usedKeys;
+    for (BlockArgument arg : func.getArguments()) {
+      auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   TPDialect::kFqnAttrName);
+      if (!fqn)
+        continue;
+      std::optional<Placement> chosen;
+      for (OpOperand &use : arg.getUses()) {
+        FailureOr<Placement> p = placementFor(arg, use, fqn.getValue(), plan);
+        if (failed(p))
+          return failure();
+        if (chosen && !(*chosen == *p))
+          return func.emitError()
+                 << "tied parameter '" << fqn.getValue()
+                 << "' is split on dim " << chosen->dim << " by '"
+                 << chosen->key << "' and on dim " << p->dim << " by '"
+                 << p->key << "'";
+        chosen = *p;
+        if (!p->key.empty())
+          usedKeys.insert(p->key);
+      }
+      placements[arg] = chosen.value_or(Placement());
+    }
+    for (const PlanEntry &entry : plan.entries)
+      if (!usedKeys.contains(entry.pattern))
+        func.emitWarning() << "plan key '" << entry.pattern
+                           << "' matches no module";
+
+    // Divisibility of what the splits cut.
+    auto splitOf = [&](Value v) -> std::optional<Placement> {
+      auto it = placements.find(v);
+      if (it == placements.end() || it->second.dim < 0)
+        return std::nullopt;
+      return it->second;
+    };
+    WalkResult walk = func.walk([&](Operation *op) {
+      if (auto att = dyn_cast<AttentionOp>(op)) {
+        // Through rotary and q/k norms to the projection.
+        auto projOf = [](Value v) -> LinearOp {
+          while (v.getDefiningOp() && !v.getDefiningOp<LinearOp>() &&
+                 v.getDefiningOp()->getNumOperands() > 0)
+            v = v.getDefiningOp()->getOperand(0);
+          return v.getDefiningOp<LinearOp>();
+        };
+        LinearOp q = projOf(att.getQ()), k = projOf(att.getK());
+        if (q)
+          if (auto p = splitOf(q.getWeight()))
+            if (failed(checkDivisible(op, p->key, "attention heads",
+                                      att.getNumHeadsAttr().getInt())))
+              return WalkResult::interrupt();
+        if (k)
+          if (auto p = splitOf(k.getWeight())) {
+            int64_t kv = att.getNumKvHeadsAttr().getInt();
+            if (kv % tp != 0) {
+              if (tp % kv == 0 && tp <= att.getNumHeadsAttr().getInt())
+                op->emitError()
+                    << "plan key '" << p->key << "': " << kv
+                    << " KV heads on " << static_cast<int64_t>(tp)
+                    << " ranks needs KV-head replication across query "
+                       "groups, which is not implemented yet";
+              else
+                op->emitError() << "plan key '" << p->key << "': " << kv
+                                << " KV heads are not divisible by tp "
+                                << static_cast<int64_t>(tp)
+                                << " (nor tp by them)";
+              return WalkResult::interrupt();
+            }
+          }
+      } else if (auto linear = dyn_cast<LinearOp>(op)) {
+        if (auto p = splitOf(linear.getWeight())) {
+          auto w = linear.getWeight().getType();
+          StringRef what = p->dim == 0 ? "output features" : "input features";
+          if (failed(checkDivisible(op, p->key, what, w.getDimSize(p->dim))))
+            return WalkResult::interrupt();
+        }
+      } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
+        if (auto p = splitOf(emb.getTable())) {
+          StringRef what = p->dim == 0 ? "vocabulary rows" : "hidden features";
+          if (failed(checkDivisible(op, p->key, what,
+                                    emb.getTable().getType().getDimSize(
+                                        p->dim))))
+            return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+
+    // Annotate: shard.shard per parameter, and the placement attributes.
+    builder.setInsertionPointToStart(&func.getBody().front());
+    for (BlockArgument arg : func.getArguments()) {
+      auto it = placements.find(arg);
+      if (it == placements.end())
+        continue;
+      const Placement &p = it->second;
+      auto type = cast<RankedTensorType>(arg.getType());
+      SmallVector<shard::GridAxesAttr> split;
+      for (int64_t d = 0; d < (p.dim < 0 ? 1 : type.getRank()); ++d)
+        split.push_back(DenseI16ArrayAttr::get(
+            ctx, d == p.dim ? ArrayRef<int16_t>{0} : ArrayRef<int16_t>{}));
+      if (p.dim >= 0)
+        while (!split.empty() && split.back().empty())
+          split.pop_back();
+      auto sharding = shard::ShardingOp::create(
+          builder, arg.getLoc(), FlatSymbolRefAttr::get(ctx, "tp"), split);
+      auto annotated = shard::ShardOp::create(builder, arg.getLoc(), arg,
+                                              sharding.getResult(),
+                                              /*annotate_for_users=*/true);
+      arg.replaceAllUsesExcept(annotated.getResult(), annotated);
+      unsigned i = arg.getArgNumber();
+      func.setArgAttr(i, "tp.placement",
+                      builder.getStringAttr(
+                          p.dim < 0 ? std::string("replicated")
+                                    : "split(" + std::to_string(p.dim) + ")"));
+      if (!p.key.empty())
+        func.setArgAttr(i, "tp.plan_key", builder.getStringAttr(p.key));
+      if (p.dim < 0)
+        func.setArgAttr(i, "tp.grad_reduction",
+                        builder.getStringAttr(readsHeadShards(annotated, placements)
+                                                  ? "sum"
+                                                  : "mean"));
+    }
+    return success();
+  }
+
+  /// A replicated norm weight applied per head to a column-split
+  /// projection's output sees only this rank's heads: its gradient is a
+  /// partial sum (HF's replicated_with_grad_allreduce).
+  static bool readsHeadShards(shard::ShardOp param,
+                              const llvm::DenseMap<Value, Placement> &placements) {
+    for (Operation *user : param->getUsers())
+      if (auto norm = dyn_cast<RmsNormOp>(user))
+        if (norm.getGroupSizeAttr())
+          if (auto linear = norm.getX().getDefiningOp<LinearOp>()) {
+            Value w = linear.getWeight();
+            if (auto shardOp = w.getDefiningOp<shard::ShardOp>())
+              w = shardOp.getSrc();
+            auto it = placements.find(w);
+            if (it != placements.end() && it->second.dim == 0)
+              return true;
+          }
+    return false;
+  }
+};
+
+} // namespace

@@ -1,0 +1,126 @@
+// RUN: split-file %s %t
+// RUN: tp-opt %t/ok.mlir "--tp-apply-plan=plan=llama tp=2" --verify-diagnostics | FileCheck %t/ok.mlir
+// RUN: tp-opt %t/heads.mlir "--tp-apply-plan=plan=llama tp=6" --verify-diagnostics
+// RUN: tp-opt %t/kv.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
+// RUN: tp-opt %t/kv3.mlir "--tp-apply-plan=plan=llama tp=3" --verify-diagnostics
+// RUN: tp-opt %t/width.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
+// RUN: tp-opt %t/vocab.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
+// RUN: tp-opt %t/options.mlir "--tp-apply-plan=plan=mistral" --verify-diagnostics
+// RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:config.json" --verify-diagnostics
+// RUN: tp-opt %t/sp.mlir "--tp-apply-plan=plan=nemotron_h sp=true" --verify-diagnostics
+
+//--- ok.mlir
+// q/k/v column-split, o row-split, the norm replicated; keys of the llama
+// plan this small program lacks are warnings.
+// CHECK: shard.grid @tp(shape = 2)
+// CHECK: func.func @forward(%arg0: tensor<?x?x64xf32>, %arg1: tensor<64xf32> {tp.fqn = "model.layers.0.input_layernorm.weight", tp.grad_reduction = "mean", tp.placement = "replicated"}, %arg2: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.q_proj"}
+// CHECK-SAME: %arg5: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.o_proj.weight", tp.placement = "split(1)", tp.plan_key = "model.layers.*.self_attn.o_proj"}
+// CHECK: %[[R:.*]] = shard.sharding @tp split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[N:.*]] = shard.shard %arg1 to %[[R]] annotate_for_users : tensor<64xf32>
+// CHECK-NEXT: %[[C:.*]] = shard.sharding @tp split_axes = {{\[\[}}0]] : !shard.sharding
+// CHECK-NEXT: %[[Q:.*]] = shard.shard %arg2 to %[[C]] annotate_for_users : tensor<64x64xf32>
+// CHECK: %[[RW:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[O:.*]] = shard.shard %arg5 to %[[RW]] annotate_for_users : tensor<64x64xf32>
+// CHECK: tp.rms_norm %arg0, %[[N]]
+// CHECK: tp.linear %{{.*}}, %[[Q]]
+// CHECK: tp.linear %{{.*}}, %[[O]]
+// expected-warning @+5 {{plan key 'model.embed_tokens' matches no module}}
+// expected-warning @+4 {{plan key 'model.layers.*.mlp.gate_proj' matches no module}}
+// expected-warning @+3 {{plan key 'model.layers.*.mlp.up_proj' matches no module}}
+// expected-warning @+2 {{plan key 'model.layers.*.mlp.down_proj' matches no module}}
+// expected-warning @+1 {{plan key 'lm_head' matches no module}}
+func.func @forward(%x: tensor<?x?x64xf32>,
+    %n: tensor<64xf32> {tp.fqn = "model.layers.0.input_layernorm.weight"},
+    %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %wk: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"},
+    %wv: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.v_proj.weight"},
+    %wo: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.o_proj.weight"}) -> tensor<?x?x64xf32> {
+  %h = tp.rms_norm %x, %n {epsilon = 1.0e-6 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+  %q = tp.linear %h, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %k = tp.linear %h, %wk : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  %v = tp.linear %h, %wv : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  %a = tp.attention %q, %k, %v {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+  %o = tp.linear %a, %wo : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+//--- heads.mlir
+// 12 features split 6 ways, but 4 heads of 3 do not.
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%x: tensor<?x?x12xf32>,
+    %wq: tensor<12x12xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %wk: tensor<12x12xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"}) -> tensor<?x?x12xf32> {
+  %q = tp.linear %x, %wq : (tensor<?x?x12xf32>, tensor<12x12xf32>) -> tensor<?x?x12xf32>
+  %k = tp.linear %x, %wk : (tensor<?x?x12xf32>, tensor<12x12xf32>) -> tensor<?x?x12xf32>
+  // expected-error @+1 {{plan key 'model.layers.*.self_attn.q_proj': 4 attention heads are not divisible by tp 6}}
+  %a = tp.attention %q, %k, %k {head_dim = 3 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 0.5 : f64} : (tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  return %a : tensor<?x?x12xf32>
+}
+
+//--- kv.mlir
+// 2 KV heads on 4 ranks: each query group would need its KV head replicated.
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%x: tensor<?x?x64xf32>,
+    %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %wk: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"}) -> tensor<?x?x64xf32> {
+  %q = tp.linear %x, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %k = tp.linear %x, %wk : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  // expected-error @+1 {{plan key 'model.layers.*.self_attn.k_proj': 2 KV heads on 4 ranks needs KV-head replication across query groups, which is not implemented yet}}
+  %a = tp.attention %q, %k, %k {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+  return %a : tensor<?x?x64xf32>
+}
+
+//--- kv3.mlir
+// 2 KV heads of 12 features: 24 split 3 ways, but the heads do not.
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%x: tensor<?x?x48xf32>,
+    %wq: tensor<72x48xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %wk: tensor<24x48xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"}) -> tensor<?x?x72xf32> {
+  %q = tp.linear %x, %wq : (tensor<?x?x48xf32>, tensor<72x48xf32>) -> tensor<?x?x72xf32>
+  %k = tp.linear %x, %wk : (tensor<?x?x48xf32>, tensor<24x48xf32>) -> tensor<?x?x24xf32>
+  // expected-error @+1 {{plan key 'model.layers.*.self_attn.k_proj': 2 KV heads are not divisible by tp 3 (nor tp by them)}}
+  %a = tp.attention %q, %k, %k {causal, head_dim = 12 : i64, num_heads = 6 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x72xf32>, tensor<?x?x24xf32>, tensor<?x?x24xf32>) -> tensor<?x?x72xf32>
+  return %a : tensor<?x?x72xf32>
+}
+
+//--- width.mlir
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%x: tensor<?x?x64xf32>,
+    %wg: tensor<90x64xf32> {tp.fqn = "model.layers.0.mlp.gate_proj.weight"}) -> tensor<?x?x90xf32> {
+  // expected-error @+1 {{plan key 'model.layers.*.mlp.gate_proj': 90 output features are not divisible by tp 4}}
+  %g = tp.linear %x, %wg : (tensor<?x?x64xf32>, tensor<90x64xf32>) -> tensor<?x?x90xf32>
+  return %g : tensor<?x?x90xf32>
+}
+
+//--- vocab.mlir
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%ids: tensor<?x?xi64>,
+    %e: tensor<130x64xf32> {tp.fqn = "model.embed_tokens.weight"}) -> tensor<?x?x64xf32> {
+  // expected-error @+1 {{plan key 'model.embed_tokens': 130 vocabulary rows are not divisible by tp 4}}
+  %h = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<130x64xf32>) -> tensor<?x?x64xf32>
+  return %h : tensor<?x?x64xf32>
+}
+
+//--- options.mlir
+// expected-error @+1 {{unknown plan 'mistral' (auto, llama, qwen2, qwen3, gemma3, nemotron_h, default)}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- hf.mlir
+// expected-error @+1 {{plan 'hf:config.json': HF and JSON plans are not implemented yet}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- sp.mlir
+// expected-error @+1 {{NemotronH does not support sequence parallelism (its Mamba mixers run on whole sequences)}}
+module {
+  func.func @forward() {
+    return
+  }
+}
