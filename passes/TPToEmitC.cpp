@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -108,12 +109,20 @@ LogicalResult Lowering::lowerParam(unsigned index, Value &result) {
     return func.emitError() << "argument " << index
                             << " is neither an input (input_ids, "
                                "attention_mask) nor a located parameter";
+  auto dimAttr = func.getArgAttrOfType<IntegerAttr>(index, "tp.shard_dim");
+  auto shardsAttr = func.getArgAttrOfType<IntegerAttr>(index, "tp.shards");
+  int64_t shardDim = dimAttr ? dimAttr.getInt() : -1;
+  int64_t shards = shardsAttr ? shardsAttr.getInt() : 1;
+  // load_param takes the global shape.
+  SmallVector<int64_t> global(type.getShape());
+  if (shardDim >= 0)
+    global[shardDim] *= shards;
   FailureOr<StringRef> dtype = dtypeOf(type.getElementType());
   if (failed(dtype))
     return func.emitError() << "parameter '" << fqn.getValue()
                             << "': no runtime type for " << type;
   std::string shape = "{";
-  for (auto [i, d] : llvm::enumerate(type.getShape()))
+  for (auto [i, d] : llvm::enumerate(global))
     shape += (i ? ", " : "") + std::to_string(d);
   shape += "}";
   result = emitc::CallOpaqueOp::create(
@@ -127,8 +136,9 @@ LogicalResult Lowering::lowerParam(unsigned index, Value &result) {
                     builder.getI64IntegerAttr(source.getLength()),
                     literal(*dtype), literal(shape),
                     flag(source.getTransposed()),
-                    // Not sharded until the plans assign a dimension.
-                    builder.getI32IntegerAttr(-1), i64(1), i64(0)}))
+                    // This rank's block when tp-partition split it.
+                    builder.getI32IntegerAttr(shardDim), i64(shards),
+                    i64(shardDim >= 0 ? -1 : 0)}))
                .getResult(0);
   return success();
 }
@@ -139,7 +149,24 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   LogicalResult status =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](EmbeddingOp o) {
-            result = call(op, "tprt::embedding", {in(o.getIds()), in(o.getTable())});
+            result = call(op,
+                          o.getVocabParallel() ? "tprt::embedding_vocab_parallel"
+                                               : "tprt::embedding",
+                          {in(o.getIds()), in(o.getTable())});
+            return success();
+          })
+          .Case([&](shard::AllReduceOp o) -> LogicalResult {
+            if (o.getReduction() != shard::ReductionKind::Sum)
+              return o.emitError("only sum all-reduces have a runtime call");
+            result = call(op, "tprt::all_reduce_sum", {in(o.getInput())});
+            return success();
+          })
+          .Case([&](shard::AllGatherOp o) -> LogicalResult {
+            auto type = cast<ShapedType>(o.getInput().getType());
+            if (o.getGatherAxis().getSExtValue() != type.getRank() - 1)
+              return o.emitError("only all-gathers on the last dimension "
+                                 "have a runtime call");
+            result = call(op, "tprt::all_gather_last", {in(o.getInput())});
             return success();
           })
           .Case([&](LinearOp o) {
@@ -292,6 +319,9 @@ LogicalResult Lowering::run() {
     if (failed(lowerOp(&op)))
       return failure();
   func.erase();
+  // The grid was for the collectives; the runtime knows its communicator.
+  for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+    grid.erase();
   return success();
 }
 

@@ -105,6 +105,23 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def TPPartition : Pass<"tp-partition", "ModuleOp"> {
+  let summary = "Partition an annotated program into the program of one rank";
+  let description = [{
+    Takes the output of `tp-apply-plan` and writes the SPMD program every
+    rank of grid `@tp` runs: parameters get their local shapes and
+    `tp.shard_dim` / `tp.shards` (what `load_param` reads); activations are
+    tracked as replicated, split on their last dimension, or partial sums.
+    Column-split linears keep their output split; row-split linears produce
+    partial sums followed by one `shard.all_reduce`; attention on split
+    q/k/v runs this rank's heads (head counts divided); a vocabulary-split
+    embedding becomes `vocab_parallel` plus an all-reduce; a split output is
+    `shard.all_gather`ed on its last dimension. Anything else on split data
+    is an error naming the op. The partitioned program is verified.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
   let summary = "Lower the tp program of a rank to EmitC calls into tprt";
   let description = [{

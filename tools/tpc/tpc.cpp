@@ -46,6 +46,10 @@ static cl::opt<std::string>
              cl::value_desc("config.json"));
 static cl::opt<int> tpSize("tp", cl::init(1), cl::desc("Tensor-parallel ranks"));
 static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"));
+static cl::opt<std::string>
+    planName("plan", cl::init("auto"),
+             cl::desc("TP plan: auto (the architecture's), llama, qwen2, "
+                      "qwen3, gemma3, nemotron_h, default"));
 enum class Emit { Mlir, Cpp, Exe };
 static cl::opt<Emit> emit(
     "emit", cl::init(Emit::Exe), cl::desc("What to produce"),
@@ -104,10 +108,9 @@ static LogicalResult run(MLIRContext &context) {
     llvm::errs() << "tpc: error: --tp must be at least 1\n";
     return failure();
   }
-  if (tpSize > 1 || sp) {
-    llvm::errs() << "tpc: error: --tp " << tpSize << (sp ? " --sp" : "")
-                 << ": tensor-parallel plans and partitioning are not "
-                    "implemented yet; only --tp 1 compiles\n";
+  if (sp) {
+    llvm::errs() << "tpc: error: --sp: sequence parallelism is not "
+                    "implemented yet\n";
     return failure();
   }
   SmallString<256> absModel(modelPath);
@@ -149,6 +152,17 @@ static LogicalResult run(MLIRContext &context) {
     options.path = hfConfig;
     check.addPass(tp::createTPCheckHFConfig(options));
     if (failed(check.run(*module)))
+      return failure();
+  }
+
+  if (tpSize > 1) {
+    PassManager partition(&context);
+    tp::TPApplyPlanOptions planOptions;
+    planOptions.plan = planName;
+    planOptions.tp = tpSize;
+    partition.addPass(tp::createTPApplyPlan(planOptions));
+    partition.addPass(tp::createTPPartition());
+    if (failed(partition.run(*module)))
       return failure();
   }
 

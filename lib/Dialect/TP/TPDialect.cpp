@@ -55,6 +55,14 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     if (!bytes)
       return emitArgError() << "cannot size element type "
                             << tensorType.getElementType();
+    // A partitioned parameter is one of `tp.shards` equal blocks.
+    if (auto shards = op->getAttrDictionary()
+                          .getAs<ArrayAttr>("arg_attrs")) {
+      if (argIndex < shards.size())
+        if (auto dict = dyn_cast<DictionaryAttr>(shards[argIndex]))
+          if (auto n = dict.getAs<IntegerAttr>("tp.shards"))
+            *bytes *= n.getInt();
+    }
     if (*bytes != source.getLength())
       return emitArgError() << "source '" << source.getInitializer()
                             << "' holds " << source.getLength()
@@ -67,6 +75,15 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
 
+  // Written by tp-partition: this rank holds block `rank` of `tp.shards`
+  // equal blocks along `tp.shard_dim`.
+  if (attr.getName() == "tp.shard_dim" || attr.getName() == "tp.shards") {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!value || value.getInt() < (attr.getName() == "tp.shards" ? 1 : 0))
+      return emitArgError() << "'" << attr.getName().getValue()
+                            << "' must be a non-negative integer";
+    return success();
+  }
   // Placements written by tp-apply-plan.
   if (attr.getName() == "tp.placement" || attr.getName() == "tp.plan_key" ||
       attr.getName() == "tp.grad_reduction") {

@@ -140,8 +140,9 @@ private:
 /// bytes at `offset` hold `storedDtype` elements of `shape` (the canonical
 /// global shape; transposed storage holds the reverse 2-D shape). With
 /// `shardDim` >= 0 the parameter is split evenly into `shards` blocks along
-/// canonical dimension `shardDim` and only block `shardIndex` is read (one
-/// positioned read per contiguous run). Returns an f32 tensor in canonical
+/// canonical dimension `shardDim` and only block `shardIndex` (this rank of
+/// the tensor-parallel group when negative) is read (one positioned read
+/// per contiguous run). Returns an f32 tensor in canonical
 /// orientation. A missing or short file, a length that disagrees with the
 /// shape and dtype, or an uneven split is an error naming the parameter.
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
@@ -156,6 +157,16 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
 
 /// ids [..] int64, table [V, H] -> [.., H]; an id outside [0, V) is an error.
 Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table);
+/// Vocabulary-parallel embedding: `table` is this rank's block of
+/// V / ranks rows; ids outside it give zero rows (all_reduce_sum completes
+/// the lookup). An id outside the whole vocabulary is an error.
+Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
+                                const Tensor &table);
+
+/// Collectives over the tensor-parallel group (shard.all_reduce,
+/// shard.all_gather on the last dimension).
+Tensor all_reduce_sum(Context &ctx, const Tensor &x);
+Tensor all_gather_last(Context &ctx, const Tensor &x);
 /// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm).
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,

@@ -83,6 +83,57 @@ Tensor embedding(Context &, const Tensor &ids, const Tensor &table) {
   return out;
 }
 
+Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
+                                const Tensor &table) {
+  if (ids.dtype() != DType::I64 || table.rank() != 2)
+    fatal("embedding_vocab_parallel: ids must be int64 and the table 2-D");
+  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
+  int64_t ranks = ctx.tp().size(), start = ctx.tp().rank() * rows;
+  std::vector<int64_t> shape = ids.shape();
+  shape.push_back(hidden);
+  Tensor out(DType::F32, shape);
+  const int64_t *id = ids.i64();
+  for (int64_t i = 0; i < n; ++i)
+    if (id[i] < 0 || id[i] >= rows * ranks)
+      fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
+            std::to_string(i) + " is outside the vocabulary [0, " +
+            std::to_string(rows * ranks) + ")");
+  const float *t = table.f32();
+  float *o = out.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    if (id[i] >= start && id[i] < start + rows)
+      std::copy_n(t + (id[i] - start) * hidden, hidden, o + i * hidden);
+  return out;
+}
+
+Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
+  requireF32(x, "all_reduce_sum", "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  std::copy_n(x.f32(), x.numel(), out.f32());
+  ctx.tp().allReduceSum(out.f32(), out.numel());
+  return out;
+}
+
+Tensor all_gather_last(Context &ctx, const Tensor &x) {
+  requireF32(x, "all_gather_last", "the input");
+  int64_t ranks = ctx.tp().size(), last = x.dim(-1),
+          rows = x.numel() / std::max<int64_t>(last, 1);
+  Tensor blocks = Tensor::uninitialized(DType::F32, {ranks, x.numel()});
+  ctx.tp().allGather(x.f32(), blocks.f32(), x.numel());
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = last * ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  const float *b = blocks.f32();
+  float *o = out.f32();
+  // Rank r's block holds columns [r * last, (r + 1) * last) of every row.
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t row = 0; row < rows; ++row)
+      std::copy_n(b + r * x.numel() + row * last, last,
+                  o + row * last * ranks + r * last);
+  return out;
+}
+
 Tensor linear(Context &, const Tensor &x, const Tensor &w) {
   requireF32(x, "linear", "the input");
   requireF32(w, "linear", "the weight");

@@ -145,6 +145,14 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   int64_t shardIndex) {
   if (Tensor *cached = ctx.cachedParam(fqn))
     return *cached;
+  if (shardDim >= 0 && shardIndex < 0) {
+    if (ctx.tp().size() != shards)
+      fatal(std::string("parameter '") + fqn + "': the program was " +
+            "partitioned for " + std::to_string(shards) +
+            " ranks but runs on " + std::to_string(ctx.tp().size()) +
+            " (use mpirun -np " + std::to_string(shards) + ")");
+    shardIndex = ctx.tp().rank();
+  }
   Tensor value = readParam(ctx, fqn, initializer, file, offset, length,
                            storedDtype, shape, transposed, shardDim, shards,
                            shardIndex);

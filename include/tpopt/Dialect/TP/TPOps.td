@@ -23,12 +23,18 @@ def TP_EmbeddingOp : TP_Op<"embedding", [Pure]> {
     shape of `ids` with `hidden` appended. Ids outside `[0, vocab)` are an
     error at run time.
 
+    With `vocab_parallel` (a partitioned program) the table is this rank's
+    contiguous block of the vocabulary over the ranks of grid `@tp`: ids
+    outside the block give zero rows, so the result is one rank's part of a
+    sum that a `shard.all_reduce` completes.
+
     ```mlir
     %h = tp.embedding %ids, %table
         : (tensor<?x?xi64>, tensor<256x64xf32>) -> tensor<?x?x64xf32>
     ```
   }];
-  let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$table);
+  let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$table,
+                   UnitAttr:$vocab_parallel);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
     $ids `,` $table attr-dict `:` functional-type(operands, results)

@@ -1,0 +1,251 @@
+//===- Partition.cpp - the program of one tensor-parallel rank ------------===//
+//
+// A small dataflow partitioner for the tp building blocks: the placements
+// are fixed by the plan, so each op's local form and the collectives
+// follow from whether its inputs are replicated, split on their last
+// dimension, or partial sums. (Upstream shard-partition needs every value
+// annotated and silently all-gathers weights; see
+// ../shared/spec/shard-interface.md.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_TPPARTITION
+#include "tpopt/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+enum class State { Replicated, SplitLast };
+
+struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grid = module.lookupSymbol<shard::GridOp>("tp");
+    func::FuncOp func = module.lookupSymbol<func::FuncOp>("forward");
+    if (!grid || !func || grid.getShape().size() != 1 ||
+        ShapedType::isDynamic(grid.getShape()[0])) {
+      module.emitError("tp-partition: expected shard.grid @tp of one static "
+                       "axis and func.func @forward (run tp-apply-plan)");
+      return signalPassFailure();
+    }
+    ranks = grid.getShape()[0];
+    if (failed(partition(func)) || failed(verify(module)))
+      signalPassFailure();
+  }
+
+  RankedTensorType withLast(Type type, int64_t last) {
+    auto t = cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(t.getShape());
+    shape.back() = last;
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  Value allReduce(OpBuilder &b, Location loc, Value v) {
+    return shard::AllReduceOp::create(
+        b, loc, v.getType(), FlatSymbolRefAttr::get(b.getContext(), "tp"),
+        b.getDenseI16ArrayAttr({0}), v,
+        shard::ReductionKindAttr::get(b.getContext(),
+                                      shard::ReductionKind::Sum));
+  }
+
+  LogicalResult partition(func::FuncOp func) {
+    MLIRContext *ctx = func.getContext();
+    OpBuilder builder(ctx);
+    Block &body = func.getBody().front();
+
+    // 1. Parameters: local shapes, shard records; annotations go.
+    llvm::DenseMap<Value, int64_t> split; // parameter -> split dim
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      auto annotated = dyn_cast<shard::ShardOp>(op);
+      if (!annotated)
+        continue;
+      auto arg = dyn_cast<BlockArgument>(annotated.getSrc());
+      auto sharding = annotated.getSharding().getDefiningOp<shard::ShardingOp>();
+      if (!arg || !sharding)
+        return annotated.emitError("tp-partition: only parameter "
+                                   "annotations are supported");
+      int64_t dim = -1;
+      for (auto [d, axes] : llvm::enumerate(sharding.getSplitAxes().getAxes()))
+        if (!axes.empty())
+          dim = d;
+      annotated.getResult().replaceAllUsesWith(arg);
+      annotated.erase();
+      if (sharding.use_empty())
+        sharding.erase();
+      if (dim < 0)
+        continue;
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (type.getDimSize(dim) % ranks)
+        return func.emitError() << "argument " << arg.getArgNumber()
+                                << ": dim " << dim << " of " << type
+                                << " does not split into " << ranks;
+      SmallVector<int64_t> shape(type.getShape());
+      shape[dim] /= ranks;
+      arg.setType(RankedTensorType::get(shape, type.getElementType()));
+      func.setArgAttr(arg.getArgNumber(), "tp.shard_dim",
+                      builder.getI64IntegerAttr(dim));
+      func.setArgAttr(arg.getArgNumber(), "tp.shards",
+                      builder.getI64IntegerAttr(ranks));
+      split[arg] = dim;
+    }
+    auto splitDim = [&](Value v) -> int64_t {
+      auto it = split.find(v);
+      return it == split.end() ? -1 : it->second;
+    };
+
+    // 2. Activations, op by op.
+    llvm::DenseMap<Value, State> state;
+    auto stateOf = [&](Value v) {
+      auto it = state.find(v);
+      return it == state.end() ? State::Replicated : it->second;
+    };
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      builder.setInsertionPointAfter(&op);
+      LogicalResult ok =
+          llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+              .Case([&](EmbeddingOp o) -> LogicalResult {
+                int64_t d = splitDim(o.getTable());
+                if (d < 0)
+                  return success();
+                if (d != 0)
+                  return o.emitError("tp-partition: an embedding split on "
+                                     "its hidden dimension is not supported");
+                o.setVocabParallel(true);
+                Value sum = allReduce(builder, o.getLoc(), o.getResult());
+                o.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
+                return success();
+              })
+              .Case([&](LinearOp o) -> LogicalResult {
+                int64_t d = splitDim(o.getWeight());
+                State in = stateOf(o.getX());
+                if (d < 0) {
+                  if (in != State::Replicated)
+                    return o.emitError("tp-partition: a replicated linear "
+                                       "on a split activation");
+                  return success();
+                }
+                if (d == 0) {
+                  if (in != State::Replicated)
+                    return o.emitError("tp-partition: a column-split linear "
+                                       "needs a replicated input");
+                  o.getResult().setType(withLast(
+                      o.getResult().getType(),
+                      o.getWeight().getType().getDimSize(0)));
+                  state[o.getResult()] = State::SplitLast;
+                  return success();
+                }
+                if (in != State::SplitLast)
+                  return o.emitError("tp-partition: a row-split linear needs "
+                                     "an input split on its last dimension");
+                if (o.getBias())
+                  return o.emitError("tp-partition: a row-split linear with "
+                                     "a bias is not supported yet");
+                Value sum = allReduce(builder, o.getLoc(), o.getResult());
+                o.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
+                return success();
+              })
+              .Case([&](RmsNormOp o) -> LogicalResult {
+                State in = stateOf(o.getX());
+                if (in == State::SplitLast && !o.getGroupSizeAttr())
+                  return o.emitError("tp-partition: a norm over a split "
+                                     "last dimension needs its whole row");
+                o.getResult().setType(o.getX().getType());
+                state[o.getResult()] = in;
+                return success();
+              })
+              .Case([&](RotaryOp o) -> LogicalResult {
+                o.getResult().setType(o.getX().getType());
+                state[o.getResult()] = stateOf(o.getX());
+                return success();
+              })
+              .Case([&](AttentionOp o) -> LogicalResult {
+                State q = stateOf(o.getQ()), k = stateOf(o.getK()),
+                      v = stateOf(o.getV());
+                if (q != k || k != v)
+                  return o.emitError("tp-partition: q, k and v are split "
+                                     "differently");
+                o.getResult().setType(o.getQ().getType());
+                if (q == State::SplitLast) {
+                  int64_t heads = o.getNumHeadsAttr().getInt(),
+                          kv = o.getNumKvHeadsAttr().getInt();
+                  if (heads % ranks || kv % ranks)
+                    return o.emitError() << "tp-partition: " << heads
+                                         << " heads / " << kv
+                                         << " KV heads do not split into "
+                                         << ranks;
+                  o.setNumHeadsAttr(builder.getI64IntegerAttr(heads / ranks));
+                  o.setNumKvHeadsAttr(builder.getI64IntegerAttr(kv / ranks));
+                }
+                state[o.getResult()] = q;
+                return success();
+              })
+              .Case<SiluOp, GeluOp, ReluSquaredOp, ScaleOp>(
+                  [&](Operation *o) -> LogicalResult {
+                    o->getResult(0).setType(o->getOperand(0).getType());
+                    state[o->getResult(0)] = stateOf(o->getOperand(0));
+                    return success();
+                  })
+              .Case<AddOp, MulOp>([&](Operation *o) -> LogicalResult {
+                if (stateOf(o->getOperand(0)) != stateOf(o->getOperand(1)))
+                  return o->emitError("tp-partition: operands are split "
+                                      "differently");
+                o->getResult(0).setType(o->getOperand(0).getType());
+                state[o->getResult(0)] = stateOf(o->getOperand(0));
+                return success();
+              })
+              .Case([&](Mamba2MixerOp o) -> LogicalResult {
+                for (Value v : o->getOperands())
+                  if (splitDim(v) >= 0 || stateOf(v) != State::Replicated)
+                    return o.emitError("tp-partition: the Mamba2 mixer runs "
+                                       "replicated only");
+                return success();
+              })
+              .Case([&](func::ReturnOp o) -> LogicalResult {
+                builder.setInsertionPoint(o);
+                for (OpOperand &operand : o->getOpOperands()) {
+                  if (stateOf(operand.get()) != State::SplitLast)
+                    continue;
+                  auto type = cast<RankedTensorType>(operand.get().getType());
+                  Value full = shard::AllGatherOp::create(
+                      builder, o.getLoc(),
+                      withLast(type, type.getShape().back() * ranks),
+                      FlatSymbolRefAttr::get(ctx, "tp"),
+                      builder.getDenseI16ArrayAttr({0}), operand.get(),
+                      builder.getIndexAttr(type.getRank() - 1));
+                  operand.set(full);
+                }
+                return success();
+              })
+              .Case<shard::ShardingOp, shard::AllReduceOp, shard::AllGatherOp>(
+                  [](Operation *) { return success(); })
+              .Default([](Operation *o) -> LogicalResult {
+                return o->emitError("tp-partition: no partitioning rule for ")
+                       << o->getName();
+              });
+      if (failed(ok))
+        return failure();
+    }
+    func.setType(FunctionType::get(ctx, body.getArgumentTypes(),
+                                   func.getResultTypes()));
+    return success();
+  }
+
+  int64_t ranks = 1;
+};
+
+} // namespace

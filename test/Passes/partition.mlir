@@ -1,0 +1,102 @@
+// RUN: split-file %s %t
+// RUN: tp-opt %t/block.mlir --tp-partition | FileCheck %t/block.mlir
+// RUN: tp-opt %t/block.mlir --tp-partition --tp-to-emitc | FileCheck %t/block.mlir --check-prefix=EMITC
+// RUN: tp-opt %t/errors.mlir --split-input-file --tp-partition --verify-diagnostics
+
+//--- block.mlir
+// A vocabulary-parallel embedding, a column/row-split MLP and a
+// column-split head: local shapes, one all-reduce per row-split linear and
+// after the embedding, an all-gather of the split logits.
+// CHECK: func.func @forward(%arg0: tensor<?x?xi64> {onnx.name = "input_ids"}, %arg1: tensor<8x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.shard_dim = 0 : i64, tp.shards = 2 : i64, tp.source = {{[^}]*}}}, %arg2: tensor<4x4xf32> {tp.fqn = "up.weight", tp.shard_dim = 0 : i64, tp.shards = 2 : i64, tp.source = {{[^}]*}}}, %arg3: tensor<4x4xf32> {tp.fqn = "down.weight", tp.shard_dim = 1 : i64, tp.shards = 2 : i64, tp.source = {{[^}]*}}}, %arg4: tensor<4xf32> {tp.fqn = "norm.weight", tp.source = {{[^}]*}}}) -> tensor<?x?x16xf32>
+// CHECK-NOT: shard.shard
+// CHECK: %[[E:.*]] = tp.embedding %arg0, %arg1 {vocab_parallel} : (tensor<?x?xi64>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[H:.*]] = shard.all_reduce %[[E]] on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[U:.*]] = tp.linear %[[H]], %arg2 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[S:.*]] = tp.silu %[[U]] : tensor<?x?x4xf32>
+// CHECK-NEXT: %[[D:.*]] = tp.linear %[[S]], %arg3 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[D]] on @tp grid_axes = [0]
+// CHECK-NEXT: %[[X:.*]] = tp.add %[[H]], %[[R]]
+// CHECK-NEXT: %[[N:.*]] = tp.rms_norm %[[X]], %arg4
+// CHECK-NEXT: %[[L:.*]] = tp.linear %[[N]], %arg1 : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[L]] on @tp grid_axes = [0] gather_axis = 2 : tensor<?x?x8xf32> -> tensor<?x?x16xf32>
+// CHECK-NEXT: return %[[G]]
+// EMITC: emitc.func @tprt_model_forward
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{16, 4}">, false, 0 : i32, 2, -1]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22down.weight\22">, {{.*}}, #emitc.opaque<"{4, 8}">, false, 1 : i32, 2, -1]}
+// EMITC: call_opaque "tprt::embedding_vocab_parallel"
+// EMITC-NEXT: call_opaque "tprt::all_reduce_sum"
+// EMITC: call_opaque "tprt::all_gather_last"
+// EMITC-NOT: shard.
+module attributes {onnx.file = "m.onnx"} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "e", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+      %up: tensor<8x4xf32> {tp.fqn = "up.weight", tp.source = #tp.source<initializer = "u", file = "m.onnx", offset = 256, length = 128, transposed = false>},
+      %down: tensor<4x8xf32> {tp.fqn = "down.weight", tp.source = #tp.source<initializer = "d", file = "m.onnx", offset = 384, length = 128, transposed = false>},
+      %nw: tensor<4xf32> {tp.fqn = "norm.weight", tp.source = #tp.source<initializer = "n", file = "m.onnx", offset = 512, length = 16, transposed = false>}) -> tensor<?x?x16xf32> {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %e = shard.shard %emb to %s0 annotate_for_users : tensor<16x4xf32>
+    %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
+    %s2 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %d = shard.shard %down to %s2 annotate_for_users : tensor<4x8xf32>
+    %s3 = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %n = shard.shard %nw to %s3 annotate_for_users : tensor<4xf32>
+    %h = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %a = tp.linear %h, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %b = tp.silu %a : tensor<?x?x8xf32>
+    %c = tp.linear %b, %d : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
+    %x = tp.add %h, %c : tensor<?x?x4xf32>
+    %y = tp.rms_norm %x, %n {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %l = tp.linear %y, %e : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32>
+    return %l : tensor<?x?x16xf32>
+  }
+}
+
+//--- errors.mlir
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>, %up: tensor<8x4xf32>, %nw: tensor<8xf32>) -> tensor<?x?x8xf32> {
+    %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
+    %a = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    // expected-error @+1 {{tp-partition: a norm over a split last dimension needs its whole row}}
+    %n = tp.rms_norm %a, %nw {epsilon = 1.0e-6 : f64} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+    return %n : tensor<?x?x8xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>, %down: tensor<4x4xf32>) -> tensor<?x?x4xf32> {
+    %s2 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %d = shard.shard %down to %s2 annotate_for_users : tensor<4x4xf32>
+    // expected-error @+1 {{tp-partition: a row-split linear needs an input split on its last dimension}}
+    %c = tp.linear %x, %d : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+    return %c : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{tp-partition: expected shard.grid @tp of one static axis and func.func @forward (run tp-apply-plan)}}
+module {
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @tp(shape = 3)
+  // expected-error @+1 {{argument 1: dim 0 of 'tensor<8x4xf32>' does not split into 3}}
+  func.func @forward(%x: tensor<?x?x4xf32>, %up: tensor<8x4xf32>) -> tensor<?x?x8xf32> {
+    %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
+    %a = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    return %a : tensor<?x?x8xf32>
+  }
+}
