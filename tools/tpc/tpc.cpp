@@ -31,33 +31,41 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+static cl::OptionCategory tpcCategory("tpc options");
 static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
-                                      cl::desc("<model.onnx>"));
+                                      cl::desc("<model.onnx>"),
+                                      cl::cat(tpcCategory));
 static cl::opt<std::string> outputDir("o", cl::Required,
-                                      cl::desc("Output directory"),
+                                      cl::desc("Output directory"), cl::cat(tpcCategory),
                                       cl::value_desc("DIR"));
 static cl::opt<std::string>
     arch("arch", cl::init("auto"),
          cl::desc("Expected architecture: auto, llama, qwen2, qwen3, gemma3, "
-                  "nemotron_h (auto accepts what raising detects)"));
+                  "nemotron_h (auto accepts what raising detects)"),
+         cl::cat(tpcCategory));
 static cl::opt<std::string>
     hfConfig("hf-config", cl::desc("HuggingFace config.json to check the "
                                    "detected configuration against"),
-             cl::value_desc("config.json"));
-static cl::opt<int> tpSize("tp", cl::init(1), cl::desc("Tensor-parallel ranks"));
-static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"));
+             cl::value_desc("config.json"), cl::cat(tpcCategory));
+static cl::opt<int> tpSize("tp", cl::init(1), cl::desc("Tensor-parallel ranks"),
+                           cl::cat(tpcCategory));
+static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"),
+                        cl::cat(tpcCategory));
 static cl::opt<std::string>
     planName("plan", cl::init("auto"),
              cl::desc("TP plan: auto (the architecture's), llama, qwen2, "
-                      "qwen3, gemma3, nemotron_h, default"));
+                      "qwen3, gemma3, nemotron_h, default"),
+             cl::cat(tpcCategory));
 enum class Emit { Mlir, Cpp, Exe };
 static cl::opt<Emit> emit(
     "emit", cl::init(Emit::Exe), cl::desc("What to produce"),
     cl::values(clEnumValN(Emit::Mlir, "mlir", "DIR/model.mlir"),
                clEnumValN(Emit::Cpp, "cpp", "DIR/model.mlir and model.cpp"),
-               clEnumValN(Emit::Exe, "exe", "and the executable DIR/model")));
+               clEnumValN(Emit::Exe, "exe", "and the executable DIR/model")),
+    cl::cat(tpcCategory));
 static cl::opt<int> probeSeq("probe-seq", cl::init(32),
-                             cl::desc("Sequence length of the raising probe"));
+                             cl::desc("Sequence length of the raising probe"),
+                             cl::cat(tpcCategory));
 
 static LogicalResult writeFile(StringRef path,
                                function_ref<void(raw_ostream &)> write) {
@@ -195,6 +203,7 @@ static LogicalResult run(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(tpcCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "tpc: compile an ONNX decoder LM for tensor-"
                               "parallel execution\n");

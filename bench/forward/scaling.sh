@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench/forward at tp=2 (2 MPI ranks x 1 thread) against tp=1 (1 thread) on
+# the medium Llama, seq 128, batch 1 and 4: median forward times, speed-up,
+# and the largest logit difference between the two programs.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=${BENCH_DIR:-$root/build/bench/forward}
+iters=${ITERS:-20}
+"$root/scripts/setup.sh" --models
+ninja -C "$root/build" tpc tprt tprt_main >/dev/null
+[ -f "$work/model/model.onnx" ] || "$root/.venv/bin/python" "$root/bench/forward/make_model.py" "$work/model"
+"$root/build/bin/tpc" "$work/model/model.onnx" -o "$work/exe"
+"$root/build/bin/tpc" "$work/model/model.onnx" --tp 2 -o "$work/exe_tp2"
+echo "| batch | tp=1, 1 thread (ms) | tp=2, 2 ranks x 1 thread (ms) | speed-up | max abs diff |"
+echo "|---|---|---|---|---|"
+for batch in 1 4; do
+  ids="$work/ids_b$batch.npy"
+  "$root/.venv/bin/python" -c "import numpy as np; np.save('$ids', np.random.default_rng($batch).integers(0, 4096, ($batch, 128)).astype(np.int64))"
+  t1=$("$work/exe/model" --input "$ids" --output "$work/tp1.npy" --threads 1 --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
+  t2=$(mpirun --allow-run-as-root --oversubscribe -np 2 "$work/exe_tp2/model" --input "$ids" --output "$work/tp2.npy" --threads 1 --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
+  "$root/.venv/bin/python" -c "
+import numpy as np
+d = np.abs(np.load('$work/tp1.npy') - np.load('$work/tp2.npy')).max()
+print(f'| $batch | $t1 | $t2 | {$t1 / $t2:.2f} | {d:.1e} |')"
+done
