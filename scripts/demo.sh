@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
 # The main job on the bundled tiny Llama (test/models/llama, a TorchScript
-# export of transformers' LlamaForCausalLM): compile it with tpc, run the
-# executable on the reference inputs and print the greedy next tokens and
-# the largest difference from PyTorch's logits.
+# export of transformers' LlamaForCausalLM): compile it with tpc for one rank
+# and, with the built-in Llama TP plan, for two; run the first directly and
+# the second as two MPI ranks on the reference inputs; print the greedy next
+# tokens, the largest difference from PyTorch's logits and the plan summary.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
 model=$root/test/models/llama/ts_fold.onnx
 ref=$root/test/models/llama/ref
 out=$build/demo
+inputs=(--input "$ref/input_ids_b3_s12_pad.npy"
+  --attention-mask "$ref/attention_mask_b3_s12_pad.npy")
 
-echo "== tpc $model -o $out"
-"$build/bin/tpc" "$model" --hf-config "$root/test/models/llama/config.json" -o "$out"
-grep -o 'tp.config = {[^}]*}' "$out/model.mlir"
-echo "== $out/model --input input_ids_b3_s12_pad.npy --attention-mask attention_mask_b3_s12_pad.npy"
-"$out/model" --input "$ref/input_ids_b3_s12_pad.npy" \
-  --attention-mask "$ref/attention_mask_b3_s12_pad.npy" --output "$out/logits.npy"
-"$root/.venv/bin/python" - "$out/logits.npy" "$ref" <<'PY'
+compare() {
+  "$root/.venv/bin/python" - "$1" "$ref" <<'PY'
 import sys
 import numpy as np
 logits = np.load(sys.argv[1])
@@ -30,3 +28,21 @@ diff = np.abs(logits - ref)[mask].max()
 print(f"max |logits - PyTorch| over kept positions: {diff:.3e} "
       f"(max |ref| {np.abs(ref[mask]).max():.3f})")
 PY
+}
+
+echo "== tpc $model -o $out/tp1"
+"$build/bin/tpc" "$model" --hf-config "$root/test/models/llama/config.json" \
+  -o "$out/tp1"
+grep -o 'tp.config = {[^}]*}' "$out/tp1/model.mlir"
+echo "== $out/tp1/model (one process)"
+"$out/tp1/model" "${inputs[@]}" --output "$out/tp1/logits.npy"
+compare "$out/tp1/logits.npy"
+
+echo "== tpc $model --tp 2 --report -o $out/tp2"
+"$build/bin/tpc" "$model" --hf-config "$root/test/models/llama/config.json" \
+  --tp 2 --report -o "$out/tp2"
+echo "   (placements and collectives: $out/tp2/plan-report.md)"
+echo "== mpirun -np 2 $out/tp2/model"
+mpirun --allow-run-as-root --oversubscribe -np 2 \
+  "$out/tp2/model" "${inputs[@]}" --output "$out/tp2/logits.npy"
+compare "$out/tp2/logits.npy"

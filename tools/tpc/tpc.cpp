@@ -1,8 +1,8 @@
 //===- tpc.cpp - the tp-opt compiler driver -------------------------------===//
 //
 //   tpc MODEL.onnx [--arch auto|llama|qwen2|qwen3|gemma3|nemotron_h]
-//       [--hf-config config.json] [--tp N] [--sp] [--emit mlir|cpp|exe]
-//       -o DIR
+//       [--hf-config config.json] [--tp N] [--plan P] [--report]
+//       [--emit mlir|cpp|exe] -o DIR
 //
 // Runs import, raising, (plans and partition as they come), lowering to
 // EmitC, C++ emission and the host compiler. Leaves DIR/model.mlir (the tp
@@ -15,6 +15,8 @@
 #include "tpopt/Passes.h"
 #include "tpopt/Registration/InitAll.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -22,11 +24,13 @@
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include <map>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -36,7 +40,8 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                       cl::desc("<model.onnx>"),
                                       cl::cat(tpcCategory));
 static cl::opt<std::string> outputDir("o", cl::Required,
-                                      cl::desc("Output directory"), cl::cat(tpcCategory),
+                                      cl::desc("Output directory"),
+                                      cl::cat(tpcCategory),
                                       cl::value_desc("DIR"));
 static cl::opt<std::string>
     arch("arch", cl::init("auto"),
@@ -44,8 +49,9 @@ static cl::opt<std::string>
                   "nemotron_h (auto accepts what raising detects)"),
          cl::cat(tpcCategory));
 static cl::opt<std::string>
-    hfConfig("hf-config", cl::desc("HuggingFace config.json to check the "
-                                   "detected configuration against"),
+    hfConfig("hf-config",
+             cl::desc("HuggingFace config.json to check the "
+                      "detected configuration against"),
              cl::value_desc("config.json"), cl::cat(tpcCategory));
 static cl::opt<int> tpSize("tp", cl::init(1), cl::desc("Tensor-parallel ranks"),
                            cl::cat(tpcCategory));
@@ -63,6 +69,10 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::Cpp, "cpp", "DIR/model.mlir and model.cpp"),
                clEnumValN(Emit::Exe, "exe", "and the executable DIR/model")),
     cl::cat(tpcCategory));
+static cl::opt<bool> report("report",
+                            cl::desc("Write DIR/plan-report.md: placements, "
+                                     "per-rank bytes, collectives per layer"),
+                            cl::cat(tpcCategory));
 static cl::opt<int> probeSeq("probe-seq", cl::init(32),
                              cl::desc("Sequence length of the raising probe"),
                              cl::cat(tpcCategory));
@@ -72,8 +82,8 @@ static LogicalResult writeFile(StringRef path,
   std::error_code ec;
   llvm::ToolOutputFile file(path, ec, llvm::sys::fs::OF_None);
   if (ec) {
-    llvm::errs() << "tpc: error: cannot write '" << path << "': "
-                 << ec.message() << "\n";
+    llvm::errs() << "tpc: error: cannot write '" << path
+                 << "': " << ec.message() << "\n";
     return failure();
   }
   write(file.os());
@@ -84,7 +94,8 @@ static LogicalResult writeFile(StringRef path,
 static LogicalResult compile(StringRef cpp, StringRef exe) {
   std::string include = std::string("-I") + TPC_RUNTIME_INCLUDE_DIR;
   std::string blasInclude = std::string("-I") + TPC_OPENBLAS_INCLUDE_DIR;
-  std::string runtimeMain = std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt_main.a";
+  std::string runtimeMain =
+      std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt_main.a";
   std::string runtime = std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt.a";
   const char *cxxEnv = std::getenv("TPC_CXX");
   std::string cxx = cxxEnv ? cxxEnv : TPC_CXX;
@@ -101,14 +112,103 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
                                  // the system alternative points at.
                                  TPC_OPENBLAS_RPATH};
   std::string message;
-  int status = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, {}, 0,
-                                         0, &message);
+  int status = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, {}, 0, 0,
+                                         &message);
   if (status != 0) {
     llvm::errs() << "tpc: error: the C++ compiler failed (status " << status
                  << ")" << (message.empty() ? "" : ": ") << message << "\n";
     return failure();
   }
   return success();
+}
+
+/// "model.layers.3.mlp.up_proj.weight" -> "layer 3"; others by module.
+static std::string layerOf(StringRef fqn) {
+  size_t pos = fqn.find("layers.");
+  if (pos == StringRef::npos)
+    return fqn.rsplit('.').first.str();
+  return "layer " + fqn.drop_front(pos + 7).split('.').first.str();
+}
+
+/// The parameter whose op produced `v` (a collective's input).
+static StringRef producerParam(func::FuncOp func, Value v) {
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return "";
+  for (Value operand : op->getOperands())
+    if (auto arg = dyn_cast<BlockArgument>(operand))
+      if (auto fqn =
+              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tp.fqn"))
+        return fqn.getValue();
+  return "";
+}
+
+/// DIR/plan-report.md of a partitioned program; returns the summary line.
+static std::string writeReport(ModuleOp module, StringRef path, int ranks) {
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  std::string table, summary;
+  llvm::raw_string_ostream os(table);
+  uint64_t localBytes = 0, globalBytes = 0;
+  int sharded = 0, replicated = 0;
+  os << "| parameter | global shape | placement | class | plan key | bytes "
+        "per rank |\n|---|---|---|---|---|---|\n";
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto fqn = func.getArgAttrOfType<StringAttr>(i, "tp.fqn");
+    if (!fqn)
+      continue;
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    auto dim = func.getArgAttrOfType<IntegerAttr>(i, "tp.shard_dim");
+    auto shards = func.getArgAttrOfType<IntegerAttr>(i, "tp.shards");
+    auto key = func.getArgAttrOfType<StringAttr>(i, "tp.plan_key");
+    auto grad = func.getArgAttrOfType<StringAttr>(i, "tp.grad_reduction");
+    SmallVector<int64_t> global(type.getShape());
+    if (dim)
+      global[dim.getInt()] *= shards.getInt();
+    uint64_t bytes = type.getNumElements() *
+                     (type.getElementType().getIntOrFloatBitWidth() / 8);
+    localBytes += bytes;
+    globalBytes += dim ? bytes * shards.getInt() : bytes;
+    (dim ? sharded : replicated)++;
+    os << "| `" << fqn.getValue() << "` | [";
+    llvm::interleaveComma(global, os);
+    os << "] | "
+       << (dim ? "split(" + std::to_string(dim.getInt()) + ")"
+               : std::string("replicated"))
+       << " | "
+       << (dim ? std::string("sharded")
+               : "replicated, grad " +
+                     (grad ? grad.getValue().str() : std::string("mean")))
+       << " | " << (key ? key.getValue() : "") << " | " << bytes << " |\n";
+  }
+  // Collectives per layer, in bytes per token (f32 activations).
+  std::map<std::string, std::pair<int, uint64_t>> perLayer;
+  int collectives = 0;
+  func.walk([&](Operation *op) {
+    if (!isa<shard::AllReduceOp, shard::AllGatherOp>(op))
+      return;
+    auto type = cast<ShapedType>(op->getResult(0).getType());
+    std::string layer = layerOf(producerParam(func, op->getOperand(0)));
+    auto &entry = perLayer[(isa<shard::AllReduceOp>(op) ? "all_reduce, "
+                                                        : "all_gather, ") +
+                           layer];
+    entry.first++;
+    entry.second += type.getShape().back() * 4;
+    collectives++;
+  });
+  os << "\n| collective, where | count | bytes per token |\n|---|---|---|\n";
+  for (auto &[where, v] : perLayer)
+    os << "| " << where << " | " << v.first << " | " << v.second << " |\n";
+  summary = llvm::formatv("tp={0}: {1} parameters split, {2} replicated; "
+                          "{3:F3} MiB of {4:F3} MiB of parameters per rank; "
+                          "{5} collectives per forward pass",
+                          ranks, sharded, replicated, localBytes / 1048576.0,
+                          globalBytes / 1048576.0, collectives)
+                .str();
+  std::error_code ec;
+  llvm::raw_fd_ostream file(path, ec);
+  if (!ec)
+    file << "# Plan report\n\n" << summary << "\n\n" << table;
+  return summary;
 }
 
 static LogicalResult run(MLIRContext &context) {
@@ -180,6 +280,11 @@ static LogicalResult run(MLIRContext &context) {
   llvm::sys::path::append(exePath, "model");
   if (failed(writeFile(mlirPath, [&](raw_ostream &os) { module->print(os); })))
     return failure();
+  if (report) {
+    SmallString<256> reportPath(outputDir);
+    llvm::sys::path::append(reportPath, "plan-report.md");
+    llvm::outs() << writeReport(*module, reportPath, tpSize) << "\n";
+  }
   if (emit == Emit::Mlir)
     return success();
 
@@ -190,10 +295,11 @@ static LogicalResult run(MLIRContext &context) {
   if (failed(lower.run(*module)))
     return failure();
   LogicalResult emitted = success();
-  if (failed(writeFile(cppPath, [&](raw_ostream &os) {
-        os << "// Generated by tpc from " << absModel << "\n";
-        emitted = emitc::translateToCpp(*module, os);
-      })) ||
+  if (failed(writeFile(cppPath,
+                       [&](raw_ostream &os) {
+                         os << "// Generated by tpc from " << absModel << "\n";
+                         emitted = emitc::translateToCpp(*module, os);
+                       })) ||
       failed(emitted))
     return failure();
   if (emit == Emit::Cpp)
