@@ -25,8 +25,11 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -216,6 +219,10 @@ private:
            (a->kind == Abstract::Concrete || a->kind == Abstract::Param ||
             a->kind == Abstract::ParamPlus);
   }
+  /// Reads the first `rows` rows of a stored f32 parameter that the importer
+  /// did not inline into its probe (only for constants the raising needs,
+  /// such as RoPE caches); anything else is left as it is.
+  LogicalResult readLeadingRows(NodeOp node, Abstract *param, int64_t rows);
   static std::optional<double> scalarOf(const Abstract *a) {
     if (isConcrete(a) && a->probe->isScalarLike())
       return a->probe->scalar();
@@ -1626,6 +1633,45 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
   return success();
 }
 
+LogicalResult Raiser::readLeadingRows(NodeOp node, Abstract *param,
+                                      int64_t rows) {
+  if (!param || param->kind != Abstract::Param || param->probe)
+    return success();
+  auto src = source.getArgAttrOfType<SourceAttr>(param->argIndex,
+                                                 TPDialect::kSourceAttrName);
+  auto type = dyn_cast<RankedTensorType>(
+      source.getArgument(param->argIndex).getType());
+  // The importer locates the graph at the model file as it was named.
+  auto model = dyn_cast<FileLineColLoc>(source.getLoc());
+  if (!src || !model || !type || !type.hasStaticShape() ||
+      type.getRank() == 0 || !type.getElementType().isF32() ||
+      src.getTransposed())
+    return success(); // stays unknown; the caller says why it needs it
+  rows = std::min(rows, type.getDimSize(0));
+  int64_t rowElems = type.getNumElements() / type.getDimSize(0);
+  uint64_t bytes = rows * rowElems * sizeof(float);
+  SmallString<256> path =
+      llvm::sys::path::parent_path(model.getFilename().getValue());
+  llvm::sys::path::append(path, src.getFile());
+  auto file = llvm::MemoryBuffer::getFileSlice(path, bytes, src.getOffset());
+  if (!file || (*file)->getBufferSize() != bytes)
+    return nodeError(node) << "cannot read the first " << rows
+                           << " rows of initializer '" << src.getInitializer()
+                           << "' from '" << path << "'";
+  ProbeTensor t;
+  t.shape.assign(type.getShape().begin(), type.getShape().end());
+  t.shape[0] = rows;
+  t.data.resize(rows * rowElems);
+  const char *data = (*file)->getBufferStart();
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    float v;
+    std::memcpy(&v, data + i * sizeof(float), sizeof(float));
+    t.data[i] = v;
+  }
+  param->probe = std::move(t);
+  return success();
+}
+
 LogicalResult Raiser::emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
                                       Abstract &out) {
   bool msft = node.getDomain() == "com.microsoft";
@@ -1642,6 +1688,11 @@ LogicalResult Raiser::emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
   };
   Abstract *cosA = operand(msft ? 2 : 1), *sinA = operand(msft ? 3 : 2),
            *posA = operand(msft ? 1 : 3);
+  // Caches too large for the importer to inline: the positions the probe
+  // checks are their first rows.
+  if (failed(readLeadingRows(node, cosA, probeSeq)) ||
+      failed(readLeadingRows(node, sinA, probeSeq)))
+    return failure();
   if (!isConcrete(cosA) || !isConcrete(sinA) || (posA && !isConcrete(posA)))
     return nodeError(node) << "rotary caches and positions must be known at "
                               "compile time";
@@ -1875,6 +1926,9 @@ LogicalResult Raiser::emitGroupQueryAttention(NodeOp node,
   Value qv = q->act.value, kv = k->act.value;
   if (intAttr("do_rotary", 0)) {
     Abstract *c = operand(7), *sn = operand(8);
+    if (failed(readLeadingRows(node, c, probeSeq)) ||
+        failed(readLeadingRows(node, sn, probeSeq)))
+      return failure();
     if (!isConcrete(c) || !isConcrete(sn))
       return nodeError(node) << "do_rotary needs constant cos/sin caches";
     FailureOr<double> theta = fitRopeCaches(node, *c->probe, *sn->probe, d);

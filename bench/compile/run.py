@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""bench/compile: the whole tpc pipeline (import, raising, checks, lowering
+to EmitC, C++ emission; --emit cpp) on Llama-3-70B-shaped graphs of 8, 32
+and 80 layers whose weights sit in a sparse external-data file. Reports wall
+time and peak RSS of each (median of REPEAT runs, RSS from wait4), the 80/8
+time ratio, and the targets: 80 layers under 5 s and 1 GiB, ratio under 12.
+
+Usage: run.py TPC WORKDIR [--repeat N] [--tp N]"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+p = argparse.ArgumentParser()
+p.add_argument("tpc")
+p.add_argument("work")
+p.add_argument("--repeat", type=int, default=3)
+p.add_argument("--tp", type=int, default=1)
+p.add_argument("--layers", default="8,32,80")
+args = p.parse_args()
+here = os.path.dirname(os.path.abspath(__file__))
+
+rows = {}
+for layers in [int(x) for x in args.layers.split(",")]:
+    model_dir = os.path.join(args.work, f"l{layers}")
+    if not os.path.exists(os.path.join(model_dir, "model.onnx")):
+        subprocess.run([sys.executable, os.path.join(here, "make_graph.py"), model_dir, str(layers)], check=True)
+    walls, rsss = [], []
+    for _ in range(args.repeat):
+        out = os.path.join(model_dir, "out")
+        cmd = [args.tpc, os.path.join(model_dir, "model.onnx"), "--emit", "cpp", "--tp", str(args.tp), "-o", out]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        walls.append(time.perf_counter() - start)
+        rsss.append(usage.ru_maxrss / 1024.0)  # KiB -> MiB
+        if status != 0:
+            sys.exit(f"tpc failed on {layers} layers: {' '.join(cmd)}")
+    with open(os.path.join(out, "model.cpp")) as f:
+        lines = sum(1 for _ in f)
+    rows[layers] = (statistics.median(walls), max(rsss), lines)
+
+print(f"| layers | tp | wall (s, median of {args.repeat}) | peak RSS (MiB) | model.cpp lines |")
+print("|---|---|---|---|---|")
+for layers, (wall, rss, lines) in rows.items():
+    print(f"| {layers} | {args.tp} | {wall:.3f} | {rss:.1f} | {lines} |")
+if 8 in rows and 80 in rows:
+    ratio = rows[80][0] / rows[8][0]
+    wall, rss, _ = rows[80]
+    print(f"80/8 time ratio: {ratio:.2f} (target < 12); 80 layers: {wall:.2f} s (target < 5), "
+          f"{rss:.0f} MiB (target < 1024)")
+    ok = ratio < 12 and wall < 5 and rss < 1024
+    print("targets met" if ok else "TARGETS MISSED")
+    sys.exit(0 if ok else 1)
