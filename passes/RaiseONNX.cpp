@@ -187,6 +187,15 @@ double roundSignificant(double v) {
   return std::round(v * scale) / scale;
 }
 
+/// RoPE's base from the angle of feature `i` (0 < i < rot / 2) at position
+/// 1: angle = theta^(-2i / rot). The lowest frequency (largest i) keeps the
+/// exponent near 1, so f32 rounding in the tables barely moves theta (from
+/// feature 1 the error is raised to the power rot / 2).
+static double ropeThetaFromAngle(double angle, int64_t i, int64_t rot) {
+  return roundSignificant(
+      std::pow(angle, -static_cast<double>(rot) / (2.0 * i)));
+}
+
 class Raiser {
 public:
   Raiser(func::FuncOp source, int64_t probeBatch, int64_t probeSeq)
@@ -674,15 +683,15 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   if (cosT.shape.empty() || cosT.shape.back() != d || sinT.shape.empty() ||
       sinT.shape.back() != d)
     return nodeError(node) << "the rotary tables are not [.., seq, head_dim]";
-  // Fit the frequency of feature 1 at position 1, then check every entry.
+  // Fit the lowest frequency at position 1, then check every entry.
   double theta = 10000.0;
   if (half >= 2) {
-    double f1 = std::atan2(*tableAt(sinT, x.layout, 0, 1, 1),
-                           *tableAt(cosT, x.layout, 0, 1, 1));
-    if (!(f1 > 0))
+    double f = std::atan2(*tableAt(sinT, x.layout, 0, 1, half - 1),
+                          *tableAt(cosT, x.layout, 0, 1, half - 1));
+    if (!(f > 0))
       return nodeError(node) << "cannot read a rotary frequency from the "
                                 "cos/sin tables";
-    theta = roundSignificant(std::pow(f1, -static_cast<double>(half)));
+    theta = ropeThetaFromAngle(f, half - 1, d);
   }
   for (int64_t b = 0; b < probeBatch; ++b)
     for (int64_t p = 0; p < probeSeq; ++p)
@@ -1732,12 +1741,11 @@ LogicalResult Raiser::emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
   };
   double theta = 10000.0;
   if (half >= 2) {
-    auto c11 = at(c, 0, 1, 1), s11 = at(sn, 0, 1, 1);
-    if (!c11 || !s11)
+    auto c1 = at(c, 0, 1, half - 1), s1 = at(sn, 0, 1, half - 1);
+    if (!c1 || !s1)
       return nodeError(node) << "rotary caches do not cover positions "
                                 "0..seq-1";
-    theta = roundSignificant(std::pow(std::atan2(*s11, *c11),
-                                      -static_cast<double>(half)));
+    theta = ropeThetaFromAngle(std::atan2(*s1, *c1), half - 1, rot);
   }
   for (int64_t b = 0; b < probeBatch; ++b)
     for (int64_t p = 0; p < probeSeq; ++p)
@@ -1858,9 +1866,9 @@ FailureOr<double> Raiser::fitRopeCaches(NodeOp node, const ProbeTensor &c,
                            << probeSeq << ", " << half << "]";
   double theta = 10000.0;
   if (half >= 2)
-    theta = roundSignificant(std::pow(
-        std::atan2(sn.data[sn.shape[1] + 1], c.data[c.shape[1] + 1]),
-        -static_cast<double>(half)));
+    theta = ropeThetaFromAngle(std::atan2(sn.data[sn.shape[1] + half - 1],
+                                          c.data[c.shape[1] + half - 1]),
+                               half - 1, rot);
   for (int64_t p = 0; p < probeSeq; ++p)
     for (int64_t i = 0; i < half; ++i) {
       float freq = static_cast<float>(std::pow(theta, -2.0 * i / rot));

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""bench/compile: the whole tpc pipeline (import, raising, checks, lowering
-to EmitC, C++ emission; --emit cpp) on Llama-3-70B-shaped graphs of 8, 32
-and 80 layers whose weights sit in a sparse external-data file. Reports wall
-time and peak RSS of each (median of REPEAT runs, RSS from wait4), the 80/8
-time ratio, and the targets: 80 layers under 5 s and 1 GiB, ratio under 12.
+"""bench/compile: the whole tpc pipeline (import, raising, checks, plan and
+partition at --tp > 1, lowering to EmitC, C++ emission; --emit cpp) on
+Llama-3-70B-shaped graphs of 8, 32 and 80 layers whose weights sit in a
+sparse external-data file. --form dynamo: transformers' LlamaForCausalLM
+through the dynamo exporter (export_dynamo.py, needs setup.sh --models);
+--form fused: opset-23 fused operators (make_graph.py). Reports wall time
+and peak RSS of each (median of REPEAT runs, RSS from wait4), the 80/8 time
+ratio, and the targets: 80 layers under 5 s and 1 GiB, ratio under 12.
 
-Usage: run.py TPC WORKDIR [--repeat N] [--tp N]"""
+Usage: run.py TPC WORKDIR [--form dynamo|fused] [--repeat N] [--tp N]"""
 import argparse
 import os
 import statistics
@@ -19,14 +22,17 @@ p.add_argument("work")
 p.add_argument("--repeat", type=int, default=3)
 p.add_argument("--tp", type=int, default=1)
 p.add_argument("--layers", default="8,32,80")
+p.add_argument("--form", choices=["dynamo", "fused"], default="dynamo")
 args = p.parse_args()
 here = os.path.dirname(os.path.abspath(__file__))
 
 rows = {}
 for layers in [int(x) for x in args.layers.split(",")]:
-    model_dir = os.path.join(args.work, f"l{layers}")
+    model_dir = os.path.join(args.work, f"{args.form}_l{layers}")
+    maker = "export_dynamo.py" if args.form == "dynamo" else "make_graph.py"
     if not os.path.exists(os.path.join(model_dir, "model.onnx")):
-        subprocess.run([sys.executable, os.path.join(here, "make_graph.py"), model_dir, str(layers)], check=True)
+        subprocess.run([sys.executable, os.path.join(here, maker), model_dir, str(layers)], check=True,
+                       stdout=subprocess.DEVNULL)
     walls, rsss = [], []
     for _ in range(args.repeat):
         out = os.path.join(model_dir, "out")
@@ -42,10 +48,10 @@ for layers in [int(x) for x in args.layers.split(",")]:
         lines = sum(1 for _ in f)
     rows[layers] = (statistics.median(walls), max(rsss), lines)
 
-print(f"| layers | tp | wall (s, median of {args.repeat}) | peak RSS (MiB) | model.cpp lines |")
-print("|---|---|---|---|---|")
+print(f"| form | layers | tp | wall (s, median of {args.repeat}) | peak RSS (MiB) | model.cpp lines |")
+print("|---|---|---|---|---|---|")
 for layers, (wall, rss, lines) in rows.items():
-    print(f"| {layers} | {args.tp} | {wall:.3f} | {rss:.1f} | {lines} |")
+    print(f"| {args.form} | {layers} | {args.tp} | {wall:.3f} | {rss:.1f} | {lines} |")
 if 8 in rows and 80 in rows:
     ratio = rows[80][0] / rows[8][0]
     wall, rss, _ = rows[80]

@@ -33,8 +33,8 @@ def w(*shape, scale=0.2):
 
 
 
-def rope_caches(d):
-    inv_freq = (1.0 / THETA ** (np.arange(0, d, 2, dtype=np.int64).astype(np.float32) / d)).astype(np.float32)
+def rope_caches(d, theta):
+    inv_freq = (1.0 / theta ** (np.arange(0, d, 2, dtype=np.int64).astype(np.float32) / d)).astype(np.float32)
     angles = np.outer(np.arange(MAXPOS, dtype=np.float32), inv_freq).astype(np.float32)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
@@ -79,9 +79,11 @@ def linear(g, x, name, fan_in, fan_out, msft):
 
 def build(msft, gqa=False):
     global D
-    # onnxruntime's GroupQueryAttention rotary wants head_dim % 16 == 0.
-    D = 16 if gqa else 8
-    cos_cache, sin_cache = rope_caches(D)
+    # onnxruntime's GroupQueryAttention rotary wants head_dim % 16 == 0. The
+    # opset-23 model has Llama 3's head_dim and base, where recovering theta
+    # from f32 tables is most sensitive.
+    D = 16 if gqa else 8 if msft else 128
+    cos_cache, sin_cache = rope_caches(D, THETA if msft else 500000.0)
     g = Graph()
     attn = "attn" if msft else "self_attn"
     g.init("model.embed_tokens.weight", w(V, H, scale=1.0))

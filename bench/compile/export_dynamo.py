@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Writes a Llama-3-70B-shaped LlamaForCausalLM (hidden 8192, 64 heads, 8 KV
+heads, MLP 28672, vocab 128256, untied, eager attention) with L layers as
+the dynamo exporter writes it, without ever materialising a weight: the
+model is built on the meta device (only the RoPE inv_freq buffer is real),
+exported with torch.onnx.export(dynamo=True, optimize=False), optimized with
+onnxscript's default optimizer while the weights are graph inputs (so
+nothing folds them), and the weights then become external-data initializers
+at consecutive byte ranges of one sparse file that is never written.
+
+Usage: export_dynamo.py OUTDIR LAYERS     (needs scripts/setup.sh --models)"""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxscript
+import torch
+import transformers
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "test", "models"))
+from generate import LogitsOnly  # noqa: E402
+
+out, layers = sys.argv[1], int(sys.argv[2])
+os.makedirs(out, exist_ok=True)
+path = os.path.join(out, "model.onnx")
+config = transformers.LlamaConfig(
+    vocab_size=128256, hidden_size=8192, num_hidden_layers=layers,
+    num_attention_heads=64, num_key_value_heads=8, head_dim=128,
+    intermediate_size=28672, rms_norm_eps=1e-5, rope_theta=500000.0,
+    tie_word_embeddings=False)
+config._attn_implementation = "eager"
+with torch.device("meta"):
+    model = LogitsOnly(transformers.LlamaForCausalLM(config).eval()).eval()
+rotary = model.model.rotary_emb
+inv_freq = 1.0 / (500000.0 ** (torch.arange(0, 128, 2, dtype=torch.int64).float() / 128))
+rotary.register_buffer("inv_freq", inv_freq, persistent=False)
+rotary.register_buffer("original_inv_freq", inv_freq.clone(), persistent=False)
+
+ids = torch.zeros((2, 16), dtype=torch.int64)
+batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+program = torch.onnx.export(
+    model, (ids, torch.ones_like(ids)), dynamo=True, optimize=False,
+    dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}},
+    input_names=["input_ids", "attention_mask"], output_names=["logits"])
+program.save(path, include_initializers=False)
+
+proto = onnx.load(path)
+graph = proto.graph
+defined = {i.name for i in graph.input} | {o for n in graph.node for o in n.output}
+tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+weights = []
+for name in dict.fromkeys(x for n in graph.node for x in n.input if x and x not in defined):
+    t = tensors[name]
+    if t.device.type == "meta":
+        graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(t.shape)))
+        weights.append((name, list(t.shape)))
+    else:
+        graph.initializer.append(numpy_helper.from_array(t.numpy(), name))
+proto = onnxscript.optimizer.optimize(proto)
+graph = proto.graph
+names = {name for name, _ in weights}
+inputs = [i for i in graph.input if i.name not in names]
+del graph.input[:]
+graph.input.extend(inputs)
+offset = 0
+for name, shape in weights:
+    t = graph.initializer.add()
+    t.name, t.data_type = name, TensorProto.FLOAT
+    t.dims.extend(shape)
+    t.data_location = TensorProto.EXTERNAL
+    length = int(np.prod(shape)) * 4
+    for key, value in (("location", "weights.bin"), ("offset", str(offset)), ("length", str(length))):
+        entry = t.external_data.add()
+        entry.key, entry.value = key, value
+    offset += length
+onnx.save(proto, path)
+with open(os.path.join(out, "weights.bin"), "wb") as data:
+    data.truncate(offset)
+print(f"{path}: {layers} layers, {len(graph.node)} nodes, {offset / 2**30:.1f} GiB of weights (sparse)")
