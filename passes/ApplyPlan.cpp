@@ -25,6 +25,9 @@ namespace {
 struct Placement {
   int64_t dim = -1;
   std::string key; // plan entry
+  /// KV-head replication: `dim` is cut into tp / replicas blocks and each
+  /// block is held by `replicas` consecutive ranks (one query group).
+  int64_t replicas = 1;
   bool operator==(const Placement &o) const { return dim == o.dim; }
 };
 
@@ -42,10 +45,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       return signalPassFailure();
     }
     auto config = module->getAttrOfType<DictionaryAttr>("tp.config");
-    StringRef arch =
-        config && config.getAs<StringAttr>("architecture")
-            ? config.getAs<StringAttr>("architecture").getValue()
-            : "";
+    StringRef arch = config && config.getAs<StringAttr>("architecture")
+                         ? config.getAs<StringAttr>("architecture").getValue()
+                         : "";
     std::string planName = plan == "auto" ? arch.str() : plan;
     if (StringRef(planName).starts_with("hf:") ||
         StringRef(planName).starts_with("file:")) {
@@ -58,7 +60,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                                    TPDialect::kFqnAttrName);
       return fqn && fqn.getValue().starts_with("backbone.");
     });
-    std::optional<Plan> p = getBuiltinPlan(planName, backbone ? "backbone" : "model");
+    std::optional<Plan> p =
+        getBuiltinPlan(planName, backbone ? "backbone" : "model");
     if (!p) {
       module.emitError() << "unknown plan '" << planName
                          << "' (auto, llama, qwen2, qwen3, gemma3, "
@@ -83,8 +86,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   }
 
   /// The placement one use of a parameter asks for.
-  FailureOr<Placement> placementFor(Value param, OpOperand &use,
-                                    StringRef fqn, const Plan &plan) {
+  FailureOr<Placement> placementFor(Value param, OpOperand &use, StringRef fqn,
+                                    const Plan &plan) {
     Operation *user = use.getOwner();
     std::string module = moduleOf(fqn);
     // A tied table read by the output projection is lm_head's parameter.
@@ -124,7 +127,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     if (size % static_cast<int64_t>(tp) == 0)
       return success();
     return op->emitError() << "plan key '" << key << "': " << size << " "
-                           << what << " are not divisible by tp " << static_cast<int64_t>(tp);
+                           << what << " are not divisible by tp "
+                           << static_cast<int64_t>(tp);
   }
 
   LogicalResult apply(func::FuncOp func, const Plan &plan) {
@@ -132,8 +136,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     OpBuilder builder(ctx);
     ModuleOp module = getOperation();
     builder.setInsertionPointToStart(module.getBody());
-    shard::GridOp::create(builder, func.getLoc(), "tp",
-                          ArrayRef<int64_t>{tp});
+    shard::GridOp::create(builder, func.getLoc(), "tp", ArrayRef<int64_t>{tp});
 
     llvm::DenseMap<Value, Placement> placements;
     llvm::StringSet<> usedKeys;
@@ -149,10 +152,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
           return failure();
         if (chosen && !(*chosen == *p))
           return func.emitError()
-                 << "tied parameter '" << fqn.getValue()
-                 << "' is split on dim " << chosen->dim << " by '"
-                 << chosen->key << "' and on dim " << p->dim << " by '"
-                 << p->key << "'";
+                 << "tied parameter '" << fqn.getValue() << "' is split on dim "
+                 << chosen->dim << " by '" << chosen->key << "' and on dim "
+                 << p->dim << " by '" << p->key << "'";
         chosen = *p;
         if (!p->key.empty())
           usedKeys.insert(p->key);
@@ -171,8 +173,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         return std::nullopt;
       return it->second;
     };
-    WalkResult walk = func.walk([&](Operation *op) {
-      if (auto att = dyn_cast<AttentionOp>(op)) {
+    // Heads first: they decide KV-head replication, which changes what the
+    // k and v projections cut.
+    WalkResult walk = func.walk([&](AttentionOp att) {
+      Operation *op = att;
+      {
         // Through rotary and q/k norms to the projection.
         auto projOf = [](Value v) -> LinearOp {
           while (v.getDefiningOp() && !v.getDefiningOp<LinearOp>() &&
@@ -190,22 +195,45 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
           if (auto p = splitOf(k.getWeight())) {
             int64_t kv = att.getNumKvHeadsAttr().getInt();
             if (kv % tp != 0) {
-              if (tp % kv == 0 && tp <= att.getNumHeadsAttr().getInt())
+              if (tp % kv != 0) {
                 op->emitError()
                     << "plan key '" << p->key << "': " << kv
-                    << " KV heads on " << static_cast<int64_t>(tp)
-                    << " ranks needs KV-head replication across query "
-                       "groups, which is not implemented yet";
-              else
-                op->emitError() << "plan key '" << p->key << "': " << kv
-                                << " KV heads are not divisible by tp "
-                                << static_cast<int64_t>(tp)
-                                << " (nor tp by them)";
-              return WalkResult::interrupt();
+                    << " KV heads are not divisible by tp "
+                    << static_cast<int64_t>(tp) << " (nor tp by them)";
+                return WalkResult::interrupt();
+              }
+              // Fewer KV heads than ranks: every rank of a query group
+              // holds that group's KV head.
+              LinearOp v = projOf(att.getV());
+              for (LinearOp proj : {k, v}) {
+                if (!proj)
+                  continue;
+                for (Value param : {proj.getWeight(), proj.getBias()}) {
+                  if (!param)
+                    continue;
+                  auto it = placements.find(param);
+                  if (it == placements.end() || it->second.dim != 0) {
+                    op->emitError()
+                        << "plan key '" << p->key << "': " << kv
+                        << " KV heads on " << static_cast<int64_t>(tp)
+                        << " ranks need the k and v projections split on "
+                           "their output features";
+                    return WalkResult::interrupt();
+                  }
+                  it->second.replicas = tp / kv;
+                }
+              }
             }
           }
-      } else if (auto linear = dyn_cast<LinearOp>(op)) {
-        if (auto p = splitOf(linear.getWeight())) {
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    walk = func.walk([&](Operation *op) {
+      if (auto linear = dyn_cast<LinearOp>(op)) {
+        auto p = splitOf(linear.getWeight());
+        if (p && p->replicas == 1) {
           auto w = linear.getWeight().getType();
           StringRef what = p->dim == 0 ? "output features" : "input features";
           if (failed(checkDivisible(op, p->key, what, w.getDimSize(p->dim))))
@@ -214,9 +242,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
         if (auto p = splitOf(emb.getTable())) {
           StringRef what = p->dim == 0 ? "vocabulary rows" : "hidden features";
-          if (failed(checkDivisible(op, p->key, what,
-                                    emb.getTable().getType().getDimSize(
-                                        p->dim))))
+          if (failed(
+                  checkDivisible(op, p->key, what,
+                                 emb.getTable().getType().getDimSize(p->dim))))
             return WalkResult::interrupt();
         }
       }
@@ -251,13 +279,16 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                       builder.getStringAttr(
                           p.dim < 0 ? std::string("replicated")
                                     : "split(" + std::to_string(p.dim) + ")"));
+      if (p.replicas > 1)
+        func.setArgAttr(i, "tp.shard_replicas",
+                        builder.getI64IntegerAttr(p.replicas));
       if (!p.key.empty())
         func.setArgAttr(i, "tp.plan_key", builder.getStringAttr(p.key));
       if (p.dim < 0)
-        func.setArgAttr(i, "tp.grad_reduction",
-                        builder.getStringAttr(readsHeadShards(annotated, placements)
-                                                  ? "sum"
-                                                  : "mean"));
+        func.setArgAttr(
+            i, "tp.grad_reduction",
+            builder.getStringAttr(
+                readsHeadShards(annotated, placements) ? "sum" : "mean"));
     }
     return success();
   }
@@ -265,8 +296,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   /// A replicated norm weight applied per head to a column-split
   /// projection's output sees only this rank's heads: its gradient is a
   /// partial sum (HF's replicated_with_grad_allreduce).
-  static bool readsHeadShards(shard::ShardOp param,
-                              const llvm::DenseMap<Value, Placement> &placements) {
+  static bool
+  readsHeadShards(shard::ShardOp param,
+                  const llvm::DenseMap<Value, Placement> &placements) {
     for (Operation *user : param->getUsers())
       if (auto norm = dyn_cast<RmsNormOp>(user))
         if (norm.getGroupSizeAttr())

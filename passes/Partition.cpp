@@ -75,7 +75,8 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       if (!annotated)
         continue;
       auto arg = dyn_cast<BlockArgument>(annotated.getSrc());
-      auto sharding = annotated.getSharding().getDefiningOp<shard::ShardingOp>();
+      auto sharding =
+          annotated.getSharding().getDefiningOp<shard::ShardingOp>();
       if (!arg || !sharding)
         return annotated.emitError("tp-partition: only parameter "
                                    "annotations are supported");
@@ -89,18 +90,25 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
         sharding.erase();
       if (dim < 0)
         continue;
+      // KV heads shared by a query group: fewer blocks than ranks.
+      int64_t replicas = 1;
+      if (auto r = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                      "tp.shard_replicas"))
+        replicas = r.getInt();
       auto type = cast<RankedTensorType>(arg.getType());
-      if (type.getDimSize(dim) % ranks)
-        return func.emitError() << "argument " << arg.getArgNumber()
-                                << ": dim " << dim << " of " << type
-                                << " does not split into " << ranks;
+      if (ranks % replicas || type.getDimSize(dim) % (ranks / replicas))
+        return func.emitError()
+               << "argument " << arg.getArgNumber() << ": dim " << dim << " of "
+               << type << " does not split into " << ranks << " / " << replicas
+               << " blocks";
+      int64_t blocks = ranks / replicas;
       SmallVector<int64_t> shape(type.getShape());
-      shape[dim] /= ranks;
+      shape[dim] /= blocks;
       arg.setType(RankedTensorType::get(shape, type.getElementType()));
       func.setArgAttr(arg.getArgNumber(), "tp.shard_dim",
                       builder.getI64IntegerAttr(dim));
       func.setArgAttr(arg.getArgNumber(), "tp.shards",
-                      builder.getI64IntegerAttr(ranks));
+                      builder.getI64IntegerAttr(blocks));
       split[arg] = dim;
     }
     auto splitDim = [&](Value v) -> int64_t {
@@ -143,9 +151,9 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                   if (in != State::Replicated)
                     return o.emitError("tp-partition: a column-split linear "
                                        "needs a replicated input");
-                  o.getResult().setType(withLast(
-                      o.getResult().getType(),
-                      o.getWeight().getType().getDimSize(0)));
+                  o.getResult().setType(
+                      withLast(o.getResult().getType(),
+                               o.getWeight().getType().getDimSize(0)));
                   state[o.getResult()] = State::SplitLast;
                   return success();
                 }
@@ -181,15 +189,25 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                                      "differently");
                 o.getResult().setType(o.getQ().getType());
                 if (q == State::SplitLast) {
-                  int64_t heads = o.getNumHeadsAttr().getInt(),
+                  // This rank's heads are what its projections produce (KV
+                  // heads may be shared by a query group).
+                  int64_t d = o.getHeadDim(),
+                          heads = o.getNumHeadsAttr().getInt(),
                           kv = o.getNumKvHeadsAttr().getInt();
-                  if (heads % ranks || kv % ranks)
-                    return o.emitError() << "tp-partition: " << heads
-                                         << " heads / " << kv
-                                         << " KV heads do not split into "
-                                         << ranks;
-                  o.setNumHeadsAttr(builder.getI64IntegerAttr(heads / ranks));
-                  o.setNumKvHeadsAttr(builder.getI64IntegerAttr(kv / ranks));
+                  int64_t qf = o.getQ().getType().getShape().back(),
+                          kf = o.getK().getType().getShape().back();
+                  int64_t localHeads = qf / d, localKv = kf / d;
+                  if (qf % d || kf % d || heads != localHeads * ranks ||
+                      localKv < 1 || localHeads % localKv ||
+                      (kv % ranks == 0 ? localKv * ranks != kv
+                                       : localKv != 1 || ranks % kv))
+                    return o.emitError()
+                           << "tp-partition: " << heads << " heads / " << kv
+                           << " KV heads do not split into " << ranks
+                           << " (this rank's projections give " << qf << " and "
+                           << kf << " features)";
+                  o.setNumHeadsAttr(builder.getI64IntegerAttr(localHeads));
+                  o.setNumKvHeadsAttr(builder.getI64IntegerAttr(localKv));
                 }
                 state[o.getResult()] = q;
                 return success();
@@ -240,8 +258,8 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       if (failed(ok))
         return failure();
     }
-    func.setType(FunctionType::get(ctx, body.getArgumentTypes(),
-                                   func.getResultTypes()));
+    func.setType(
+        FunctionType::get(ctx, body.getArgumentTypes(), func.getResultTypes()));
     return success();
   }
 

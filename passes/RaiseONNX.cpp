@@ -15,8 +15,8 @@
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
-#include "tpopt/Probe/ProbeTensor.h"
 #include "tpopt/Passes.h"
+#include "tpopt/Probe/ProbeTensor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -66,28 +66,28 @@ struct Activation {
 
 struct Abstract {
   enum Kind {
-    Concrete,     // probe value in `probe`
-    Ids,          // token ids graph input
-    Act,          // activation
-    Param,        // parameter argument (maybe with a small known value)
-    ParamPlus,    // parameter + scalar `number` (Gemma's 1 + w)
-    Elementwise,  // expression `group` (in Raiser::exprs) of activation x
-    MeanSquare,   // mean(x^2) over groups of `group`
+    Concrete,    // probe value in `probe`
+    Ids,         // token ids graph input
+    Act,         // activation
+    Param,       // parameter argument (maybe with a small known value)
+    ParamPlus,   // parameter + scalar `number` (Gemma's 1 + w)
+    Elementwise, // expression `group` (in Raiser::exprs) of activation x
+    MeanSquare,  // mean(x^2) over groups of `group`
     MeanSquareEps,
-    Rms,          // sqrt(mean(x^2) + eps)
-    InvRms,       // 1 / Rms
-    Normed,       // x / Rms
-    TableProduct, // x * table (RoPE cos)
-    RopeHalf,     // first (group 1) or second (group 2) half of x's heads
-    RopeNegHalf,  // -second half
-    RopeRotated,  // rotate_half(x)
+    Rms,            // sqrt(mean(x^2) + eps)
+    InvRms,         // 1 / Rms
+    Normed,         // x / Rms
+    TableProduct,   // x * table (RoPE cos)
+    RopeHalf,       // first (group 1) or second (group 2) half of x's heads
+    RopeNegHalf,    // -second half
+    RopeRotated,    // rotate_half(x)
     RotatedProduct, // rotate_half(x) * table (RoPE sin)
-    KVUnsqueezed, // repeat_kv: x[:, :, None]
-    KVExpanded,   // repeat_kv: expanded by `group`
-    Scores,       // `number` * q k^T
-    MaskedScores, // scores + table
-    Probs,        // softmax(scores)
-    KVCache,      // a present key/value output, which the program drops
+    KVUnsqueezed,   // repeat_kv: x[:, :, None]
+    KVExpanded,     // repeat_kv: expanded by `group`
+    Scores,         // `number` * q k^T
+    MaskedScores,   // scores + table
+    Probs,          // softmax(scores)
+    KVCache,        // a present key/value output, which the program drops
   };
   Kind kind = Concrete;
   std::optional<ProbeTensor> probe;
@@ -290,8 +290,8 @@ private:
                            Abstract &out);
   LogicalResult emitRmsNorm(NodeOp node, Abstract &normed, Abstract &weight,
                             Abstract &out);
-  LogicalResult emitRotary(NodeOp node, Abstract &cosPart,
-                           Abstract &sinPart, Abstract &out);
+  LogicalResult emitRotary(NodeOp node, Abstract &cosPart, Abstract &sinPart,
+                           Abstract &out);
   LogicalResult emitAttention(NodeOp node, Abstract &probs, Abstract &v,
                               Abstract &out);
   LogicalResult emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
@@ -369,10 +369,10 @@ FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
                                   StringRef explicitFqn) {
   ParamInfo &info = params[p.argIndex];
   std::string fqn = explicitFqn.str();
-  StringRef initName =
-      source.getArgAttrOfType<StringAttr>(p.argIndex,
-                                          onnx_ir::ONNXDialect::kNameAttrName)
-          .getValue();
+  StringRef initName = source
+                           .getArgAttrOfType<StringAttr>(
+                               p.argIndex, onnx_ir::ONNXDialect::kNameAttrName)
+                           .getValue();
   // The module scope of the node that uses the parameter names it; an
   // exporter-kept FQN is the fallback. Scope first, because a tied
   // parameter has one initializer name for two modules (dynamo names the
@@ -391,9 +391,8 @@ FailureOr<Value> Raiser::useParam(NodeOp node, const Abstract &p,
   if (info.used) {
     if (info.transposed != transposed ||
         ArrayRef<int64_t>(info.canonicalShape) != canonicalShape)
-      return nodeError(node)
-             << "parameter '" << info.fqn
-             << "' is used with two different orientations";
+      return nodeError(node) << "parameter '" << info.fqn
+                             << "' is used with two different orientations";
     return target.getArgument(p.argIndex);
   }
   info.used = true;
@@ -481,9 +480,9 @@ int Raiser::exprOperand(Abstract *a, Value &source) {
 
 FailureOr<bool> Raiser::extendElementwise(NodeOp node, ArrayRef<Abstract *> in,
                                           Abstract &out) {
-  static const llvm::StringSet<> unary = {"Tanh", "Sigmoid", "Erf",  "Relu",
-                                          "Neg",  "Exp",     "Abs",
-                                          "Softplus", "Gelu"};
+  static const llvm::StringSet<> unary = {"Tanh", "Sigmoid",  "Erf",
+                                          "Relu", "Neg",      "Exp",
+                                          "Abs",  "Softplus", "Gelu"};
   static const llvm::StringSet<> binary = {"Add", "Sub", "Mul", "Div", "Pow"};
   StringRef op = node.getOpType();
   Value source;
@@ -549,9 +548,11 @@ std::optional<std::pair<StringRef, double>> Raiser::recognize(int id) {
       {"gelu_tanh",
        [](double x) {
          return 0.5 * x *
-                (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+                (1 +
+                 std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
        }},
-      {"gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+      {"gelu",
+       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
       {"relu_squared", [](double x) { return x > 0 ? x * x : 0.0; }},
   };
   for (auto [name, g] : known) {
@@ -574,8 +575,8 @@ LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
   if (!known)
     return nodeError(node) << "the elementwise function computed before this "
                               "node (f(1) = "
-                           << evalExpr(id, 1.0) << ", f(-1) = "
-                           << evalExpr(id, -1.0)
+                           << evalExpr(id, 1.0)
+                           << ", f(-1) = " << evalExpr(id, -1.0)
                            << ") is not SiLU, GELU, squared ReLU or a scale";
   auto [match, c] = *known;
   Value y = x;
@@ -601,8 +602,8 @@ LogicalResult Raiser::emitLinear(NodeOp node, Abstract &x, Abstract &w,
                                  Abstract &out) {
   if (x.act.layout != Layout::Packed)
     return nodeError(node) << "a linear layer on a head-split activation";
-  auto stored = cast<RankedTensorType>(
-      source.getArgument(w.argIndex).getType());
+  auto stored =
+      cast<RankedTensorType>(source.getArgument(w.argIndex).getType());
   if (stored.getRank() != 2)
     return nodeError(node) << "weight is not 2-D: " << stored;
   // MatMul computes x @ B with B = [in, out]. B is the stored tensor, or its
@@ -626,8 +627,8 @@ LogicalResult Raiser::emitLinear(NodeOp node, Abstract &x, Abstract &w,
 LogicalResult Raiser::emitRmsNorm(NodeOp node, Abstract &normed,
                                   Abstract &weight, Abstract &out) {
   int64_t group = normed.group;
-  auto stored = cast<RankedTensorType>(
-      source.getArgument(weight.argIndex).getType());
+  auto stored =
+      cast<RankedTensorType>(source.getArgument(weight.argIndex).getType());
   if (stored.getRank() != 1 || stored.getDimSize(0) != group)
     return nodeError(node) << "norm weight " << stored
                            << " does not match the normalized size " << group;
@@ -645,9 +646,8 @@ LogicalResult Raiser::emitRmsNorm(NodeOp node, Abstract &normed,
   Value y = RmsNormOp::create(
       builder, node.getLoc(), x.value.getType(), x.value, *w,
       builder.getF64FloatAttr(roundSignificant(normed.number)),
-      builder.getF64FloatAttr(weight.kind == Abstract::ParamPlus
-                                  ? weight.number
-                                  : 0.0),
+      builder.getF64FloatAttr(weight.kind == Abstract::ParamPlus ? weight.number
+                                                                 : 0.0),
       groupAttr);
   Activation result = x;
   result.value = y;
@@ -708,8 +708,8 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
                  << " at positions 0..seq-1 (batch " << b << ", position " << p
                  << ", feature " << i << ": cos " << c << ", sin " << s << ")";
       }
-  Value y = RotaryOp::create(builder, node.getLoc(), x.value.getType(),
-                             x.value, builder.getI64IntegerAttr(d),
+  Value y = RotaryOp::create(builder, node.getLoc(), x.value.getType(), x.value,
+                             builder.getI64IntegerAttr(d),
                              builder.getF64FloatAttr(theta), IntegerAttr(),
                              UnitAttr());
   Activation result = x;
@@ -740,9 +740,8 @@ llvm::hash_code Raiser::structureOf(Value v) {
                            mlir::hash_value(node.getOnnxAttrs()),
                            cast<OpResult>(v).getResultNumber());
     for (Value in : node.getInputs())
-      h = llvm::hash_combine(h, isa<NoneType>(in.getType())
-                                    ? llvm::hash_code(0)
-                                    : structureOf(in));
+      h = llvm::hash_combine(h, isa<NoneType>(in.getType()) ? llvm::hash_code(0)
+                                                            : structureOf(in));
   } else {
     h = llvm::hash_value(v.getAsOpaquePointer());
   }
@@ -758,7 +757,8 @@ LogicalResult Raiser::classifyMask(NodeOp node, const ProbeTensor &m,
   usesPadding = false;
   window.reset();
   {
-    auto allowedAt = [&](int64_t b, int64_t i, int64_t j) -> std::optional<bool> {
+    auto allowedAt = [&](int64_t b, int64_t i,
+                         int64_t j) -> std::optional<bool> {
       if (m.rank() > 4)
         return std::nullopt;
       double value = m.data[m.broadcastIndex({b, 0, i, j})];
@@ -824,8 +824,8 @@ LogicalResult Raiser::classifyMask(NodeOp node, const ProbeTensor &m,
   }
   // Two different mask tensors that mean the same at the probe: one of
   // them is probably a sliding window wider than the probe can show.
-  std::string meaning = llvm::formatv("{0}/{1}/{2}", causal, usesPadding,
-                                      window ? *window : 0);
+  std::string meaning =
+      llvm::formatv("{0}/{1}/{2}", causal, usesPadding, window ? *window : 0);
   size_t structure = maskSource ? size_t(structureOf(maskSource)) : 0;
   maskMeaning.try_emplace(structure, meaning);
   for (auto &[other, otherMeaning] : maskMeaning)
@@ -854,17 +854,15 @@ LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
   int64_t heads = featuresOf(q.value) / d;
   int64_t kvHeads = featuresOf(k.value) / d;
   if (kvHeads * k.repeat != heads)
-    return nodeError(node) << heads << " query heads do not match "
-                           << kvHeads << " KV heads repeated " << k.repeat
-                           << " times";
+    return nodeError(node) << heads << " query heads do not match " << kvHeads
+                           << " KV heads repeated " << k.repeat << " times";
   double scale = probs.number * q.pendingScale * k.pendingScale;
 
   // What the mask allows, read at the probe.
   bool causal = false, usesPadding = false;
   std::optional<int64_t> window;
-  if (probs.table &&
-      failed(classifyMask(node, *probs.table, probs.maskSource, causal,
-                          usesPadding, window)))
+  if (probs.table && failed(classifyMask(node, *probs.table, probs.maskSource,
+                                         causal, usesPadding, window)))
     return failure();
 
   Value mask = usesPadding ? attentionMask : Value();
@@ -874,8 +872,7 @@ LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
       builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
       builder.getF64FloatAttr(roundSignificant(scale)),
       causal ? builder.getUnitAttr() : UnitAttr(),
-      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(),
-      FloatAttr());
+      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(), FloatAttr());
   Activation result;
   result.value = y;
   result.layout = Layout::HeadsT;
@@ -927,7 +924,8 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
       return SmallVector<int64_t>(attr.asArrayRef());
     return std::nullopt;
   };
-  auto axesOf = [&](unsigned inputIndex) -> std::optional<SmallVector<int64_t>> {
+  auto axesOf =
+      [&](unsigned inputIndex) -> std::optional<SmallVector<int64_t>> {
     if (auto attr = intsAttr("axes"))
       return attr;
     if (inputIndex < in.size() && isConcrete(in[inputIndex])) {
@@ -1018,12 +1016,12 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
   }
 
   if (op == "Gather" && is(0, Abstract::Param) && is(1, Abstract::Ids)) {
-    auto table = cast<RankedTensorType>(
-        source.getArgument(in[0]->argIndex).getType());
+    auto table =
+        cast<RankedTensorType>(source.getArgument(in[0]->argIndex).getType());
     if (table.getRank() != 2)
       return nodeError(node) << "embedding table is not 2-D: " << table;
-    FailureOr<Value> w = useParam(node, *in[0], table.getShape(), false,
-                                  "weight");
+    FailureOr<Value> w =
+        useParam(node, *in[0], table.getShape(), false, "weight");
     if (failed(w))
       return failure();
     elementType = table.getElementType();
@@ -1144,10 +1142,11 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
         out.number = *scalarOf(b);
         return success();
       }
-      if (a->kind == Abstract::Param && b->kind == Abstract::Act && b->act.layout == Layout::Packed) {
+      if (a->kind == Abstract::Param && b->kind == Abstract::Act &&
+          b->act.layout == Layout::Packed) {
         auto linear = b->act.value.getDefiningOp<LinearOp>();
-        auto biasType = cast<RankedTensorType>(
-            source.getArgument(a->argIndex).getType());
+        auto biasType =
+            cast<RankedTensorType>(source.getArgument(a->argIndex).getType());
         if (linear && !linear.getBias() && biasType.getRank() == 1 &&
             biasType.getDimSize(0) == featuresOf(b->act.value)) {
           FailureOr<Value> bias =
@@ -1230,8 +1229,7 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
     if (isAct(0) && isAct(1)) {
       const Activation &a = in[0]->act, &b = in[1]->act;
       if (a.layout != b.layout || a.value.getType() != b.value.getType())
-        return nodeError(node)
-               << "multiplies activations of different layouts";
+        return nodeError(node) << "multiplies activations of different layouts";
       Value y = MulOp::create(builder, node.getLoc(), a.value, b.value);
       Activation result = a;
       result.value = y;
@@ -1254,8 +1252,8 @@ LogicalResult Raiser::visitPattern(NodeOp node, ArrayRef<Abstract *> in,
     auto starts = concreteInts(1), ends = concreteInts(2),
          axes = concreteInts(3);
     int64_t d = in[0]->act.headDim;
-    bool lastAxis = !axes || (axes->size() == 1 &&
-                              ((*axes)[0] == -1 || (*axes)[0] == 3));
+    bool lastAxis =
+        !axes || (axes->size() == 1 && ((*axes)[0] == -1 || (*axes)[0] == 3));
     if (starts && ends && starts->size() == 1 && lastAxis) {
       int64_t s = (*starts)[0], e = std::min((*ends)[0], d);
       if (s == 0 && e == d / 2) {
@@ -1392,8 +1390,8 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
   };
   auto scalarIn = [&](NodeOp node) -> std::optional<double> {
     for (Value in : node.getInputs())
-      if (Abstract *a = lookup(in); a && isConcrete(a) &&
-                                    a->probe->isScalarLike())
+      if (Abstract *a = lookup(in);
+          a && isConcrete(a) && a->probe->isScalarLike())
         return a->probe->scalar();
     // A Constant node inside the block.
     for (Value in : node.getInputs())
@@ -1444,8 +1442,8 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
 
   // Parameters by what consumes them.
   Abstract *inProj = nullptr, *outProj = nullptr, *convW = nullptr,
-           *convB = nullptr, *aLog = nullptr, *dtBias = nullptr, *dParam = nullptr,
-           *normW = nullptr;
+           *convB = nullptr, *aLog = nullptr, *dtBias = nullptr,
+           *dParam = nullptr, *normW = nullptr;
   bool inT = false, outT = false;
   SmallVector<Use> matmuls;
   for (Use &u : paramUses) {
@@ -1470,14 +1468,13 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
     return cast<ShapedType>(source.getArgument(p->argIndex).getType())
         .getNumElements();
   };
-  llvm::sort(muls, [&](Abstract *a, Abstract *b) {
-    return numelOf(a) < numelOf(b);
-  });
+  llvm::sort(muls,
+             [&](Abstract *a, Abstract *b) { return numelOf(a) < numelOf(b); });
   bool foldedA = false;
   if (!aLog && muls.size() == 3) {
     auto allNegative = [](Abstract *p) {
-      return p->probe && llvm::all_of(p->probe->data,
-                                      [](double v) { return v < 0; });
+      return p->probe &&
+             llvm::all_of(p->probe->data, [](double v) { return v < 0; });
     };
     unsigned a = allNegative(muls[0]) ? 0 : allNegative(muls[1]) ? 1 : 2;
     if (a < 2 && !allNegative(muls[1 - a])) {
@@ -1498,7 +1495,7 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
   outProj = matmuls[1].param, outT = matmuls[1].transposed;
   if (!convW || !convB || !aLog || !dtBias)
     return err() << "missing "
-                 << (!convW ? "the conv1d weight"
+                 << (!convW   ? "the conv1d weight"
                      : !convB ? "the conv1d bias"
                      : !aLog  ? "A_log"
                               : "dt_bias");
@@ -1514,8 +1511,8 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
     return err() << "unexpected conv1d weight or head sizes";
   int64_t conv = cw[0], kernel = cw[2], gn2 = conv - inner;
   if (gn2 <= 0 || gn2 % 2)
-    return err() << "conv1d channels " << conv << " do not fit "
-                 << inner << " inner features";
+    return err() << "conv1d channels " << conv << " do not fit " << inner
+                 << " inner features";
   int64_t gn = gn2 / 2, groups = 0;
   // n_groups and state_size: a reshape in the block ends with the constant
   // pair [n_groups, state_size] (B and C viewed per group).
@@ -1583,8 +1580,8 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
         if (!inside.contains(user) && !isConcrete(lookup(result))) {
           if (output && output != result)
             return err() << "two values leave the block (from "
-                         << output.getDefiningOp<NodeOp>().getName()
-                         << " and " << node.getName() << ")";
+                         << output.getDefiningOp<NodeOp>().getName() << " and "
+                         << node.getName() << ")";
           output = result;
         }
   if (!output)
@@ -1595,9 +1592,8 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
     ArrayRef<int64_t> st = shapeOf(p);
     // MatMul reads [in, out]; an explicit Transpose means [out, in] stored.
     bool storedTransposed = !transposed;
-    if (st.size() != 2 ||
-        (storedTransposed ? (st[0] != inF || st[1] != outF)
-                          : (st[0] != outF || st[1] != inF)))
+    if (st.size() != 2 || (storedTransposed ? (st[0] != inF || st[1] != outF)
+                                            : (st[0] != outF || st[1] != inF)))
       return err() << name << " weight [" << st[0] << ", "
                    << (st.size() > 1 ? st[1] : 0) << "] does not map " << inF
                    << " to " << outF << " features";
@@ -1613,7 +1609,8 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
   };
   int64_t projOut = inner + conv + heads;
   FailureOr<Value> wIn = linearWeight(inProj, inT, projOut, hidden, "in_proj");
-  FailureOr<Value> wOut = linearWeight(outProj, outT, hidden, inner, "out_proj");
+  FailureOr<Value> wOut =
+      linearWeight(outProj, outT, hidden, inner, "out_proj");
   if (failed(wIn) || failed(wOut))
     return failure();
   FailureOr<Value> wConv = named(convW, {conv, 1, kernel}, "conv1d.weight");
@@ -1648,8 +1645,8 @@ LogicalResult Raiser::readLeadingRows(NodeOp node, Abstract *param,
     return success();
   auto src = source.getArgAttrOfType<SourceAttr>(param->argIndex,
                                                  TPDialect::kSourceAttrName);
-  auto type = dyn_cast<RankedTensorType>(
-      source.getArgument(param->argIndex).getType());
+  auto type =
+      dyn_cast<RankedTensorType>(source.getArgument(param->argIndex).getType());
   // The importer locates the graph at the model file as it was named.
   auto model = dyn_cast<FileLineColLoc>(source.getLoc());
   if (!src || !model || !type || !type.hasStaticShape() ||
@@ -1726,9 +1723,8 @@ LogicalResult Raiser::emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
                 int64_t i) -> std::optional<double> {
     if (posA) {
       const ProbeTensor &pos = *posA->probe;
-      int64_t id = probeInt(pos.data[pos.numElements() == probeSeq
-                                         ? p
-                                         : b * probeSeq + p]);
+      int64_t id = probeInt(
+          pos.data[pos.numElements() == probeSeq ? p : b * probeSeq + p]);
       if (t.rank() != 2 || id < 0 || id >= t.shape[0] || t.shape[1] < half)
         return std::nullopt;
       if (id != p)
@@ -1737,7 +1733,8 @@ LogicalResult Raiser::emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
     }
     if (t.rank() != 3 || t.shape[2] < half)
       return std::nullopt;
-    return t.data[((t.shape[0] == 1 ? 0 : b) * t.shape[1] + p) * t.shape[2] + i];
+    return t
+        .data[((t.shape[0] == 1 ? 0 : b) * t.shape[1] + p) * t.shape[2] + i];
   };
   double theta = 10000.0;
   if (half >= 2) {
@@ -1795,7 +1792,8 @@ LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
                                 "kv_num_heads";
     d = featuresOf(q.value) / heads;
     if (k.layout != Layout::Packed || v.layout != Layout::Packed ||
-        featuresOf(k.value) != kvHeads * d || featuresOf(v.value) != kvHeads * d)
+        featuresOf(k.value) != kvHeads * d ||
+        featuresOf(v.value) != kvHeads * d)
       return nodeError(node) << "k and v do not match the heads";
   } else if (q.layout == Layout::HeadsT && k.layout == Layout::HeadsT &&
              v.layout == Layout::HeadsT) {
@@ -1828,7 +1826,8 @@ LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
         for (int64_t i = 0; i < probeSeq; ++i)
           for (int64_t j = 0; j < probeSeq; ++j) {
             double m = mask.data[mask.broadcastIndex({b, 0, i, j})];
-            bool keep = mask.kind == ProbeTensor::Kind::Bool ? m != 0 : m > -1e4;
+            bool keep =
+                mask.kind == ProbeTensor::Kind::Bool ? m != 0 : m > -1e4;
             full.data[(b * probeSeq + i) * probeSeq + j] = keep && j <= i;
           }
       mask = full;
@@ -1850,10 +1849,10 @@ LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
   result.value = y;
   result.layout = q.layout;
   result.headDim = q.layout == Layout::Packed ? 0 : d;
-  out = makeAct(result, q.layout == Layout::Packed
-                            ? SmallVector<int64_t>{probeBatch, probeSeq,
-                                                   featuresOf(y)}
-                            : logicalShape(result));
+  out = makeAct(result,
+                q.layout == Layout::Packed
+                    ? SmallVector<int64_t>{probeBatch, probeSeq, featuresOf(y)}
+                    : logicalShape(result));
   return success();
 }
 
@@ -1944,14 +1943,12 @@ LogicalResult Raiser::emitGroupQueryAttention(NodeOp node,
       return failure();
     UnitAttr interleaved =
         intAttr("rotary_interleaved", 0) ? builder.getUnitAttr() : UnitAttr();
-    qv = RotaryOp::create(builder, node.getLoc(), qv.getType(), qv,
-                          builder.getI64IntegerAttr(d),
-                          builder.getF64FloatAttr(*theta), IntegerAttr(),
-                          interleaved);
-    kv = RotaryOp::create(builder, node.getLoc(), kv.getType(), kv,
-                          builder.getI64IntegerAttr(d),
-                          builder.getF64FloatAttr(*theta), IntegerAttr(),
-                          interleaved);
+    qv = RotaryOp::create(
+        builder, node.getLoc(), qv.getType(), qv, builder.getI64IntegerAttr(d),
+        builder.getF64FloatAttr(*theta), IntegerAttr(), interleaved);
+    kv = RotaryOp::create(
+        builder, node.getLoc(), kv.getType(), kv, builder.getI64IntegerAttr(d),
+        builder.getF64FloatAttr(*theta), IntegerAttr(), interleaved);
   }
   double scale = 1.0 / std::sqrt(static_cast<double>(d));
   if (auto s = attrs.getAs<FloatAttr>("scale"); s && s.getValueAsDouble() != 0)
@@ -2008,16 +2005,16 @@ LogicalResult Raiser::visit(NodeOp node) {
     ProbeTensor shaped;
     shaped.kind = ProbeTensor::Kind::Int;
     if (in[0]->kind == Abstract::Param) {
-      auto type = cast<RankedTensorType>(
-          source.getArgument(in[0]->argIndex).getType());
+      auto type =
+          cast<RankedTensorType>(source.getArgument(in[0]->argIndex).getType());
       shaped.shape.assign(type.getShape().begin(), type.getShape().end());
     } else {
       shaped.shape = in[0]->shape;
     }
     std::string error;
-    std::optional<std::vector<ProbeTensor>> result = evaluateOnnxOp(
-        "Shape", node.getOnnxAttrs(), {std::optional<ProbeTensor>(shaped)},
-        error);
+    std::optional<std::vector<ProbeTensor>> result =
+        evaluateOnnxOp("Shape", node.getOnnxAttrs(),
+                       {std::optional<ProbeTensor>(shaped)}, error);
     if (!result)
       return nodeError(node) << error;
     Abstract a;
@@ -2036,9 +2033,8 @@ LogicalResult Raiser::visit(NodeOp node) {
         evaluateOnnxOp(node.getOpType(), node.getOnnxAttrs(), inputs, error);
     if (!results)
       return nodeError(node) << error;
-    bool fromMask = llvm::any_of(in, [](Abstract *a) {
-      return a && a->maskDerived;
-    });
+    bool fromMask =
+        llvm::any_of(in, [](Abstract *a) { return a && a->maskDerived; });
     for (auto [result, value] : llvm::zip(node.getResults(), *results)) {
       Abstract a;
       a.kind = Abstract::Concrete;
@@ -2134,10 +2130,10 @@ LogicalResult Raiser::run() {
     Value arg = source.getArgument(i);
     auto name = source.getArgAttrOfType<StringAttr>(
         i, onnx_ir::ONNXDialect::kNameAttrName);
-    bool isParam = static_cast<bool>(
-        source.getArgAttr(i, TPDialect::kSourceAttrName)) ||
-                   static_cast<bool>(source.getArgAttr(
-                       i, onnx_ir::ONNXDialect::kValueAttrName));
+    bool isParam =
+        static_cast<bool>(source.getArgAttr(i, TPDialect::kSourceAttrName)) ||
+        static_cast<bool>(
+            source.getArgAttr(i, onnx_ir::ONNXDialect::kValueAttrName));
     Abstract a;
     if (isParam) {
       a.kind = Abstract::Param;
@@ -2265,9 +2261,9 @@ LogicalResult Raiser::finish() {
     const ParamInfo &info = params[i];
     if (!info.used) {
       if (!arg.use_empty())
-        return source.emitError() << "internal: parameter "
-                                  << sourceAttr.getInitializer()
-                                  << " used without a name";
+        return source.emitError()
+               << "internal: parameter " << sourceAttr.getInitializer()
+               << " used without a name";
       erase.set(i);
       continue;
     }
@@ -2277,8 +2273,7 @@ LogicalResult Raiser::finish() {
                       SourceAttr::get(ctx, sourceAttr.getInitializer(),
                                       sourceAttr.getFile(),
                                       sourceAttr.getOffset(),
-                                      sourceAttr.getLength(),
-                                      info.transposed));
+                                      sourceAttr.getLength(), info.transposed));
   }
   target.setType(FunctionType::get(ctx, target.getBody().getArgumentTypes(),
                                    ValueRange(results).getTypes()));
@@ -2335,8 +2330,8 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
         setInt("head_dim", att.getHeadDimAttr().getInt());
       }
       bool sliding = static_cast<bool>(att.getSlidingWindowAttr());
-      layerTypes.push_back(builder.getStringAttr(
-          sliding ? "sliding_attention" : "full_attention"));
+      layerTypes.push_back(builder.getStringAttr(sliding ? "sliding_attention"
+                                                         : "full_attention"));
       if (sliding)
         config["sliding_window"] = att.getSlidingWindowAttr();
       if (auto rot = att.getQ().getDefiningOp<RotaryOp>()) {
@@ -2388,7 +2383,8 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   std::string arch = "llama";
   bool backbone = mamba;
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto fqn = func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName))
+    if (auto fqn =
+            func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName))
       backbone |= fqn.getValue().starts_with("backbone.");
   if (backbone)
     arch = "nemotron_h";

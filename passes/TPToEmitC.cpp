@@ -113,6 +113,9 @@ LogicalResult Lowering::lowerParam(unsigned index, Value &result) {
   auto shardsAttr = func.getArgAttrOfType<IntegerAttr>(index, "tp.shards");
   int64_t shardDim = dimAttr ? dimAttr.getInt() : -1;
   int64_t shards = shardsAttr ? shardsAttr.getInt() : 1;
+  auto replicasAttr =
+      func.getArgAttrOfType<IntegerAttr>(index, "tp.shard_replicas");
+  int64_t replicas = replicasAttr ? replicasAttr.getInt() : 1;
   // load_param takes the global shape.
   SmallVector<int64_t> global(type.getShape());
   if (shardDim >= 0)
@@ -125,21 +128,22 @@ LogicalResult Lowering::lowerParam(unsigned index, Value &result) {
   for (auto [i, d] : llvm::enumerate(global))
     shape += (i ? ", " : "") + std::to_string(d);
   shape += "}";
-  result = emitc::CallOpaqueOp::create(
-               builder, func.getLoc(), TypeRange{tensorType},
-               "tprt::load_param", ValueRange{contextArg},
-               builder.getArrayAttr(
-                   {operand(0), literal(quoted(fqn.getValue())),
-                    literal(quoted(source.getInitializer())),
-                    literal(quoted(source.getFile())),
-                    builder.getI64IntegerAttr(source.getOffset()),
-                    builder.getI64IntegerAttr(source.getLength()),
-                    literal(*dtype), literal(shape),
-                    flag(source.getTransposed()),
-                    // This rank's block when tp-partition split it.
-                    builder.getI32IntegerAttr(shardDim), i64(shards),
-                    i64(shardDim >= 0 ? -1 : 0)}))
-               .getResult(0);
+  result =
+      emitc::CallOpaqueOp::create(
+          builder, func.getLoc(), TypeRange{tensorType}, "tprt::load_param",
+          ValueRange{contextArg},
+          builder.getArrayAttr(
+              {operand(0), literal(quoted(fqn.getValue())),
+               literal(quoted(source.getInitializer())),
+               literal(quoted(source.getFile())),
+               builder.getI64IntegerAttr(source.getOffset()),
+               builder.getI64IntegerAttr(source.getLength()), literal(*dtype),
+               literal(shape), flag(source.getTransposed()),
+               // This rank's block when tp-partition split it: block
+               // rank / replicas.
+               builder.getI32IntegerAttr(shardDim), i64(shards),
+               i64(shardDim >= 0 ? -replicas : 0)}))
+          .getResult(0);
   return success();
 }
 
@@ -149,10 +153,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   LogicalResult status =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](EmbeddingOp o) {
-            result = call(op,
-                          o.getVocabParallel() ? "tprt::embedding_vocab_parallel"
-                                               : "tprt::embedding",
-                          {in(o.getIds()), in(o.getTable())});
+            result =
+                call(op,
+                     o.getVocabParallel() ? "tprt::embedding_vocab_parallel"
+                                          : "tprt::embedding",
+                     {in(o.getIds()), in(o.getTable())});
             return success();
           })
           .Case([&](shard::AllReduceOp o) -> LogicalResult {
@@ -174,15 +179,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
               result = call(op, "tprt::linear_bias",
                             {in(o.getX()), in(o.getWeight()), in(bias)});
             else
-              result = call(op, "tprt::linear", {in(o.getX()), in(o.getWeight())});
+              result =
+                  call(op, "tprt::linear", {in(o.getX()), in(o.getWeight())});
             return success();
           })
           .Case([&](RmsNormOp o) {
             auto group = o.getGroupSizeAttr();
-            result = call(op, "tprt::rms_norm", {in(o.getX()), in(o.getWeight())},
-                          {f64(o.getEpsilonAttr().getValueAsDouble()),
-                           f64(o.getWeightOffsetAttr().getValueAsDouble()),
-                           i64(group ? group.getInt() : 0)});
+            result =
+                call(op, "tprt::rms_norm", {in(o.getX()), in(o.getWeight())},
+                     {f64(o.getEpsilonAttr().getValueAsDouble()),
+                      f64(o.getWeightOffsetAttr().getValueAsDouble()),
+                      i64(group ? group.getInt() : 0)});
             return success();
           })
           .Case([&](RotaryOp o) {
@@ -195,7 +202,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             return success();
           })
           .Case([&](AttentionOp o) {
-            SmallVector<Value> operands = {in(o.getQ()), in(o.getK()), in(o.getV())};
+            SmallVector<Value> operands = {in(o.getQ()), in(o.getK()),
+                                           in(o.getV())};
             SmallVector<Attribute> extra;
             if (Value mask = o.getKeyMask())
               operands.push_back(in(mask));
@@ -207,16 +215,22 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                           i64(o.getNumKvHeadsAttr().getInt()),
                           i64(o.getHeadDimAttr().getInt()),
                           f64(o.getScaleAttr().getValueAsDouble()),
-                          flag(o.getCausal()), i64(window ? window.getInt() : 0),
+                          flag(o.getCausal()),
+                          i64(window ? window.getInt() : 0),
                           f64(softcap ? softcap.getValueAsDouble() : 0.0)});
             result = call(op, "tprt::attention", operands, extra);
             return success();
           })
           .Case([&](Mamba2MixerOp o) {
-            SmallVector<Value> operands = {
-                in(o.getX()),       in(o.getInProjWeight()), in(o.getConvWeight()),
-                in(o.getConvBias()), in(o.getDtBias()),      in(o.getALog()),
-                in(o.getD()),       in(o.getNormWeight()),   in(o.getOutProjWeight())};
+            SmallVector<Value> operands = {in(o.getX()),
+                                           in(o.getInProjWeight()),
+                                           in(o.getConvWeight()),
+                                           in(o.getConvBias()),
+                                           in(o.getDtBias()),
+                                           in(o.getALog()),
+                                           in(o.getD()),
+                                           in(o.getNormWeight()),
+                                           in(o.getOutProjWeight())};
             SmallVector<Attribute> extra;
             if (Value mask = o.getKeyMask())
               operands.push_back(in(mask));
@@ -238,8 +252,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             return success();
           })
           .Case([&](GeluOp o) {
-            result = call(op, "tprt::gelu", {in(o.getX())},
-                          {flag(o.getApproximate() == GeluApproximation::Tanh)});
+            result =
+                call(op, "tprt::gelu", {in(o.getX())},
+                     {flag(o.getApproximate() == GeluApproximation::Tanh)});
             return success();
           })
           .Case([&](ReluSquaredOp o) {
@@ -285,15 +300,15 @@ LogicalResult Lowering::run() {
   builder.setInsertionPointToStart(module.getBody());
   emitc::IncludeOp::create(builder, func.getLoc(), "tprt/tprt.h",
                            /*is_standard_include=*/false);
-  emitc::VerbatimOp::create(builder, func.getLoc(),
-                            "const char *const tprt_model_path = " +
-                                quoted(modelPath) + ";");
+  emitc::VerbatimOp::create(
+      builder, func.getLoc(),
+      "const char *const tprt_model_path = " + quoted(modelPath) + ";");
 
   builder.setInsertionPoint(func);
   auto type = builder.getFunctionType({contextType, inputType, inputType},
                                       {tensorType});
-  auto entry = emitc::FuncOp::create(builder, func.getLoc(),
-                                     "tprt_model_forward", type);
+  auto entry =
+      emitc::FuncOp::create(builder, func.getLoc(), "tprt_model_forward", type);
   Block *body = entry.addEntryBlock();
   builder.setInsertionPointToEnd(body);
   contextArg = body->getArgument(0);

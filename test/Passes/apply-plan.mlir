@@ -1,7 +1,8 @@
 // RUN: split-file %s %t
 // RUN: tp-opt %t/ok.mlir "--tp-apply-plan=plan=llama tp=2" --verify-diagnostics | FileCheck %t/ok.mlir
 // RUN: tp-opt %t/heads.mlir "--tp-apply-plan=plan=llama tp=6" --verify-diagnostics
-// RUN: tp-opt %t/kv.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
+// RUN: tp-opt %t/kv.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics | FileCheck %t/kv.mlir
+// RUN: tp-opt %t/kvrow.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
 // RUN: tp-opt %t/kv3.mlir "--tp-apply-plan=plan=llama tp=3" --verify-diagnostics
 // RUN: tp-opt %t/width.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
 // RUN: tp-opt %t/vocab.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
@@ -58,15 +59,35 @@ func.func @forward(%x: tensor<?x?x12xf32>,
 }
 
 //--- kv.mlir
-// 2 KV heads on 4 ranks: each query group would need its KV head replicated.
+// 2 KV heads on 4 ranks: k and v stay split on their output features, and
+// each of their 2 blocks is shared by the 2 ranks of one query group.
+// CHECK: %arg2: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.k_proj", tp.shard_replicas = 2 : i64}
+// CHECK-SAME: %arg3: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.v_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.v_proj", tp.shard_replicas = 2 : i64}
 // expected-warning @+1 {{matches no module}}
 func.func @forward(%x: tensor<?x?x64xf32>,
     %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
-    %wk: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"}) -> tensor<?x?x64xf32> {
+    %wk: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"},
+    %wv: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.v_proj.weight"}) -> tensor<?x?x64xf32> {
   %q = tp.linear %x, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   %k = tp.linear %x, %wk : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
-  // expected-error @+1 {{plan key 'model.layers.*.self_attn.k_proj': 2 KV heads on 4 ranks needs KV-head replication across query groups, which is not implemented yet}}
-  %a = tp.attention %q, %k, %k {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+  %v = tp.linear %x, %wv : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  %a = tp.attention %q, %k, %v {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+  return %a : tensor<?x?x64xf32>
+}
+
+//--- kvrow.mlir
+// KV-head replication needs k and v column-split; a v projection the plan
+// leaves replicated cannot follow its heads.
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%x: tensor<?x?x64xf32>,
+    %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %wk: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"},
+    %wv: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.value.weight"}) -> tensor<?x?x64xf32> {
+  %q = tp.linear %x, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %k = tp.linear %x, %wk : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  %v = tp.linear %x, %wv : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  // expected-error @+1 {{plan key 'model.layers.*.self_attn.k_proj': 2 KV heads on 4 ranks need the k and v projections split on their output features}}
+  %a = tp.attention %q, %k, %v {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
   return %a : tensor<?x?x64xf32>
 }
 

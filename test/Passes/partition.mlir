@@ -1,6 +1,7 @@
 // RUN: split-file %s %t
 // RUN: tp-opt %t/block.mlir --tp-partition | FileCheck %t/block.mlir
 // RUN: tp-opt %t/block.mlir --tp-partition --tp-to-emitc | FileCheck %t/block.mlir --check-prefix=EMITC
+// RUN: tp-opt %t/kv.mlir --tp-partition | FileCheck %t/kv.mlir
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-partition --verify-diagnostics
 
 //--- block.mlir
@@ -53,6 +54,30 @@ module attributes {onnx.file = "m.onnx"} {
   }
 }
 
+//--- kv.mlir
+// 2 KV heads on 4 ranks (tp.shard_replicas = 2 from tp-apply-plan): k and v
+// are cut into 2 blocks, each held by the 2 ranks of one query group; each
+// rank computes 1 query head against 1 KV head.
+// CHECK: %arg2: tensor<8x32xf32> {tp.fqn = "k.weight", tp.shard_dim = 0 : i64, tp.shard_replicas = 2 : i64, tp.shards = 2 : i64
+// CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, head_dim = 8 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+module attributes {onnx.file = "m.onnx"} {
+  shard.grid @tp(shape = 4)
+  func.func @forward(%x: tensor<?x?x32xf32>,
+      %wq: tensor<32x32xf32> {tp.fqn = "q.weight", tp.source = #tp.source<initializer = "q", file = "m.onnx", offset = 0, length = 4096, transposed = false>},
+      %wk: tensor<16x32xf32> {tp.fqn = "k.weight", tp.shard_replicas = 2 : i64, tp.source = #tp.source<initializer = "k", file = "m.onnx", offset = 4096, length = 2048, transposed = false>},
+      %wv: tensor<16x32xf32> {tp.fqn = "v.weight", tp.shard_replicas = 2 : i64, tp.source = #tp.source<initializer = "v", file = "m.onnx", offset = 6144, length = 2048, transposed = false>}) -> tensor<?x?x32xf32> {
+    %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %q = shard.shard %wq to %s annotate_for_users : tensor<32x32xf32>
+    %k = shard.shard %wk to %s annotate_for_users : tensor<16x32xf32>
+    %v = shard.shard %wv to %s annotate_for_users : tensor<16x32xf32>
+    %qa = tp.linear %x, %q : (tensor<?x?x32xf32>, tensor<32x32xf32>) -> tensor<?x?x32xf32>
+    %ka = tp.linear %x, %k : (tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>
+    %va = tp.linear %x, %v : (tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>
+    %a = tp.attention %qa, %ka, %va {causal, head_dim = 8 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x32xf32>
+    return %a : tensor<?x?x32xf32>
+  }
+}
+
 //--- errors.mlir
 module {
   shard.grid @tp(shape = 2)
@@ -92,11 +117,28 @@ module {
 
 module {
   shard.grid @tp(shape = 3)
-  // expected-error @+1 {{argument 1: dim 0 of 'tensor<8x4xf32>' does not split into 3}}
+  // expected-error @+1 {{argument 1: dim 0 of 'tensor<8x4xf32>' does not split into 3 / 1 blocks}}
   func.func @forward(%x: tensor<?x?x4xf32>, %up: tensor<8x4xf32>) -> tensor<?x?x8xf32> {
     %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
     %u = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
     %a = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
     return %a : tensor<?x?x8xf32>
+  }
+}
+
+// -----
+
+// KV heads split 4 ways without replication leave this rank half a head.
+module {
+  shard.grid @tp(shape = 4)
+  func.func @forward(%x: tensor<?x?x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<16x32xf32>) -> tensor<?x?x32xf32> {
+    %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %q = shard.shard %wq to %s annotate_for_users : tensor<32x32xf32>
+    %k = shard.shard %wk to %s annotate_for_users : tensor<16x32xf32>
+    %qa = tp.linear %x, %q : (tensor<?x?x32xf32>, tensor<32x32xf32>) -> tensor<?x?x32xf32>
+    %ka = tp.linear %x, %k : (tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>
+    // expected-error @+1 {{tp-partition: 4 heads / 2 KV heads do not split into 4 (this rank's projections give 8 and 4 features)}}
+    %a = tp.attention %qa, %ka, %ka {head_dim = 8 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x32xf32>
+    return %a : tensor<?x?x32xf32>
   }
 }

@@ -171,10 +171,13 @@ static std::string writeReport(ModuleOp module, StringRef path, int ranks) {
     (dim ? sharded : replicated)++;
     os << "| `" << fqn.getValue() << "` | [";
     llvm::interleaveComma(global, os);
-    os << "] | "
-       << (dim ? "split(" + std::to_string(dim.getInt()) + ")"
-               : std::string("replicated"))
-       << " | "
+    auto replicas = func.getArgAttrOfType<IntegerAttr>(i, "tp.shard_replicas");
+    std::string placement =
+        dim ? "split(" + std::to_string(dim.getInt()) + ")" : "replicated";
+    if (replicas && replicas.getInt() > 1)
+      placement +=
+          ", each block on " + std::to_string(replicas.getInt()) + " ranks";
+    os << "] | " << placement << " | "
        << (dim ? std::string("sharded")
                : "replicated, grad " +
                      (grad ? grad.getValue().str() : std::string("mean")))

@@ -25,7 +25,8 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
   Region &region = op->getRegion(regionIndex);
-  Type argType = region.empty() ? Type() : region.getArgument(argIndex).getType();
+  Type argType =
+      region.empty() ? Type() : region.getArgument(argIndex).getType();
   auto emitArgError = [&]() {
     return op->emitOpError() << "argument " << argIndex << ": ";
   };
@@ -33,16 +34,16 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
   if (attr.getName() == kFqnAttrName) {
     auto fqn = dyn_cast<StringAttr>(attr.getValue());
     if (!fqn || fqn.getValue().empty())
-      return emitArgError() << "'" << kFqnAttrName
-                            << "' must be a non-empty string";
+      return emitArgError()
+             << "'" << kFqnAttrName << "' must be a non-empty string";
     return success();
   }
 
   if (attr.getName() == kSourceAttrName) {
     auto source = dyn_cast<SourceAttr>(attr.getValue());
     if (!source)
-      return emitArgError() << "'" << kSourceAttrName
-                            << "' must be a #tp.source attribute";
+      return emitArgError()
+             << "'" << kSourceAttrName << "' must be a #tp.source attribute";
     // Weightless declarations (no region body) cannot be checked further.
     if (!argType)
       return success();
@@ -53,11 +54,10 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
                             << argType;
     std::optional<uint64_t> bytes = getTensorByteSize(tensorType);
     if (!bytes)
-      return emitArgError() << "cannot size element type "
-                            << tensorType.getElementType();
+      return emitArgError()
+             << "cannot size element type " << tensorType.getElementType();
     // A partitioned parameter is one of `tp.shards` equal blocks.
-    if (auto shards = op->getAttrDictionary()
-                          .getAs<ArrayAttr>("arg_attrs")) {
+    if (auto shards = op->getAttrDictionary().getAs<ArrayAttr>("arg_attrs")) {
       if (argIndex < shards.size())
         if (auto dict = dyn_cast<DictionaryAttr>(shards[argIndex]))
           if (auto n = dict.getAs<IntegerAttr>("tp.shards"))
@@ -65,9 +65,8 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     }
     if (*bytes != source.getLength())
       return emitArgError() << "source '" << source.getInitializer()
-                            << "' holds " << source.getLength()
-                            << " bytes but " << tensorType << " needs "
-                            << *bytes;
+                            << "' holds " << source.getLength() << " bytes but "
+                            << tensorType << " needs " << *bytes;
     if (source.getTransposed() && tensorType.getRank() != 2)
       return emitArgError() << "only 2-D parameters can be stored "
                                "transposed, got rank "
@@ -75,21 +74,24 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
 
-  // Written by tp-partition: this rank holds block `rank` of `tp.shards`
-  // equal blocks along `tp.shard_dim`.
-  if (attr.getName() == "tp.shard_dim" || attr.getName() == "tp.shards") {
+  // Written by tp-partition: this rank holds block `rank / tp.shard_replicas`
+  // of `tp.shards` equal blocks along `tp.shard_dim` (tp-apply-plan writes
+  // `tp.shard_replicas` for KV heads shared by a query group).
+  if (attr.getName() == "tp.shard_dim" || attr.getName() == "tp.shards" ||
+      attr.getName() == "tp.shard_replicas") {
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!value || value.getInt() < (attr.getName() == "tp.shards" ? 1 : 0))
+    int64_t least = attr.getName() == "tp.shard_dim" ? 0 : 1;
+    if (!value || value.getInt() < least)
       return emitArgError() << "'" << attr.getName().getValue()
-                            << "' must be a non-negative integer";
+                            << "' must be an integer of at least " << least;
     return success();
   }
   // Placements written by tp-apply-plan.
   if (attr.getName() == "tp.placement" || attr.getName() == "tp.plan_key" ||
       attr.getName() == "tp.grad_reduction") {
     if (!isa<StringAttr>(attr.getValue()))
-      return emitArgError() << "'" << attr.getName().getValue()
-                            << "' must be a string";
+      return emitArgError()
+             << "'" << attr.getName().getValue() << "' must be a string";
     return success();
   }
 

@@ -140,8 +140,9 @@ private:
 /// bytes at `offset` hold `storedDtype` elements of `shape` (the canonical
 /// global shape; transposed storage holds the reverse 2-D shape). With
 /// `shardDim` >= 0 the parameter is split evenly into `shards` blocks along
-/// canonical dimension `shardDim` and only block `shardIndex` (this rank of
-/// the tensor-parallel group when negative) is read (one positioned read
+/// canonical dimension `shardDim` and only block `shardIndex` is read; a
+/// negative `shardIndex` -r means block rank / r of a group of shards * r
+/// ranks (r > 1: KV heads shared by a query group) (one positioned read
 /// per contiguous run). Returns an f32 tensor in canonical
 /// orientation. A missing or short file, a length that disagrees with the
 /// shape and dtype, or an uneven split is an error naming the parameter.

@@ -70,8 +70,7 @@ static Tensor readParam(Context &ctx, const char *fqn, const char *initializer,
   int64_t storedDim = -1, extent = 0, start = 0;
   if (shardDim >= 0) {
     if (shardDim >= static_cast<int>(shape.size()) || shards < 1 ||
-        shardIndex < 0 || shardIndex >= shards ||
-        shape[shardDim] % shards != 0)
+        shardIndex < 0 || shardIndex >= shards || shape[shardDim] % shards != 0)
       fatal(name + ": cannot split dimension " + std::to_string(shardDim) +
             " of size " +
             (shardDim < static_cast<int>(shape.size())
@@ -146,16 +145,17 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   if (Tensor *cached = ctx.cachedParam(fqn))
     return *cached;
   if (shardDim >= 0 && shardIndex < 0) {
-    if (ctx.tp().size() != shards)
+    int64_t replicas = -shardIndex, ranks = shards * replicas;
+    if (ctx.tp().size() != ranks)
       fatal(std::string("parameter '") + fqn + "': the program was " +
-            "partitioned for " + std::to_string(shards) +
-            " ranks but runs on " + std::to_string(ctx.tp().size()) +
-            " (use mpirun -np " + std::to_string(shards) + ")");
-    shardIndex = ctx.tp().rank();
+            "partitioned for " + std::to_string(ranks) + " ranks but runs on " +
+            std::to_string(ctx.tp().size()) + " (use mpirun -np " +
+            std::to_string(ranks) + ")");
+    shardIndex = ctx.tp().rank() / replicas;
   }
-  Tensor value = readParam(ctx, fqn, initializer, file, offset, length,
-                           storedDtype, shape, transposed, shardDim, shards,
-                           shardIndex);
+  Tensor value =
+      readParam(ctx, fqn, initializer, file, offset, length, storedDtype, shape,
+                transposed, shardDim, shards, shardIndex);
   ctx.cacheParam(fqn, value);
   return value;
 }

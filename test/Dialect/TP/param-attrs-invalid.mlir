@@ -56,3 +56,24 @@ func.func @unknown(%w: tensor<4xf32> {tp.weight}) {
 func.func @source_syntax(%w: tensor<4xf32> {tp.source = #tp.source<file = "m.onnx">}) {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: 'tp.shards' must be an integer of at least 1}}
+func.func @shards_zero(%w: tensor<4xf32> {tp.shard_dim = 0 : i64, tp.shards = 0 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: 'tp.shard_dim' must be an integer of at least 0}}
+func.func @shard_dim_negative(%w: tensor<4xf32> {tp.shard_dim = -1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: 'tp.shard_replicas' must be an integer of at least 1}}
+func.func @replicas_string(%w: tensor<4xf32> {tp.shard_replicas = "2"}) {
+  return
+}
