@@ -167,6 +167,15 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                 o.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
                 return success();
               })
+              .Case([&](BiasAddOp o) -> LogicalResult {
+                State in = stateOf(o.getX());
+                if ((in == State::SplitLast) != (splitDim(o.getBias()) == 0))
+                  return o.emitError("tp-partition: the bias and its input "
+                                     "are split differently");
+                o.getResult().setType(o.getX().getType());
+                state[o.getResult()] = in;
+                return success();
+              })
               .Case([&](RmsNormOp o) -> LogicalResult {
                 State in = stateOf(o.getX());
                 if (in == State::SplitLast && !o.getGroupSizeAttr())

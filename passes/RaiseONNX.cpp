@@ -619,7 +619,7 @@ LogicalResult Raiser::emitLinear(NodeOp node, Abstract &x, Abstract &w,
   if (failed(weight))
     return failure();
   Value y = LinearOp::create(builder, node.getLoc(), packedType(outF),
-                             x.act.value, *weight, Value());
+                             x.act.value, *weight, Value(), LinearFormAttr());
   out = makeAct({y}, {probeBatch, probeSeq, outF});
   return success();
 }

@@ -175,12 +175,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             return success();
           })
           .Case([&](LinearOp o) {
+            // The linear and mm forms are one flattened product.
+            bool bmm = o.getForm() == LinearForm::Bmm;
             if (Value bias = o.getBias())
-              result = call(op, "tprt::linear_bias",
-                            {in(o.getX()), in(o.getWeight()), in(bias)});
-            else
               result =
-                  call(op, "tprt::linear", {in(o.getX()), in(o.getWeight())});
+                  call(op, bmm ? "tprt::linear_bmm_bias" : "tprt::linear_bias",
+                       {in(o.getX()), in(o.getWeight()), in(bias)});
+            else
+              result = call(op, bmm ? "tprt::linear_bmm" : "tprt::linear",
+                            {in(o.getX()), in(o.getWeight())});
+            return success();
+          })
+          .Case([&](BiasAddOp o) {
+            result =
+                call(op, "tprt::bias_add", {in(o.getX()), in(o.getBias())});
             return success();
           })
           .Case([&](RmsNormOp o) {

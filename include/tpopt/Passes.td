@@ -122,6 +122,26 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def TPLowerLinear : Pass<"tp-lower-linear", "func::FuncOp"> {
+  let summary = "Choose each linear's form: the TPLinear bmm-or-linear dispatch";
+  let description = [{
+    Sets `form` on every `tp.linear` that has none, from the sharding of its
+    input (a `shard.shard` of the input, as `tp-apply-plan` or a user writes
+    it): a 3-D input sharded on its batch or sequence dimension takes `bmm`
+    (flattening `[batch, seq]` would merge a sharded dimension); replicated,
+    unannotated or last-dimension-sharded 3-D inputs take `linear`; 2-D
+    inputs take `mm`. With `async-tp`, every non-`bmm` linear with a bias
+    becomes the `linear` form without it plus a `tp.bias_add`, so that the
+    matmul stays the direct neighbour of its collective. Runs before
+    `tp-partition`, which keeps the forms.
+  }];
+  let options = [
+    Option<"asyncTP", "async-tp", "bool", /*default=*/"false",
+           "Split biases off non-bmm linears (async tensor parallelism)">
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
   let summary = "Lower the tp program of a rank to EmitC calls into tprt";
   let description = [{

@@ -18,8 +18,8 @@ Context &ctx() {
   return context;
 }
 
-Tensor randomTensor(std::vector<int64_t> shape, unsigned seed,
-                    float lo = -1.0f, float hi = 1.0f) {
+Tensor randomTensor(std::vector<int64_t> shape, unsigned seed, float lo = -1.0f,
+                    float hi = 1.0f) {
   Tensor t(DType::F32, std::move(shape));
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -54,6 +54,37 @@ TEST(Kernels, LinearMatchesNaive) {
     expectClose(y, want);
     expectClose(linear_bias(ctx(), x, w, b), wantBias);
   }
+}
+
+// The TPLinear dispatch's two forms (flattened linear and per-batch bmm)
+// and the split-off bias agree with the naive product.
+TEST(Kernels, LinearFormsAgree) {
+  for (auto [batch, seq, in, out] :
+       {std::tuple{3, 5, 16, 7}, {1, 4, 3, 5}, {2, 1, 8, 8}, {2, 0, 4, 3}}) {
+    Tensor x = randomTensor({batch, seq, in}, 11),
+           w = randomTensor({out, in}, 12), b = randomTensor({out}, 13);
+    std::vector<double> want(batch * seq * out), wantBias(want.size());
+    for (int r = 0; r < batch * seq; ++r)
+      for (int o = 0; o < out; ++o) {
+        double acc = 0;
+        for (int k = 0; k < in; ++k)
+          acc += double(x.f32()[r * in + k]) * w.f32()[o * in + k];
+        want[r * out + o] = acc;
+        wantBias[r * out + o] = acc + b.f32()[o];
+      }
+    Tensor flat = linear(ctx(), x, w), bmm = linear_bmm(ctx(), x, w);
+    EXPECT_EQ(bmm.shape(), (std::vector<int64_t>{batch, seq, out}));
+    expectClose(flat, want);
+    expectClose(bmm, want);
+    expectClose(linear_bmm_bias(ctx(), x, w, b), wantBias);
+    expectClose(bias_add(ctx(), flat, b), wantBias);
+    expectClose(linear_bias(ctx(), x, w, b), wantBias);
+  }
+  Tensor x2 = randomTensor({4, 3}, 14), w = randomTensor({5, 3}, 15);
+  EXPECT_EXIT(linear_bmm(ctx(), x2, w), testing::ExitedWithCode(1),
+              "linear_bmm: input .* does not match weight");
+  EXPECT_EXIT(bias_add(ctx(), x2, randomTensor({4}, 16)),
+              testing::ExitedWithCode(1), "bias_add: bias .* does not match");
 }
 
 TEST(Kernels, EmbeddingGathersRowsAndRejectsBadIds) {
@@ -165,7 +196,8 @@ std::vector<double> naiveAttention(const Tensor &q, const Tensor &k,
         for (int64_t j = 0; j < t; ++j)
           for (int64_t x = 0; x < d && total > 0; ++x)
             out[((bi * s + i) * heads + h) * d + x] +=
-                prob[j] / total * v.f32()[((bi * t + j) * kvHeads + kh) * d + x];
+                prob[j] / total *
+                v.f32()[((bi * t + j) * kvHeads + kh) * d + x];
       }
     }
   return out;
@@ -201,12 +233,13 @@ TEST_P(AttentionTest, MatchesNaive) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, AttentionTest,
-    testing::Values(AttentionCase{2, 6, 4, 2, 0, true, false, 0},  // GQA 2
-                    AttentionCase{1, 6, 3, 3, 0, true, false, 0},  // ratio 1
-                    AttentionCase{2, 1, 4, 1, 0, true, true, 0},   // seq 1
-                    AttentionCase{2, 7, 2, 1, 3, true, false, 0},  // window 3
-                    AttentionCase{1, 5, 2, 2, 64, true, false, 0}, // window > seq
-                    AttentionCase{2, 6, 4, 2, 0, true, true, 0},   // padding
+    testing::Values(AttentionCase{2, 6, 4, 2, 0, true, false, 0}, // GQA 2
+                    AttentionCase{1, 6, 3, 3, 0, true, false, 0}, // ratio 1
+                    AttentionCase{2, 1, 4, 1, 0, true, true, 0},  // seq 1
+                    AttentionCase{2, 7, 2, 1, 3, true, false, 0}, // window 3
+                    AttentionCase{1, 5, 2, 2, 64, true, false,
+                                  0},                            // window > seq
+                    AttentionCase{2, 6, 4, 2, 0, true, true, 0}, // padding
                     AttentionCase{1, 6, 2, 1, 0, false, false, 0}, // not causal
                     AttentionCase{1, 6, 2, 1, 0, true, false, 2.0})); // softcap
 
@@ -225,8 +258,9 @@ TEST(Kernels, Activations) {
   for (int i = 0; i < 37; ++i) {
     double v = x.f32()[i];
     s.push_back(v / (1 + std::exp(-v)));
-    gt.push_back(0.5 * v *
-                 (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    gt.push_back(
+        0.5 * v *
+        (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
     ge.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
     r2.push_back(v > 0 ? v * v : 0);
     sc.push_back(v * 8.0);
@@ -258,9 +292,11 @@ TEST(Kernels, Mamba2MatchesQuadraticForm) {
   for (bool masked : {false, true}) {
     Tensor x = randomTensor({batch, seq, hidden}, 30);
     Tensor inW = randomTensor({proj, hidden}, 31, -0.5, 0.5);
-    Tensor cw = randomTensor({conv, 1, kernel}, 32), cb = randomTensor({conv}, 33);
+    Tensor cw = randomTensor({conv, 1, kernel}, 32),
+           cb = randomTensor({conv}, 33);
     Tensor dtb = randomTensor({heads}, 34), alog = randomTensor({heads}, 35);
-    Tensor dd = randomTensor({heads}, 36), nw = randomTensor({inner}, 37, 0.5, 1.5);
+    Tensor dd = randomTensor({heads}, 36),
+           nw = randomTensor({inner}, 37, 0.5, 1.5);
     Tensor outW = randomTensor({hidden, inner}, 38, -0.5, 0.5);
     Tensor mask;
     if (masked) {
@@ -268,9 +304,9 @@ TEST(Kernels, Mamba2MatchesQuadraticForm) {
       for (int64_t i = 0; i < batch * seq; ++i)
         mask.i64()[i] = !(i < 2); // row 0 left-padded by 2
     }
-    Tensor got = mamba2_mixer(ctx(), x, inW, cw, cb, dtb, alog, dd, nw, outW,
-                              mask, heads, headDim, groups, state, kernel,
-                              1e-5, 1e-3, false);
+    Tensor got =
+        mamba2_mixer(ctx(), x, inW, cw, cb, dtb, alog, dd, nw, outW, mask,
+                     heads, headDim, groups, state, kernel, 1e-5, 1e-3, false);
     auto keep = [&](int64_t b, int64_t t) {
       return !masked || mask.i64()[b * seq + t] != 0;
     };
@@ -292,7 +328,8 @@ TEST(Kernels, Mamba2MatchesQuadraticForm) {
           double acc = cb.f32()[c];
           for (int64_t k = 0; k < kernel; ++k)
             if (t - (kernel - 1) + k >= 0)
-              acc += cw.f32()[c * kernel + k] * pr[t - (kernel - 1) + k][inner + c];
+              acc += cw.f32()[c * kernel + k] *
+                     pr[t - (kernel - 1) + k][inner + c];
           xbc[t][c] = keep(b, t) ? acc / (1 + std::exp(-acc)) : 0.0;
         }
       std::vector<std::vector<double>> y(seq, std::vector<double>(inner, 0.0));
@@ -370,34 +407,36 @@ TEST(Io, NpyRoundTripAndParamLoading) {
   for (int i = 0; i < 24; ++i)
     EXPECT_EQ(r.f32()[i], t.f32()[i]);
 
-  // A parameter stored transposed at an offset: [3, 2] on disk, [2, 3] canonical.
+  // A parameter stored transposed at an offset: [3, 2] on disk, [2, 3]
+  // canonical.
   float stored[6] = {1, 2, 3, 4, 5, 6};
   FILE *f = std::fopen((base + "/w.bin").c_str(), "wb");
   std::fwrite("PAD!", 1, 4, f);
   std::fwrite(stored, 4, 6, f);
   std::fclose(f);
   Context c(0, 1, 1, base + "/model.onnx", "model.onnx");
-  Tensor w = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                        true);
+  Tensor w =
+      load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true);
   float want[6] = {1, 3, 5, 2, 4, 6};
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(w.f32()[i], want[i]);
   // Read once: the same FQN again is the cached tensor.
-  Tensor again = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32,
-                            {2, 3}, true);
+  Tensor again =
+      load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true);
   EXPECT_EQ(again.raw(), w.raw());
-  EXPECT_EXIT(load_param(c, "short.weight", "w", "w.bin", 8, 24, DType::F32,
-                         {2, 3}, true),
-              testing::ExitedWithCode(1),
-              "parameter 'short.weight' \\(initializer 'w'\\): '.*w.bin' is too "
-              "short \\(28 bytes\\) for bytes \\[8, 32\\)");
-  EXPECT_EXIT(load_param(c, "b.weight", "w", "missing.bin", 0, 24,
-                         DType::F32, {2, 3}, false),
+  EXPECT_EXIT(
+      load_param(c, "short.weight", "w", "w.bin", 8, 24, DType::F32, {2, 3},
+                 true),
+      testing::ExitedWithCode(1),
+      "parameter 'short.weight' \\(initializer 'w'\\): '.*w.bin' is too "
+      "short \\(28 bytes\\) for bytes \\[8, 32\\)");
+  EXPECT_EXIT(load_param(c, "b.weight", "w", "missing.bin", 0, 24, DType::F32,
+                         {2, 3}, false),
               testing::ExitedWithCode(1),
               "parameter 'b.weight' \\(initializer 'w'\\): cannot open");
-  EXPECT_EXIT(load_param(c, "c.weight", "w", "w.bin", 0, 20, DType::F32,
-                         {2, 3}, false),
-              testing::ExitedWithCode(1), "20 bytes of f32 cannot hold");
+  EXPECT_EXIT(
+      load_param(c, "c.weight", "w", "w.bin", 0, 20, DType::F32, {2, 3}, false),
+      testing::ExitedWithCode(1), "20 bytes of f32 cannot hold");
 
   // Slices: canonical [2, 3] = {{1, 3, 5}, {2, 4, 6}}, stored transposed.
   // Rows (dim 0) in 2 blocks: block 1 is {2, 4, 6} (a strided run on disk).
@@ -418,8 +457,8 @@ TEST(Io, NpyRoundTripAndParamLoading) {
   EXPECT_EQ(plain.shape(), (std::vector<int64_t>{3, 1}));
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(plain.f32()[i], float(2 + 2 * i));
-  EXPECT_EXIT(load_param(c, "u", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                         true, 1, 2, 0),
+  EXPECT_EXIT(load_param(c, "u", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true,
+                         1, 2, 0),
               testing::ExitedWithCode(1),
               "parameter 'u' \\(initializer 'w'\\): cannot split dimension 1 "
               "of size 3 into 2 equal blocks");

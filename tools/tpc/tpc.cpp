@@ -266,16 +266,19 @@ static LogicalResult run(MLIRContext &context) {
       return failure();
   }
 
+  // Plan, linear forms (they read the plan's annotations), partition.
+  PassManager distribute(&context);
   if (tpSize > 1) {
-    PassManager partition(&context);
     tp::TPApplyPlanOptions planOptions;
     planOptions.plan = planName;
     planOptions.tp = tpSize;
-    partition.addPass(tp::createTPApplyPlan(planOptions));
-    partition.addPass(tp::createTPPartition());
-    if (failed(partition.run(*module)))
-      return failure();
+    distribute.addPass(tp::createTPApplyPlan(planOptions));
   }
+  distribute.addNestedPass<func::FuncOp>(tp::createTPLowerLinear());
+  if (tpSize > 1)
+    distribute.addPass(tp::createTPPartition());
+  if (failed(distribute.run(*module)))
+    return failure();
 
   SmallString<256> mlirPath(outputDir), cppPath(outputDir), exePath(outputDir);
   llvm::sys::path::append(mlirPath, "model.mlir");

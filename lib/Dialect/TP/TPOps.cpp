@@ -37,15 +37,15 @@ LogicalResult verifySameElementType(Operation *op, ArrayRef<Value> values) {
 
 LogicalResult verifyPositive(Operation *op, StringRef name, int64_t value) {
   if (value <= 0)
-    return op->emitOpError() << "'" << name << "' must be positive, got "
-                             << value;
+    return op->emitOpError()
+           << "'" << name << "' must be positive, got " << value;
   return success();
 }
 
 LogicalResult verifyPositive(Operation *op, StringRef name, double value) {
   if (!(value > 0.0) || !std::isfinite(value))
-    return op->emitOpError() << "'" << name
-                             << "' must be positive and finite, got " << value;
+    return op->emitOpError()
+           << "'" << name << "' must be positive and finite, got " << value;
   return success();
 }
 
@@ -57,8 +57,7 @@ LogicalResult verifyLeadingDims(Operation *op, RankedTensorType a,
     if (!dimsAgree(a.getDimSize(i), b.getDimSize(i)))
       return op->emitOpError() << "dimension " << i << " of " << aName << " ("
                                << dimStr(a.getDimSize(i)) << ") and " << bName
-                               << " (" << dimStr(b.getDimSize(i))
-                               << ") differ";
+                               << " (" << dimStr(b.getDimSize(i)) << ") differ";
   return success();
 }
 
@@ -76,8 +75,7 @@ static ParseResult parseGeluApproximation(OpAsmParser &parser,
   StringRef keyword;
   if (parser.parseKeyword(&keyword))
     return failure();
-  std::optional<GeluApproximation> value =
-      symbolizeGeluApproximation(keyword);
+  std::optional<GeluApproximation> value = symbolizeGeluApproximation(keyword);
   if (!value)
     return parser.emitError(loc, "expected 'none' or 'tanh', got '")
            << keyword << "'";
@@ -113,6 +111,16 @@ LogicalResult EmbeddingOp::verify() {
 // LinearOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult BiasAddOp::verify() {
+  auto x = getX().getType();
+  auto bias = getBias().getType();
+  if (x.getRank() < 1 || bias.getRank() != 1 ||
+      !dimsAgree(bias.getDimSize(0), x.getDimSize(x.getRank() - 1)))
+    return emitOpError("bias ")
+           << bias << " must be 1-D with the features of " << x;
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
   auto x = getX().getType();
   auto weight = getWeight().getType();
@@ -120,6 +128,15 @@ LogicalResult LinearOp::verify() {
   if (weight.getRank() != 2)
     return emitOpError("weight must be [out, in], got rank ")
            << weight.getRank();
+  if (auto form = getForm()) {
+    int64_t rank = *form == LinearForm::Bmm  ? 3
+                   : *form == LinearForm::Mm ? 2
+                                             : 0;
+    if (rank && x.getRank() != rank)
+      return emitOpError("the ")
+             << stringifyLinearForm(*form) << " form needs a " << rank
+             << "-D input, got rank " << x.getRank();
+  }
   if (x.getRank() < 1 || result.getRank() != x.getRank())
     return emitOpError("input and result must have the same rank >= 1, got ")
            << x.getRank() << " and " << result.getRank();
@@ -130,8 +147,8 @@ LogicalResult LinearOp::verify() {
            << dimStr(weight.getDimSize(1));
   if (!dimsAgree(result.getDimSize(last), weight.getDimSize(0)))
     return emitOpError("result features ")
-           << dimStr(result.getDimSize(last)) << " differ from the weight's out "
-           << dimStr(weight.getDimSize(0));
+           << dimStr(result.getDimSize(last))
+           << " differ from the weight's out " << dimStr(weight.getDimSize(0));
   if (failed(verifyLeadingDims(*this, x, result, last, "input", "result")))
     return failure();
   SmallVector<Value> floats = {getX(), getWeight(), getResult()};
@@ -178,8 +195,8 @@ LogicalResult RmsNormOp::verify() {
   }
   if (!dimsAgree(weight.getDimSize(0), normalized))
     return emitOpError("weight has ")
-           << dimStr(weight.getDimSize(0)) << " elements but normalizes groups of "
-           << dimStr(normalized);
+           << dimStr(weight.getDimSize(0))
+           << " elements but normalizes groups of " << dimStr(normalized);
   return verifySameElementType(*this, {getX(), getWeight()});
 }
 
@@ -190,7 +207,8 @@ LogicalResult RmsNormOp::verify() {
 LogicalResult RotaryOp::verify() {
   auto x = getX().getType();
   if (x.getRank() != 3)
-    return emitOpError("input must be [batch, seq, heads * head_dim], got rank ")
+    return emitOpError(
+               "input must be [batch, seq, heads * head_dim], got rank ")
            << x.getRank();
   int64_t headDim = getHeadDimAttr().getInt();
   if (failed(verifyPositive(*this, "head_dim", headDim)))
@@ -238,9 +256,9 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("num_heads ")
            << heads << " is not a multiple of num_kv_heads " << kvHeads;
   if (!dimsAgree(q.getDimSize(2), heads * headDim))
-    return emitOpError("q has ") << dimStr(q.getDimSize(2))
-                                 << " features, expected num_heads * head_dim = "
-                                 << heads * headDim;
+    return emitOpError("q has ")
+           << dimStr(q.getDimSize(2))
+           << " features, expected num_heads * head_dim = " << heads * headDim;
   for (auto [name, type] : {std::make_pair("k", k), std::make_pair("v", v)})
     if (!dimsAgree(type.getDimSize(2), kvHeads * headDim))
       return emitOpError() << name << " has " << dimStr(type.getDimSize(2))
@@ -276,14 +294,15 @@ LogicalResult Mamba2MixerOp::verify() {
   if (x.getRank() != 3 || getResult().getType() != x)
     return emitOpError("x and the result must be the same [batch, seq, "
                        "hidden] type");
-  int64_t heads = getNumHeadsAttr().getInt(), headDim = getHeadDimAttr().getInt(),
-          groups = getNGroupsAttr().getInt(), state = getStateSizeAttr().getInt(),
+  int64_t heads = getNumHeadsAttr().getInt(),
+          headDim = getHeadDimAttr().getInt(),
+          groups = getNGroupsAttr().getInt(),
+          state = getStateSizeAttr().getInt(),
           kernel = getConvKernelAttr().getInt();
-  for (auto [name, v] : {std::make_pair("num_heads", heads),
-                         std::make_pair("head_dim", headDim),
-                         std::make_pair("n_groups", groups),
-                         std::make_pair("state_size", state),
-                         std::make_pair("conv_kernel", kernel)})
+  for (auto [name, v] :
+       {std::make_pair("num_heads", heads), std::make_pair("head_dim", headDim),
+        std::make_pair("n_groups", groups), std::make_pair("state_size", state),
+        std::make_pair("conv_kernel", kernel)})
     if (failed(verifyPositive(*this, name, v)))
       return failure();
   if (heads % groups != 0)
@@ -325,10 +344,10 @@ LogicalResult Mamba2MixerOp::verify() {
         !dimsAgree(maskType.getDimSize(1), x.getDimSize(1)))
       return emitOpError("key mask must be [batch, seq], got ") << maskType;
   }
-  return verifySameElementType(
-      *this, {getX(), getInProjWeight(), getConvWeight(), getConvBias(),
-              getDtBias(), getALog(), getD(), getNormWeight(),
-              getOutProjWeight()});
+  return verifySameElementType(*this,
+                               {getX(), getInProjWeight(), getConvWeight(),
+                                getConvBias(), getDtBias(), getALog(), getD(),
+                                getNormWeight(), getOutProjWeight()});
 }
 
 //===----------------------------------------------------------------------===//

@@ -172,6 +172,14 @@ Tensor all_gather_last(Context &ctx, const Tensor &x);
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
                    const Tensor &bias);
+/// The bmm form of linear for a 3-D x [batch, seq, in]: one product of each
+/// [seq, in] slice with w^T, no flattening across batch (tp-lower-linear's
+/// choice for batch- or sequence-sharded inputs).
+Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w);
+Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &bias);
+/// x + bias over the last dimension (async-TP's split-off bias).
+Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
 /// x / sqrt(mean(x^2) + eps) * (offset + w) over groups of `group` elements
 /// of the last dimension (0: the whole last dimension).
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,

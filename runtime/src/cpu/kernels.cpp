@@ -150,6 +150,24 @@ Tensor linear(Context &, const Tensor &x, const Tensor &w) {
   return out;
 }
 
+Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
+  requireF32(x, "bias_add", "the input");
+  requireF32(bias, "bias_add", "the bias");
+  int64_t features = x.rank() ? x.dim(-1) : 0;
+  if (bias.rank() != 1 || bias.dim(0) != features)
+    fatal("bias_add: bias " + bias.describe() + " does not match input " +
+          x.describe());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  int64_t rows = features ? x.numel() / features : 0;
+  const float *in = x.f32(), *b = bias.f32();
+  float *o = out.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < features; ++j)
+      o[r * features + j] = in[r * features + j] + b[j];
+  return out;
+}
+
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
                    const Tensor &bias) {
   requireF32(bias, "linear", "the bias");
@@ -165,6 +183,29 @@ Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
     for (int64_t j = 0; j < outF; ++j)
       o[r * outF + j] += b[j];
   return out;
+}
+
+Tensor linear_bmm(Context &, const Tensor &x, const Tensor &w) {
+  requireF32(x, "linear_bmm", "the input");
+  requireF32(w, "linear_bmm", "the weight");
+  if (w.rank() != 2 || x.rank() != 3 || x.dim(-1) != w.dim(1))
+    fatal("linear_bmm: input " + x.describe() + " does not match weight " +
+          w.describe() + " ([out, in], 3-D input)");
+  int64_t batch = x.dim(0), seq = x.dim(1), in = w.dim(1), outF = w.dim(0);
+  Tensor out = Tensor::uninitialized(DType::F32, {batch, seq, outF});
+  for (int64_t b = 0; b < batch && seq > 0; ++b)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, outF, in, 1.0f,
+                x.f32() + b * seq * in, in, w.f32(), in, 0.0f,
+                out.f32() + b * seq * outF, outF);
+  return out;
+}
+
+Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &bias) {
+  if (bias.rank() != 1 || bias.dim(0) != w.dim(0))
+    fatal("linear_bmm: bias " + bias.describe() + " does not match weight " +
+          w.describe());
+  return bias_add(ctx, linear_bmm(ctx, x, w), bias);
 }
 
 Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
@@ -252,9 +293,8 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
       v.dim(0) != q.dim(0) || k.dim(1) != v.dim(1) || kvHeads <= 0 ||
       heads % kvHeads != 0)
     fatal("attention: q " + q.describe() + ", k " + k.describe() + ", v " +
-          v.describe() + " do not match " + std::to_string(heads) +
-          " heads, " + std::to_string(kvHeads) + " KV heads of " +
-          std::to_string(headDim));
+          v.describe() + " do not match " + std::to_string(heads) + " heads, " +
+          std::to_string(kvHeads) + " KV heads of " + std::to_string(headDim));
   int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1),
           group = heads / kvHeads;
   const int64_t *mask = nullptr;
@@ -317,9 +357,8 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
           for (int64_t j = 0; j < skv; ++j)
             row[j] *= inv;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, headDim,
-                    skv, 1.0f, scores.data(), skv, vh, kvStride, 0.0f, oh,
-                    qStride);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, headDim, skv,
+                    1.0f, scores.data(), skv, vh, kvStride, 0.0f, oh, qStride);
       }
   }
   return out;

@@ -381,3 +381,27 @@ func.func @mamba_eps(%x: tensor<2x5x64xf32>, %in: tensor<164x64xf32>, %cw: tenso
   %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out {conv_kernel = 4 : i64, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 0.0 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<2x5x64xf32>, tensor<164x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x5x64xf32>
   return
 }
+
+// -----
+
+func.func @linear_bmm_rank(%x: tensor<4x64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{the bmm form needs a 3-D input, got rank 2}}
+  %0 = tp.linear %x, %w {form = #tp<linear_form bmm>} : (tensor<4x64xf32>, tensor<32x64xf32>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_mm_rank(%x: tensor<2x4x64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{the mm form needs a 2-D input, got rank 3}}
+  %0 = tp.linear %x, %w {form = #tp<linear_form mm>} : (tensor<2x4x64xf32>, tensor<32x64xf32>) -> tensor<2x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @bias_add_features(%x: tensor<2x4x32xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{bias 'tensor<16xf32>' must be 1-D with the features of 'tensor<2x4x32xf32>'}}
+  %0 = tp.bias_add %x, %b : tensor<2x4x32xf32>, tensor<16xf32>
+  return
+}

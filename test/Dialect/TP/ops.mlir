@@ -66,3 +66,14 @@ func.func @mamba(%x: tensor<?x?x64xf32>, %in: tensor<164x64xf32>, %cw: tensor<96
   %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out mask %m {conv_kernel = 4 : i64, dt_min = 1.0e-3 : f64, folded_a, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 1.0e-5 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<?x?x64xf32>, tensor<164x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
   return %y : tensor<?x?x64xf32>
 }
+
+// CHECK-LABEL: func.func @linear_forms
+// CHECK: %[[Y:.*]] = tp.linear %{{.*}}, %{{.*}} {form = #tp<linear_form bmm>} : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+// CHECK: tp.linear %{{.*}}, %{{.*}}, %{{.*}} {form = #tp<linear_form mm>} : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x32xf32>
+// CHECK: tp.bias_add %[[Y]], %{{.*}} : tensor<?x?x32xf32>, tensor<32xf32>
+func.func @linear_forms(%x: tensor<?x?x64xf32>, %x2: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) -> (tensor<?x?x32xf32>, tensor<?x32xf32>) {
+  %y = tp.linear %x, %w {form = #tp<linear_form bmm>} : (tensor<?x?x64xf32>, tensor<32x64xf32>) -> tensor<?x?x32xf32>
+  %y2 = tp.linear %x2, %w, %b {form = #tp<linear_form mm>} : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x32xf32>
+  %z = tp.bias_add %y, %b : tensor<?x?x32xf32>, tensor<32xf32>
+  return %z, %y2 : tensor<?x?x32xf32>, tensor<?x32xf32>
+}

@@ -17,6 +17,18 @@ def TP_GeluApproximation : I32EnumAttr<"GeluApproximation",
 def TP_GeluApproximationAttr
     : EnumAttr<TP_Dialect, TP_GeluApproximation, "gelu_approximation">;
 
+def TP_LinearForm : I32EnumAttr<"LinearForm",
+    "how tp.linear runs (TPLinear dispatch)", [
+      I32EnumAttrCase<"Linear", 0, "linear">,
+      I32EnumAttrCase<"Bmm", 1, "bmm">,
+      I32EnumAttrCase<"Mm", 2, "mm">
+    ]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
+def TP_LinearFormAttr : EnumAttr<TP_Dialect, TP_LinearForm, "linear_form">;
+
 def TP_SourceAttr : TP_Attr<"Source", "source"> {
   let summary = "Where a parameter's bytes are stored";
   let description = [{

@@ -49,17 +49,44 @@ def TP_LinearOp : TP_Op<"linear", [Pure]> {
     to the last dimension of `x` (`[..., in]`), adding the optional `bias`
     (`[out]`). The result is `[..., out]`.
 
+    `form`, chosen by `tp-lower-linear` (the TPLinear dispatch), says how it
+    runs: `linear` flattens the leading dimensions, multiplies and restores
+    them; `bmm` multiplies each `[seq, in]` slice of a 3-D input by the
+    broadcast `weight^T` (batch- or sequence-sharded inputs); `mm` is the
+    plain 2-D product. Absent means `linear`.
+
     ```mlir
-    %y = tp.linear %x, %w, %b
+    %y = tp.linear %x, %w, %b {form = #tp<linear_form bmm>}
         : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>)
         -> tensor<?x?x128xf32>
     ```
   }];
   let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
-                   Optional<TP_FloatTensor>:$bias);
+                   Optional<TP_FloatTensor>:$bias,
+                   OptionalAttr<TP_LinearFormAttr>:$form);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "Adds a bias to the last dimension";
+  let description = [{
+    `x + bias` with `bias` (`[features]`) broadcast over the leading
+    dimensions of `x`. `tp-lower-linear` with `async-tp` splits a linear's
+    bias into this op, so that the matmul directly feeds (or is fed by) its
+    collective, the pattern async tensor parallelism fuses.
+
+    ```mlir
+    %z = tp.bias_add %y, %b : tensor<?x?x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$bias);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $bias attr-dict `:` type($x) `,` type($bias)
   }];
   let hasVerifier = 1;
 }

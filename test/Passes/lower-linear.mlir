@@ -1,0 +1,63 @@
+// RUN: split-file %s %t
+// RUN: tp-opt %t/forms.mlir --tp-lower-linear | FileCheck %t/forms.mlir
+// RUN: tp-opt %t/forms.mlir "--tp-lower-linear=async-tp=true" | FileCheck %t/forms.mlir --check-prefix=ASYNC
+// RUN: tp-opt %t/forms.mlir --tp-lower-linear --tp-lower-linear | FileCheck %t/forms.mlir
+// RUN: tp-opt %t/errors.mlir --tp-lower-linear --verify-diagnostics -o /dev/null
+
+//--- forms.mlir
+// The TPLinear dispatch: sharded on batch or sequence -> bmm; replicated,
+// unannotated or sharded on features -> linear; 2-D -> mm. With async-tp,
+// the non-bmm linears lose their bias to a tp.bias_add.
+shard.grid @tp(shape = 2)
+
+// CHECK-LABEL: func.func @forms
+// ASYNC-LABEL: func.func @forms
+func.func @forms(%x: tensor<4x8x16xf32>, %x2: tensor<32x16xf32>, %w: tensor<8x16xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<32x8xf32>) {
+  %rep = shard.sharding @tp split_axes = [[]] : !shard.sharding
+  %seq = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %bat = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+  %feat = shard.sharding @tp split_axes = [[], [], [0]] : !shard.sharding
+  %xr = shard.shard %x to %rep : tensor<4x8x16xf32>
+  %xs = shard.shard %x to %seq : tensor<4x8x16xf32>
+  %xb = shard.shard %x to %bat : tensor<4x8x16xf32>
+  %xf = shard.shard %x to %feat : tensor<4x8x16xf32>
+  // CHECK: tp.linear %{{.*}}, %{{.*}}, %{{.*}} {form = #tp<linear_form linear>} : (tensor<4x8x16xf32>
+  // ASYNC: %[[R:.*]] = tp.linear %{{.*}}, %{{.*}} {form = #tp<linear_form linear>} : (tensor<4x8x16xf32>, tensor<8x16xf32>)
+  // ASYNC-NEXT: tp.bias_add %[[R]], %{{.*}} : tensor<4x8x8xf32>, tensor<8xf32>
+  %0 = tp.linear %xr, %w, %b : (tensor<4x8x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8x8xf32>
+  // CHECK: tp.linear %{{.*}}, %{{.*}}, %{{.*}} {form = #tp<linear_form bmm>}
+  // ASYNC: tp.linear %{{.*}}, %{{.*}}, %{{.*}} {form = #tp<linear_form bmm>}
+  // ASYNC-NOT: tp.bias_add
+  %1 = tp.linear %xs, %w, %b : (tensor<4x8x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8x8xf32>
+  // CHECK: tp.linear %{{.*}}, %{{.*}} {form = #tp<linear_form bmm>}
+  %2 = tp.linear %xb, %w : (tensor<4x8x16xf32>, tensor<8x16xf32>) -> tensor<4x8x8xf32>
+  // CHECK: tp.linear %{{.*}}, %{{.*}} {form = #tp<linear_form linear>}
+  // ASYNC: tp.linear %{{.*}}, %{{.*}} {form = #tp<linear_form linear>}
+  %3 = tp.linear %xf, %w : (tensor<4x8x16xf32>, tensor<8x16xf32>) -> tensor<4x8x8xf32>
+  // CHECK: tp.linear %{{.*}}, %{{.*}}, %{{.*}} {form = #tp<linear_form mm>} : (tensor<32x16xf32>
+  // ASYNC: %[[M:.*]] = tp.linear %{{.*}}, %{{.*}} {form = #tp<linear_form linear>} : (tensor<32x16xf32>
+  // ASYNC-NEXT: tp.bias_add %[[M]]
+  %4 = tp.linear %x2, %w, %b : (tensor<32x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<32x8xf32>
+  return %0, %1, %2, %3, %4 : tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<4x8x8xf32>, tensor<32x8xf32>
+}
+
+// An unannotated input is replicated; a form already chosen is kept.
+// CHECK-LABEL: func.func @kept
+// CHECK: tp.linear %arg0, %arg1 {form = #tp<linear_form linear>}
+// CHECK: tp.linear %arg0, %arg1 {form = #tp<linear_form bmm>}
+func.func @kept(%x: tensor<?x?x16xf32>, %w: tensor<8x16xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
+  %0 = tp.linear %x, %w : (tensor<?x?x16xf32>, tensor<8x16xf32>) -> tensor<?x?x8xf32>
+  %1 = tp.linear %x, %w {form = #tp<linear_form bmm>} : (tensor<?x?x16xf32>, tensor<8x16xf32>) -> tensor<?x?x8xf32>
+  return %0, %1 : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}
+
+//--- errors.mlir
+shard.grid @tp(shape = 2)
+func.func @rank4(%x: tensor<2x4x8x16xf32>, %w: tensor<8x16xf32>) -> tensor<2x4x8x8xf32> {
+  %s = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<2x4x8x16xf32>
+  // expected-error @+1 {{tp-lower-linear: a rank-4 input sharded on a leading dimension has no form (bmm takes 3-D inputs)}}
+  %0 = tp.linear %xs, %w : (tensor<2x4x8x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+}
