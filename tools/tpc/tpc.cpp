@@ -1,7 +1,7 @@
 //===- tpc.cpp - the tp-opt compiler driver -------------------------------===//
 //
 //   tpc MODEL.onnx [--arch auto|llama|qwen2|qwen3|gemma3|nemotron_h]
-//       [--hf-config config.json] [--tp N] [--plan P] [--report]
+//       [--hf-config config.json] [--tp N] [--plan P] [--async-tp] [--report]
 //       [--emit mlir|cpp|exe] -o DIR
 //
 // Runs import, raising, (plans and partition as they come), lowering to
@@ -68,6 +68,11 @@ static cl::opt<Emit> emit(
     cl::values(clEnumValN(Emit::Mlir, "mlir", "DIR/model.mlir"),
                clEnumValN(Emit::Cpp, "cpp", "DIR/model.mlir and model.cpp"),
                clEnumValN(Emit::Exe, "exe", "and the executable DIR/model")),
+    cl::cat(tpcCategory));
+static cl::opt<bool> asyncTP(
+    "async-tp",
+    cl::desc("Linears without their bias, then a bias add (the matmul next "
+             "to its collective, as async tensor parallelism wants)"),
     cl::cat(tpcCategory));
 static cl::opt<bool> report("report",
                             cl::desc("Write DIR/plan-report.md: placements, "
@@ -274,7 +279,10 @@ static LogicalResult run(MLIRContext &context) {
     planOptions.tp = tpSize;
     distribute.addPass(tp::createTPApplyPlan(planOptions));
   }
-  distribute.addNestedPass<func::FuncOp>(tp::createTPLowerLinear());
+  tp::TPLowerLinearOptions linearOptions;
+  linearOptions.asyncTP = asyncTP;
+  distribute.addNestedPass<func::FuncOp>(
+      tp::createTPLowerLinear(linearOptions));
   if (tpSize > 1)
     distribute.addPass(tp::createTPPartition());
   if (failed(distribute.run(*module)))
