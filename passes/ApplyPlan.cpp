@@ -28,6 +28,8 @@ struct Placement {
   /// KV-head replication: `dim` is cut into tp / replicas blocks and each
   /// block is held by `replicas` consecutive ranks (one query group).
   int64_t replicas = 1;
+  /// Replicated with partial gradients (replicated_with_grad_allreduce).
+  bool gradSum = false;
   bool operator==(const Placement &o) const { return dim == o.dim; }
 };
 
@@ -49,10 +51,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                          ? config.getAs<StringAttr>("architecture").getValue()
                          : "";
     std::string planName = plan == "auto" ? arch.str() : plan;
-    if (StringRef(planName).starts_with("hf:") ||
-        StringRef(planName).starts_with("file:")) {
+    if (StringRef(planName).starts_with("file:")) {
       module.emitError() << "plan '" << planName
-                         << "': HF and JSON plans are not implemented yet";
+                         << "': JSON plans are not implemented yet";
       return signalPassFailure();
     }
     bool backbone = llvm::any_of(func.getArguments(), [&](BlockArgument a) {
@@ -60,8 +61,17 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                                    TPDialect::kFqnAttrName);
       return fqn && fqn.getValue().starts_with("backbone.");
     });
-    std::optional<Plan> p =
-        getBuiltinPlan(planName, backbone ? "backbone" : "model");
+    std::optional<Plan> p;
+    if (StringRef(planName).starts_with("hf:")) {
+      std::string error;
+      p = loadHFPlan(StringRef(planName).drop_front(3), error);
+      if (!p) {
+        module.emitError() << "plan '" << planName << "': " << error;
+        return signalPassFailure();
+      }
+    } else {
+      p = getBuiltinPlan(planName, backbone ? "backbone" : "model");
+    }
     if (!p) {
       module.emitError() << "unknown plan '" << planName
                          << "' (auto, llama, qwen2, qwen3, gemma3, "
@@ -102,6 +112,10 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     if (!entry || entry->style == ParallelStyle::SequenceParallel)
       return placement;
     placement.key = entry->pattern;
+    if (entry->style == ParallelStyle::ReplicatedWithGradAllreduce) {
+      placement.gradSum = true;
+      return placement;
+    }
     bool colwise = entry->style == ParallelStyle::Colwise ||
                    entry->style == ParallelStyle::ColwiseGatherOutput;
     if (auto emb = dyn_cast<EmbeddingOp>(user)) {
@@ -285,10 +299,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (!p.key.empty())
         func.setArgAttr(i, "tp.plan_key", builder.getStringAttr(p.key));
       if (p.dim < 0)
-        func.setArgAttr(
-            i, "tp.grad_reduction",
-            builder.getStringAttr(
-                readsHeadShards(annotated, placements) ? "sum" : "mean"));
+        func.setArgAttr(i, "tp.grad_reduction",
+                        builder.getStringAttr(
+                            p.gradSum || readsHeadShards(annotated, placements)
+                                ? "sum"
+                                : "mean"));
     }
     return success();
   }

@@ -81,7 +81,8 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
   let description = [{
     Applies a plan (`auto`: the built-in plan of the architecture in
     `tp.config`; or `llama`, `qwen2`, `qwen3`, `gemma3`, `nemotron_h`,
-    `default`) for `tp` ranks: adds `shard.grid @tp(shape = tp)` and puts
+    `default`; or `hf:CONFIG.json`, transformers' `base_model_tp_plan`
+    translated as NeMo does) for `tp` ranks: adds `shard.grid @tp(shape = tp)` and puts
     every parameter of `@forward` behind a `shard.shard ... annotate_for_users`
     with its split (a Colwise linear splits its weight and bias on dim 0, a
     Rowwise linear its weight on dim 1, a Rowwise embedding its vocabulary
@@ -89,7 +90,10 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     `tp.placement` (`split(d)` or `replicated`), `tp.plan_key` (the plan
     entry that placed it) and, when replicated, `tp.grad_reduction`: `sum`
     for the per-head q/k norms that read head-sharded activations (their
-    gradients are partial), `mean` otherwise.
+    gradients are partial) and for `replicated_with_grad_allreduce`
+    modules, `mean` otherwise. When `tp` exceeds the KV heads and is a
+    multiple of them, the k and v projections also get `tp.shard_replicas`
+    (each KV head on the ranks of its query group).
 
     Validation, with diagnostics naming the plan key and the numbers:
     attention heads and KV heads, MLP widths and the vocabulary must divide
@@ -98,7 +102,8 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
   }];
   let options = [
     Option<"plan", "plan", "std::string", /*default=*/"\"auto\"",
-           "auto, llama, qwen2, qwen3, gemma3, nemotron_h or default">,
+           "auto, llama, qwen2, qwen3, gemma3, nemotron_h, default or "
+           "hf:CONFIG.json">,
     Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks">,
     Option<"sp", "sp", "bool", /*default=*/"false", "Sequence parallelism">,
   ];

@@ -4,6 +4,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir::tp;
 
@@ -17,6 +19,8 @@ llvm::StringRef mlir::tp::stringifyParallelStyle(ParallelStyle style) {
     return "rowwise";
   case ParallelStyle::SequenceParallel:
     return "sequence_parallel";
+  case ParallelStyle::ReplicatedWithGradAllreduce:
+    return "replicated_with_grad_allreduce";
   }
   return "?";
 }
@@ -48,8 +52,8 @@ std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
   auto dense = [](std::vector<PlanEntry> head, S lmHead) {
     std::vector<PlanEntry> entries = std::move(head);
     for (const char *proj : {"q_proj", "k_proj", "v_proj"})
-      entries.push_back({std::string("model.layers.*.self_attn.") + proj,
-                         S::Colwise});
+      entries.push_back(
+          {std::string("model.layers.*.self_attn.") + proj, S::Colwise});
     entries.push_back({"model.layers.*.self_attn.o_proj", S::Rowwise});
     entries.push_back({"model.layers.*.mlp.gate_proj", S::Colwise});
     entries.push_back({"model.layers.*.mlp.up_proj", S::Colwise});
@@ -57,8 +61,7 @@ std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
     entries.push_back({"lm_head", lmHead});
     return entries;
   };
-  if (name == "llama" || name == "qwen2" || name == "qwen3" ||
-      name == "gemma3")
+  if (name == "llama" || name == "qwen2" || name == "qwen3" || name == "gemma3")
     // Llama: plain Rowwise embedding; Qwen and Gemma3: VocabParallelEmbedding,
     // the same placement (vocabulary split, partial sums reduced). lm_head
     // keeps vocab-sharded logits (C(out=S(-1))); tpc gathers them.
@@ -75,4 +78,138 @@ std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
                  {root.str() + ".layers.*.mixer.up_proj", S::Colwise},
                  {root.str() + ".layers.*.mixer.down_proj", S::Rowwise}}};
   return std::nullopt;
+}
+
+namespace {
+
+/// The `base_model_tp_plan` transformers' config classes declare (keys
+/// relative to the inner model).
+std::vector<std::pair<std::string, std::string>>
+hfClassPlan(llvm::StringRef modelType) {
+  std::vector<std::pair<std::string, std::string>> plan;
+  if (modelType != "llama" && modelType != "qwen2" && modelType != "qwen3" &&
+      modelType != "gemma3" && modelType != "gemma3_text")
+    return plan;
+  for (const char *proj : {"q_proj", "k_proj", "v_proj"})
+    plan.push_back({std::string("layers.*.self_attn.") + proj, "colwise"});
+  plan.push_back({"layers.*.self_attn.o_proj", "rowwise"});
+  if (modelType == "qwen3")
+    for (const char *norm : {"q_norm", "k_norm"})
+      plan.push_back({std::string("layers.*.self_attn.") + norm,
+                      "replicated_with_grad_allreduce"});
+  plan.push_back({"layers.*.mlp.gate_proj", "colwise"});
+  plan.push_back({"layers.*.mlp.up_proj", "colwise"});
+  plan.push_back({"layers.*.mlp.down_proj", "rowwise"});
+  return plan;
+}
+
+} // namespace
+
+std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
+                                         std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(configPath);
+  if (!buffer) {
+    error = "cannot read '" + configPath.str() +
+            "': " + buffer.getError().message();
+    return std::nullopt;
+  }
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    error = "'" + configPath.str() +
+            "' is not JSON: " + llvm::toString(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *config = json->getAsObject();
+  if (!config) {
+    error = "'" + configPath.str() + "' is not a JSON object";
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::string, std::string>> strings;
+  if (const llvm::json::Value *value = config->get("base_model_tp_plan")) {
+    const llvm::json::Object *plan = value->getAsObject();
+    if (!plan) {
+      error = "'" + configPath.str() + "': base_model_tp_plan is not an object";
+      return std::nullopt;
+    }
+    for (const auto &[key, style] : *plan) {
+      std::optional<llvm::StringRef> s = style.getAsString();
+      if (!s) {
+        error = "'" + configPath.str() + "': plan key '" + key.str() +
+                "' does not map to a style string";
+        return std::nullopt;
+      }
+      strings.push_back({key.str(), s->str()});
+    }
+    // JSON objects are unordered: when two keys match a module, the one
+    // with fewer wildcards (the more specific) wins, deterministically.
+    llvm::sort(strings, [](const auto &a, const auto &b) {
+      auto stars = [](const std::string &k) { return llvm::count(k, '*'); };
+      return std::make_pair(stars(a.first), a.first) <
+             std::make_pair(stars(b.first), b.first);
+    });
+  } else {
+    llvm::StringRef modelType =
+        config->getString("model_type").value_or("<none>");
+    strings = hfClassPlan(modelType);
+    if (strings.empty()) {
+      error = "'" + configPath.str() +
+              "' has no base_model_tp_plan and transformers declares none "
+              "for model_type '" +
+              modelType.str() + "'";
+      return std::nullopt;
+    }
+  }
+
+  using S = ParallelStyle;
+  Plan plan{"hf:" + configPath.str(), {}};
+  bool hasEmbedding = false;
+  for (const auto &[key, style] : strings) {
+    std::string pattern = "model." + key;
+    bool embedding = key == "embed_tokens";
+    hasEmbedding |= embedding;
+    std::optional<S> translated;
+    if (style == "colwise")
+      translated = S::Colwise;
+    else if (style == "rowwise" ||
+             (embedding &&
+              (style == "rowwise_rep" || style == "embedding_rowwise")))
+      translated = S::Rowwise;
+    else if (style == "colwise_rep" || style == "colwise_gather_output")
+      translated = S::ColwiseGatherOutput;
+    else if (style == "replicated_with_grad_allreduce")
+      translated = S::ReplicatedWithGradAllreduce;
+    if (translated) {
+      plan.entries.push_back({pattern, *translated});
+      continue;
+    }
+    static const char *known[] = {"rowwise_rep",
+                                  "rowwise_split_input",
+                                  "embedding_rowwise",
+                                  "local_colwise",
+                                  "local_rowwise",
+                                  "local_packed_rowwise",
+                                  "local",
+                                  "gather",
+                                  "replicate",
+                                  "sequence_parallel",
+                                  "packed_colwise",
+                                  "packed_rowwise",
+                                  "grouped_gemm",
+                                  "ep_router",
+                                  "moe_tp_experts",
+                                  "moe_identity_expert",
+                                  "mla_kv_a_proj",
+                                  "all_reduce"};
+    bool isKnown = llvm::is_contained(known, style) ||
+                   llvm::StringRef(style).starts_with("megamoe_");
+    error = "'" + configPath.str() + "': plan key '" + key + "': " +
+            (isKnown ? "style '" + style + "' is not supported yet"
+                     : "unknown style '" + style + "'");
+    return std::nullopt;
+  }
+  if (!hasEmbedding)
+    plan.entries.push_back({"model.embed_tokens", S::Rowwise});
+  plan.entries.push_back({"lm_head", S::Colwise});
+  return plan;
 }

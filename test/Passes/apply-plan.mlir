@@ -7,7 +7,13 @@
 // RUN: tp-opt %t/width.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
 // RUN: tp-opt %t/vocab.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
 // RUN: tp-opt %t/options.mlir "--tp-apply-plan=plan=mistral" --verify-diagnostics
-// RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:config.json" --verify-diagnostics
+// RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:%t/hf_plan.json tp=2" --verify-diagnostics | FileCheck %t/hf.mlir
+// RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:%t/hf_class.json tp=2" --verify-diagnostics | FileCheck %t/hf.mlir
+// RUN: tp-opt %t/hferr.mlir "--tp-apply-plan=plan=hf:%t/hf_unknown.json" --verify-diagnostics
+// RUN: tp-opt %t/hferr2.mlir "--tp-apply-plan=plan=hf:%t/hf_local.json" --verify-diagnostics
+// RUN: tp-opt %t/hferr3.mlir "--tp-apply-plan=plan=hf:%t/hf_nemotron.json" --verify-diagnostics
+// RUN: tp-opt %t/hferr4.mlir "--tp-apply-plan=plan=hf:%t/missing.json" --verify-diagnostics
+// RUN: tp-opt %t/json.mlir "--tp-apply-plan=plan=file:plan.json" --verify-diagnostics
 // RUN: tp-opt %t/sp.mlir "--tp-apply-plan=plan=nemotron_h sp=true" --verify-diagnostics
 
 //--- ok.mlir
@@ -130,8 +136,76 @@ module {
   }
 }
 
+//--- hf_plan.json
+{"model_type": "qwen3", "base_model_tp_plan": {
+  "layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
+  "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise",
+  "layers.*.self_attn.q_norm": "replicated_with_grad_allreduce",
+  "layers.*.mlp.gate_proj": "colwise", "layers.*.mlp.up_proj": "colwise",
+  "layers.*.mlp.down_proj": "rowwise"}}
+//--- hf_class.json
+{"model_type": "qwen3", "hidden_size": 64}
+//--- hf_unknown.json
+{"model_type": "llama", "base_model_tp_plan": {"layers.*.mlp.up_proj": "columnwise"}}
+//--- hf_local.json
+{"base_model_tp_plan": {"layers.*.mlp.up_proj": "local_colwise"}}
+//--- hf_nemotron.json
+{"model_type": "nemotron_h", "mamba_num_heads": 8}
 //--- hf.mlir
-// expected-error @+1 {{plan 'hf:config.json': HF and JSON plans are not implemented yet}}
+// An HF plan: keys under `model.`, the embedding added as vocabulary-split,
+// lm_head column-split, and replicated_with_grad_allreduce kept as the sum
+// class (given by the config, or by transformers' Qwen3 class plan).
+// CHECK: %arg1: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight", tp.placement = "split(0)", tp.plan_key = "model.embed_tokens"}
+// CHECK-SAME: %arg2: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight", tp.grad_reduction = "sum", tp.placement = "replicated", tp.plan_key = "model.layers.*.self_attn.q_norm"}
+// CHECK-SAME: %arg3: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.q_proj"}
+// CHECK-SAME: %arg4: tensor<128x64xf32> {tp.fqn = "lm_head.weight", tp.placement = "split(0)", tp.plan_key = "lm_head"}
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%ids: tensor<?x?xi64>,
+    %emb: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight"},
+    %qn: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight"},
+    %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %head: tensor<128x64xf32> {tp.fqn = "lm_head.weight"}) -> tensor<?x?x128xf32> {
+  %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<128x64xf32>) -> tensor<?x?x64xf32>
+  %q = tp.linear %h, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %n = tp.rms_norm %q, %qn {epsilon = 1.0e-6 : f64, group_size = 16 : i64} : (tensor<?x?x64xf32>, tensor<16xf32>) -> tensor<?x?x64xf32>
+  %l = tp.linear %n, %head : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
+  return %l : tensor<?x?x128xf32>
+}
+
+//--- hferr.mlir
+// expected-error-re @+1 {{plan 'hf:{{.*}}hf_unknown.json': '{{.*}}hf_unknown.json': plan key 'layers.*.mlp.up_proj': unknown style 'columnwise'}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- hferr2.mlir
+// expected-error-re @+1 {{plan key 'layers.*.mlp.up_proj': style 'local_colwise' is not supported yet}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- hferr3.mlir
+// expected-error-re @+1 {{'{{.*}}hf_nemotron.json' has no base_model_tp_plan and transformers declares none for model_type 'nemotron_h'}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- hferr4.mlir
+// expected-error-re @+1 {{plan 'hf:{{.*}}missing.json': cannot read '{{.*}}missing.json': No such file or directory}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- json.mlir
+// expected-error @+1 {{plan 'file:plan.json': JSON plans are not implemented yet}}
 module {
   func.func @forward() {
     return

@@ -60,7 +60,8 @@ static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"),
 static cl::opt<std::string>
     planName("plan", cl::init("auto"),
              cl::desc("TP plan: auto (the architecture's), llama, qwen2, "
-                      "qwen3, gemma3, nemotron_h, default"),
+                      "qwen3, gemma3, nemotron_h, default, or hf:CONFIG.json "
+                      "(transformers' base_model_tp_plan)"),
              cl::cat(tpcCategory));
 enum class Emit { Mlir, Cpp, Exe };
 static cl::opt<Emit> emit(

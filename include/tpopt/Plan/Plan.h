@@ -29,6 +29,9 @@ enum class ParallelStyle {
   Rowwise,
   /// Parameters replicated; activations sharded on the sequence.
   SequenceParallel,
+  /// Parameters replicated with partial gradients, summed over the group
+  /// (HF replicated_with_grad_allreduce: per-head q/k norms).
+  ReplicatedWithGradAllreduce,
 };
 
 llvm::StringRef stringifyParallelStyle(ParallelStyle style);
@@ -56,6 +59,15 @@ bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
 /// transformers 5, "backbone" in the older remote code.
 std::optional<Plan> getBuiltinPlan(llvm::StringRef name,
                                    llvm::StringRef root = "model");
+
+/// The HF plan of a transformers `config.json`: its `base_model_tp_plan`,
+/// or when it has none, the plan transformers' class declares for its
+/// `model_type` (llama, qwen2, qwen3, gemma3/gemma3_text). Keys are relative
+/// to the inner model and get the `model.` prefix; `model.embed_tokens` is
+/// added as the vocabulary-split embedding when absent and `lm_head` is
+/// column-split with sharded logits (../shared/spec/tp-semantics.md 2.2).
+/// On failure returns nullopt with `error` naming the file and the key.
+std::optional<Plan> loadHFPlan(llvm::StringRef configPath, std::string &error);
 
 } // namespace mlir::tp
 
