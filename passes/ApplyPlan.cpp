@@ -51,20 +51,18 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                          ? config.getAs<StringAttr>("architecture").getValue()
                          : "";
     std::string planName = plan == "auto" ? arch.str() : plan;
-    if (StringRef(planName).starts_with("file:")) {
-      module.emitError() << "plan '" << planName
-                         << "': JSON plans are not implemented yet";
-      return signalPassFailure();
-    }
     bool backbone = llvm::any_of(func.getArguments(), [&](BlockArgument a) {
       auto fqn = func.getArgAttrOfType<StringAttr>(a.getArgNumber(),
                                                    TPDialect::kFqnAttrName);
       return fqn && fqn.getValue().starts_with("backbone.");
     });
     std::optional<Plan> p;
-    if (StringRef(planName).starts_with("hf:")) {
+    if (StringRef(planName).starts_with("hf:") ||
+        StringRef(planName).starts_with("file:")) {
       std::string error;
-      p = loadHFPlan(StringRef(planName).drop_front(3), error);
+      StringRef name(planName);
+      p = name.consume_front("hf:") ? loadHFPlan(name, error)
+                                    : loadJSONPlan(name.drop_front(5), error);
       if (!p) {
         module.emitError() << "plan '" << planName << "': " << error;
         return signalPassFailure();

@@ -82,7 +82,8 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     Applies a plan (`auto`: the built-in plan of the architecture in
     `tp.config`; or `llama`, `qwen2`, `qwen3`, `gemma3`, `nemotron_h`,
     `default`; or `hf:CONFIG.json`, transformers' `base_model_tp_plan`
-    translated as NeMo does) for `tp` ranks: adds `shard.grid @tp(shape = tp)` and puts
+    translated as NeMo does; or `file:PLAN.json`, a user plan of FQN globs)
+    for `tp` ranks: adds `shard.grid @tp(shape = tp)` and puts
     every parameter of `@forward` behind a `shard.shard ... annotate_for_users`
     with its split (a Colwise linear splits its weight and bias on dim 0, a
     Rowwise linear its weight on dim 1, a Rowwise embedding its vocabulary
@@ -102,8 +103,8 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
   }];
   let options = [
     Option<"plan", "plan", "std::string", /*default=*/"\"auto\"",
-           "auto, llama, qwen2, qwen3, gemma3, nemotron_h, default or "
-           "hf:CONFIG.json">,
+           "auto, llama, qwen2, qwen3, gemma3, nemotron_h, default, "
+           "hf:CONFIG.json or file:PLAN.json">,
     Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks">,
     Option<"sp", "sp", "bool", /*default=*/"false", "Sequence parallelism">,
   ];

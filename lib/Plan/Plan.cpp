@@ -213,3 +213,95 @@ std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
   plan.entries.push_back({"lm_head", S::Colwise});
   return plan;
 }
+
+std::optional<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path,
+                                           std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    error = "cannot read '" + path.str() + "': " + buffer.getError().message();
+    return std::nullopt;
+  }
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    error =
+        "'" + path.str() + "' is not JSON: " + llvm::toString(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *object = json->getAsObject();
+  if (!object || object->empty()) {
+    error = "'" + path.str() + "' is not a non-empty JSON object";
+    return std::nullopt;
+  }
+  using S = ParallelStyle;
+  Plan plan{"file:" + path.str(), {}};
+  for (const auto &[keyRef, value] : *object) {
+    std::string key = keyRef.str();
+    auto fail = [&](const std::string &what) {
+      error = "'" + path.str() + "': plan key '" + key + "': " + what;
+      return std::nullopt;
+    };
+    std::string style, in, out;
+    if (std::optional<llvm::StringRef> s = value.getAsString()) {
+      style = s->str();
+    } else if (const llvm::json::Object *o = value.getAsObject()) {
+      for (const auto &[field, v] : *o) {
+        if (field == "use_local_output") {
+          // Local tensors or DTensors is a distinction of eager PyTorch; a
+          // compiled rank program holds local tensors either way.
+          if (!v.getAsBoolean())
+            return fail("use_local_output must be true or false");
+          continue;
+        }
+        std::optional<llvm::StringRef> text = v.getAsString();
+        if (!text)
+          return fail("'" + field.str() + "' must be a string");
+        if (field == "style")
+          style = text->str();
+        else if (field == "input_layouts")
+          in = text->str();
+        else if (field == "output_layouts")
+          out = text->str();
+        else
+          return fail("unknown field '" + field.str() + "'");
+      }
+    } else {
+      return fail("expected a style string or an object");
+    }
+    for (const std::string *layout : {&in, &out})
+      if (!layout->empty() && *layout != "replicate" && *layout != "shard(-1)")
+        return fail("layout '" + *layout +
+                    "' is not supported (replicate, shard(-1))");
+    std::optional<S> translated;
+    if (style == "colwise" || style == "colwise_gather_output") {
+      if (in == "shard(-1)")
+        return fail("a colwise module takes a replicated input");
+      bool gathered = style == "colwise_gather_output" || out == "replicate";
+      translated = gathered ? S::ColwiseGatherOutput : S::Colwise;
+    } else if (style == "rowwise") {
+      if (out == "shard(-1)")
+        return fail("a rowwise module gives a replicated output (a "
+                    "sequence-sharded one needs sequence parallelism, not "
+                    "supported yet)");
+      translated = S::Rowwise;
+    } else if (style == "replicated_with_grad_allreduce") {
+      translated = S::ReplicatedWithGradAllreduce;
+    } else if (style == "sequence_parallel") {
+      return fail("sequence parallelism is not supported yet");
+    } else if (style.empty()) {
+      return fail("no style");
+    } else {
+      return fail("unknown style '" + style +
+                  "' (colwise, colwise_gather_output, rowwise, "
+                  "replicated_with_grad_allreduce)");
+    }
+    plan.entries.push_back({key, *translated});
+  }
+  // JSON objects are unordered: the key with fewer wildcards wins.
+  llvm::stable_sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {
+    auto stars = [](const std::string &k) { return llvm::count(k, '*'); };
+    return std::make_pair(stars(a.pattern), a.pattern) <
+           std::make_pair(stars(b.pattern), b.pattern);
+  });
+  return plan;
+}

@@ -13,7 +13,10 @@
 // RUN: tp-opt %t/hferr2.mlir "--tp-apply-plan=plan=hf:%t/hf_local.json" --verify-diagnostics
 // RUN: tp-opt %t/hferr3.mlir "--tp-apply-plan=plan=hf:%t/hf_nemotron.json" --verify-diagnostics
 // RUN: tp-opt %t/hferr4.mlir "--tp-apply-plan=plan=hf:%t/missing.json" --verify-diagnostics
-// RUN: tp-opt %t/json.mlir "--tp-apply-plan=plan=file:plan.json" --verify-diagnostics
+// RUN: tp-opt %t/json.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2" --verify-diagnostics | FileCheck %t/json.mlir
+// RUN: tp-opt %t/jsonerr.mlir "--tp-apply-plan=plan=file:%t/plan_sp.json" --verify-diagnostics
+// RUN: tp-opt %t/jsonerr2.mlir "--tp-apply-plan=plan=file:%t/plan_layout.json" --verify-diagnostics
+// RUN: tp-opt %t/jsonerr3.mlir "--tp-apply-plan=plan=file:%t/plan_style.json" --verify-diagnostics
 // RUN: tp-opt %t/sp.mlir "--tp-apply-plan=plan=nemotron_h sp=true" --verify-diagnostics
 
 //--- ok.mlir
@@ -204,8 +207,57 @@ module {
   }
 }
 
+//--- plan.json
+{"model.layers.*.self_attn.q_proj": {"style": "colwise", "input_layouts": "replicate", "use_local_output": true},
+ "model.layers.0.self_attn.q_proj": "rowwise",
+ "model.layers.*.self_attn.q_norm": "replicated_with_grad_allreduce",
+ "lm_head": {"style": "colwise", "output_layouts": "replicate"},
+ "model.layers.*.mlp.up_proj": "colwise"}
+//--- plan_sp.json
+{"model.norm": "sequence_parallel"}
+//--- plan_layout.json
+{"lm_head": {"style": "colwise", "output_layouts": "shard(1)"}}
+//--- plan_style.json
+{"lm_head": {"style": "colwise", "layouts": "replicate"}}
 //--- json.mlir
-// expected-error @+1 {{plan 'file:plan.json': JSON plans are not implemented yet}}
+// A user plan, used verbatim (the embedding stays replicated: no key); the
+// key with fewer wildcards wins for layer 0's q_proj (rowwise: split dim 1).
+// CHECK: %arg1: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight", tp.grad_reduction = "mean", tp.placement = "replicated"}
+// CHECK-SAME: %arg2: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight", tp.grad_reduction = "sum", tp.placement = "replicated", tp.plan_key = "model.layers.*.self_attn.q_norm"}
+// CHECK-SAME: %arg3: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = "split(1)", tp.plan_key = "model.layers.0.self_attn.q_proj"}
+// CHECK-SAME: %arg4: tensor<128x64xf32> {tp.fqn = "lm_head.weight", tp.placement = "split(0)", tp.plan_key = "lm_head"}
+// expected-warning @+2 {{plan key 'model.layers.*.self_attn.q_proj' matches no module}}
+// expected-warning @+1 {{plan key 'model.layers.*.mlp.up_proj' matches no module}}
+func.func @forward(%ids: tensor<?x?xi64>,
+    %emb: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight"},
+    %qn: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight"},
+    %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %head: tensor<128x64xf32> {tp.fqn = "lm_head.weight"}) -> tensor<?x?x128xf32> {
+  %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<128x64xf32>) -> tensor<?x?x64xf32>
+  %q = tp.linear %h, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %n = tp.rms_norm %q, %qn {epsilon = 1.0e-6 : f64, group_size = 16 : i64} : (tensor<?x?x64xf32>, tensor<16xf32>) -> tensor<?x?x64xf32>
+  %l = tp.linear %n, %head : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
+  return %l : tensor<?x?x128xf32>
+}
+
+//--- jsonerr.mlir
+// expected-error-re @+1 {{plan key 'model.norm': sequence parallelism is not supported yet}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- jsonerr2.mlir
+// expected-error-re @+1 {{plan 'file:{{.*}}plan_layout.json': '{{.*}}plan_layout.json': plan key 'lm_head': layout 'shard(1)' is not supported (replicate, shard(-1))}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- jsonerr3.mlir
+// expected-error-re @+1 {{plan key 'lm_head': unknown field 'layouts'}}
 module {
   func.func @forward() {
     return

@@ -60,8 +60,8 @@ static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"),
 static cl::opt<std::string>
     planName("plan", cl::init("auto"),
              cl::desc("TP plan: auto (the architecture's), llama, qwen2, "
-                      "qwen3, gemma3, nemotron_h, default, or hf:CONFIG.json "
-                      "(transformers' base_model_tp_plan)"),
+                      "qwen3, gemma3, nemotron_h, default, hf:CONFIG.json "
+                      "(transformers' base_model_tp_plan) or file:PLAN.json"),
              cl::cat(tpcCategory));
 enum class Emit { Mlir, Cpp, Exe };
 static cl::opt<Emit> emit(

@@ -69,6 +69,13 @@ std::optional<Plan> getBuiltinPlan(llvm::StringRef name,
 /// On failure returns nullopt with `error` naming the file and the key.
 std::optional<Plan> loadHFPlan(llvm::StringRef configPath, std::string &error);
 
+/// A user's JSON plan: an object from module FQN globs (`*` matches one
+/// path component) to a style string or to an object with "style" and the
+/// optional "input_layouts", "output_layouts" ("replicate", "shard(-1)")
+/// and "use_local_output". Used verbatim (nothing added), as a custom plan
+/// is in NeMo. On failure returns nullopt with `error` naming the key.
+std::optional<Plan> loadJSONPlan(llvm::StringRef path, std::string &error);
+
 } // namespace mlir::tp
 
 #endif // TPOPT_PLAN_PLAN_H
