@@ -12,15 +12,17 @@ Usage: export_dynamo.py OUTDIR LAYERS     (needs scripts/setup.sh --models)"""
 import os
 import sys
 
-import numpy as np
 import onnx
 import onnxscript
 import torch
 import transformers
 from onnx import TensorProto, helper, numpy_helper
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "test", "models"))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "test", "models"))
+sys.path.insert(0, here)
 from generate import LogitsOnly  # noqa: E402
+from sparse_weights import SparseWeights  # noqa: E402
 
 out, layers = sys.argv[1], int(sys.argv[2])
 os.makedirs(out, exist_ok=True)
@@ -64,18 +66,8 @@ names = {name for name, _ in weights}
 inputs = [i for i in graph.input if i.name not in names]
 del graph.input[:]
 graph.input.extend(inputs)
-offset = 0
-for name, shape in weights:
-    t = graph.initializer.add()
-    t.name, t.data_type = name, TensorProto.FLOAT
-    t.dims.extend(shape)
-    t.data_location = TensorProto.EXTERNAL
-    length = int(np.prod(shape)) * 4
-    for key, value in (("location", "weights.bin"), ("offset", str(offset)), ("length", str(length))):
-        entry = t.external_data.add()
-        entry.key, entry.value = key, value
-    offset += length
+sparse = SparseWeights()
+graph.initializer.extend(sparse.tensor(name, shape) for name, shape in weights)
 onnx.save(proto, path)
-with open(os.path.join(out, "weights.bin"), "wb") as data:
-    data.truncate(offset)
-print(f"{path}: {layers} layers, {len(graph.node)} nodes, {offset / 2**30:.1f} GiB of weights (sparse)")
+sparse.write(out)
+print(f"{path}: {layers} layers, {len(graph.node)} nodes, {sparse.offset / 2**30:.1f} GiB of weights (sparse)")

@@ -14,25 +14,17 @@ import sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sparse_weights import SparseWeights  # noqa: E402
+
 out, L = sys.argv[1], int(sys.argv[2])
 V, H, NH, KV, D, I, MAXPOS, THETA = 128256, 8192, 64, 8, 128, 28672, 4096, 500000.0
 os.makedirs(out, exist_ok=True)
-nodes, inits, offset = [], [], 0
+nodes, inits, weights = [], [], SparseWeights()
 
 
 def external(name, shape):
-    """An f32 initializer at the next byte range of weights.bin."""
-    global offset
-    t = TensorProto()
-    t.name, t.data_type = name, TensorProto.FLOAT
-    t.dims.extend(shape)
-    t.data_location = TensorProto.EXTERNAL
-    length = int(np.prod(shape)) * 4
-    for key, value in (("location", "weights.bin"), ("offset", str(offset)), ("length", str(length))):
-        entry = t.external_data.add()
-        entry.key, entry.value = key, value
-    offset += length
-    inits.append(t)
+    inits.append(weights.tensor(name, shape))
     return name
 
 
@@ -93,6 +85,5 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", V])], initializer=inits)
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10),
      os.path.join(out, "model.onnx"))
-with open(os.path.join(out, "weights.bin"), "wb") as data:
-    data.truncate(offset)
-print(f"{out}/model.onnx: {L} layers, {offset / 2**30:.1f} GiB of weights (sparse)")
+weights.write(out)
+print(f"{out}/model.onnx: {L} layers, {weights.offset / 2**30:.1f} GiB of weights (sparse)")

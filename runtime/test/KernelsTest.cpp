@@ -36,19 +36,27 @@ void expectClose(const Tensor &got, const std::vector<double> &want,
         << "at element " << i;
 }
 
+/// x W^T and x W^T + b in double, over the flattened leading dimensions.
+std::pair<std::vector<double>, std::vector<double>>
+naiveLinear(const Tensor &x, const Tensor &w, const Tensor &b) {
+  int64_t in = w.dim(1), out = w.dim(0), rows = x.numel() / in;
+  std::vector<double> y(rows * out), yBias(rows * out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0;
+      for (int64_t k = 0; k < in; ++k)
+        acc += double(x.f32()[r * in + k]) * w.f32()[o * in + k];
+      y[r * out + o] = acc;
+      yBias[r * out + o] = acc + b.f32()[o];
+    }
+  return {y, yBias};
+}
+
 TEST(Kernels, LinearMatchesNaive) {
   for (auto [rows, in, out] : {std::tuple{1, 3, 5}, {6, 16, 7}, {2, 1, 1}}) {
     Tensor x = randomTensor({rows, 1, in}, 1), w = randomTensor({out, in}, 2),
            b = randomTensor({out}, 3);
-    std::vector<double> want(rows * out), wantBias(rows * out);
-    for (int r = 0; r < rows; ++r)
-      for (int o = 0; o < out; ++o) {
-        double acc = 0;
-        for (int k = 0; k < in; ++k)
-          acc += double(x.f32()[r * in + k]) * w.f32()[o * in + k];
-        want[r * out + o] = acc;
-        wantBias[r * out + o] = acc + b.f32()[o];
-      }
+    auto [want, wantBias] = naiveLinear(x, w, b);
     Tensor y = linear(ctx(), x, w);
     EXPECT_EQ(y.shape(), (std::vector<int64_t>{rows, 1, out}));
     expectClose(y, want);
@@ -63,15 +71,7 @@ TEST(Kernels, LinearFormsAgree) {
        {std::tuple{3, 5, 16, 7}, {1, 4, 3, 5}, {2, 1, 8, 8}, {2, 0, 4, 3}}) {
     Tensor x = randomTensor({batch, seq, in}, 11),
            w = randomTensor({out, in}, 12), b = randomTensor({out}, 13);
-    std::vector<double> want(batch * seq * out), wantBias(want.size());
-    for (int r = 0; r < batch * seq; ++r)
-      for (int o = 0; o < out; ++o) {
-        double acc = 0;
-        for (int k = 0; k < in; ++k)
-          acc += double(x.f32()[r * in + k]) * w.f32()[o * in + k];
-        want[r * out + o] = acc;
-        wantBias[r * out + o] = acc + b.f32()[o];
-      }
+    auto [want, wantBias] = naiveLinear(x, w, b);
     Tensor flat = linear(ctx(), x, w), bmm = linear_bmm(ctx(), x, w);
     EXPECT_EQ(bmm.shape(), (std::vector<int64_t>{batch, seq, out}));
     expectClose(flat, want);
