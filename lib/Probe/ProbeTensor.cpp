@@ -241,9 +241,7 @@ struct Evaluator {
       const ProbeTensor *shapeT = input(0);
       if (!shapeT)
         return fail("missing input");
-      SmallVector<int64_t> shape;
-      for (double d : shapeT->data)
-        shape.push_back(probeInt(d));
+      SmallVector<int64_t> shape = probeInts(*shapeT);
       ProbeTensor fill;
       fill.kind = Kind::Float;
       fill.data = {0.0};
@@ -414,9 +412,7 @@ struct Evaluator {
       const ProbeTensor *x = input(0), *shapeT = input(1);
       if (!x || !shapeT)
         return fail("missing input");
-      SmallVector<int64_t> target;
-      for (double d : shapeT->data)
-        target.push_back(probeInt(d));
+      SmallVector<int64_t> target = probeInts(*shapeT);
       return reshape(*x, target, intAttr("allowzero", 0) != 0, out);
     }
     if (op == "Concat") {
@@ -457,9 +453,7 @@ struct Evaluator {
       const ProbeTensor *x = input(0), *shapeT = input(1);
       if (!x || !shapeT)
         return fail("missing input");
-      SmallVector<int64_t> target;
-      for (double d : shapeT->data)
-        target.push_back(probeInt(d));
+      SmallVector<int64_t> target = probeInts(*shapeT);
       SmallVector<int64_t> shape;
       if (!broadcastShapes(x->shape, target, shape))
         return fail("Expand shapes do not broadcast");
@@ -780,6 +774,13 @@ int64_t ProbeTensor::broadcastIndex(ArrayRef<int64_t> idx) const {
     stride *= d;
   }
   return flat;
+}
+
+SmallVector<int64_t> mlir::tp::probeInts(const ProbeTensor &t) {
+  SmallVector<int64_t> values;
+  for (double d : t.data)
+    values.push_back(probeInt(d));
+  return values;
 }
 
 int64_t mlir::tp::probeInt(double value) {

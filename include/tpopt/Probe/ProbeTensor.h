@@ -48,6 +48,8 @@ struct ProbeTensor {
 /// Converts a probe element to an integer, saturating at the int64 range
 /// (exporters write INT64_MAX as an open slice end).
 int64_t probeInt(double value);
+/// A shape or index tensor's elements, each through probeInt.
+llvm::SmallVector<int64_t> probeInts(const ProbeTensor &t);
 
 /// Evaluates one ONNX operator on concrete inputs. `attrs` is the node's
 /// ONNX attribute dictionary; a missing optional input is nullopt. Returns
