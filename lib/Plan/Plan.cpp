@@ -82,6 +82,34 @@ std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
 
 namespace {
 
+/// The JSON object in `path`; nullopt with `error` naming the file.
+std::optional<llvm::json::Object> readJSONObject(llvm::StringRef path,
+                                                 std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    error = "cannot read '" + path.str() + "': " + buffer.getError().message();
+    return std::nullopt;
+  }
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    error =
+        "'" + path.str() + "' is not JSON: " + llvm::toString(json.takeError());
+    return std::nullopt;
+  }
+  if (llvm::json::Object *object = json->getAsObject())
+    return std::move(*object);
+  error = "'" + path.str() + "' is not a JSON object";
+  return std::nullopt;
+}
+
+/// JSON objects are unordered: when two keys match one module, the one with
+/// fewer wildcards (the more specific) comes first, deterministically.
+bool moreSpecific(llvm::StringRef a, llvm::StringRef b) {
+  return std::make_pair(llvm::count(a, '*'), a) <
+         std::make_pair(llvm::count(b, '*'), b);
+}
+
 /// The `base_model_tp_plan` transformers' config classes declare (keys
 /// relative to the inner model).
 std::vector<std::pair<std::string, std::string>>
@@ -107,24 +135,9 @@ hfClassPlan(llvm::StringRef modelType) {
 
 std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
                                          std::string &error) {
-  auto buffer = llvm::MemoryBuffer::getFile(configPath);
-  if (!buffer) {
-    error = "cannot read '" + configPath.str() +
-            "': " + buffer.getError().message();
+  std::optional<llvm::json::Object> config = readJSONObject(configPath, error);
+  if (!config)
     return std::nullopt;
-  }
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!json) {
-    error = "'" + configPath.str() +
-            "' is not JSON: " + llvm::toString(json.takeError());
-    return std::nullopt;
-  }
-  const llvm::json::Object *config = json->getAsObject();
-  if (!config) {
-    error = "'" + configPath.str() + "' is not a JSON object";
-    return std::nullopt;
-  }
   std::vector<std::pair<std::string, std::string>> strings;
   if (const llvm::json::Value *value = config->get("base_model_tp_plan")) {
     const llvm::json::Object *plan = value->getAsObject();
@@ -141,12 +154,8 @@ std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
       }
       strings.push_back({key.str(), s->str()});
     }
-    // JSON objects are unordered: when two keys match a module, the one
-    // with fewer wildcards (the more specific) wins, deterministically.
     llvm::sort(strings, [](const auto &a, const auto &b) {
-      auto stars = [](const std::string &k) { return llvm::count(k, '*'); };
-      return std::make_pair(stars(a.first), a.first) <
-             std::make_pair(stars(b.first), b.first);
+      return moreSpecific(a.first, b.first);
     });
   } else {
     llvm::StringRef modelType =
@@ -216,21 +225,11 @@ std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
 
 std::optional<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path,
                                            std::string &error) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) {
-    error = "cannot read '" + path.str() + "': " + buffer.getError().message();
+  std::optional<llvm::json::Object> object = readJSONObject(path, error);
+  if (!object)
     return std::nullopt;
-  }
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!json) {
-    error =
-        "'" + path.str() + "' is not JSON: " + llvm::toString(json.takeError());
-    return std::nullopt;
-  }
-  const llvm::json::Object *object = json->getAsObject();
-  if (!object || object->empty()) {
-    error = "'" + path.str() + "' is not a non-empty JSON object";
+  if (object->empty()) {
+    error = "'" + path.str() + "' is an empty plan";
     return std::nullopt;
   }
   using S = ParallelStyle;
@@ -297,11 +296,8 @@ std::optional<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path,
     }
     plan.entries.push_back({key, *translated});
   }
-  // JSON objects are unordered: the key with fewer wildcards wins.
-  llvm::stable_sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {
-    auto stars = [](const std::string &k) { return llvm::count(k, '*'); };
-    return std::make_pair(stars(a.pattern), a.pattern) <
-           std::make_pair(stars(b.pattern), b.pattern);
+  llvm::sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {
+    return moreSpecific(a.pattern, b.pattern);
   });
   return plan;
 }

@@ -150,38 +150,34 @@ Tensor linear(Context &, const Tensor &x, const Tensor &w) {
   return out;
 }
 
-Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
-  requireF32(x, "bias_add", "the input");
-  requireF32(bias, "bias_add", "the bias");
-  int64_t features = x.rank() ? x.dim(-1) : 0;
+/// out[r, j] += bias[j] over the rows of `out`.
+static void addBiasInPlace(Tensor &out, const Tensor &bias, const char *op) {
+  requireF32(bias, op, "the bias");
+  int64_t features = out.rank() ? out.dim(-1) : 0;
   if (bias.rank() != 1 || bias.dim(0) != features)
-    fatal("bias_add: bias " + bias.describe() + " does not match input " +
-          x.describe());
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
-  int64_t rows = features ? x.numel() / features : 0;
-  const float *in = x.f32(), *b = bias.f32();
+    fatal(std::string(op) + ": bias " + bias.describe() + " does not match " +
+          out.describe());
+  int64_t rows = features ? out.numel() / features : 0;
   float *o = out.f32();
+  const float *b = bias.f32();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < features; ++j)
-      o[r * features + j] = in[r * features + j] + b[j];
+      o[r * features + j] += b[j];
+}
+
+Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
+  requireF32(x, "bias_add", "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  std::copy_n(x.f32(), x.numel(), out.f32());
+  addBiasInPlace(out, bias, "bias_add");
   return out;
 }
 
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
                    const Tensor &bias) {
-  requireF32(bias, "linear", "the bias");
-  if (bias.rank() != 1 || bias.dim(0) != w.dim(0))
-    fatal("linear: bias " + bias.describe() + " does not match weight " +
-          w.describe());
   Tensor out = linear(ctx, x, w);
-  int64_t outF = w.dim(0), rows = out.numel() / outF;
-  float *o = out.f32();
-  const float *b = bias.f32();
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < outF; ++j)
-      o[r * outF + j] += b[j];
+  addBiasInPlace(out, bias, "linear");
   return out;
 }
 
@@ -202,10 +198,9 @@ Tensor linear_bmm(Context &, const Tensor &x, const Tensor &w) {
 
 Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &bias) {
-  if (bias.rank() != 1 || bias.dim(0) != w.dim(0))
-    fatal("linear_bmm: bias " + bias.describe() + " does not match weight " +
-          w.describe());
-  return bias_add(ctx, linear_bmm(ctx, x, w), bias);
+  Tensor out = linear_bmm(ctx, x, w);
+  addBiasInPlace(out, bias, "linear_bmm");
+  return out;
 }
 
 Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
