@@ -56,37 +56,33 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                                    TPDialect::kFqnAttrName);
       return fqn && fqn.getValue().starts_with("backbone.");
     });
-    std::optional<Plan> p;
-    if (StringRef(planName).starts_with("hf:") ||
-        StringRef(planName).starts_with("file:")) {
-      std::string error;
-      StringRef name(planName);
-      p = name.consume_front("hf:") ? loadHFPlan(name, error)
-                                    : loadJSONPlan(name.drop_front(5), error);
-      if (!p) {
-        module.emitError() << "plan '" << planName << "': " << error;
-        return signalPassFailure();
-      }
-    } else {
-      p = getBuiltinPlan(planName, backbone ? "backbone" : "model");
-    }
-    if (!p) {
-      module.emitError() << "unknown plan '" << planName
-                         << "' (auto, llama, qwen2, qwen3, gemma3, "
-                            "nemotron_h, default)";
-      return signalPassFailure();
-    }
     if (tp < 1) {
       module.emitError() << "tp must be at least 1, got "
                          << static_cast<int64_t>(tp);
       return signalPassFailure();
     }
-    if (sp) {
-      if (planName == "nemotron_h")
-        module.emitError("NemotronH does not support sequence parallelism "
-                         "(its Mamba mixers run on whole sequences)");
+    std::optional<Plan> p;
+    std::string error;
+    StringRef name(planName);
+    if (name.consume_front("hf:")) {
+      if (sp)
+        error = "transformers' base_model_tp_plan has no sequence-parallel "
+                "form (use a built-in plan, or a JSON plan with shard(1) "
+                "layouts)";
       else
-        module.emitError("sequence parallelism is not implemented yet");
+        p = loadHFPlan(name, error);
+    } else if (name.consume_front("file:")) {
+      p = loadJSONPlan(name, error);
+      if (p && sp && !p->isSequenceParallel()) {
+        error = "sp=true, but the JSON plan has no sequence_parallel module "
+                "nor shard(1) layout (a JSON plan is used verbatim)";
+        p.reset();
+      }
+    } else {
+      p = getBuiltinPlan(planName, backbone ? "backbone" : "model", sp, error);
+    }
+    if (!p) {
+      module.emitError() << "plan '" << planName << "': " << error;
       return signalPassFailure();
     }
     if (failed(apply(func, *p)))
@@ -107,10 +103,14 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         module = "lm_head";
     const PlanEntry *entry = plan.lookup(module);
     Placement placement;
-    if (!entry || entry->style == ParallelStyle::SequenceParallel)
+    if (!entry)
       return placement;
+    entries[user] = entry;
     placement.key = entry->pattern;
-    if (entry->style == ParallelStyle::ReplicatedWithGradAllreduce) {
+    // Replicated, but each rank sees part of the heads or of the sequence:
+    // the gradients are partial sums.
+    if (entry->style == ParallelStyle::ReplicatedWithGradAllreduce ||
+        entry->style == ParallelStyle::SequenceParallel) {
       placement.gradSum = true;
       return placement;
     }
@@ -132,6 +132,55 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                              << ") places parameter '" << fqn
                              << "', which is not a linear or embedding "
                                 "parameter";
+  }
+
+  /// Sequence parallelism at the style boundaries: a row-split op whose
+  /// entry says output_layouts=Shard(1) gets its result annotated as
+  /// sequence-split (reduce-scatter), and the input of every column-split
+  /// linear is annotated for its users as replicated (all-gathered when it
+  /// arrives sequence-split), once per value as AM's SPAG norms do.
+  void annotateSequenceBoundaries(
+      func::FuncOp func, const llvm::DenseMap<Value, Placement> &placements) {
+    MLIRContext *ctx = func.getContext();
+    OpBuilder builder(ctx);
+    auto annotate = [&](Value v, ArrayRef<ArrayRef<int16_t>> axes,
+                        bool forUsers) {
+      SmallVector<shard::GridAxesAttr> split;
+      for (ArrayRef<int16_t> a : axes)
+        split.push_back(DenseI16ArrayAttr::get(ctx, a));
+      auto sharding = shard::ShardingOp::create(
+          builder, v.getLoc(), FlatSymbolRefAttr::get(ctx, "tp"), split);
+      return shard::ShardOp::create(builder, v.getLoc(), v,
+                                    sharding.getResult(), forUsers);
+    };
+    llvm::DenseMap<Value, Value> gathered;
+    func.walk([&](Operation *op) {
+      if (!isa<EmbeddingOp, LinearOp>(op))
+        return;
+      const PlanEntry *entry = entries.lookup(op);
+      if (entry && entry->outputSequenceSharded &&
+          entry->style == ParallelStyle::Rowwise) {
+        builder.setInsertionPointAfter(op);
+        Value result = op->getResult(0);
+        auto annotated = annotate(result, {{}, {0}}, /*forUsers=*/false);
+        result.replaceAllUsesExcept(annotated.getResult(), annotated);
+      }
+      auto linear = dyn_cast<LinearOp>(op);
+      if (!linear)
+        return;
+      Value w = linear.getWeight();
+      if (auto shardOp = w.getDefiningOp<shard::ShardOp>())
+        w = shardOp.getSrc();
+      auto it = placements.find(w);
+      if (it == placements.end() || it->second.dim != 0)
+        return;
+      Value &replicated = gathered[linear.getX()];
+      if (!replicated) {
+        builder.setInsertionPoint(op);
+        replicated = annotate(linear.getX(), {{}}, /*forUsers=*/true);
+      }
+      linear.getXMutable().assign(replicated);
+    });
   }
 
   LogicalResult checkDivisible(Operation *op, StringRef key, StringRef what,
@@ -303,6 +352,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                 ? "sum"
                                 : "mean"));
     }
+    if (plan.isSequenceParallel())
+      annotateSequenceBoundaries(func, placements);
     return success();
   }
 
@@ -325,6 +376,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
           }
     return false;
   }
+
+  /// The plan entry that placed each linear, embedding and norm.
+  llvm::DenseMap<Operation *, const PlanEntry *> entries;
 };
 
 } // namespace

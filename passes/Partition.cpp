@@ -3,7 +3,8 @@
 // A small dataflow partitioner for the tp building blocks: the placements
 // are fixed by the plan, so each op's local form and the collectives
 // follow from whether its inputs are replicated, split on their last
-// dimension, or partial sums. (Upstream shard-partition needs every value
+// dimension, split on the sequence (dim 1, sequence parallelism), or
+// partial sums. (Upstream shard-partition needs every value
 // annotated and silently all-gathers weights; see
 // ../shared/spec/shard-interface.md.)
 //
@@ -30,7 +31,14 @@ using namespace mlir::tp;
 
 namespace {
 
-enum class State { Replicated, SplitLast };
+enum class State {
+  Replicated,
+  SplitLast,
+  /// Split on dim 1, the sequence (sequence parallelism).
+  SplitSequence,
+  /// A partial sum waiting for the reduce-scatter of its annotation.
+  Partial,
+};
 
 struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
   void runOnOperation() override {
@@ -55,6 +63,63 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     return RankedTensorType::get(shape, t.getElementType());
   }
 
+  /// `type` with dim 1 (the sequence) divided or multiplied by the ranks.
+  FailureOr<RankedTensorType> withSequence(Operation *op, Type type,
+                                           bool gather) {
+    auto t = cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(t.getShape());
+    if (shape.size() < 2) {
+      op->emitError("tp-partition: a sequence split needs a rank-2 or "
+                    "higher value, got ")
+          << type;
+      return failure();
+    }
+    if (!ShapedType::isDynamic(shape[1])) {
+      if (!gather && shape[1] % ranks) {
+        op->emitError() << "tp-partition: sequence length " << shape[1]
+                        << " is not divisible by tp " << ranks;
+        return failure();
+      }
+      shape[1] = gather ? shape[1] * ranks : shape[1] / ranks;
+    }
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  /// The collective a row-split op's partial result takes: an all-reduce,
+  /// or a reduce-scatter onto the sequence when its only user is a
+  /// sequence-split result annotation (resolved when that op is reached).
+  LogicalResult reducePartial(OpBuilder &b, Operation *op,
+                              llvm::DenseMap<Value, State> &state) {
+    Value result = op->getResult(0);
+    if (result.hasOneUse())
+      if (auto annotated = dyn_cast<shard::ShardOp>(*result.user_begin()))
+        if (!annotated.getAnnotateForUsers()) {
+          state[result] = State::Partial;
+          return success();
+        }
+    Value sum = allReduce(b, op->getLoc(), result);
+    result.replaceAllUsesExcept(sum, sum.getDefiningOp());
+    return success();
+  }
+
+  /// Split dims of an activation annotation; failure if unreadable.
+  FailureOr<SmallVector<int64_t>> splitDims(shard::ShardOp annotated) {
+    auto sharding = annotated.getSharding().getDefiningOp<shard::ShardingOp>();
+    if (!sharding)
+      return annotated.emitError("tp-partition: the sharding is not a "
+                                 "shard.sharding op");
+    SmallVector<int64_t> dims;
+    for (auto [d, axes] : llvm::enumerate(sharding.getSplitAxes().getAxes())) {
+      if (axes.empty())
+        continue;
+      if (axes.asArrayRef() != ArrayRef<int16_t>{0})
+        return annotated.emitError("tp-partition: only grid axis 0 of @tp "
+                                   "splits values");
+      dims.push_back(d);
+    }
+    return dims;
+  }
+
   Value allReduce(OpBuilder &b, Location loc, Value v) {
     return shard::AllReduceOp::create(
         b, loc, v.getType(), FlatSymbolRefAttr::get(b.getContext(), "tp"),
@@ -75,11 +140,13 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       if (!annotated)
         continue;
       auto arg = dyn_cast<BlockArgument>(annotated.getSrc());
+      if (!arg)
+        continue; // an activation: at its place in step 2
       auto sharding =
           annotated.getSharding().getDefiningOp<shard::ShardingOp>();
-      if (!arg || !sharding)
-        return annotated.emitError("tp-partition: only parameter "
-                                   "annotations are supported");
+      if (!sharding || !annotated.getAnnotateForUsers())
+        return annotated.emitError("tp-partition: a parameter annotation "
+                                   "must be a shard.sharding for its users");
       int64_t dim = -1;
       for (auto [d, axes] : llvm::enumerate(sharding.getSplitAxes().getAxes()))
         if (!axes.empty())
@@ -124,6 +191,10 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     };
     for (Operation &op : llvm::make_early_inc_range(body)) {
       builder.setInsertionPointAfter(&op);
+      if (!isa<shard::ShardOp>(op))
+        for (Value operand : op.getOperands())
+          if (stateOf(operand) == State::Partial)
+            return op.emitError("tp-partition: reads a partial sum");
       LogicalResult ok =
           llvm::TypeSwitch<Operation *, LogicalResult>(&op)
               .Case([&](EmbeddingOp o) -> LogicalResult {
@@ -134,23 +205,26 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                   return o.emitError("tp-partition: an embedding split on "
                                      "its hidden dimension is not supported");
                 o.setVocabParallel(true);
-                Value sum = allReduce(builder, o.getLoc(), o.getResult());
-                o.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
-                return success();
+                return reducePartial(builder, o, state);
               })
               .Case([&](LinearOp o) -> LogicalResult {
                 int64_t d = splitDim(o.getWeight());
                 State in = stateOf(o.getX());
                 if (d < 0) {
-                  if (in != State::Replicated)
+                  // Per token: a sequence split carries through.
+                  if (in == State::SplitLast)
                     return o.emitError("tp-partition: a replicated linear "
-                                       "on a split activation");
+                                       "on an activation split on its last "
+                                       "dimension");
+                  state[o.getResult()] = in;
                   return success();
                 }
                 if (d == 0) {
                   if (in != State::Replicated)
                     return o.emitError("tp-partition: a column-split linear "
-                                       "needs a replicated input");
+                                       "needs a replicated input (a "
+                                       "sequence-split one is gathered by "
+                                       "annotating it for its users)");
                   o.getResult().setType(
                       withLast(o.getResult().getType(),
                                o.getWeight().getType().getDimSize(0)));
@@ -163,9 +237,7 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                 if (o.getBias())
                   return o.emitError("tp-partition: a row-split linear with "
                                      "a bias is not supported yet");
-                Value sum = allReduce(builder, o.getLoc(), o.getResult());
-                o.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
-                return success();
+                return reducePartial(builder, o, state);
               })
               .Case([&](BiasAddOp o) -> LogicalResult {
                 State in = stateOf(o.getX());
@@ -196,6 +268,11 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                 if (q != k || k != v)
                   return o.emitError("tp-partition: q, k and v are split "
                                      "differently");
+                if (q == State::SplitSequence)
+                  return o.emitError("tp-partition: attention needs whole "
+                                     "sequences (causal attention on "
+                                     "sequence shards is wrong); gather "
+                                     "before the q/k/v projections");
                 o.getResult().setType(o.getQ().getType());
                 if (q == State::SplitLast) {
                   // This rank's heads are what its projections produce (KV
@@ -245,6 +322,14 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
               .Case([&](func::ReturnOp o) -> LogicalResult {
                 builder.setInsertionPoint(o);
                 for (OpOperand &operand : o->getOpOperands()) {
+                  if (stateOf(operand.get()) == State::SplitSequence) {
+                    FailureOr<RankedTensorType> full = withSequence(
+                        o, operand.get().getType(), /*gather=*/true);
+                    if (failed(full))
+                      return failure();
+                    operand.set(gatherSequence(builder, o.getLoc(), *full,
+                                               operand.get()));
+                  }
                   if (stateOf(operand.get()) != State::SplitLast)
                     continue;
                   auto type = cast<RankedTensorType>(operand.get().getType());
@@ -258,7 +343,11 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                 }
                 return success();
               })
-              .Case<shard::ShardingOp, shard::AllReduceOp, shard::AllGatherOp>(
+              .Case([&](shard::ShardOp o) -> LogicalResult {
+                return partitionActivation(builder, o, state);
+              })
+              .Case<shard::ShardingOp, shard::AllReduceOp, shard::AllGatherOp,
+                    shard::ReduceScatterOp>(
                   [](Operation *) { return success(); })
               .Default([](Operation *o) -> LogicalResult {
                 return o->emitError("tp-partition: no partitioning rule for ")
@@ -269,6 +358,67 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     }
     func.setType(
         FunctionType::get(ctx, body.getArgumentTypes(), func.getResultTypes()));
+    return success();
+  }
+
+  Value gatherSequence(OpBuilder &b, Location loc, Type type, Value v) {
+    return shard::AllGatherOp::create(
+        b, loc, type, FlatSymbolRefAttr::get(b.getContext(), "tp"),
+        b.getDenseI16ArrayAttr({0}), v, b.getIndexAttr(1));
+  }
+
+  /// An activation annotation of tp-apply-plan's sequence parallelism: a
+  /// sequence-split result of a row-split op is reduce-scattered; a value
+  /// its users want replicated is all-gathered when sequence-split.
+  LogicalResult partitionActivation(OpBuilder &b, shard::ShardOp annotated,
+                                    llvm::DenseMap<Value, State> &state) {
+    FailureOr<SmallVector<int64_t>> dims = splitDims(annotated);
+    if (failed(dims))
+      return failure();
+    Value src = annotated.getSrc();
+    auto it = state.find(src);
+    State in = it == state.end() ? State::Replicated : it->second;
+    b.setInsertionPoint(annotated);
+    Value local = src;
+    if (!annotated.getAnnotateForUsers() && *dims == SmallVector<int64_t>{1}) {
+      if (in != State::Partial)
+        return annotated.emitError("tp-partition: only the partial result "
+                                   "of a row-split op is split on the "
+                                   "sequence");
+      FailureOr<RankedTensorType> type =
+          withSequence(annotated, src.getType(), /*gather=*/false);
+      if (failed(type))
+        return failure();
+      local = shard::ReduceScatterOp::create(
+          b, annotated.getLoc(), *type,
+          FlatSymbolRefAttr::get(b.getContext(), "tp"),
+          b.getDenseI16ArrayAttr({0}), src,
+          shard::ReductionKindAttr::get(b.getContext(),
+                                        shard::ReductionKind::Sum),
+          b.getIndexAttr(1));
+      state[local] = State::SplitSequence;
+    } else if (annotated.getAnnotateForUsers() && dims->empty()) {
+      if (in == State::SplitSequence) {
+        FailureOr<RankedTensorType> type =
+            withSequence(annotated, src.getType(), /*gather=*/true);
+        if (failed(type))
+          return failure();
+        local = gatherSequence(b, annotated.getLoc(), *type, src);
+      } else if (in != State::Replicated) {
+        return annotated.emitError("tp-partition: a value split on its last "
+                                   "dimension or partial is not gathered "
+                                   "here");
+      }
+    } else {
+      return annotated.emitError("tp-partition: unsupported activation "
+                                 "annotation (a sequence-split result or a "
+                                 "replicated operand)");
+    }
+    annotated.getResult().replaceAllUsesWith(local);
+    Value sharding = annotated.getSharding();
+    annotated.erase();
+    if (sharding.use_empty())
+      sharding.getDefiningOp()->erase();
     return success();
   }
 

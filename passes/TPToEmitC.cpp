@@ -166,12 +166,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             result = call(op, "tprt::all_reduce_sum", {in(o.getInput())});
             return success();
           })
-          .Case([&](shard::AllGatherOp o) -> LogicalResult {
-            auto type = cast<ShapedType>(o.getInput().getType());
-            if (o.getGatherAxis().getSExtValue() != type.getRank() - 1)
-              return o.emitError("only all-gathers on the last dimension "
-                                 "have a runtime call");
-            result = call(op, "tprt::all_gather_last", {in(o.getInput())});
+          .Case([&](shard::AllGatherOp o) {
+            result = call(op, "tprt::all_gather", {in(o.getInput())},
+                          {i64(o.getGatherAxis().getSExtValue())});
+            return success();
+          })
+          .Case([&](shard::ReduceScatterOp o) -> LogicalResult {
+            if (o.getReduction() != shard::ReductionKind::Sum)
+              return o.emitError("only sum reduce-scatters have a runtime "
+                                 "call");
+            result = call(op, "tprt::reduce_scatter_sum", {in(o.getInput())},
+                          {i64(o.getScatterAxis().getSExtValue())});
             return success();
           })
           .Case([&](LinearOp o) {

@@ -96,6 +96,15 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     multiple of them, the k and v projections also get `tp.shard_replicas`
     (each KV head on the ranks of its query group).
 
+    With `sp=true` (or a JSON plan with `sequence_parallel` modules and
+    `shard(1)` layouts), sequence parallelism: the embedding and the
+    row-split projections whose entry says `output_layouts=Shard(1)` get
+    their result annotated `shard.shard %r to <@tp, [[], [0]]>`, each value
+    that column-split linears read is annotated replicated for its users
+    (once per value), and SequenceParallel norms are replicated with
+    `tp.grad_reduction = "sum"`. NemotronH and HF plans have no SP form
+    (error).
+
     Validation, with diagnostics naming the plan key and the numbers:
     attention heads and KV heads, MLP widths and the vocabulary must divide
     by `tp`; a tied embedding and lm_head must get the same split; a plan key
@@ -117,9 +126,14 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
     Takes the output of `tp-apply-plan` and writes the SPMD program every
     rank of grid `@tp` runs: parameters get their local shapes and
     `tp.shard_dim` / `tp.shards` (what `load_param` reads); activations are
-    tracked as replicated, split on their last dimension, or partial sums.
+    tracked as replicated, split on their last dimension, split on the
+    sequence (dim 1), or partial sums.
     Column-split linears keep their output split; row-split linears produce
-    partial sums followed by one `shard.all_reduce`; attention on split
+    partial sums followed by one `shard.all_reduce`, or by a
+    `shard.reduce_scatter` on dim 1 when their result is annotated
+    sequence-split; a sequence-split value annotated replicated for its
+    users is `shard.all_gather`ed on dim 1; norms, residual adds and
+    replicated linears run on sequence shards, attention refuses them; attention on split
     q/k/v runs this rank's heads (head counts divided); a vocabulary-split
     embedding becomes `vocab_parallel` plus an all-reduce; a split output is
     `shard.all_gather`ed on its last dimension. Anything else on split data

@@ -45,38 +45,68 @@ const PlanEntry *Plan::lookup(llvm::StringRef module) const {
   return nullptr;
 }
 
+bool Plan::isSequenceParallel() const {
+  return llvm::any_of(entries, [](const PlanEntry &e) {
+    return e.outputSequenceSharded ||
+           e.style == ParallelStyle::SequenceParallel;
+  });
+}
+
 std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
-                                             llvm::StringRef root) {
+                                             llvm::StringRef root, bool sp,
+                                             std::string &error) {
   using S = ParallelStyle;
   // The decoder body every dense plan shares (AM sections 4.1-4.3, 4.6).
-  auto dense = [](std::vector<PlanEntry> head, S lmHead) {
-    std::vector<PlanEntry> entries = std::move(head);
+  // Under SP the embedding and the row-split projections reduce-scatter
+  // onto the sequence and the norms run on sequence shards; column-split
+  // projections (lm_head's C(in=S(1)) included) gather it back.
+  auto dense = [&](S lmHead, llvm::ArrayRef<const char *> layerNorms) {
+    // Llama: plain Rowwise embedding; Qwen and Gemma3: VocabParallelEmbedding,
+    // the same placement (vocabulary split, partial sums reduced).
+    std::vector<PlanEntry> entries{{"model.embed_tokens", S::Rowwise, sp}};
     for (const char *proj : {"q_proj", "k_proj", "v_proj"})
       entries.push_back(
           {std::string("model.layers.*.self_attn.") + proj, S::Colwise});
-    entries.push_back({"model.layers.*.self_attn.o_proj", S::Rowwise});
+    entries.push_back({"model.layers.*.self_attn.o_proj", S::Rowwise, sp});
     entries.push_back({"model.layers.*.mlp.gate_proj", S::Colwise});
     entries.push_back({"model.layers.*.mlp.up_proj", S::Colwise});
-    entries.push_back({"model.layers.*.mlp.down_proj", S::Rowwise});
+    entries.push_back({"model.layers.*.mlp.down_proj", S::Rowwise, sp});
+    if (sp) {
+      for (const char *norm : layerNorms)
+        entries.push_back(
+            {std::string("model.layers.*.") + norm, S::SequenceParallel});
+      entries.push_back({"model.norm", S::SequenceParallel});
+    }
     entries.push_back({"lm_head", lmHead});
     return entries;
   };
-  if (name == "llama" || name == "qwen2" || name == "qwen3" || name == "gemma3")
-    // Llama: plain Rowwise embedding; Qwen and Gemma3: VocabParallelEmbedding,
-    // the same placement (vocabulary split, partial sums reduced). lm_head
-    // keeps vocab-sharded logits (C(out=S(-1))); tpc gathers them.
-    return Plan{name.str(),
-                dense({{"model.embed_tokens", S::Rowwise}}, S::Colwise)};
+  static const char *llamaNorms[] = {"input_layernorm",
+                                     "post_attention_layernorm"};
+  static const char *gemmaNorms[] = {
+      "input_layernorm", "post_attention_layernorm",
+      "pre_feedforward_layernorm", "post_feedforward_layernorm"};
+  // lm_head keeps vocab-sharded logits (C(out=S(-1))); tpc gathers them.
+  if (name == "llama" || name == "qwen2" || name == "qwen3")
+    return Plan{name.str(), dense(S::Colwise, llamaNorms)};
+  if (name == "gemma3")
+    return Plan{name.str(), dense(S::Colwise, gemmaNorms)};
   if (name == "default")
-    return Plan{"default", dense({{"model.embed_tokens", S::Rowwise}},
-                                 S::ColwiseGatherOutput)};
-  if (name == "nemotron_h")
+    return Plan{"default", dense(S::ColwiseGatherOutput, llamaNorms)};
+  if (name == "nemotron_h") {
+    if (sp) {
+      error = "NemotronH does not support sequence parallelism (its Mamba "
+              "mixers run on whole sequences)";
+      return std::nullopt;
+    }
     // lm_head and the MLP blocks only; Mamba, attention, embeddings and
     // norms stay replicated (section 4.5).
     return Plan{"nemotron_h",
                 {{"lm_head", S::Colwise},
                  {root.str() + ".layers.*.mixer.up_proj", S::Colwise},
                  {root.str() + ".layers.*.mixer.down_proj", S::Rowwise}}};
+  }
+  error = "no such plan (auto, llama, qwen2, qwen3, gemma3, nemotron_h, "
+          "default, hf:CONFIG.json, file:PLAN.json)";
   return std::nullopt;
 }
 
@@ -268,33 +298,43 @@ std::optional<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path,
       return fail("expected a style string or an object");
     }
     for (const std::string *layout : {&in, &out})
-      if (!layout->empty() && *layout != "replicate" && *layout != "shard(-1)")
+      if (!layout->empty() && *layout != "replicate" &&
+          *layout != "shard(-1)" && *layout != "shard(1)")
         return fail("layout '" + *layout +
-                    "' is not supported (replicate, shard(-1))");
+                    "' is not supported (replicate, shard(-1), shard(1))");
     std::optional<S> translated;
+    bool sequenceOut = false;
     if (style == "colwise" || style == "colwise_gather_output") {
+      // A sequence-sharded input (shard(1)) is gathered back first.
       if (in == "shard(-1)")
-        return fail("a colwise module takes a replicated input");
+        return fail("a colwise module takes a replicated or "
+                    "sequence-sharded input");
+      if (out == "shard(1)")
+        return fail("a colwise module gives an output split on its last "
+                    "dimension or replicated");
       bool gathered = style == "colwise_gather_output" || out == "replicate";
       translated = gathered ? S::ColwiseGatherOutput : S::Colwise;
     } else if (style == "rowwise") {
       if (out == "shard(-1)")
-        return fail("a rowwise module gives a replicated output (a "
-                    "sequence-sharded one needs sequence parallelism, not "
-                    "supported yet)");
+        return fail("a rowwise module gives a replicated or "
+                    "sequence-sharded (shard(1)) output");
+      if (in == "shard(1)")
+        return fail("a rowwise module takes an input split on its last "
+                    "dimension");
+      sequenceOut = out == "shard(1)";
       translated = S::Rowwise;
     } else if (style == "replicated_with_grad_allreduce") {
       translated = S::ReplicatedWithGradAllreduce;
     } else if (style == "sequence_parallel") {
-      return fail("sequence parallelism is not supported yet");
+      translated = S::SequenceParallel;
     } else if (style.empty()) {
       return fail("no style");
     } else {
       return fail("unknown style '" + style +
                   "' (colwise, colwise_gather_output, rowwise, "
-                  "replicated_with_grad_allreduce)");
+                  "replicated_with_grad_allreduce, sequence_parallel)");
     }
-    plan.entries.push_back({key, *translated});
+    plan.entries.push_back({key, *translated, sequenceOut});
   }
   llvm::sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {
     return moreSpecific(a.pattern, b.pattern);

@@ -53,6 +53,46 @@ int main(int argc, char **argv) {
   comm->broadcast(&value, sizeof(value), 1 % n);
   check(value == (n > 1 ? 42.5 : 0.0), "broadcast");
 
+  // The kernels of shard.all_gather / shard.reduce_scatter on dim 1 (the
+  // sequence) of a [2, 2 * n, 3] tensor: element (b, s, h) of rank q's
+  // input is q + 100 b + 10 s + h.
+  {
+    tprt::Context ctx(r, n, 1, "", "");
+    auto value = [](int q, int b, int s, int h) {
+      return float(q + 100 * b + 10 * s + h);
+    };
+    tprt::Tensor x =
+        tprt::Tensor::uninitialized(tprt::DType::F32, {2, 2 * n, 3});
+    for (int b = 0; b < 2; ++b)
+      for (int s = 0; s < 2 * n; ++s)
+        for (int h = 0; h < 3; ++h)
+          x.f32()[(b * 2 * n + s) * 3 + h] = value(r, b, s, h);
+    // Rank r keeps rows [2 r, 2 r + 2) of the sum over ranks.
+    tprt::Tensor part = tprt::reduce_scatter_sum(ctx, x, 1);
+    ok = part.shape() == std::vector<int64_t>{2, 2, 3};
+    for (int b = 0; ok && b < 2; ++b)
+      for (int s = 0; s < 2; ++s)
+        for (int h = 0; h < 3; ++h) {
+          float sum = 0;
+          for (int q = 0; q < n; ++q)
+            sum += value(q, b, 2 * r + s, h);
+          ok &= part.f32()[(b * 2 + s) * 3 + h] == sum;
+        }
+    check(ok, "reduce_scatter_sum on dim 1");
+    // Gathering the slices back gives the whole sum on every rank.
+    tprt::Tensor full = tprt::all_gather(ctx, part, 1);
+    ok = full.shape() == std::vector<int64_t>{2, 2 * n, 3};
+    for (int b = 0; ok && b < 2; ++b)
+      for (int s = 0; s < 2 * n; ++s)
+        for (int h = 0; h < 3; ++h) {
+          float sum = 0;
+          for (int q = 0; q < n; ++q)
+            sum += value(q, b, s, h);
+          ok &= full.f32()[(b * 2 * n + s) * 3 + h] == sum;
+        }
+    check(ok, "all_gather on dim 1");
+  }
+
   int total = 0;
   MPI_Reduce(&failures, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   comm.reset();

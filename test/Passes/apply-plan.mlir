@@ -14,7 +14,10 @@
 // RUN: tp-opt %t/hferr3.mlir "--tp-apply-plan=plan=hf:%t/hf_nemotron.json" --verify-diagnostics
 // RUN: tp-opt %t/hferr4.mlir "--tp-apply-plan=plan=hf:%t/missing.json" --verify-diagnostics
 // RUN: tp-opt %t/json.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2" --verify-diagnostics | FileCheck %t/json.mlir
-// RUN: tp-opt %t/jsonerr.mlir "--tp-apply-plan=plan=file:%t/plan_sp.json" --verify-diagnostics
+// RUN: tp-opt %t/jsonerr.mlir "--tp-apply-plan=plan=file:%t/plan.json sp=true" --verify-diagnostics
+// RUN: tp-opt %t/jsonsp.mlir "--tp-apply-plan=plan=file:%t/plan_sp.json tp=2" --verify-diagnostics | FileCheck %t/jsonsp.mlir
+// RUN: tp-opt %t/hfsp.mlir "--tp-apply-plan=plan=hf:%t/hf_class.json sp=true" --verify-diagnostics
+// RUN: tp-opt %t/jsonerr4.mlir "--tp-apply-plan=plan=file:%t/plan_colseq.json" --verify-diagnostics
 // RUN: tp-opt %t/jsonerr2.mlir "--tp-apply-plan=plan=file:%t/plan_layout.json" --verify-diagnostics
 // RUN: tp-opt %t/jsonerr3.mlir "--tp-apply-plan=plan=file:%t/plan_style.json" --verify-diagnostics
 // RUN: tp-opt %t/sp.mlir "--tp-apply-plan=plan=nemotron_h sp=true" --verify-diagnostics
@@ -132,7 +135,7 @@ func.func @forward(%ids: tensor<?x?xi64>,
 }
 
 //--- options.mlir
-// expected-error @+1 {{unknown plan 'mistral' (auto, llama, qwen2, qwen3, gemma3, nemotron_h, default)}}
+// expected-error @+1 {{plan 'mistral': no such plan (auto, llama, qwen2, qwen3, gemma3, nemotron_h, default, hf:CONFIG.json, file:PLAN.json)}}
 module {
   func.func @forward() {
     return
@@ -214,8 +217,12 @@ module {
  "lm_head": {"style": "colwise", "output_layouts": "replicate"},
  "model.layers.*.mlp.up_proj": "colwise"}
 //--- plan_sp.json
-{"model.norm": "sequence_parallel"}
+{"model.embed_tokens": {"style": "rowwise", "output_layouts": "shard(1)"},
+ "model.norm": "sequence_parallel",
+ "lm_head": {"style": "colwise", "input_layouts": "shard(1)"}}
 //--- plan_layout.json
+{"lm_head": {"style": "colwise", "output_layouts": "shard(0)"}}
+//--- plan_colseq.json
 {"lm_head": {"style": "colwise", "output_layouts": "shard(1)"}}
 //--- plan_style.json
 {"lm_head": {"style": "colwise", "layouts": "replicate"}}
@@ -241,15 +248,53 @@ func.func @forward(%ids: tensor<?x?xi64>,
 }
 
 //--- jsonerr.mlir
-// expected-error-re @+1 {{plan key 'model.norm': sequence parallelism is not supported yet}}
+// expected-error-re @+1 {{sp=true, but the JSON plan has no sequence_parallel module nor shard(1) layout (a JSON plan is used verbatim)}}
 module {
   func.func @forward() {
     return
   }
 }
 
+//--- jsonerr4.mlir
+// expected-error-re @+1 {{plan key 'lm_head': a colwise module gives an output split on its last dimension or replicated}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- hfsp.mlir
+// expected-error-re @+1 {{plan 'hf:{{.*}}hf_class.json': transformers' base_model_tp_plan has no sequence-parallel form (use a built-in plan, or a JSON plan with shard(1) layouts)}}
+module {
+  func.func @forward() {
+    return
+  }
+}
+
+//--- jsonsp.mlir
+// A JSON plan with sequence parallelism: the embedding reduce-scatters onto
+// the sequence, the final norm runs on sequence shards (sum class), and
+// lm_head's input is gathered back (annotated replicated for its users).
+// CHECK: %arg2: tensor<64xf32> {tp.fqn = "model.norm.weight", tp.grad_reduction = "sum", tp.placement = "replicated", tp.plan_key = "model.norm"}
+// CHECK: %[[E:.*]] = tp.embedding
+// CHECK-NEXT: %[[SEQ:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[H:.*]] = shard.shard %[[E]] to %[[SEQ]] : tensor<?x?x64xf32>
+// CHECK-NEXT: %[[N:.*]] = tp.rms_norm %[[H]]
+// CHECK-NEXT: %[[REP:.*]] = shard.sharding @tp split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[G:.*]] = shard.shard %[[N]] to %[[REP]] annotate_for_users : tensor<?x?x64xf32>
+// CHECK-NEXT: tp.linear %[[G]]
+func.func @forward(%ids: tensor<?x?xi64>,
+    %emb: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight"},
+    %nw: tensor<64xf32> {tp.fqn = "model.norm.weight"},
+    %head: tensor<128x64xf32> {tp.fqn = "lm_head.weight"}) -> tensor<?x?x128xf32> {
+  %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<128x64xf32>) -> tensor<?x?x64xf32>
+  %n = tp.rms_norm %h, %nw {epsilon = 1.0e-6 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+  %l = tp.linear %n, %head : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
+  return %l : tensor<?x?x128xf32>
+}
+
 //--- jsonerr2.mlir
-// expected-error-re @+1 {{plan 'file:{{.*}}plan_layout.json': '{{.*}}plan_layout.json': plan key 'lm_head': layout 'shard(1)' is not supported (replicate, shard(-1))}}
+// expected-error-re @+1 {{plan 'file:{{.*}}plan_layout.json': '{{.*}}plan_layout.json': plan key 'lm_head': layout 'shard(0)' is not supported (replicate, shard(-1), shard(1))}}
 module {
   func.func @forward() {
     return

@@ -2,6 +2,8 @@
 // RUN: tp-opt %t/block.mlir --tp-partition | FileCheck %t/block.mlir
 // RUN: tp-opt %t/block.mlir --tp-partition --tp-to-emitc | FileCheck %t/block.mlir --check-prefix=EMITC
 // RUN: tp-opt %t/kv.mlir --tp-partition | FileCheck %t/kv.mlir
+// RUN: tp-opt %t/sp.mlir --tp-partition | FileCheck %t/sp.mlir
+// RUN: tp-opt %t/sp.mlir --tp-partition --tp-to-emitc | FileCheck %t/sp.mlir --check-prefix=EMITC
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-partition --verify-diagnostics
 
 //--- block.mlir
@@ -26,7 +28,7 @@
 // EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22down.weight\22">, {{.*}}, #emitc.opaque<"{4, 8}">, false, 1 : i32, 2, -1]}
 // EMITC: call_opaque "tprt::embedding_vocab_parallel"
 // EMITC-NEXT: call_opaque "tprt::all_reduce_sum"
-// EMITC: call_opaque "tprt::all_gather_last"
+// EMITC: call_opaque "tprt::all_gather"({{.*}}) {args = [0 : index, 1 : index, 2]}
 // EMITC-NOT: shard.
 module attributes {onnx.file = "m.onnx"} {
   shard.grid @tp(shape = 2)
@@ -75,6 +77,55 @@ module attributes {onnx.file = "m.onnx"} {
     %va = tp.linear %x, %v : (tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>
     %a = tp.attention %qa, %ka, %va {causal, head_dim = 8 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x32xf32>
     return %a : tensor<?x?x32xf32>
+  }
+}
+
+//--- sp.mlir
+// Sequence parallelism: the embedding's and the row-split linear's partial
+// sums are reduce-scattered onto the sequence (dim 1; a static length is
+// divided), the norm and the residual add run on sequence shards, and the
+// value annotated replicated for the column-split linear is all-gathered
+// back (then the logits gather on the vocabulary as usual).
+// CHECK: func.func @forward(%arg0: tensor<2x8xi64>
+// CHECK-NOT: shard.shard
+// CHECK: %[[E:.*]] = tp.embedding %arg0, %arg1 {vocab_parallel}
+// CHECK-NEXT: %[[H:.*]] = shard.reduce_scatter %[[E]] on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[N:.*]] = tp.rms_norm %[[H]], %arg4 {{.*}} -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[N]] on @tp grid_axes = [0] gather_axis = 1 : tensor<2x4x4xf32> -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[U:.*]] = tp.linear %[[G]], %arg2 : (tensor<2x8x4xf32>, tensor<4x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[D:.*]] = tp.linear %[[U]], %arg3
+// CHECK-NEXT: %[[R:.*]] = shard.reduce_scatter %[[D]] on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[X:.*]] = tp.add %[[H]], %[[R]] : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[Y:.*]] = shard.all_gather %[[X]] on @tp grid_axes = [0] gather_axis = 1 : tensor<2x4x4xf32> -> tensor<2x8x4xf32>
+// CHECK-NEXT: return %[[Y]]
+// EMITC: call_opaque "tprt::embedding_vocab_parallel"
+// EMITC-NEXT: call_opaque "tprt::reduce_scatter_sum"({{.*}}) {args = [0 : index, 1 : index, 1]}
+// EMITC: call_opaque "tprt::all_gather"({{.*}}) {args = [0 : index, 1 : index, 1]}
+module attributes {onnx.file = "m.onnx"} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<2x8xi64> {onnx.name = "input_ids"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "e", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+      %up: tensor<8x4xf32> {tp.fqn = "up.weight", tp.source = #tp.source<initializer = "u", file = "m.onnx", offset = 256, length = 128, transposed = false>},
+      %down: tensor<4x8xf32> {tp.fqn = "down.weight", tp.source = #tp.source<initializer = "d", file = "m.onnx", offset = 384, length = 128, transposed = false>},
+      %nw: tensor<4xf32> {tp.fqn = "norm.weight", tp.source = #tp.source<initializer = "n", file = "m.onnx", offset = 512, length = 16, transposed = false>}) -> tensor<2x8x4xf32> {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %e = shard.shard %emb to %s0 annotate_for_users : tensor<16x4xf32>
+    %u = shard.shard %up to %s0 annotate_for_users : tensor<8x4xf32>
+    %s2 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %d = shard.shard %down to %s2 annotate_for_users : tensor<4x8xf32>
+    %s3 = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %n = shard.shard %nw to %s3 annotate_for_users : tensor<4xf32>
+    %h0 = tp.embedding %ids, %e : (tensor<2x8xi64>, tensor<16x4xf32>) -> tensor<2x8x4xf32>
+    %seq = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %h = shard.shard %h0 to %seq : tensor<2x8x4xf32>
+    %y = tp.rms_norm %h, %n {epsilon = 1.0e-6 : f64} : (tensor<2x8x4xf32>, tensor<4xf32>) -> tensor<2x8x4xf32>
+    %rep = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %g = shard.shard %y to %rep annotate_for_users : tensor<2x8x4xf32>
+    %a = tp.linear %g, %u : (tensor<2x8x4xf32>, tensor<8x4xf32>) -> tensor<2x8x8xf32>
+    %c0 = tp.linear %a, %d : (tensor<2x8x8xf32>, tensor<4x8xf32>) -> tensor<2x8x4xf32>
+    %c = shard.shard %c0 to %seq : tensor<2x8x4xf32>
+    %x = tp.add %h, %c : tensor<2x8x4xf32>
+    return %x : tensor<2x8x4xf32>
   }
 }
 
@@ -140,5 +191,51 @@ module {
     // expected-error @+1 {{tp-partition: 4 heads / 2 KV heads do not split into 4 (this rank's projections give 8 and 4 features)}}
     %a = tp.attention %qa, %ka, %ka {head_dim = 8 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x32xf32>
     return %a : tensor<?x?x32xf32>
+  }
+}
+
+// -----
+
+// Sequence shards reaching attention without the gather: causal attention
+// over a slice of the sequence is wrong.
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<?x?xi64>, %emb: tensor<8x4xf32>) -> tensor<?x?x4xf32> {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %e = shard.shard %emb to %s0 annotate_for_users : tensor<8x4xf32>
+    %h0 = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+    %seq = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %h = shard.shard %h0 to %seq : tensor<?x?x4xf32>
+    // expected-error @+1 {{tp-partition: attention needs whole sequences (causal attention on sequence shards is wrong); gather before the q/k/v projections}}
+    %a = tp.attention %h, %h, %h {causal, head_dim = 2 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+    return %a : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<2x5xi64>, %emb: tensor<8x4xf32>) -> tensor<2x5x4xf32> {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %e = shard.shard %emb to %s0 annotate_for_users : tensor<8x4xf32>
+    %h0 = tp.embedding %ids, %e : (tensor<2x5xi64>, tensor<8x4xf32>) -> tensor<2x5x4xf32>
+    %seq = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    // expected-error @+1 {{tp-partition: sequence length 5 is not divisible by tp 2}}
+    %h = shard.shard %h0 to %seq : tensor<2x5x4xf32>
+    return %h : tensor<2x5x4xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+    %y = tp.silu %x : tensor<?x?x4xf32>
+    %s2 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    // expected-error @+1 {{tp-partition: only the partial result of a row-split op is split on the sequence}}
+    %c = shard.shard %y to %s2 : tensor<?x?x4xf32>
+    return %c : tensor<?x?x4xf32>
   }
 }

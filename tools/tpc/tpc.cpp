@@ -22,6 +22,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -193,13 +194,17 @@ static std::string writeReport(ModuleOp module, StringRef path, int ranks) {
   std::map<std::string, std::pair<int, uint64_t>> perLayer;
   int collectives = 0;
   func.walk([&](Operation *op) {
-    if (!isa<shard::AllReduceOp, shard::AllGatherOp>(op))
+    StringRef kind =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case([](shard::AllReduceOp) { return "all_reduce"; })
+            .Case([](shard::AllGatherOp) { return "all_gather"; })
+            .Case([](shard::ReduceScatterOp) { return "reduce_scatter"; })
+            .Default([](Operation *) { return ""; });
+    if (kind.empty())
       return;
     auto type = cast<ShapedType>(op->getResult(0).getType());
     std::string layer = layerOf(producerParam(func, op->getOperand(0)));
-    auto &entry = perLayer[(isa<shard::AllReduceOp>(op) ? "all_reduce, "
-                                                        : "all_gather, ") +
-                           layer];
+    auto &entry = perLayer[kind.str() + ", " + layer];
     entry.first++;
     entry.second += type.getShape().back() * 4;
     collectives++;
@@ -225,9 +230,9 @@ static LogicalResult run(MLIRContext &context) {
     llvm::errs() << "tpc: error: --tp must be at least 1\n";
     return failure();
   }
-  if (sp) {
-    llvm::errs() << "tpc: error: --sp: sequence parallelism is not "
-                    "implemented yet\n";
+  if (sp && tpSize < 2) {
+    llvm::errs() << "tpc: error: --sp shards the sequence over the tensor-"
+                    "parallel ranks: it needs --tp 2 or more\n";
     return failure();
   }
   SmallString<256> absModel(modelPath);
@@ -278,6 +283,7 @@ static LogicalResult run(MLIRContext &context) {
     tp::TPApplyPlanOptions planOptions;
     planOptions.plan = planName;
     planOptions.tp = tpSize;
+    planOptions.sp = sp;
     distribute.addPass(tp::createTPApplyPlan(planOptions));
   }
   tp::TPLowerLinearOptions linearOptions;
@@ -332,6 +338,9 @@ int main(int argc, char **argv) {
   tp::registerAllDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A diagnostic names its ONNX node or plan key; the whole module printed
+  // after it would bury that.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   return failed(run(context)) ? 1 : 0;

@@ -27,7 +27,8 @@ enum class ParallelStyle {
   /// the partial output is all-reduced. Embedding: vocabulary split (dim 0),
   /// masked lookup, partial sum all-reduced.
   Rowwise,
-  /// Parameters replicated; activations sharded on the sequence.
+  /// Parameters replicated (gradients partial over the sequence shards);
+  /// activations sharded on the sequence (dim 1).
   SequenceParallel,
   /// Parameters replicated with partial gradients, summed over the group
   /// (HF replicated_with_grad_allreduce: per-head q/k norms).
@@ -40,6 +41,9 @@ struct PlanEntry {
   /// Module FQN pattern, e.g. "model.layers.*.self_attn.q_proj".
   std::string pattern;
   ParallelStyle style;
+  /// Rowwise with output_layouts=Shard(1): the partial output is
+  /// reduce-scattered on the sequence instead of all-reduced.
+  bool outputSequenceSharded = false;
 };
 
 struct Plan {
@@ -48,17 +52,23 @@ struct Plan {
 
   /// The first entry whose pattern matches the module FQN.
   const PlanEntry *lookup(llvm::StringRef module) const;
+  /// Whether some activations are sequence-sharded (sequence parallelism).
+  bool isSequenceParallel() const;
 };
 
 /// `*` matches exactly one dot-separated component.
 bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
 
 /// The optimized plan of an architecture (llama, qwen2, qwen3, gemma3,
-/// nemotron_h) or the default base plan ("default"), without sequence
-/// parallelism. `root` is NemotronH's block container: "model" in
-/// transformers 5, "backbone" in the older remote code.
-std::optional<Plan> getBuiltinPlan(llvm::StringRef name,
-                                   llvm::StringRef root = "model");
+/// nemotron_h) or the default base plan ("default"). With
+/// `sequenceParallel`, AutoModel's SP form: embedding and o/down
+/// projections reduce-scatter onto the sequence, the norms run on sequence
+/// shards, and column-split projections gather the sequence back;
+/// NemotronH has none (nullopt with `error`). `root` is NemotronH's block
+/// container: "model" in transformers 5, "backbone" in the older remote
+/// code.
+std::optional<Plan> getBuiltinPlan(llvm::StringRef name, llvm::StringRef root,
+                                   bool sequenceParallel, std::string &error);
 
 /// The HF plan of a transformers `config.json`: its `base_model_tp_plan`,
 /// or when it has none, the plan transformers' class declares for its
@@ -71,9 +81,11 @@ std::optional<Plan> loadHFPlan(llvm::StringRef configPath, std::string &error);
 
 /// A user's JSON plan: an object from module FQN globs (`*` matches one
 /// path component) to a style string or to an object with "style" and the
-/// optional "input_layouts", "output_layouts" ("replicate", "shard(-1)")
-/// and "use_local_output". Used verbatim (nothing added), as a custom plan
-/// is in NeMo. On failure returns nullopt with `error` naming the key.
+/// optional "input_layouts", "output_layouts" ("replicate", "shard(-1)",
+/// "shard(1)" for the sequence) and "use_local_output"; "sequence_parallel"
+/// marks modules that run on sequence shards. Used verbatim (nothing added), as
+/// a custom plan is in NeMo. On failure returns nullopt with `error` naming the
+/// key.
 std::optional<Plan> loadJSONPlan(llvm::StringRef path, std::string &error);
 
 } // namespace mlir::tp

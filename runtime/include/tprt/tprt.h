@@ -94,8 +94,7 @@ public:
   /// `out` holds size() * count elements, rank r's `in` at r * count.
   virtual void allGather(const float *in, float *out, int64_t count) = 0;
   /// `in` holds size() * count elements; rank r gets the sum of block r.
-  virtual void reduceScatterSum(const float *in, float *out,
-                                int64_t count) = 0;
+  virtual void reduceScatterSum(const float *in, float *out, int64_t count) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
 };
 
@@ -164,10 +163,13 @@ Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table);
 Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
                                 const Tensor &table);
 
-/// Collectives over the tensor-parallel group (shard.all_reduce,
-/// shard.all_gather on the last dimension).
+/// Collectives over the tensor-parallel group: shard.all_reduce,
+/// shard.all_gather (rank r's block at r * dim(axis) along `axis`), and
+/// shard.reduce_scatter (rank r keeps slice r of `axis` of the sum; the
+/// dimension must divide by the ranks).
 Tensor all_reduce_sum(Context &ctx, const Tensor &x);
-Tensor all_gather_last(Context &ctx, const Tensor &x);
+Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
+Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
 /// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm).
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
@@ -187,8 +189,8 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
 /// RoPE on packed heads [B, S, H * headDim] at positions 0..S-1; the first
 /// `rotaryDim` features of each head rotate (rotate_half pairing unless
 /// `interleaved`).
-Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim,
-              int64_t rotaryDim, double theta, bool interleaved);
+Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
+              double theta, bool interleaved);
 /// Grouped-query attention on packed heads. `keyMask` [B, Skv] (non-zero =
 /// keep) may be undefined. `window` 0 and `softcap` 0 mean none.
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,

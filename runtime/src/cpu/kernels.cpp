@@ -115,22 +115,64 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
   return out;
 }
 
-Tensor all_gather_last(Context &ctx, const Tensor &x) {
-  requireF32(x, "all_gather_last", "the input");
-  int64_t ranks = ctx.tp().size(), last = x.dim(-1),
-          rows = x.numel() / std::max<int64_t>(last, 1);
+namespace {
+
+/// x viewed as [outer, n, inner] around `axis`.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  AxisView(const Tensor &x, int64_t axis, const char *op) {
+    if (axis < 0 || axis >= x.rank())
+      fatal(std::string(op) + ": axis " + std::to_string(axis) + " of a rank-" +
+            std::to_string(x.rank()) + " tensor");
+    for (int64_t d = 0; d < x.rank(); ++d)
+      (d < axis ? outer : d == axis ? n : inner) *= x.dim(d);
+  }
+};
+
+} // namespace
+
+Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
+  requireF32(x, "all_gather", "the input");
+  AxisView v(x, axis, "all_gather");
+  int64_t ranks = ctx.tp().size();
   Tensor blocks = Tensor::uninitialized(DType::F32, {ranks, x.numel()});
   ctx.tp().allGather(x.f32(), blocks.f32(), x.numel());
   std::vector<int64_t> shape = x.shape();
-  shape.back() = last * ranks;
+  shape[axis] *= ranks;
   Tensor out = Tensor::uninitialized(DType::F32, shape);
   const float *b = blocks.f32();
   float *o = out.f32();
-  // Rank r's block holds columns [r * last, (r + 1) * last) of every row.
+  // Rank r's block is rows [r * n, (r + 1) * n) of `axis` in every outer row.
+  int64_t chunk = v.n * v.inner;
   for (int64_t r = 0; r < ranks; ++r)
-    for (int64_t row = 0; row < rows; ++row)
-      std::copy_n(b + r * x.numel() + row * last, last,
-                  o + row * last * ranks + r * last);
+    for (int64_t i = 0; i < v.outer; ++i)
+      std::copy_n(b + r * x.numel() + i * chunk, chunk,
+                  o + (i * ranks + r) * chunk);
+  return out;
+}
+
+Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
+  requireF32(x, "reduce_scatter_sum", "the input");
+  AxisView v(x, axis, "reduce_scatter_sum");
+  int64_t ranks = ctx.tp().size();
+  if (v.n % ranks)
+    fatal("reduce_scatter_sum: dimension " + std::to_string(axis) + " of " +
+          x.describe() + " is not divisible by " + std::to_string(ranks) +
+          " ranks (with sequence parallelism the sequence length must be a "
+          "multiple of tp)");
+  // Pack so that rank r's slice of every outer row is contiguous.
+  int64_t chunk = v.n / ranks * v.inner;
+  Tensor packed = Tensor::uninitialized(DType::F32, {ranks, v.outer * chunk});
+  const float *in = x.f32();
+  float *p = packed.f32();
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t i = 0; i < v.outer; ++i)
+      std::copy_n(in + (i * ranks + r) * chunk, chunk,
+                  p + (r * v.outer + i) * chunk);
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] /= ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  ctx.tp().reduceScatterSum(packed.f32(), out.f32(), out.numel());
   return out;
 }
 
