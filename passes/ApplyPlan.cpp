@@ -4,12 +4,15 @@
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Passes.h"
+#include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Plan/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_TPAPPLYPLAN
@@ -33,7 +36,45 @@ struct Placement {
   bool operator==(const Placement &o) const { return dim == o.dim; }
 };
 
-std::string moduleOf(StringRef fqn) { return fqn.rsplit('.').first.str(); }
+/// The module of a parameter; a LoRA factor belongs to the linear it
+/// adapts ("q_proj.lora_A.weight" -> "q_proj").
+std::string moduleOf(StringRef fqn) {
+  StringRef module = fqn.rsplit('.').first;
+  if (module.ends_with(".lora_A") || module.ends_with(".lora_B"))
+    module = module.drop_back(7);
+  return module.str();
+}
+
+bool isLoRAFactor(StringRef fqn) {
+  return fqn.ends_with(".lora_A.weight") || fqn.ends_with(".lora_B.weight");
+}
+
+/// A `shard.shard` of `v` with one split entry per dimension (`{0}`: split
+/// over grid axis 0), inserted at the builder's point.
+shard::ShardOp annotateValue(OpBuilder &builder, Value v,
+                             ArrayRef<ArrayRef<int16_t>> axes, bool forUsers) {
+  MLIRContext *ctx = builder.getContext();
+  SmallVector<shard::GridAxesAttr> split;
+  for (ArrayRef<int16_t> a : axes)
+    split.push_back(DenseI16ArrayAttr::get(ctx, a));
+  auto sharding = shard::ShardingOp::create(
+      builder, v.getLoc(), FlatSymbolRefAttr::get(ctx, "tp"), split);
+  return shard::ShardOp::create(builder, v.getLoc(), v, sharding.getResult(),
+                                forUsers);
+}
+
+/// The parameter behind its annotation.
+Value parameterOf(Value v) {
+  if (auto annotated = v.getDefiningOp<shard::ShardOp>())
+    return annotated.getSrc();
+  return v;
+}
+
+/// The LoRA branch added to a linear: y + ((x A^T) * scale) B^T.
+struct LoRABranch {
+  LinearOp a, b;
+  AddOp sum;
+};
 
 struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   using Base::Base;
@@ -141,46 +182,187 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   /// arrives sequence-split), once per value as AM's SPAG norms do.
   void annotateSequenceBoundaries(
       func::FuncOp func, const llvm::DenseMap<Value, Placement> &placements) {
-    MLIRContext *ctx = func.getContext();
-    OpBuilder builder(ctx);
-    auto annotate = [&](Value v, ArrayRef<ArrayRef<int16_t>> axes,
-                        bool forUsers) {
-      SmallVector<shard::GridAxesAttr> split;
-      for (ArrayRef<int16_t> a : axes)
-        split.push_back(DenseI16ArrayAttr::get(ctx, a));
-      auto sharding = shard::ShardingOp::create(
-          builder, v.getLoc(), FlatSymbolRefAttr::get(ctx, "tp"), split);
-      return shard::ShardOp::create(builder, v.getLoc(), v,
-                                    sharding.getResult(), forUsers);
-    };
+    OpBuilder builder(func.getContext());
     llvm::DenseMap<Value, Value> gathered;
     func.walk([&](Operation *op) {
       if (!isa<EmbeddingOp, LinearOp>(op))
         return;
       const PlanEntry *entry = entries.lookup(op);
-      if (entry && entry->outputSequenceSharded &&
+      bool loraFactor = loraA.contains(op) || loraB.contains(op);
+      if (entry && entry->outputSequenceSharded && !loraFactor &&
           entry->style == ParallelStyle::Rowwise) {
-        builder.setInsertionPointAfter(op);
-        Value result = op->getResult(0);
-        auto annotated = annotate(result, {{}, {0}}, /*forUsers=*/false);
+        // The module's output: with LoRA, base plus LoRA partial sums.
+        auto lora = loras.find(op);
+        Value result = lora == loras.end()
+                           ? Value(op->getResult(0))
+                           : Value(lora->second.sum.getResult());
+        builder.setInsertionPointAfterValue(result);
+        auto annotated =
+            annotateValue(builder, result, {{}, {0}}, /*forUsers=*/false);
         result.replaceAllUsesExcept(annotated.getResult(), annotated);
       }
       auto linear = dyn_cast<LinearOp>(op);
-      if (!linear)
-        return;
-      Value w = linear.getWeight();
-      if (auto shardOp = w.getDefiningOp<shard::ShardOp>())
-        w = shardOp.getSrc();
-      auto it = placements.find(w);
+      if (!linear || loraB.contains(linear))
+        return; // LoRA's B reads the gathered rank dimension
+      auto it = placements.find(parameterOf(linear.getWeight()));
       if (it == placements.end() || it->second.dim != 0)
         return;
       Value &replicated = gathered[linear.getX()];
       if (!replicated) {
         builder.setInsertionPoint(op);
-        replicated = annotate(linear.getX(), {{}}, /*forUsers=*/true);
+        replicated =
+            annotateValue(builder, linear.getX(), {{}}, /*forUsers=*/true);
       }
       linear.getXMutable().assign(replicated);
     });
+  }
+
+  /// Whether the linear of `module` gets LoRA.
+  bool isLoRATarget(StringRef module, LinearOp linear) {
+    if (loraTargets == "all-linear")
+      // PEFT's all-linear: every linear but the output projection.
+      return module != "lm_head" &&
+             !llvm::any_of(linear->getUsers(),
+                           [](Operation *u) { return isa<func::ReturnOp>(u); });
+    SmallVector<StringRef> names;
+    StringRef(loraTargets).split(names, ',', -1, /*KeepEmpty=*/false);
+    StringRef last = StringRef(module).rsplit('.').second;
+    if (last.empty())
+      last = module;
+    return llvm::any_of(names, [&](StringRef name) {
+      llvm::Expected<llvm::GlobPattern> glob =
+          llvm::GlobPattern::create(name.trim());
+      if (!glob) {
+        llvm::consumeError(glob.takeError());
+        return name.trim() == last;
+      }
+      return glob->match(last);
+    });
+  }
+
+  /// Adds lora_A / lora_B parameters and the LoRA branch to every targeted
+  /// linear (before placements: the factors are placed with their linear).
+  LogicalResult insertLoRA(func::FuncOp func) {
+    if (loraRank < 1)
+      return func.emitError() << "lora-rank must be positive, got "
+                              << static_cast<int64_t>(loraRank);
+    std::optional<llvm::StringMap<AdapterTensor>> adapter;
+    SmallString<256> adapterPath(loraWeights);
+    if (!loraWeights.empty()) {
+      std::string error;
+      adapter = readSafetensorsIndex(loraWeights, error);
+      if (!adapter)
+        return func.emitError() << "lora-weights: " << error;
+      llvm::sys::fs::make_absolute(adapterPath);
+    }
+    MLIRContext *ctx = func.getContext();
+    OpBuilder builder(ctx);
+    SmallVector<LinearOp> linears;
+    func.walk([&](LinearOp linear) { linears.push_back(linear); });
+    for (LinearOp linear : linears) {
+      auto w = dyn_cast<BlockArgument>(linear.getWeight());
+      auto fqn = w ? func.getArgAttrOfType<StringAttr>(w.getArgNumber(),
+                                                       TPDialect::kFqnAttrName)
+                   : StringAttr();
+      if (!fqn)
+        continue;
+      std::string module = moduleOf(fqn.getValue());
+      if (!isLoRATarget(module, linear))
+        continue;
+      RankedTensorType wType = linear.getWeight().getType();
+      int64_t rank = loraRank;
+      auto addFactor = [&](StringRef factor,
+                           ArrayRef<int64_t> shape) -> FailureOr<Value> {
+        auto type = RankedTensorType::get(shape, wType.getElementType());
+        NamedAttrList attrs;
+        attrs.set(TPDialect::kFqnAttrName,
+                  builder.getStringAttr(module + "." + factor + ".weight"));
+        if (adapter) {
+          const auto *entry = findLoRAFactor(*adapter, module, factor);
+          if (!entry)
+            return linear.emitError()
+                   << "lora-weights '" << loraWeights << "': no " << factor
+                   << " for '" << module << "' (looked for 'base_model.model."
+                   << module << "." << factor << ".weight' and '" << module
+                   << "." << factor << ".weight')";
+          const AdapterTensor &t = entry->second;
+          if (t.dtype != "F32" || ArrayRef<int64_t>(t.shape) != shape) {
+            InFlightDiagnostic d = linear.emitError()
+                                   << "lora-weights '" << loraWeights
+                                   << "': tensor '" << entry->getKey()
+                                   << "' is " << t.dtype << " [";
+            llvm::interleaveComma(t.shape, d);
+            d << "], expected F32 [";
+            llvm::interleaveComma(shape, d);
+            return d << "] (lora-rank " << rank << ")";
+          }
+          attrs.set(TPDialect::kSourceAttrName,
+                    SourceAttr::get(ctx, entry->getKey(), adapterPath, t.offset,
+                                    t.length, false));
+        }
+        unsigned index = func.getNumArguments();
+        if (failed(func.insertArgument(index, type, attrs.getDictionary(ctx),
+                                       linear.getLoc())))
+          return failure();
+        return Value(func.getArgument(index));
+      };
+      FailureOr<Value> a = addFactor("lora_A", {rank, wType.getDimSize(1)});
+      if (failed(a))
+        return failure();
+      FailureOr<Value> b = addFactor("lora_B", {wType.getDimSize(0), rank});
+      if (failed(b))
+        return failure();
+      auto xType = cast<RankedTensorType>(linear.getX().getType());
+      SmallVector<int64_t> shape(xType.getShape());
+      shape.back() = rank;
+      Location loc = linear.getLoc();
+      builder.setInsertionPointAfter(linear);
+      auto down = LinearOp::create(
+          builder, loc, RankedTensorType::get(shape, xType.getElementType()),
+          linear.getX(), *a, Value(), LinearFormAttr());
+      auto scaled = ScaleOp::create(
+          builder, loc, down.getResult(),
+          builder.getF64FloatAttr(static_cast<double>(loraAlpha) / rank));
+      auto up =
+          LinearOp::create(builder, loc, linear.getResult().getType(),
+                           scaled.getResult(), *b, Value(), LinearFormAttr());
+      auto sum =
+          AddOp::create(builder, loc, linear.getResult(), up.getResult());
+      linear.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+      loras[linear] = {down, up, sum};
+      loraA.insert(down);
+      loraB.insert(up);
+    }
+    if (loras.empty())
+      func.emitWarning() << "lora-targets '" << loraTargets
+                         << "' match no linear";
+    return success();
+  }
+
+  /// Between A and B: under Colwise, x A^T is split over the rank and is
+  /// gathered whole for B; under Rowwise it is a partial sum, reduce-
+  /// scattered over the rank for B (whose rank dimension is split).
+  void
+  annotateLoRABranches(const llvm::DenseMap<Value, Placement> &placements) {
+    OpBuilder builder(&getContext());
+    for (auto &[base, branch] : loras) {
+      auto it = placements.find(parameterOf(cast<LinearOp>(base).getWeight()));
+      if (it == placements.end() || it->second.dim < 0)
+        continue;
+      Value down = branch.a.getResult();
+      SmallVector<ArrayRef<int16_t>> axes;
+      static const int16_t axis0[] = {0};
+      if (it->second.dim == 0) {
+        axes.push_back({});
+      } else {
+        axes.assign(cast<RankedTensorType>(down.getType()).getRank() - 1, {});
+        axes.push_back(axis0);
+      }
+      builder.setInsertionPointAfter(branch.a);
+      auto annotated = annotateValue(builder, down, axes,
+                                     /*forUsers=*/it->second.dim == 0);
+      down.replaceAllUsesExcept(annotated.getResult(), annotated);
+    }
   }
 
   LogicalResult checkDivisible(Operation *op, StringRef key, StringRef what,
@@ -198,6 +380,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     ModuleOp module = getOperation();
     builder.setInsertionPointToStart(module.getBody());
     shard::GridOp::create(builder, func.getLoc(), "tp", ArrayRef<int64_t>{tp});
+    if (loraRank != 0 && failed(insertLoRA(func)))
+      return failure();
 
     llvm::DenseMap<Value, Placement> placements;
     llvm::StringSet<> usedKeys;
@@ -269,7 +453,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
               for (LinearOp proj : {k, v}) {
                 if (!proj)
                   continue;
-                for (Value param : {proj.getWeight(), proj.getBias()}) {
+                auto lora = loras.find(proj);
+                Value loraB =
+                    lora == loras.end() ? Value() : lora->second.b.getWeight();
+                for (Value param :
+                     {Value(proj.getWeight()), Value(proj.getBias()), loraB}) {
                   if (!param)
                     continue;
                   auto it = placements.find(param);
@@ -297,6 +485,14 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         if (p && p->replicas == 1) {
           auto w = linear.getWeight().getType();
           StringRef what = p->dim == 0 ? "output features" : "input features";
+          auto arg = dyn_cast<BlockArgument>(linear.getWeight());
+          auto fqn = arg ? func.getArgAttrOfType<StringAttr>(
+                               arg.getArgNumber(), TPDialect::kFqnAttrName)
+                         : StringAttr();
+          // A is [rank, in], B [out, rank]: the split cuts the rank.
+          if (fqn && isLoRAFactor(fqn.getValue()) &&
+              (p->dim == 0) == fqn.getValue().ends_with(".lora_A.weight"))
+            what = "LoRA rank dimensions";
           if (failed(checkDivisible(op, p->key, what, w.getDimSize(p->dim))))
             return WalkResult::interrupt();
         }
@@ -352,6 +548,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                 ? "sum"
                                 : "mean"));
     }
+    annotateLoRABranches(placements);
     if (plan.isSequenceParallel())
       annotateSequenceBoundaries(func, placements);
     return success();
@@ -367,10 +564,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (auto norm = dyn_cast<RmsNormOp>(user))
         if (norm.getGroupSizeAttr())
           if (auto linear = norm.getX().getDefiningOp<LinearOp>()) {
-            Value w = linear.getWeight();
-            if (auto shardOp = w.getDefiningOp<shard::ShardOp>())
-              w = shardOp.getSrc();
-            auto it = placements.find(w);
+            auto it = placements.find(parameterOf(linear.getWeight()));
             if (it != placements.end() && it->second.dim == 0)
               return true;
           }
@@ -379,6 +573,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
 
   /// The plan entry that placed each linear, embedding and norm.
   llvm::DenseMap<Operation *, const PlanEntry *> entries;
+  /// LoRA branches by the linear they adapt, and their A and B linears.
+  llvm::MapVector<Operation *, LoRABranch> loras;
+  llvm::DenseSet<Operation *> loraA, loraB;
 };
 
 } // namespace

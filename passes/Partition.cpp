@@ -85,21 +85,28 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     return RankedTensorType::get(shape, t.getElementType());
   }
 
-  /// The collective a row-split op's partial result takes: an all-reduce,
-  /// or a reduce-scatter onto the sequence when its only user is a
-  /// sequence-split result annotation (resolved when that op is reached).
-  LogicalResult reducePartial(OpBuilder &b, Operation *op,
-                              llvm::DenseMap<Value, State> &state) {
-    Value result = op->getResult(0);
-    if (result.hasOneUse())
-      if (auto annotated = dyn_cast<shard::ShardOp>(*result.user_begin()))
-        if (!annotated.getAnnotateForUsers()) {
-          state[result] = State::Partial;
-          return success();
-        }
-    Value sum = allReduce(b, op->getLoc(), result);
-    result.replaceAllUsesExcept(sum, sum.getDefiningOp());
-    return success();
+  /// The all-reduce that completes partial sum `v`, made once, right after
+  /// `v`'s producer, when something first reads `v` whole.
+  Value completed(OpBuilder &b, Value v) {
+    Value &sum = allReduced[v];
+    if (!sum) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfterValue(v);
+      sum = allReduce(b, v.getLoc(), v);
+    }
+    return sum;
+  }
+
+  /// A partial sum read once stays pending (its reader may be a sum with
+  /// another partial, a scaling or an annotation); one read several times
+  /// is completed at once and all its readers share the all-reduce.
+  void markPartial(OpBuilder &b, Value v, llvm::DenseMap<Value, State> &state) {
+    if (v.hasOneUse()) {
+      state[v] = State::Partial;
+      return;
+    }
+    Value sum = completed(b, v);
+    v.replaceAllUsesExcept(sum, sum.getDefiningOp());
   }
 
   /// Split dims of an activation annotation; failure if unreadable.
@@ -191,10 +198,18 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     };
     for (Operation &op : llvm::make_early_inc_range(body)) {
       builder.setInsertionPointAfter(&op);
-      if (!isa<shard::ShardOp>(op))
-        for (Value operand : op.getOperands())
-          if (stateOf(operand) == State::Partial)
-            return op.emitError("tp-partition: reads a partial sum");
+      // Partial sums stay pending through sums and scalings (base and LoRA
+      // partials then share one reduction); any other reader completes
+      // them with an all-reduce.
+      bool keepsPartial =
+          isa<shard::ShardOp, ScaleOp>(op) ||
+          (isa<AddOp>(op) && llvm::all_of(op.getOperands(), [&](Value v) {
+             return stateOf(v) == State::Partial;
+           }));
+      if (!keepsPartial)
+        for (OpOperand &operand : op.getOpOperands())
+          if (stateOf(operand.get()) == State::Partial)
+            operand.set(completed(builder, operand.get()));
       LogicalResult ok =
           llvm::TypeSwitch<Operation *, LogicalResult>(&op)
               .Case([&](EmbeddingOp o) -> LogicalResult {
@@ -205,7 +220,8 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                   return o.emitError("tp-partition: an embedding split on "
                                      "its hidden dimension is not supported");
                 o.setVocabParallel(true);
-                return reducePartial(builder, o, state);
+                markPartial(builder, o.getResult(), state);
+                return success();
               })
               .Case([&](LinearOp o) -> LogicalResult {
                 int64_t d = splitDim(o.getWeight());
@@ -237,7 +253,8 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                 if (o.getBias())
                   return o.emitError("tp-partition: a row-split linear with "
                                      "a bias is not supported yet");
-                return reducePartial(builder, o, state);
+                markPartial(builder, o.getResult(), state);
+                return success();
               })
               .Case([&](BiasAddOp o) -> LogicalResult {
                 State in = stateOf(o.getX());
@@ -378,41 +395,59 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     Value src = annotated.getSrc();
     auto it = state.find(src);
     State in = it == state.end() ? State::Replicated : it->second;
+    int64_t rank = cast<RankedTensorType>(src.getType()).getRank();
     b.setInsertionPoint(annotated);
     Value local = src;
-    if (!annotated.getAnnotateForUsers() && *dims == SmallVector<int64_t>{1}) {
+    auto grid = FlatSymbolRefAttr::get(b.getContext(), "tp");
+    if (!annotated.getAnnotateForUsers() && dims->size() == 1 &&
+        ((*dims)[0] == 1 || (*dims)[0] == rank - 1)) {
+      // A partial sum split on the sequence (sequence parallelism) or on
+      // its last dimension (LoRA's rank under Rowwise): reduce-scatter.
+      int64_t axis = (*dims)[0];
       if (in != State::Partial)
         return annotated.emitError("tp-partition: only the partial result "
-                                   "of a row-split op is split on the "
-                                   "sequence");
-      FailureOr<RankedTensorType> type =
-          withSequence(annotated, src.getType(), /*gather=*/false);
-      if (failed(type))
+                                   "of a row-split op is split here");
+      auto type = cast<RankedTensorType>(src.getType());
+      FailureOr<RankedTensorType> localType =
+          axis == 1 ? withSequence(annotated, type, /*gather=*/false)
+                    : FailureOr<RankedTensorType>(withLast(
+                          type, ShapedType::isDynamic(type.getShape().back())
+                                    ? ShapedType::kDynamic
+                                    : type.getShape().back() / ranks));
+      if (failed(localType))
         return failure();
+      if (axis != 1 && type.getShape().back() % ranks)
+        return annotated.emitError()
+               << "tp-partition: last dimension " << type.getShape().back()
+               << " is not divisible by tp " << ranks;
       local = shard::ReduceScatterOp::create(
-          b, annotated.getLoc(), *type,
-          FlatSymbolRefAttr::get(b.getContext(), "tp"),
-          b.getDenseI16ArrayAttr({0}), src,
+          b, annotated.getLoc(), *localType, grid, b.getDenseI16ArrayAttr({0}),
+          src,
           shard::ReductionKindAttr::get(b.getContext(),
                                         shard::ReductionKind::Sum),
-          b.getIndexAttr(1));
-      state[local] = State::SplitSequence;
+          b.getIndexAttr(axis));
+      state[local] = axis == 1 ? State::SplitSequence : State::SplitLast;
     } else if (annotated.getAnnotateForUsers() && dims->empty()) {
+      // Wanted whole: gather a split, complete a partial sum.
       if (in == State::SplitSequence) {
         FailureOr<RankedTensorType> type =
             withSequence(annotated, src.getType(), /*gather=*/true);
         if (failed(type))
           return failure();
         local = gatherSequence(b, annotated.getLoc(), *type, src);
-      } else if (in != State::Replicated) {
-        return annotated.emitError("tp-partition: a value split on its last "
-                                   "dimension or partial is not gathered "
-                                   "here");
+      } else if (in == State::SplitLast) {
+        auto type = cast<RankedTensorType>(src.getType());
+        local = shard::AllGatherOp::create(
+            b, annotated.getLoc(),
+            withLast(type, type.getShape().back() * ranks), grid,
+            b.getDenseI16ArrayAttr({0}), src, b.getIndexAttr(rank - 1));
+      } else if (in == State::Partial) {
+        local = completed(b, src);
       }
     } else {
       return annotated.emitError("tp-partition: unsupported activation "
-                                 "annotation (a sequence-split result or a "
-                                 "replicated operand)");
+                                 "annotation (a sequence- or last-dimension-"
+                                 "split result, or a replicated operand)");
     }
     annotated.getResult().replaceAllUsesWith(local);
     Value sharding = annotated.getSharding();
@@ -423,6 +458,8 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
   }
 
   int64_t ranks = 1;
+  /// Partial sums and their all-reduce.
+  llvm::DenseMap<Value, Value> allReduced;
 };
 
 } // namespace

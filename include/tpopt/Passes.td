@@ -105,10 +105,22 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     `tp.grad_reduction = "sum"`. NemotronH and HF plans have no SP form
     (error).
 
+    With `lora-rank=R`, every targeted `tp.linear` `y = x W^T` becomes
+    `y + ((x A^T) * alpha / R) B^T` with new parameters
+    `<module>.lora_A.weight` [R, in] and `<module>.lora_B.weight` [out, R]
+    (sources in `lora-weights`), placed as NeMo's LoRA styles do: under a
+    Colwise module A and B are both split on dim 0 and `x A^T` is annotated
+    replicated for its users (all-gathered over R); under a Rowwise module
+    both are split on dim 1 and `x A^T` is annotated split on its last
+    dimension (its partial sum reduce-scattered over R), so base and LoRA
+    partial sums meet in one reduction; otherwise they are replicated.
+
     Validation, with diagnostics naming the plan key and the numbers:
-    attention heads and KV heads, MLP widths and the vocabulary must divide
-    by `tp`; a tied embedding and lm_head must get the same split; a plan key
-    that matches no module is a warning.
+    attention heads and KV heads, MLP widths, the vocabulary and the LoRA
+    rank must divide by `tp`; a tied embedding and lm_head must get the same
+    split; a plan key that matches no module is a warning; a LoRA factor
+    missing from the adapter, or of another shape or dtype, is an error
+    naming the key and the file.
   }];
   let options = [
     Option<"plan", "plan", "std::string", /*default=*/"\"auto\"",
@@ -116,6 +128,18 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
            "hf:CONFIG.json or file:PLAN.json">,
     Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks">,
     Option<"sp", "sp", "bool", /*default=*/"false", "Sequence parallelism">,
+    Option<"loraRank", "lora-rank", "int64_t", /*default=*/"0",
+           "LoRA rank r (0: no LoRA)">,
+    Option<"loraAlpha", "lora-alpha", "double", /*default=*/"32.0",
+           "LoRA alpha: the LoRA branch is scaled by alpha / r">,
+    Option<"loraTargets", "lora-targets", "std::string",
+           /*default=*/"\"all-linear\"",
+           "Linears that get LoRA: all-linear (every linear but the output "
+           "projection) or a comma-separated list of globs over module "
+           "names (the last FQN component, e.g. q_proj,v_proj or *_proj)">,
+    Option<"loraWeights", "lora-weights", "std::string", /*default=*/"\"\"",
+           "The adapter's safetensors file (PEFT's "
+           "adapter_model.safetensors); the LoRA parameters read from it">,
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }

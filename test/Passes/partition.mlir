@@ -234,7 +234,7 @@ module {
   func.func @forward(%x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
     %y = tp.silu %x : tensor<?x?x4xf32>
     %s2 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
-    // expected-error @+1 {{tp-partition: only the partial result of a row-split op is split on the sequence}}
+    // expected-error @+1 {{tp-partition: only the partial result of a row-split op is split here}}
     %c = shard.shard %y to %s2 : tensor<?x?x4xf32>
     return %c : tensor<?x?x4xf32>
   }

@@ -128,7 +128,8 @@ def inputs_for(shape, padded, seed):
     return ids, mask
 
 
-def export_all(arch, out):
+def build(arch):
+    """The HF model of `arch` with the weights every export holds."""
     config, cls = ARCHS[arch]()
     config._attn_implementation = "eager"
     torch.manual_seed(1234)
@@ -140,6 +141,11 @@ def export_all(arch, out):
             if p.dim() == 1:
                 p.copy_(torch.empty_like(p).uniform_(0.5, 1.5)
                         if "norm" in name else torch.randn_like(p) * 0.1)
+    return config, hf
+
+
+def export_all(arch, out):
+    config, hf = build(arch)
     model = LogitsOnly(hf).eval()
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:

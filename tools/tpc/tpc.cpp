@@ -58,6 +58,20 @@ static cl::opt<int> tpSize("tp", cl::init(1), cl::desc("Tensor-parallel ranks"),
                            cl::cat(tpcCategory));
 static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"),
                         cl::cat(tpcCategory));
+static cl::opt<int> loraRank("lora-rank", cl::init(0),
+                             cl::desc("LoRA rank (0: no LoRA)"),
+                             cl::cat(tpcCategory));
+static cl::opt<double> loraAlpha("lora-alpha", cl::init(32.0),
+                                 cl::desc("LoRA alpha (scale alpha / rank)"),
+                                 cl::cat(tpcCategory));
+static cl::opt<std::string>
+    loraWeights("lora-weights",
+                cl::desc("The LoRA adapter (PEFT's adapter_model.safetensors)"),
+                cl::value_desc("adapter.safetensors"), cl::cat(tpcCategory));
+static cl::opt<std::string> loraTargets(
+    "lora-targets", cl::init("all-linear"),
+    cl::desc("Linears with LoRA: all-linear or module names (q_proj,v_proj)"),
+    cl::cat(tpcCategory));
 static cl::opt<std::string>
     planName("plan", cl::init("auto"),
              cl::desc("TP plan: auto (the architecture's), llama, qwen2, "
@@ -137,16 +151,20 @@ static std::string layerOf(StringRef fqn) {
   return "layer " + fqn.drop_front(pos + 7).split('.').first.str();
 }
 
-/// The parameter whose op produced `v` (a collective's input).
+/// The parameter whose op produced `v` (a collective's input); through a
+/// sum, that of its first operand (a module's base linear under LoRA).
 static StringRef producerParam(func::FuncOp func, Value v) {
-  Operation *op = v.getDefiningOp();
-  if (!op)
-    return "";
-  for (Value operand : op->getOperands())
-    if (auto arg = dyn_cast<BlockArgument>(operand))
-      if (auto fqn =
-              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tp.fqn"))
-        return fqn.getValue();
+  for (int depth = 0; depth < 4; ++depth) {
+    Operation *op = v.getDefiningOp();
+    if (!op || op->getNumOperands() == 0)
+      return "";
+    for (Value operand : op->getOperands())
+      if (auto arg = dyn_cast<BlockArgument>(operand))
+        if (auto fqn =
+                func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tp.fqn"))
+          return fqn.getValue();
+    v = op->getOperand(0);
+  }
   return "";
 }
 
@@ -235,6 +253,11 @@ static LogicalResult run(MLIRContext &context) {
                     "parallel ranks: it needs --tp 2 or more\n";
     return failure();
   }
+  if (loraRank < 0 || (loraRank > 0) != !loraWeights.empty()) {
+    llvm::errs() << "tpc: error: LoRA needs both --lora-rank R (positive) and "
+                    "--lora-weights adapter_model.safetensors\n";
+    return failure();
+  }
   SmallString<256> absModel(modelPath);
   if (llvm::sys::fs::make_absolute(absModel)) {
     llvm::errs() << "tpc: error: cannot resolve '" << modelPath << "'\n";
@@ -278,19 +301,26 @@ static LogicalResult run(MLIRContext &context) {
   }
 
   // Plan, linear forms (they read the plan's annotations), partition.
+  // LoRA is added by the plan pass, so a tp=1 program with LoRA is a plan
+  // on one rank.
+  bool distributed = tpSize > 1 || loraRank > 0;
   PassManager distribute(&context);
-  if (tpSize > 1) {
+  if (distributed) {
     tp::TPApplyPlanOptions planOptions;
     planOptions.plan = planName;
     planOptions.tp = tpSize;
     planOptions.sp = sp;
+    planOptions.loraRank = loraRank;
+    planOptions.loraAlpha = loraAlpha;
+    planOptions.loraTargets = loraTargets;
+    planOptions.loraWeights = loraWeights;
     distribute.addPass(tp::createTPApplyPlan(planOptions));
   }
   tp::TPLowerLinearOptions linearOptions;
   linearOptions.asyncTP = asyncTP;
   distribute.addNestedPass<func::FuncOp>(
       tp::createTPLowerLinear(linearOptions));
-  if (tpSize > 1)
+  if (distributed)
     distribute.addPass(tp::createTPPartition());
   if (failed(distribute.run(*module)))
     return failure();

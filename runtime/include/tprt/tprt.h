@@ -120,7 +120,8 @@ public:
   Communicator &tp();
 
   /// Resolves a parameter's file: the model file itself for inline data,
-  /// otherwise relative to the model's directory.
+  /// an absolute path as is (a LoRA adapter), otherwise relative to the
+  /// model's directory.
   std::string resolve(const std::string &file) const;
 
   /// Parameters read so far, by FQN: a program that runs several forward

@@ -34,6 +34,9 @@ Communicator &Context::tp() {
 std::string Context::resolve(const std::string &file) const {
   if (file == modelFile_)
     return modelPath_;
+  // An absolute path: a file beside the model's, e.g. a LoRA adapter.
+  if (!file.empty() && file[0] == '/')
+    return file;
   return modelDir_ + "/" + file;
 }
 
