@@ -336,6 +336,35 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     if (loras.empty())
       func.emitWarning() << "lora-targets '" << loraTargets
                          << "' match no linear";
+    if (!adapter)
+      return success();
+    // What the adapter holds but the program does not use: DoRA and
+    // embedding LoRA would change the result, factors of other linears
+    // were probably meant to be targeted.
+    llvm::StringSet<> used;
+    for (auto &[base, branch] : loras)
+      for (LinearOp factor : {branch.a, branch.b})
+        if (auto source = func.getArgAttrOfType<SourceAttr>(
+                cast<BlockArgument>(factor.getWeight()).getArgNumber(),
+                TPDialect::kSourceAttrName))
+          used.insert(source.getInitializer());
+    SmallVector<StringRef> unused;
+    for (const auto &entry : *adapter) {
+      StringRef key = entry.getKey();
+      if (key.contains("lora_magnitude") || key.contains("lora_embedding"))
+        return func.emitError()
+               << "lora-weights '" << loraWeights << "': tensor '" << key
+               << "' is DoRA or embedding LoRA, which is not supported";
+      if (!used.contains(key))
+        unused.push_back(key);
+    }
+    if (!unused.empty()) {
+      llvm::sort(unused);
+      func.emitWarning() << "lora-weights '" << loraWeights
+                         << "': " << unused.size()
+                         << " tensors adapt no targeted "
+                         << "linear (first: '" << unused.front() << "')";
+    }
     return success();
   }
 

@@ -52,7 +52,10 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       return signalPassFailure();
     }
     ranks = grid.getShape()[0];
-    if (failed(partition(func)) || failed(verify(module)))
+    // Both ends are checked here, not only by the pass manager: MLIR is
+    // built without assertions, and a rewrite on invalid IR fails late.
+    if (failed(verify(module)) || failed(partition(func)) ||
+        failed(verify(module)))
       signalPassFailure();
   }
 

@@ -10,6 +10,9 @@
 // RUN: tp-opt %t/shape.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=2 lora-weights=%t/adapter.safetensors" --verify-diagnostics
 // RUN: %tp_python %tp_src/test/Plan/Inputs/write_safetensors.py %t/short.safetensors --raw '{}'
 // RUN: tp-opt %t/header.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/short.safetensors" --verify-diagnostics
+// RUN: tp-opt %t/unused.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/adapter.safetensors lora-targets=q_proj" --verify-diagnostics
+// RUN: %tp_python %tp_src/test/Plan/Inputs/write_safetensors.py %t/dora.safetensors q_proj.lora_A.weight=4x8 q_proj.lora_B.weight=8x4 q_proj.lora_magnitude_vector=8
+// RUN: tp-opt %t/dora.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/dora.safetensors" --verify-diagnostics
 // RUN: tp-opt %t/none.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-targets=gate_proj" --verify-diagnostics
 
 //--- plan.json
@@ -120,4 +123,24 @@ func.func @forward(%x: tensor<?x?x8xf32>,
     %wq: tensor<8x8xf32> {tp.fqn = "q_proj.weight"}) -> tensor<?x?x8xf32> {
   %q = tp.linear %x, %wq : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
   return %q : tensor<?x?x8xf32>
+}
+
+//--- unused.mlir
+// expected-warning-re @+1 {{lora-weights '{{.*}}adapter.safetensors': 2 tensors adapt no targeted linear (first: 'o_proj.lora_A.weight')}}
+func.func @forward(%x: tensor<?x?x8xf32>,
+    %wq: tensor<8x8xf32> {tp.fqn = "q_proj.weight"},
+    %wo: tensor<8x8xf32> {tp.fqn = "o_proj.weight"}) -> tensor<?x?x8xf32> {
+  %q = tp.linear %x, %wq : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %o = tp.linear %q, %wo : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %y = tp.silu %o : tensor<?x?x8xf32>
+  return %y : tensor<?x?x8xf32>
+}
+
+//--- dora.mlir
+// expected-error-re @+1 {{lora-weights '{{.*}}dora.safetensors': tensor 'q_proj.lora_magnitude_vector' is DoRA or embedding LoRA, which is not supported}}
+func.func @forward(%x: tensor<?x?x8xf32>,
+    %wq: tensor<8x8xf32> {tp.fqn = "q_proj.weight"}) -> tensor<?x?x8xf32> {
+  %q = tp.linear %x, %wq : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %y = tp.silu %q : tensor<?x?x8xf32>
+  return %y : tensor<?x?x8xf32>
 }
