@@ -175,38 +175,62 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                 "parameter";
   }
 
-  /// Sequence parallelism at the style boundaries: a row-split op whose
-  /// entry says output_layouts=Shard(1) gets its result annotated as
-  /// sequence-split (reduce-scatter), and the input of every column-split
-  /// linear is annotated for its users as replicated (all-gathered when it
-  /// arrives sequence-split), once per value as AM's SPAG norms do.
-  void annotateSequenceBoundaries(
-      func::FuncOp func, const llvm::DenseMap<Value, Placement> &placements) {
+  /// The activations at style boundaries. Each planned module's output
+  /// gets a result annotation with its output layout: Rowwise replicated
+  /// (its partial sum all-reduced) or, with output_layouts=Shard(1),
+  /// sequence-split (reduce-scattered); Colwise split on its last dimension,
+  /// or replicated when gathered. Under sequence parallelism the input of
+  /// every column-split linear is annotated replicated for its users
+  /// (all-gathered when it arrives sequence-split), once per value as AM's
+  /// SPAG norms do.
+  void annotateBoundaries(func::FuncOp func,
+                          const llvm::DenseMap<Value, Placement> &placements,
+                          bool sequenceParallel) {
     OpBuilder builder(func.getContext());
     llvm::DenseMap<Value, Value> gathered;
     func.walk([&](Operation *op) {
-      if (!isa<EmbeddingOp, LinearOp>(op))
+      if (!isa<EmbeddingOp, LinearOp>(op) || loraA.contains(op) ||
+          loraB.contains(op))
         return;
-      const PlanEntry *entry = entries.lookup(op);
-      bool loraFactor = loraA.contains(op) || loraB.contains(op);
-      if (entry && entry->outputSequenceSharded && !loraFactor &&
-          entry->style == ParallelStyle::Rowwise) {
-        // The module's output: with LoRA, base plus LoRA partial sums.
+      if (const PlanEntry *entry = entries.lookup(op)) {
+        // The module's output: with LoRA, base plus LoRA.
         auto lora = loras.find(op);
         Value result = lora == loras.end()
                            ? Value(op->getResult(0))
                            : Value(lora->second.sum.getResult());
-        builder.setInsertionPointAfterValue(result);
-        auto annotated =
-            annotateValue(builder, result, {{}, {0}}, /*forUsers=*/false);
-        result.replaceAllUsesExcept(annotated.getResult(), annotated);
+        int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
+        static const int16_t axis0[] = {0};
+        SmallVector<ArrayRef<int16_t>> axes;
+        switch (entry->style) {
+        case ParallelStyle::Rowwise:
+          axes.push_back({});
+          if (entry->outputSequenceSharded)
+            axes.push_back(axis0);
+          break;
+        case ParallelStyle::Colwise:
+          axes.assign(rank - 1, {});
+          axes.push_back(axis0);
+          break;
+        case ParallelStyle::ColwiseGatherOutput:
+          axes.push_back({});
+          break;
+        default:
+          break;
+        }
+        if (!axes.empty()) {
+          builder.setInsertionPointAfterValue(result);
+          auto annotated =
+              annotateValue(builder, result, axes, /*forUsers=*/false);
+          result.replaceAllUsesExcept(annotated.getResult(), annotated);
+        }
       }
       auto linear = dyn_cast<LinearOp>(op);
-      if (!linear || loraB.contains(linear))
-        return; // LoRA's B reads the gathered rank dimension
+      if (!sequenceParallel || !linear)
+        return;
       auto it = placements.find(parameterOf(linear.getWeight()));
       if (it == placements.end() || it->second.dim != 0)
         return;
+      // LoRA's A reads the module input too: one gather serves both.
       Value &replicated = gathered[linear.getX()];
       if (!replicated) {
         builder.setInsertionPoint(op);
@@ -214,6 +238,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
             annotateValue(builder, linear.getX(), {{}}, /*forUsers=*/true);
       }
       linear.getXMutable().assign(replicated);
+      if (auto lora = loras.find(op); lora != loras.end())
+        lora->second.a.getXMutable().assign(replicated);
     });
   }
 
@@ -578,8 +604,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                 : "mean"));
     }
     annotateLoRABranches(placements);
-    if (plan.isSequenceParallel())
-      annotateSequenceBoundaries(func, placements);
+    annotateBoundaries(func, placements, plan.isSequenceParallel());
     return success();
   }
 

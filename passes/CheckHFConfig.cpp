@@ -49,16 +49,14 @@ struct TPCheckHFConfigPass
       return fail("the module has no tp.config (run --tp-raise-onnx first)");
 
     // Integers.
-    for (StringRef key :
-         {"hidden_size", "num_hidden_layers", "num_attention_heads",
-          "num_key_value_heads", "head_dim", "intermediate_size",
-          "vocab_size"}) {
+    for (StringRef key : {"hidden_size", "num_hidden_layers",
+                          "num_attention_heads", "num_key_value_heads",
+                          "head_dim", "intermediate_size", "vocab_size"}) {
       std::optional<int64_t> want = json->getInteger(key);
       auto got = config.getAs<IntegerAttr>(key);
       if (want && got && *want != got.getInt())
-        return fail(Twine(key) + " is " + Twine(*want) +
-                    " in the config but " + Twine(got.getInt()) +
-                    " in the graph");
+        return fail(Twine(key) + " is " + Twine(*want) + " in the config but " +
+                    Twine(got.getInt()) + " in the graph");
     }
     // Floats, compared as the f32 values exporters store.
     auto checkFloat = [&](StringRef key, std::optional<double> want,
@@ -115,14 +113,17 @@ struct TPCheckHFConfigPass
         if (*s == "sliding_attention" || *s == "full_attention")
           kinds.push_back(*s);
     if (kinds.size() != attentions.size())
-      return fail(Twine(kinds.size()) + " attention layers in layer_types "
-                  "but " + Twine(attentions.size()) + " in the graph");
+      return fail(Twine(kinds.size()) +
+                  " attention layers in layer_types "
+                  "but " +
+                  Twine(attentions.size()) + " in the graph");
     OpBuilder builder(module.getContext());
     for (auto [i, op] : llvm::enumerate(attentions)) {
       auto got = op.getSlidingWindowAttr();
       bool sliding = kinds[i] == "sliding_attention";
       if (!sliding && got)
-        return fail("layer " + Twine(i) + " is full_attention in the config "
+        return fail("layer " + Twine(i) +
+                    " is full_attention in the config "
                     "but the graph has a sliding window of " +
                     Twine(got.getInt()));
       if (sliding && got && got.getInt() != *window)

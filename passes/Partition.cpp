@@ -402,36 +402,9 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     b.setInsertionPoint(annotated);
     Value local = src;
     auto grid = FlatSymbolRefAttr::get(b.getContext(), "tp");
-    if (!annotated.getAnnotateForUsers() && dims->size() == 1 &&
-        ((*dims)[0] == 1 || (*dims)[0] == rank - 1)) {
-      // A partial sum split on the sequence (sequence parallelism) or on
-      // its last dimension (LoRA's rank under Rowwise): reduce-scatter.
-      int64_t axis = (*dims)[0];
-      if (in != State::Partial)
-        return annotated.emitError("tp-partition: only the partial result "
-                                   "of a row-split op is split here");
-      auto type = cast<RankedTensorType>(src.getType());
-      FailureOr<RankedTensorType> localType =
-          axis == 1 ? withSequence(annotated, type, /*gather=*/false)
-                    : FailureOr<RankedTensorType>(withLast(
-                          type, ShapedType::isDynamic(type.getShape().back())
-                                    ? ShapedType::kDynamic
-                                    : type.getShape().back() / ranks));
-      if (failed(localType))
-        return failure();
-      if (axis != 1 && type.getShape().back() % ranks)
-        return annotated.emitError()
-               << "tp-partition: last dimension " << type.getShape().back()
-               << " is not divisible by tp " << ranks;
-      local = shard::ReduceScatterOp::create(
-          b, annotated.getLoc(), *localType, grid, b.getDenseI16ArrayAttr({0}),
-          src,
-          shard::ReductionKindAttr::get(b.getContext(),
-                                        shard::ReductionKind::Sum),
-          b.getIndexAttr(axis));
-      state[local] = axis == 1 ? State::SplitSequence : State::SplitLast;
-    } else if (annotated.getAnnotateForUsers() && dims->empty()) {
-      // Wanted whole: gather a split, complete a partial sum.
+    if (dims->empty()) {
+      // Wanted whole (a replicated result or operand): gather a split,
+      // complete a partial sum.
       if (in == State::SplitSequence) {
         FailureOr<RankedTensorType> type =
             withSequence(annotated, src.getType(), /*gather=*/true);
@@ -447,10 +420,44 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       } else if (in == State::Partial) {
         local = completed(b, src);
       }
+    } else if (!annotated.getAnnotateForUsers() && dims->size() == 1 &&
+               ((*dims)[0] == 1 || (*dims)[0] == rank - 1)) {
+      // Split on the sequence (sequence parallelism) or on the last
+      // dimension: a partial sum is reduce-scattered there (LoRA's rank
+      // under Rowwise); a value already split so stays.
+      int64_t axis = (*dims)[0];
+      State split = axis == rank - 1 ? State::SplitLast : State::SplitSequence;
+      if (in == split) {
+        // already this rank's block
+      } else if (in != State::Partial) {
+        return annotated.emitError("tp-partition: only the partial result "
+                                   "of a row-split op is split here");
+      } else {
+        auto type = cast<RankedTensorType>(src.getType());
+        FailureOr<RankedTensorType> localType =
+            axis == 1 ? withSequence(annotated, type, /*gather=*/false)
+                      : FailureOr<RankedTensorType>(withLast(
+                            type, ShapedType::isDynamic(type.getShape().back())
+                                      ? ShapedType::kDynamic
+                                      : type.getShape().back() / ranks));
+        if (failed(localType))
+          return failure();
+        if (axis != 1 && type.getShape().back() % ranks)
+          return annotated.emitError()
+                 << "tp-partition: last dimension " << type.getShape().back()
+                 << " is not divisible by tp " << ranks;
+        local = shard::ReduceScatterOp::create(
+            b, annotated.getLoc(), *localType, grid,
+            b.getDenseI16ArrayAttr({0}), src,
+            shard::ReductionKindAttr::get(b.getContext(),
+                                          shard::ReductionKind::Sum),
+            b.getIndexAttr(axis));
+        state[local] = split;
+      }
     } else {
       return annotated.emitError("tp-partition: unsupported activation "
                                  "annotation (a sequence- or last-dimension-"
-                                 "split result, or a replicated operand)");
+                                 "split result, or a replicated value)");
     }
     annotated.getResult().replaceAllUsesWith(local);
     Value sharding = annotated.getSharding();

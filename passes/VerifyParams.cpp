@@ -40,7 +40,8 @@ LogicalResult verifyFunctionParams(FunctionOpInterface func) {
                      << " and " << i;
       ok = false;
     }
-    auto source = func.getArgAttrOfType<SourceAttr>(i, TPDialect::kSourceAttrName);
+    auto source =
+        func.getArgAttrOfType<SourceAttr>(i, TPDialect::kSourceAttrName);
     if (!source)
       continue;
     SourceRange range{i, source.getOffset(),
@@ -48,8 +49,8 @@ LogicalResult verifyFunctionParams(FunctionOpInterface func) {
     if (range.end < range.begin) {
       emitError(loc) << "parameter '" << fqn.getValue()
                      << "': source range overflows (offset "
-                     << source.getOffset() << ", length "
-                     << source.getLength() << ")";
+                     << source.getOffset() << ", length " << source.getLength()
+                     << ")";
       ok = false;
       continue;
     }
@@ -57,8 +58,8 @@ LogicalResult verifyFunctionParams(FunctionOpInterface func) {
       bool identical = other.begin == range.begin && other.end == range.end;
       if (identical || range.end <= other.begin || other.end <= range.begin)
         continue;
-      auto otherFqn = func.getArgAttrOfType<StringAttr>(other.argIndex,
-                                                        TPDialect::kFqnAttrName);
+      auto otherFqn = func.getArgAttrOfType<StringAttr>(
+          other.argIndex, TPDialect::kFqnAttrName);
       emitError(loc) << "parameter '" << fqn.getValue() << "' (bytes ["
                      << range.begin << ", " << range.end << ") of '"
                      << source.getFile() << "') overlaps parameter '"

@@ -87,7 +87,10 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     every parameter of `@forward` behind a `shard.shard ... annotate_for_users`
     with its split (a Colwise linear splits its weight and bias on dim 0, a
     Rowwise linear its weight on dim 1, a Rowwise embedding its vocabulary
-    on dim 0; everything else is replicated). Each parameter also records
+    on dim 0; everything else is replicated), and each planned module's
+    output behind a result `shard.shard` with its output layout (Rowwise
+    `[[]]`, Colwise split on the last dimension, gathered Colwise `[[]]`).
+    Each parameter also records
     `tp.placement` (`split(d)` or `replicated`), `tp.plan_key` (the plan
     entry that placed it) and, when replicated, `tp.grad_reduction`: `sum`
     for the per-head q/k norms that read head-sharded activations (their

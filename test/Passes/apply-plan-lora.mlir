@@ -25,7 +25,8 @@
 // Colwise: A and B split on dim 0, x A^T wanted whole by B (all-gather over
 // the rank). Rowwise: A and B split on dim 1, x A^T a partial sum split on
 // its last dimension (reduce-scatter over the rank), and the base and LoRA
-// partial sums meet in one all-reduce. The factors' sources point into the
+// partial sums meet in one all-reduce; each module's output (base plus
+// LoRA) carries its output layout. The factors' sources point into the
 // adapter (PEFT's base_model.model. prefix or the bare name).
 // CHECK: %arg3: tensor<4x8xf32> {tp.fqn = "q_proj.lora_A.weight", tp.placement = "split(0)", tp.plan_key = "q_proj", tp.source = #tp.source<initializer = "base_model.model.q_proj.lora_A.weight", file = "{{[^"]*}}adapter.safetensors", offset = {{[0-9]+}}, length = 128, transposed = false>}
 // CHECK-SAME: %arg4: tensor<8x4xf32> {tp.fqn = "q_proj.lora_B.weight", tp.placement = "split(0)", tp.plan_key = "q_proj"
@@ -38,14 +39,18 @@
 // CHECK-NEXT: %[[QS:.*]] = tp.scale %[[QG]] by 2.000000e+00
 // CHECK-NEXT: %[[QB:.*]] = tp.linear %[[QS]], %{{.*}} : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
 // CHECK-NEXT: %[[QO:.*]] = tp.add %[[Q]], %[[QB]]
-// CHECK-NEXT: %[[O:.*]] = tp.linear %[[QO]], %{{.*}} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
-// CHECK-NEXT: %[[OA:.*]] = tp.linear %[[QO]], %{{.*}} : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[SPLIT:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [], [0]] : !shard.sharding
+// CHECK-NEXT: %[[QM:.*]] = shard.shard %[[QO]] to %[[SPLIT]] : tensor<?x?x8xf32>
+// CHECK-NEXT: %[[O:.*]] = tp.linear %[[QM]], %{{.*}} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+// CHECK-NEXT: %[[OA:.*]] = tp.linear %[[QM]], %{{.*}} : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
 // CHECK-NEXT: %[[S:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [], [0]] : !shard.sharding
 // CHECK-NEXT: %[[OR:.*]] = shard.shard %[[OA]] to %[[S]] : tensor<?x?x4xf32>
 // CHECK-NEXT: %[[OS:.*]] = tp.scale %[[OR]] by 2.000000e+00
 // CHECK-NEXT: %[[OB:.*]] = tp.linear %[[OS]], %{{.*}} : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
 // CHECK-NEXT: %[[OO:.*]] = tp.add %[[O]], %[[OB]]
-// CHECK-NEXT: tp.silu %[[OO]]
+// CHECK-NEXT: %[[REP:.*]] = shard.sharding @tp split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[OM:.*]] = shard.shard %[[OO]] to %[[REP]] : tensor<?x?x8xf32>
+// CHECK-NEXT: tp.silu %[[OM]]
 // PART: %[[QA:.*]] = tp.linear %arg0, %arg3 : (tensor<?x?x8xf32>, tensor<2x8xf32>) -> tensor<?x?x2xf32>
 // PART-NEXT: %[[QG:.*]] = shard.all_gather %[[QA]] on @tp grid_axes = [0] gather_axis = 2 : tensor<?x?x2xf32> -> tensor<?x?x4xf32>
 // PART-NEXT: %[[QS:.*]] = tp.scale %[[QG]]

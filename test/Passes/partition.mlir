@@ -3,6 +3,7 @@
 // RUN: tp-opt %t/block.mlir --tp-partition --tp-to-emitc | FileCheck %t/block.mlir --check-prefix=EMITC
 // RUN: tp-opt %t/kv.mlir --tp-partition | FileCheck %t/kv.mlir
 // RUN: tp-opt %t/sp.mlir --tp-partition | FileCheck %t/sp.mlir
+// RUN: tp-opt %t/layouts.mlir --tp-partition | FileCheck %t/layouts.mlir
 // RUN: tp-opt %t/sp.mlir --tp-partition --tp-to-emitc | FileCheck %t/sp.mlir --check-prefix=EMITC
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-partition --verify-diagnostics
 
@@ -126,6 +127,38 @@ module attributes {onnx.file = "m.onnx"} {
     %c = shard.shard %c0 to %seq : tensor<2x8x4xf32>
     %x = tp.add %h, %c : tensor<2x8x4xf32>
     return %x : tensor<2x8x4xf32>
+  }
+}
+
+//--- layouts.mlir
+// Output-layout annotations of tp-apply-plan: a column-split result stays
+// split (no collective), a row-split result wanted replicated is
+// all-reduced, a column-split result wanted replicated (colwise with
+// gathered output) is all-gathered on its last dimension.
+// CHECK: %[[U:.*]] = tp.linear %arg0, %arg1 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[D:.*]] = tp.linear %[[U]], %arg2
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[D]] on @tp grid_axes = [0]
+// CHECK-NEXT: %[[H:.*]] = tp.linear %[[R]], %arg1
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[H]] on @tp grid_axes = [0] gather_axis = 2 : tensor<?x?x4xf32> -> tensor<?x?x8xf32>
+// CHECK-NEXT: return %[[G]]
+module attributes {onnx.file = "m.onnx"} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>,
+      %up: tensor<8x4xf32> {tp.fqn = "up.weight", tp.source = #tp.source<initializer = "u", file = "m.onnx", offset = 0, length = 128, transposed = false>},
+      %down: tensor<4x8xf32> {tp.fqn = "down.weight", tp.source = #tp.source<initializer = "d", file = "m.onnx", offset = 128, length = 128, transposed = false>}) -> tensor<?x?x8xf32> {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s0 annotate_for_users : tensor<8x4xf32>
+    %s1 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %d = shard.shard %down to %s1 annotate_for_users : tensor<4x8xf32>
+    %a0 = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %last = shard.sharding @tp split_axes = [[], [], [0]] : !shard.sharding
+    %a = shard.shard %a0 to %last : tensor<?x?x8xf32>
+    %b0 = tp.linear %a, %d : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
+    %rep = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %b = shard.shard %b0 to %rep : tensor<?x?x4xf32>
+    %c0 = tp.linear %b, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %c = shard.shard %c0 to %rep : tensor<?x?x8xf32>
+    return %c : tensor<?x?x8xf32>
   }
 }
 

@@ -248,6 +248,13 @@ static LogicalResult run(MLIRContext &context) {
     llvm::errs() << "tpc: error: --tp must be at least 1\n";
     return failure();
   }
+  if (asyncTP && !sp) {
+    // AutoModel raises the same: async-TP fuses the matmuls with the
+    // sequence all-gathers and reduce-scatters.
+    llvm::errs() << "tpc: error: --async-tp requires sequence parallelism "
+                    "(--sp)\n";
+    return failure();
+  }
   if (sp && tpSize < 2) {
     llvm::errs() << "tpc: error: --sp shards the sequence over the tensor-"
                     "parallel ranks: it needs --tp 2 or more\n";
