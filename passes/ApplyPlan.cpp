@@ -243,6 +243,16 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     });
   }
 
+  /// The linear whose module output `v` is: its result, or with LoRA the
+  /// sum of base and LoRA.
+  LinearOp moduleLinear(Value v) {
+    if (auto sum = v.getDefiningOp<AddOp>())
+      for (auto &[base, branch] : loras)
+        if (branch.sum == sum)
+          return cast<LinearOp>(base);
+    return v.getDefiningOp<LinearOp>();
+  }
+
   /// Whether the linear of `module` gets LoRA.
   bool isLoRATarget(StringRef module, LinearOp linear) {
     if (loraTargets == "all-linear")
@@ -611,13 +621,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   /// A replicated norm weight applied per head to a column-split
   /// projection's output sees only this rank's heads: its gradient is a
   /// partial sum (HF's replicated_with_grad_allreduce).
-  static bool
-  readsHeadShards(shard::ShardOp param,
-                  const llvm::DenseMap<Value, Placement> &placements) {
+  bool readsHeadShards(shard::ShardOp param,
+                       const llvm::DenseMap<Value, Placement> &placements) {
     for (Operation *user : param->getUsers())
       if (auto norm = dyn_cast<RmsNormOp>(user))
         if (norm.getGroupSizeAttr())
-          if (auto linear = norm.getX().getDefiningOp<LinearOp>()) {
+          if (LinearOp linear = moduleLinear(norm.getX())) {
             auto it = placements.find(parameterOf(linear.getWeight()));
             if (it != placements.end() && it->second.dim == 0)
               return true;

@@ -13,6 +13,7 @@
 // RUN: tp-opt %t/unused.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/adapter.safetensors lora-targets=q_proj" --verify-diagnostics
 // RUN: %tp_python %tp_src/test/Plan/Inputs/write_safetensors.py %t/dora.safetensors q_proj.lora_A.weight=4x8 q_proj.lora_B.weight=8x4 q_proj.lora_magnitude_vector=8
 // RUN: tp-opt %t/dora.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/dora.safetensors" --verify-diagnostics
+// RUN: tp-opt %t/negative.mlir "--tp-apply-plan=plan=file:%t/plan.json lora-rank=-2" --verify-diagnostics
 // RUN: tp-opt %t/none.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-targets=gate_proj" --verify-diagnostics
 
 //--- plan.json
@@ -148,4 +149,12 @@ func.func @forward(%x: tensor<?x?x8xf32>,
   %q = tp.linear %x, %wq : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
   %y = tp.silu %q : tensor<?x?x8xf32>
   return %y : tensor<?x?x8xf32>
+}
+
+//--- negative.mlir
+// expected-error @+1 {{lora-rank must be positive, got -2}}
+func.func @forward(%x: tensor<?x?x8xf32>,
+    %wq: tensor<8x8xf32> {tp.fqn = "q_proj.weight"}) -> tensor<?x?x8xf32> {
+  %q = tp.linear %x, %wq : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  return %q : tensor<?x?x8xf32>
 }
