@@ -36,7 +36,8 @@ enum class State {
   SplitLast,
   /// Split on dim 1, the sequence (sequence parallelism).
   SplitSequence,
-  /// A partial sum waiting for the reduce-scatter of its annotation.
+  /// A partial sum not yet reduced: all-reduced when read whole,
+  /// reduce-scattered by a split result annotation.
   Partial,
 };
 
