@@ -63,6 +63,16 @@ shard::ShardOp annotateValue(OpBuilder &builder, Value v,
                                 forUsers);
 }
 
+/// Grid axis 0 splitting one dimension, in `annotateValue`'s axes.
+const int16_t kSplit[] = {0};
+
+/// Axes of a rank-`rank` value split on its last dimension.
+SmallVector<ArrayRef<int16_t>> splitLastAxes(int64_t rank) {
+  SmallVector<ArrayRef<int16_t>> axes(rank - 1, ArrayRef<int16_t>());
+  axes.push_back(kSplit);
+  return axes;
+}
+
 /// The parameter behind its annotation.
 Value parameterOf(Value v) {
   if (auto annotated = v.getDefiningOp<shard::ShardOp>())
@@ -199,17 +209,15 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                            ? Value(op->getResult(0))
                            : Value(lora->second.sum.getResult());
         int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
-        static const int16_t axis0[] = {0};
         SmallVector<ArrayRef<int16_t>> axes;
         switch (entry->style) {
         case ParallelStyle::Rowwise:
           axes.push_back({});
           if (entry->outputSequenceSharded)
-            axes.push_back(axis0);
+            axes.push_back(kSplit);
           break;
         case ParallelStyle::Colwise:
-          axes.assign(rank - 1, {});
-          axes.push_back(axis0);
+          axes = splitLastAxes(rank);
           break;
         case ParallelStyle::ColwiseGatherOutput:
           axes.push_back({});
@@ -415,14 +423,10 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (it == placements.end() || it->second.dim < 0)
         continue;
       Value down = branch.a.getResult();
-      SmallVector<ArrayRef<int16_t>> axes;
-      static const int16_t axis0[] = {0};
-      if (it->second.dim == 0) {
-        axes.push_back({});
-      } else {
-        axes.assign(cast<RankedTensorType>(down.getType()).getRank() - 1, {});
-        axes.push_back(axis0);
-      }
+      SmallVector<ArrayRef<int16_t>> axes =
+          it->second.dim == 0
+              ? SmallVector<ArrayRef<int16_t>>{{}}
+              : splitLastAxes(cast<RankedTensorType>(down.getType()).getRank());
       builder.setInsertionPointAfter(branch.a);
       auto annotated = annotateValue(builder, down, axes,
                                      /*forUsers=*/it->second.dim == 0);
