@@ -2,6 +2,7 @@
 //------------------===//
 
 #include "tpopt/Plan/LoRAAdapter.h"
+#include "tpopt/Plan/Plan.h"
 
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
@@ -91,4 +92,51 @@ mlir::tp::findLoRAFactor(const llvm::StringMap<AdapterTensor> &adapter,
       return &*it;
   }
   return nullptr;
+}
+
+std::optional<LoRAConfig> mlir::tp::readPEFTConfig(llvm::StringRef path,
+                                                   std::string &error) {
+  std::optional<llvm::json::Object> json = readJSONObject(path, error);
+  if (!json)
+    return std::nullopt;
+  auto fail = [&](const llvm::Twine &what) {
+    error = ("'" + path + "': " + what).str();
+    return std::nullopt;
+  };
+  if (std::optional<llvm::StringRef> type = json->getString("peft_type"))
+    if (*type != "LORA")
+      return fail("peft_type is '" + *type + "', not LORA");
+  if (json->getBoolean("use_dora").value_or(false))
+    return fail("use_dora: DoRA is not supported");
+  LoRAConfig config;
+  std::optional<int64_t> rank = json->getInteger("r");
+  std::optional<double> alpha = json->getNumber("lora_alpha");
+  if (!rank || *rank < 1)
+    return fail("r must be a positive integer");
+  if (!alpha)
+    return fail("lora_alpha must be a number");
+  config.rank = *rank;
+  config.alpha = *alpha;
+  const llvm::json::Value *targets = json->get("target_modules");
+  if (!targets)
+    return fail("no target_modules");
+  if (std::optional<llvm::StringRef> text = targets->getAsString()) {
+    if (*text != "all-linear")
+      return fail("target_modules '" + *text +
+                  "' is a regular expression; give a list of module names");
+    config.targets = "all-linear";
+  } else if (const llvm::json::Array *names = targets->getAsArray()) {
+    for (const llvm::json::Value &name : *names) {
+      std::optional<llvm::StringRef> text = name.getAsString();
+      if (!text)
+        return fail("target_modules holds a non-string");
+      config.targets += (config.targets.empty() ? "" : ",") + text->str();
+    }
+    if (config.targets.empty())
+      return fail("target_modules is empty");
+  } else {
+    return fail("target_modules must be a list of module names or "
+                "\"all-linear\"");
+  }
+  return config;
 }

@@ -25,6 +25,26 @@ llvm::StringRef mlir::tp::stringifyParallelStyle(ParallelStyle style) {
   return "?";
 }
 
+std::optional<llvm::json::Object> mlir::tp::readJSONObject(llvm::StringRef path,
+                                                           std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    error = "cannot read '" + path.str() + "': " + buffer.getError().message();
+    return std::nullopt;
+  }
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    error =
+        "'" + path.str() + "' is not JSON: " + llvm::toString(json.takeError());
+    return std::nullopt;
+  }
+  if (llvm::json::Object *object = json->getAsObject())
+    return std::move(*object);
+  error = "'" + path.str() + "' is not a JSON object";
+  return std::nullopt;
+}
+
 bool mlir::tp::matchesModulePattern(llvm::StringRef pattern,
                                     llvm::StringRef module) {
   llvm::SmallVector<llvm::StringRef> p, m;
@@ -111,27 +131,6 @@ std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
 }
 
 namespace {
-
-/// The JSON object in `path`; nullopt with `error` naming the file.
-std::optional<llvm::json::Object> readJSONObject(llvm::StringRef path,
-                                                 std::string &error) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) {
-    error = "cannot read '" + path.str() + "': " + buffer.getError().message();
-    return std::nullopt;
-  }
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!json) {
-    error =
-        "'" + path.str() + "' is not JSON: " + llvm::toString(json.takeError());
-    return std::nullopt;
-  }
-  if (llvm::json::Object *object = json->getAsObject())
-    return std::move(*object);
-  error = "'" + path.str() + "' is not a JSON object";
-  return std::nullopt;
-}
 
 /// JSON objects are unordered: when two keys match one module, the one with
 /// fewer wildcards (the more specific) comes first, deterministically.

@@ -13,6 +13,7 @@
 #include "tpc-config.h"
 #include "tpopt/Import/ONNXImporter.h"
 #include "tpopt/Passes.h"
+#include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Registration/InitAll.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -68,6 +69,11 @@ static cl::opt<std::string>
     loraWeights("lora-weights",
                 cl::desc("The LoRA adapter (PEFT's adapter_model.safetensors)"),
                 cl::value_desc("adapter.safetensors"), cl::cat(tpcCategory));
+static cl::opt<std::string> loraAdapter(
+    "lora-adapter",
+    cl::desc("A PEFT adapter directory: rank, alpha and targets from its "
+             "adapter_config.json, factors from adapter_model.safetensors"),
+    cl::value_desc("dir"), cl::cat(tpcCategory));
 static cl::opt<std::string> loraTargets(
     "lora-targets", cl::init("all-linear"),
     cl::desc("Linears with LoRA: all-linear or module names (q_proj,v_proj)"),
@@ -259,6 +265,29 @@ static LogicalResult run(MLIRContext &context) {
     llvm::errs() << "tpc: error: --sp shards the sequence over the tensor-"
                     "parallel ranks: it needs --tp 2 or more\n";
     return failure();
+  }
+  if (!loraAdapter.empty()) {
+    if (loraRank.getNumOccurrences() || loraAlpha.getNumOccurrences() ||
+        loraWeights.getNumOccurrences() || loraTargets.getNumOccurrences()) {
+      llvm::errs()
+          << "tpc: error: --lora-adapter takes rank, alpha, targets "
+             "and weights from the adapter; do not also give "
+             "--lora-rank/--lora-alpha/--lora-weights/--lora-targets\n";
+      return failure();
+    }
+    SmallString<256> config(loraAdapter), weights(loraAdapter);
+    llvm::sys::path::append(config, "adapter_config.json");
+    llvm::sys::path::append(weights, "adapter_model.safetensors");
+    std::string error;
+    std::optional<tp::LoRAConfig> lora = tp::readPEFTConfig(config, error);
+    if (!lora) {
+      llvm::errs() << "tpc: error: --lora-adapter: " << error << "\n";
+      return failure();
+    }
+    loraRank = lora->rank;
+    loraAlpha = lora->alpha;
+    loraTargets = lora->targets;
+    loraWeights = std::string(weights);
   }
   if (loraRank < 0 || (loraRank > 0) != !loraWeights.empty()) {
     llvm::errs() << "tpc: error: LoRA needs both --lora-rank R (positive) and "

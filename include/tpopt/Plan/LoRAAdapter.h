@@ -40,6 +40,21 @@ const llvm::StringMapEntry<AdapterTensor> *
 findLoRAFactor(const llvm::StringMap<AdapterTensor> &adapter,
                llvm::StringRef module, llvm::StringRef factor);
 
+/// What a PEFT adapter directory's adapter_config.json says of the LoRA.
+struct LoRAConfig {
+  int64_t rank = 0;
+  double alpha = 0;
+  /// "all-linear", or the comma-separated module names of target_modules.
+  std::string targets;
+};
+
+/// Reads PEFT's adapter_config.json: `r`, `lora_alpha` and
+/// `target_modules` (a list of module names, or "all-linear"). A regex
+/// target, DoRA (`use_dora`), or another `peft_type` is an error naming the
+/// file and the field.
+std::optional<LoRAConfig> readPEFTConfig(llvm::StringRef path,
+                                         std::string &error);
+
 } // namespace mlir::tp
 
 #endif // TPOPT_PLAN_LORAADAPTER_H

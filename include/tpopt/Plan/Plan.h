@@ -10,6 +10,7 @@
 #define TPOPT_PLAN_PLAN_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/JSON.h"
 
 #include <optional>
 #include <string>
@@ -55,6 +56,10 @@ struct Plan {
   /// Whether some activations are sequence-sharded (sequence parallelism).
   bool isSequenceParallel() const;
 };
+
+/// The JSON object in `path`; nullopt with `error` naming the file.
+std::optional<llvm::json::Object> readJSONObject(llvm::StringRef path,
+                                                 std::string &error);
 
 /// `*` matches exactly one dot-separated component.
 bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
