@@ -49,28 +49,19 @@ bool isLoRAFactor(StringRef fqn) {
   return fqn.ends_with(".lora_A.weight") || fqn.ends_with(".lora_B.weight");
 }
 
-/// A `shard.shard` of `v` with one split entry per dimension (`{0}`: split
-/// over grid axis 0), inserted at the builder's point.
-shard::ShardOp annotateValue(OpBuilder &builder, Value v,
-                             ArrayRef<ArrayRef<int16_t>> axes, bool forUsers) {
+/// A `shard.shard` of `v` split over grid axis 0 on `splitDim`, or
+/// replicated when it is negative, inserted at the builder's point.
+shard::ShardOp annotateValue(OpBuilder &builder, Value v, int64_t splitDim,
+                             bool forUsers) {
   MLIRContext *ctx = builder.getContext();
-  SmallVector<shard::GridAxesAttr> split;
-  for (ArrayRef<int16_t> a : axes)
-    split.push_back(DenseI16ArrayAttr::get(ctx, a));
+  SmallVector<shard::GridAxesAttr> split(std::max<int64_t>(splitDim, 0) + 1,
+                                         DenseI16ArrayAttr::get(ctx, {}));
+  if (splitDim >= 0)
+    split[splitDim] = DenseI16ArrayAttr::get(ctx, {0});
   auto sharding = shard::ShardingOp::create(
       builder, v.getLoc(), FlatSymbolRefAttr::get(ctx, "tp"), split);
   return shard::ShardOp::create(builder, v.getLoc(), v, sharding.getResult(),
                                 forUsers);
-}
-
-/// Grid axis 0 splitting one dimension, in `annotateValue`'s axes.
-const int16_t kSplit[] = {0};
-
-/// Axes of a rank-`rank` value split on its last dimension.
-SmallVector<ArrayRef<int16_t>> splitLastAxes(int64_t rank) {
-  SmallVector<ArrayRef<int16_t>> axes(rank - 1, ArrayRef<int16_t>());
-  axes.push_back(kSplit);
-  return axes;
 }
 
 /// The parameter behind its annotation.
@@ -209,26 +200,17 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                            ? Value(op->getResult(0))
                            : Value(lora->second.sum.getResult());
         int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
-        SmallVector<ArrayRef<int16_t>> axes;
-        switch (entry->style) {
-        case ParallelStyle::Rowwise:
-          axes.push_back({});
-          if (entry->outputSequenceSharded)
-            axes.push_back(kSplit);
-          break;
-        case ParallelStyle::Colwise:
-          axes = splitLastAxes(rank);
-          break;
-        case ParallelStyle::ColwiseGatherOutput:
-          axes.push_back({});
-          break;
-        default:
-          break;
-        }
-        if (!axes.empty()) {
+        std::optional<int64_t> splitDim;
+        if (entry->style == ParallelStyle::Rowwise)
+          splitDim = entry->outputSequenceSharded ? 1 : -1;
+        else if (entry->style == ParallelStyle::Colwise)
+          splitDim = rank - 1;
+        else if (entry->style == ParallelStyle::ColwiseGatherOutput)
+          splitDim = -1;
+        if (splitDim) {
           builder.setInsertionPointAfterValue(result);
           auto annotated =
-              annotateValue(builder, result, axes, /*forUsers=*/false);
+              annotateValue(builder, result, *splitDim, /*forUsers=*/false);
           result.replaceAllUsesExcept(annotated.getResult(), annotated);
         }
       }
@@ -243,7 +225,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (!replicated) {
         builder.setInsertionPoint(op);
         replicated =
-            annotateValue(builder, linear.getX(), {{}}, /*forUsers=*/true);
+            annotateValue(builder, linear.getX(), -1, /*forUsers=*/true);
       }
       linear.getXMutable().assign(replicated);
       if (auto lora = loras.find(op); lora != loras.end())
@@ -254,10 +236,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   /// The linear whose module output `v` is: its result, or with LoRA the
   /// sum of base and LoRA.
   LinearOp moduleLinear(Value v) {
-    if (auto sum = v.getDefiningOp<AddOp>())
-      for (auto &[base, branch] : loras)
-        if (branch.sum == sum)
-          return cast<LinearOp>(base);
+    if (Operation *base = loraBaseOfSum.lookup(v.getDefiningOp()))
+      return cast<LinearOp>(base);
     return v.getDefiningOp<LinearOp>();
   }
 
@@ -374,6 +354,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
           AddOp::create(builder, loc, linear.getResult(), up.getResult());
       linear.getResult().replaceAllUsesExcept(sum.getResult(), sum);
       loras[linear] = {down, up, sum};
+      loraBaseOfSum[sum] = linear;
       loraA.insert(down);
       loraB.insert(up);
     }
@@ -423,13 +404,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (it == placements.end() || it->second.dim < 0)
         continue;
       Value down = branch.a.getResult();
-      SmallVector<ArrayRef<int16_t>> axes =
-          it->second.dim == 0
-              ? SmallVector<ArrayRef<int16_t>>{{}}
-              : splitLastAxes(cast<RankedTensorType>(down.getType()).getRank());
+      int64_t rank = cast<RankedTensorType>(down.getType()).getRank();
       builder.setInsertionPointAfter(branch.a);
-      auto annotated = annotateValue(builder, down, axes,
-                                     /*forUsers=*/it->second.dim == 0);
+      auto annotated =
+          annotateValue(builder, down, it->second.dim == 0 ? -1 : rank - 1,
+                        /*forUsers=*/it->second.dim == 0);
       down.replaceAllUsesExcept(annotated.getResult(), annotated);
     }
   }
@@ -586,19 +565,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (it == placements.end())
         continue;
       const Placement &p = it->second;
-      auto type = cast<RankedTensorType>(arg.getType());
-      SmallVector<shard::GridAxesAttr> split;
-      for (int64_t d = 0; d < (p.dim < 0 ? 1 : type.getRank()); ++d)
-        split.push_back(DenseI16ArrayAttr::get(
-            ctx, d == p.dim ? ArrayRef<int16_t>{0} : ArrayRef<int16_t>{}));
-      if (p.dim >= 0)
-        while (!split.empty() && split.back().empty())
-          split.pop_back();
-      auto sharding = shard::ShardingOp::create(
-          builder, arg.getLoc(), FlatSymbolRefAttr::get(ctx, "tp"), split);
-      auto annotated = shard::ShardOp::create(builder, arg.getLoc(), arg,
-                                              sharding.getResult(),
-                                              /*annotate_for_users=*/true);
+      auto annotated = annotateValue(builder, arg, p.dim, /*forUsers=*/true);
       arg.replaceAllUsesExcept(annotated.getResult(), annotated);
       unsigned i = arg.getArgNumber();
       func.setArgAttr(i, "tp.placement",
@@ -643,6 +610,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   /// LoRA branches by the linear they adapt, and their A and B linears.
   llvm::MapVector<Operation *, LoRABranch> loras;
   llvm::DenseSet<Operation *> loraA, loraB;
+  llvm::DenseMap<Operation *, Operation *> loraBaseOfSum;
 };
 
 } // namespace

@@ -67,26 +67,38 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     return RankedTensorType::get(shape, t.getElementType());
   }
 
-  /// `type` with dim 1 (the sequence) divided or multiplied by the ranks.
-  FailureOr<RankedTensorType> withSequence(Operation *op, Type type,
-                                           bool gather) {
+  /// `type` with dimension `dim` cut to one rank's block, or multiplied
+  /// back by the ranks; a static size that does not divide is an error.
+  FailureOr<RankedTensorType> resized(Operation *op, Type type, int64_t dim,
+                                      bool gather) {
     auto t = cast<RankedTensorType>(type);
-    SmallVector<int64_t> shape(t.getShape());
-    if (shape.size() < 2) {
-      op->emitError("tp-partition: a sequence split needs a rank-2 or "
-                    "higher value, got ")
-          << type;
+    if (dim < 0 || dim >= t.getRank()) {
+      op->emitError() << "tp-partition: " << type << " has no dimension " << dim
+                      << " to split";
       return failure();
     }
-    if (!ShapedType::isDynamic(shape[1])) {
-      if (!gather && shape[1] % ranks) {
-        op->emitError() << "tp-partition: sequence length " << shape[1]
-                        << " is not divisible by tp " << ranks;
+    SmallVector<int64_t> shape(t.getShape());
+    if (!ShapedType::isDynamic(shape[dim])) {
+      if (!gather && shape[dim] % ranks) {
+        op->emitError() << "tp-partition: "
+                        << (dim == 1 ? "sequence length " : "last dimension ")
+                        << shape[dim] << " is not divisible by tp " << ranks;
         return failure();
       }
-      shape[1] = gather ? shape[1] * ranks : shape[1] / ranks;
+      shape[dim] = gather ? shape[dim] * ranks : shape[dim] / ranks;
     }
     return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  /// All ranks' blocks of `v` along `dim`, concatenated.
+  FailureOr<Value> gathered(OpBuilder &b, Operation *op, Value v, int64_t dim) {
+    FailureOr<RankedTensorType> type =
+        resized(op, v.getType(), dim, /*gather=*/true);
+    if (failed(type))
+      return failure();
+    return Value(shard::AllGatherOp::create(
+        b, op->getLoc(), *type, FlatSymbolRefAttr::get(b.getContext(), "tp"),
+        b.getDenseI16ArrayAttr({0}), v, b.getIndexAttr(dim)));
   }
 
   /// The all-reduce that completes partial sum `v`, made once, right after
@@ -343,24 +355,17 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
               .Case([&](func::ReturnOp o) -> LogicalResult {
                 builder.setInsertionPoint(o);
                 for (OpOperand &operand : o->getOpOperands()) {
-                  if (stateOf(operand.get()) == State::SplitSequence) {
-                    FailureOr<RankedTensorType> full = withSequence(
-                        o, operand.get().getType(), /*gather=*/true);
-                    if (failed(full))
-                      return failure();
-                    operand.set(gatherSequence(builder, o.getLoc(), *full,
-                                               operand.get()));
-                  }
-                  if (stateOf(operand.get()) != State::SplitLast)
+                  State in = stateOf(operand.get());
+                  if (in != State::SplitSequence && in != State::SplitLast)
                     continue;
-                  auto type = cast<RankedTensorType>(operand.get().getType());
-                  Value full = shard::AllGatherOp::create(
-                      builder, o.getLoc(),
-                      withLast(type, type.getShape().back() * ranks),
-                      FlatSymbolRefAttr::get(ctx, "tp"),
-                      builder.getDenseI16ArrayAttr({0}), operand.get(),
-                      builder.getIndexAttr(type.getRank() - 1));
-                  operand.set(full);
+                  int64_t rank =
+                      cast<RankedTensorType>(operand.get().getType()).getRank();
+                  FailureOr<Value> full =
+                      gathered(builder, o, operand.get(),
+                               in == State::SplitSequence ? 1 : rank - 1);
+                  if (failed(full))
+                    return failure();
+                  operand.set(*full);
                 }
                 return success();
               })
@@ -382,12 +387,6 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     return success();
   }
 
-  Value gatherSequence(OpBuilder &b, Location loc, Type type, Value v) {
-    return shard::AllGatherOp::create(
-        b, loc, type, FlatSymbolRefAttr::get(b.getContext(), "tp"),
-        b.getDenseI16ArrayAttr({0}), v, b.getIndexAttr(1));
-  }
-
   /// An activation annotation of tp-apply-plan's sequence parallelism: a
   /// sequence-split result of a row-split op is reduce-scattered; a value
   /// its users want replicated is all-gathered when sequence-split.
@@ -406,18 +405,12 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     if (dims->empty()) {
       // Wanted whole (a replicated result or operand): gather a split,
       // complete a partial sum.
-      if (in == State::SplitSequence) {
-        FailureOr<RankedTensorType> type =
-            withSequence(annotated, src.getType(), /*gather=*/true);
-        if (failed(type))
+      if (in == State::SplitSequence || in == State::SplitLast) {
+        FailureOr<Value> full = gathered(
+            b, annotated, src, in == State::SplitSequence ? 1 : rank - 1);
+        if (failed(full))
           return failure();
-        local = gatherSequence(b, annotated.getLoc(), *type, src);
-      } else if (in == State::SplitLast) {
-        auto type = cast<RankedTensorType>(src.getType());
-        local = shard::AllGatherOp::create(
-            b, annotated.getLoc(),
-            withLast(type, type.getShape().back() * ranks), grid,
-            b.getDenseI16ArrayAttr({0}), src, b.getIndexAttr(rank - 1));
+        local = *full;
       } else if (in == State::Partial) {
         local = completed(b, src);
       }
@@ -434,19 +427,10 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
         return annotated.emitError("tp-partition: only the partial result "
                                    "of a row-split op is split here");
       } else {
-        auto type = cast<RankedTensorType>(src.getType());
         FailureOr<RankedTensorType> localType =
-            axis == 1 ? withSequence(annotated, type, /*gather=*/false)
-                      : FailureOr<RankedTensorType>(withLast(
-                            type, ShapedType::isDynamic(type.getShape().back())
-                                      ? ShapedType::kDynamic
-                                      : type.getShape().back() / ranks));
+            resized(annotated, src.getType(), axis, /*gather=*/false);
         if (failed(localType))
           return failure();
-        if (axis != 1 && type.getShape().back() % ranks)
-          return annotated.emitError()
-                 << "tp-partition: last dimension " << type.getShape().back()
-                 << " is not divisible by tp " << ranks;
         local = shard::ReduceScatterOp::create(
             b, annotated.getLoc(), *localType, grid,
             b.getDenseI16ArrayAttr({0}), src,

@@ -43,6 +43,17 @@ void nextIndex(SmallVectorImpl<int64_t> &idx, ArrayRef<int64_t> shape) {
   }
 }
 
+/// Fills `out.data` in row-major order of `shape`, element by element,
+/// from `valueAt(index)`.
+template <typename ValueAt>
+void fillByIndex(ProbeTensor &out, ArrayRef<int64_t> shape, ValueAt valueAt) {
+  SmallVector<int64_t> idx(shape.size(), 0);
+  for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
+    out.data[flat] = valueAt(idx);
+    nextIndex(idx, shape);
+  }
+}
+
 /// Stores `v` the way a tensor of `kind` (f32 for floats) would.
 double storeAs(Kind kind, double v) {
   switch (kind) {
@@ -88,8 +99,7 @@ struct Evaluator {
   }
 
   /// Ints from an attribute or, in newer opsets, from input `index`.
-  std::optional<SmallVector<int64_t>> intsFrom(StringRef name,
-                                               unsigned index) {
+  std::optional<SmallVector<int64_t>> intsFrom(StringRef name, unsigned index) {
     if (auto fromAttr = intsAttr(name))
       return fromAttr;
     if (const ProbeTensor *t = input(index)) {
@@ -143,14 +153,12 @@ struct Evaluator {
     out.kind = kind;
     if (!checkSize(shape, out))
       return false;
-    SmallVector<int64_t> idx(shape.size(), 0);
     SmallVector<double> args(operands.size());
-    for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
+    fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
       for (size_t k = 0; k < operands.size(); ++k)
         args[k] = operands[k]->data[broadcastIndex(*operands[k], idx)];
-      out.data[flat] = storeAs(kind, fn(args));
-      nextIndex(idx, shape);
-    }
+      return storeAs(kind, fn(args));
+    });
     return true;
   }
 
@@ -158,8 +166,8 @@ struct Evaluator {
     const ProbeTensor *x = input(0);
     if (!x)
       return fail("missing input");
-    return elementwise({x}, x->kind,
-                       [&](ArrayRef<double> a) { return fn(a[0]); }, out);
+    return elementwise(
+        {x}, x->kind, [&](ArrayRef<double> a) { return fn(a[0]); }, out);
   }
 
   bool binary(std::function<double(double, double)> fn, ProbeTensor &out,
@@ -167,17 +175,17 @@ struct Evaluator {
     const ProbeTensor *a = input(0), *b = input(1);
     if (!a || !b)
       return fail("missing input");
-    return elementwise({a, b}, kind.value_or(a->kind),
-                       [&](ArrayRef<double> v) { return fn(v[0], v[1]); },
-                       out);
+    return elementwise(
+        {a, b}, kind.value_or(a->kind),
+        [&](ArrayRef<double> v) { return fn(v[0], v[1]); }, out);
   }
 
   static int64_t normAxis(int64_t axis, int64_t rank) {
     return axis < 0 ? axis + rank : axis;
   }
 
-  bool reshape(const ProbeTensor &x, ArrayRef<int64_t> target,
-               bool allowZero, ProbeTensor &out) {
+  bool reshape(const ProbeTensor &x, ArrayRef<int64_t> target, bool allowZero,
+               ProbeTensor &out) {
     SmallVector<int64_t> shape(target.begin(), target.end());
     int64_t inferred = -1, known = 1;
     for (size_t i = 0; i < shape.size(); ++i) {
@@ -273,12 +281,11 @@ struct Evaluator {
       if (!x)
         return fail("missing input");
       int64_t to = intAttr("to", 1);
-      Kind kind = (to == 9) ? Kind::Bool
-                  : (to == 1 || to == 10 || to == 11 || to == 16)
-                      ? Kind::Float
-                      : Kind::Int;
-      return elementwise({x}, kind, [](ArrayRef<double> a) { return a[0]; },
-                         out);
+      Kind kind = (to == 9)                                       ? Kind::Bool
+                  : (to == 1 || to == 10 || to == 11 || to == 16) ? Kind::Float
+                                                                  : Kind::Int;
+      return elementwise(
+          {x}, kind, [](ArrayRef<double> a) { return a[0]; }, out);
     }
     if (op == "Gather") {
       const ProbeTensor *data = input(0), *indices = input(1);
@@ -460,11 +467,9 @@ struct Evaluator {
       if (!checkSize(shape, out))
         return false;
       out.kind = x->kind;
-      SmallVector<int64_t> idx(shape.size(), 0);
-      for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
-        out.data[flat] = x->data[broadcastIndex(*x, idx)];
-        nextIndex(idx, shape);
-      }
+      fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
+        return x->data[broadcastIndex(*x, idx)];
+      });
       return true;
     }
     if (op == "Transpose") {
@@ -486,14 +491,12 @@ struct Evaluator {
       if (!checkSize(shape, out))
         return false;
       SmallVector<int64_t> inStrides = stridesOf(x->shape);
-      SmallVector<int64_t> idx(shape.size(), 0);
-      for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
+      fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
         int64_t src = 0;
         for (size_t d = 0; d < perm.size(); ++d)
           src += idx[d] * inStrides[perm[d]];
-        out.data[flat] = x->data[src];
-        nextIndex(idx, shape);
-      }
+        return x->data[src];
+      });
       return true;
     }
     if (op == "Slice") {
@@ -528,10 +531,10 @@ struct Evaluator {
         };
         int64_t s = clampIndex((*starts)[i]);
         int64_t e = clampIndex((*ends)[i]);
-        int64_t n = steps[i] > 0 ? std::max<int64_t>(0, (e - s + steps[i] - 1) /
-                                                            steps[i])
-                                 : std::max<int64_t>(0, (s - e - steps[i] - 1) /
-                                                            -steps[i]);
+        int64_t n =
+            steps[i] > 0
+                ? std::max<int64_t>(0, (e - s + steps[i] - 1) / steps[i])
+                : std::max<int64_t>(0, (s - e - steps[i] - 1) / -steps[i]);
         begin[axis] = s;
         step[axis] = steps[i];
         shape[axis] = n;
@@ -540,14 +543,12 @@ struct Evaluator {
       if (!checkSize(shape, out))
         return false;
       SmallVector<int64_t> inStrides = stridesOf(x->shape);
-      SmallVector<int64_t> idx(shape.size(), 0);
-      for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
+      fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
         int64_t src = 0;
         for (size_t d = 0; d < shape.size(); ++d)
           src += (begin[d] + idx[d] * step[d]) * inStrides[d];
-        out.data[flat] = x->data[src];
-        nextIndex(idx, shape);
-      }
+        return x->data[src];
+      });
       return true;
     }
     if (op == "Trilu") {
@@ -627,7 +628,8 @@ struct Evaluator {
       int64_t dim = x->shape[axis];
       for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat)
         if ((flat / inner) % dim != 0)
-          out.data[flat] = storeAs(out.kind, out.data[flat] + out.data[flat - inner]);
+          out.data[flat] =
+              storeAs(out.kind, out.data[flat] + out.data[flat - inner]);
       return true;
     }
     if (op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" ||
@@ -705,7 +707,9 @@ struct Evaluator {
           out);
     if (op == "Mod")
       return binary(
-          [](double a, double b) { return b == 0 ? 0 : a - b * std::floor(a / b); },
+          [](double a, double b) {
+            return b == 0 ? 0 : a - b * std::floor(a / b);
+          },
           out);
     if (op == "Pow")
       return binary([](double a, double b) { return std::pow(a, b); }, out);
