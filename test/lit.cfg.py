@@ -24,5 +24,13 @@ llvm_config.add_tool_substitutions(
 
 config.substitutions.append(("%tp_python", config.python_executable))
 config.substitutions.append(("%tp_src", config.tp_src_root))
-config.substitutions.append(("%shared", os.path.join(
-    os.path.dirname(config.tp_src_root), "shared")))
+# The shared fixtures live beside the checkout (../shared) or where
+# TPOPT_SHARED points; without them the fixture tests are unsupported.
+shared = os.environ.get("TPOPT_SHARED") or os.path.join(
+    os.path.dirname(config.tp_src_root), "shared")
+config.substitutions.append(("%shared", shared))
+if os.path.isdir(os.path.join(shared, "fixtures")):
+    config.available_features.add("shared-fixtures")
+else:
+    lit_config.note(f"no fixtures in {shared} (set TPOPT_SHARED): the "
+                    "fixture tests are unsupported")
