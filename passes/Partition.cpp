@@ -19,7 +19,6 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_TPPARTITION
@@ -30,16 +29,6 @@ using namespace mlir;
 using namespace mlir::tp;
 
 namespace {
-
-enum class State {
-  Replicated,
-  SplitLast,
-  /// Split on dim 1, the sequence (sequence parallelism).
-  SplitSequence,
-  /// A partial sum not yet reduced: all-reduced when read whole,
-  /// reduce-scattered by a split result annotation.
-  Partial,
-};
 
 struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
   void runOnOperation() override {
@@ -52,77 +41,12 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                        "axis and func.func @forward (run tp-apply-plan)");
       return signalPassFailure();
     }
-    ranks = grid.getShape()[0];
     // Both ends are checked here, not only by the pass manager: MLIR is
     // built without assertions, and a rewrite on invalid IR fails late.
-    if (failed(verify(module)) || failed(partition(func)) ||
+    PartitionState state(module.getContext(), grid.getShape()[0]);
+    if (failed(verify(module)) || failed(partition(func, state)) ||
         failed(verify(module)))
       signalPassFailure();
-  }
-
-  RankedTensorType withLast(Type type, int64_t last) {
-    auto t = cast<RankedTensorType>(type);
-    SmallVector<int64_t> shape(t.getShape());
-    shape.back() = last;
-    return RankedTensorType::get(shape, t.getElementType());
-  }
-
-  /// `type` with dimension `dim` cut to one rank's block, or multiplied
-  /// back by the ranks; a static size that does not divide is an error.
-  FailureOr<RankedTensorType> resized(Operation *op, Type type, int64_t dim,
-                                      bool gather) {
-    auto t = cast<RankedTensorType>(type);
-    if (dim < 0 || dim >= t.getRank()) {
-      op->emitError() << "tp-partition: " << type << " has no dimension " << dim
-                      << " to split";
-      return failure();
-    }
-    SmallVector<int64_t> shape(t.getShape());
-    if (!ShapedType::isDynamic(shape[dim])) {
-      if (!gather && shape[dim] % ranks) {
-        op->emitError() << "tp-partition: "
-                        << (dim == 1 ? "sequence length " : "last dimension ")
-                        << shape[dim] << " is not divisible by tp " << ranks;
-        return failure();
-      }
-      shape[dim] = gather ? shape[dim] * ranks : shape[dim] / ranks;
-    }
-    return RankedTensorType::get(shape, t.getElementType());
-  }
-
-  /// All ranks' blocks of `v` along `dim`, concatenated.
-  FailureOr<Value> gathered(OpBuilder &b, Operation *op, Value v, int64_t dim) {
-    FailureOr<RankedTensorType> type =
-        resized(op, v.getType(), dim, /*gather=*/true);
-    if (failed(type))
-      return failure();
-    return Value(shard::AllGatherOp::create(
-        b, op->getLoc(), *type, FlatSymbolRefAttr::get(b.getContext(), "tp"),
-        b.getDenseI16ArrayAttr({0}), v, b.getIndexAttr(dim)));
-  }
-
-  /// The all-reduce that completes partial sum `v`, made once, right after
-  /// `v`'s producer, when something first reads `v` whole.
-  Value completed(OpBuilder &b, Value v) {
-    Value &sum = allReduced[v];
-    if (!sum) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointAfterValue(v);
-      sum = allReduce(b, v.getLoc(), v);
-    }
-    return sum;
-  }
-
-  /// A partial sum read once stays pending (its reader may be a sum with
-  /// another partial, a scaling or an annotation); one read several times
-  /// is completed at once and all its readers share the all-reduce.
-  void markPartial(OpBuilder &b, Value v, llvm::DenseMap<Value, State> &state) {
-    if (v.hasOneUse()) {
-      state[v] = State::Partial;
-      return;
-    }
-    Value sum = completed(b, v);
-    v.replaceAllUsesExcept(sum, sum.getDefiningOp());
   }
 
   /// Split dims of an activation annotation; failure if unreadable.
@@ -143,28 +67,18 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     return dims;
   }
 
-  Value allReduce(OpBuilder &b, Location loc, Value v) {
-    return shard::AllReduceOp::create(
-        b, loc, v.getType(), FlatSymbolRefAttr::get(b.getContext(), "tp"),
-        b.getDenseI16ArrayAttr({0}), v,
-        shard::ReductionKindAttr::get(b.getContext(),
-                                      shard::ReductionKind::Sum));
-  }
-
-  LogicalResult partition(func::FuncOp func) {
-    MLIRContext *ctx = func.getContext();
-    OpBuilder builder(ctx);
+  /// The parameters' local shapes and shard records; their annotations go.
+  LogicalResult partitionParams(func::FuncOp func, PartitionState &state) {
+    Builder builder(func.getContext());
+    int64_t ranks = state.getRanks();
     Block &body = func.getBody().front();
-
-    // 1. Parameters: local shapes, shard records; annotations go.
-    llvm::DenseMap<Value, int64_t> split; // parameter -> split dim
     for (Operation &op : llvm::make_early_inc_range(body)) {
       auto annotated = dyn_cast<shard::ShardOp>(op);
       if (!annotated)
         continue;
       auto arg = dyn_cast<BlockArgument>(annotated.getSrc());
       if (!arg)
-        continue; // an activation: at its place in step 2
+        continue; // an activation: at its place in the op walk
       auto sharding =
           annotated.getSharding().getDefiningOp<shard::ShardingOp>();
       if (!sharding || !annotated.getAnnotateForUsers())
@@ -199,220 +113,89 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                       builder.getI64IntegerAttr(dim));
       func.setArgAttr(arg.getArgNumber(), "tp.shards",
                       builder.getI64IntegerAttr(blocks));
-      split[arg] = dim;
+      state.setParamSplitDim(arg, dim);
     }
-    auto splitDim = [&](Value v) -> int64_t {
-      auto it = split.find(v);
-      return it == split.end() ? -1 : it->second;
-    };
+    return success();
+  }
 
-    // 2. Activations, op by op.
-    llvm::DenseMap<Value, State> state;
-    auto stateOf = [&](Value v) {
-      auto it = state.find(v);
-      return it == state.end() ? State::Replicated : it->second;
-    };
+  LogicalResult partition(func::FuncOp func, PartitionState &state) {
+    if (failed(partitionParams(func, state)))
+      return failure();
+    // Activations, op by op: each tp op by its PartitionOpInterface.
+    Block &body = func.getBody().front();
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      builder.setInsertionPointAfter(&op);
-      // Partial sums stay pending through sums and scalings (base and LoRA
-      // partials then share one reduction); any other reader completes
-      // them with an all-reduce.
+      state.getBuilder().setInsertionPointAfter(&op);
+      // Partial sums stay pending through annotations and the ops linear
+      // in them (base and LoRA partials then share one reduction); any
+      // other reader completes them with an all-reduce.
+      auto partitionable = dyn_cast<PartitionOpInterface>(op);
       bool keepsPartial =
-          isa<shard::ShardOp, ScaleOp>(op) ||
-          (isa<AddOp>(op) && llvm::all_of(op.getOperands(), [&](Value v) {
-             return stateOf(v) == State::Partial;
-           }));
+          isa<shard::ShardOp>(op) ||
+          (partitionable && partitionable.keepsPartialSums(state));
       if (!keepsPartial)
         for (OpOperand &operand : op.getOpOperands())
-          if (stateOf(operand.get()) == State::Partial)
-            operand.set(completed(builder, operand.get()));
-      LogicalResult ok =
-          llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-              .Case([&](EmbeddingOp o) -> LogicalResult {
-                int64_t d = splitDim(o.getTable());
-                if (d < 0)
-                  return success();
-                if (d != 0)
-                  return o.emitError("tp-partition: an embedding split on "
-                                     "its hidden dimension is not supported");
-                o.setVocabParallel(true);
-                markPartial(builder, o.getResult(), state);
-                return success();
-              })
-              .Case([&](LinearOp o) -> LogicalResult {
-                int64_t d = splitDim(o.getWeight());
-                State in = stateOf(o.getX());
-                if (d < 0) {
-                  // Per token: a sequence split carries through.
-                  if (in == State::SplitLast)
-                    return o.emitError("tp-partition: a replicated linear "
-                                       "on an activation split on its last "
-                                       "dimension");
-                  state[o.getResult()] = in;
-                  return success();
-                }
-                if (d == 0) {
-                  if (in != State::Replicated)
-                    return o.emitError("tp-partition: a column-split linear "
-                                       "needs a replicated input (a "
-                                       "sequence-split one is gathered by "
-                                       "annotating it for its users)");
-                  o.getResult().setType(
-                      withLast(o.getResult().getType(),
-                               o.getWeight().getType().getDimSize(0)));
-                  state[o.getResult()] = State::SplitLast;
-                  return success();
-                }
-                if (in != State::SplitLast)
-                  return o.emitError("tp-partition: a row-split linear needs "
-                                     "an input split on its last dimension");
-                if (o.getBias())
-                  return o.emitError("tp-partition: a row-split linear with "
-                                     "a bias is not supported yet");
-                markPartial(builder, o.getResult(), state);
-                return success();
-              })
-              .Case([&](BiasAddOp o) -> LogicalResult {
-                State in = stateOf(o.getX());
-                if ((in == State::SplitLast) != (splitDim(o.getBias()) == 0))
-                  return o.emitError("tp-partition: the bias and its input "
-                                     "are split differently");
-                o.getResult().setType(o.getX().getType());
-                state[o.getResult()] = in;
-                return success();
-              })
-              .Case([&](RmsNormOp o) -> LogicalResult {
-                State in = stateOf(o.getX());
-                if (in == State::SplitLast && !o.getGroupSizeAttr())
-                  return o.emitError("tp-partition: a norm over a split "
-                                     "last dimension needs its whole row");
-                o.getResult().setType(o.getX().getType());
-                state[o.getResult()] = in;
-                return success();
-              })
-              .Case([&](RotaryOp o) -> LogicalResult {
-                o.getResult().setType(o.getX().getType());
-                state[o.getResult()] = stateOf(o.getX());
-                return success();
-              })
-              .Case([&](AttentionOp o) -> LogicalResult {
-                State q = stateOf(o.getQ()), k = stateOf(o.getK()),
-                      v = stateOf(o.getV());
-                if (q != k || k != v)
-                  return o.emitError("tp-partition: q, k and v are split "
-                                     "differently");
-                if (q == State::SplitSequence)
-                  return o.emitError("tp-partition: attention needs whole "
-                                     "sequences (causal attention on "
-                                     "sequence shards is wrong); gather "
-                                     "before the q/k/v projections");
-                o.getResult().setType(o.getQ().getType());
-                if (q == State::SplitLast) {
-                  // This rank's heads are what its projections produce (KV
-                  // heads may be shared by a query group).
-                  int64_t d = o.getHeadDim(),
-                          heads = o.getNumHeadsAttr().getInt(),
-                          kv = o.getNumKvHeadsAttr().getInt();
-                  int64_t qf = o.getQ().getType().getShape().back(),
-                          kf = o.getK().getType().getShape().back();
-                  int64_t localHeads = qf / d, localKv = kf / d;
-                  if (qf % d || kf % d || heads != localHeads * ranks ||
-                      localKv < 1 || localHeads % localKv ||
-                      (kv % ranks == 0 ? localKv * ranks != kv
-                                       : localKv != 1 || ranks % kv))
-                    return o.emitError()
-                           << "tp-partition: " << heads << " heads / " << kv
-                           << " KV heads do not split into " << ranks
-                           << " (this rank's projections give " << qf << " and "
-                           << kf << " features)";
-                  o.setNumHeadsAttr(builder.getI64IntegerAttr(localHeads));
-                  o.setNumKvHeadsAttr(builder.getI64IntegerAttr(localKv));
-                }
-                state[o.getResult()] = q;
-                return success();
-              })
-              .Case<SiluOp, GeluOp, ReluSquaredOp, ScaleOp>(
-                  [&](Operation *o) -> LogicalResult {
-                    o->getResult(0).setType(o->getOperand(0).getType());
-                    state[o->getResult(0)] = stateOf(o->getOperand(0));
-                    return success();
-                  })
-              .Case<AddOp, MulOp>([&](Operation *o) -> LogicalResult {
-                if (stateOf(o->getOperand(0)) != stateOf(o->getOperand(1)))
-                  return o->emitError("tp-partition: operands are split "
-                                      "differently");
-                o->getResult(0).setType(o->getOperand(0).getType());
-                state[o->getResult(0)] = stateOf(o->getOperand(0));
-                return success();
-              })
-              .Case([&](Mamba2MixerOp o) -> LogicalResult {
-                for (Value v : o->getOperands())
-                  if (splitDim(v) >= 0 || stateOf(v) != State::Replicated)
-                    return o.emitError("tp-partition: the Mamba2 mixer runs "
-                                       "replicated only");
-                return success();
-              })
-              .Case([&](func::ReturnOp o) -> LogicalResult {
-                builder.setInsertionPoint(o);
-                for (OpOperand &operand : o->getOpOperands()) {
-                  State in = stateOf(operand.get());
-                  if (in != State::SplitSequence && in != State::SplitLast)
-                    continue;
-                  int64_t rank =
-                      cast<RankedTensorType>(operand.get().getType()).getRank();
-                  FailureOr<Value> full =
-                      gathered(builder, o, operand.get(),
-                               in == State::SplitSequence ? 1 : rank - 1);
-                  if (failed(full))
-                    return failure();
-                  operand.set(*full);
-                }
-                return success();
-              })
-              .Case([&](shard::ShardOp o) -> LogicalResult {
-                return partitionActivation(builder, o, state);
-              })
-              .Case<shard::ShardingOp, shard::AllReduceOp, shard::AllGatherOp,
-                    shard::ReduceScatterOp>(
-                  [](Operation *) { return success(); })
-              .Default([](Operation *o) -> LogicalResult {
-                return o->emitError("tp-partition: no partitioning rule for ")
-                       << o->getName();
-              });
+          if (state.getLayout(operand.get()) == ShardLayout::Partial)
+            operand.set(state.completed(operand.get()));
+      LogicalResult ok = success();
+      if (partitionable)
+        ok = partitionable.partition(state);
+      else if (auto ret = dyn_cast<func::ReturnOp>(op))
+        ok = partitionReturn(ret, state);
+      else if (auto annotated = dyn_cast<shard::ShardOp>(op))
+        ok = partitionActivation(annotated, state);
+      else if (!isa<shard::ShardingOp, shard::AllReduceOp, shard::AllGatherOp,
+                    shard::ReduceScatterOp>(op))
+        ok = op.emitError("tp-partition: no partitioning rule for ")
+             << op.getName();
       if (failed(ok))
         return failure();
     }
-    func.setType(
-        FunctionType::get(ctx, body.getArgumentTypes(), func.getResultTypes()));
+    func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                   func.getResultTypes()));
+    return success();
+  }
+
+  /// The program returns whole values: split results are gathered.
+  LogicalResult partitionReturn(func::ReturnOp ret, PartitionState &state) {
+    state.getBuilder().setInsertionPoint(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      ShardLayout in = state.getLayout(operand.get());
+      if (in != ShardLayout::SplitSequence && in != ShardLayout::SplitLast)
+        continue;
+      int64_t rank = cast<RankedTensorType>(operand.get().getType()).getRank();
+      FailureOr<Value> full = state.gathered(
+          ret, operand.get(), in == ShardLayout::SplitSequence ? 1 : rank - 1);
+      if (failed(full))
+        return failure();
+      operand.set(*full);
+    }
     return success();
   }
 
   /// An activation annotation of tp-apply-plan's sequence parallelism: a
   /// sequence-split result of a row-split op is reduce-scattered; a value
   /// its users want replicated is all-gathered when sequence-split.
-  LogicalResult partitionActivation(OpBuilder &b, shard::ShardOp annotated,
-                                    llvm::DenseMap<Value, State> &state) {
+  LogicalResult partitionActivation(shard::ShardOp annotated,
+                                    PartitionState &state) {
     FailureOr<SmallVector<int64_t>> dims = splitDims(annotated);
     if (failed(dims))
       return failure();
     Value src = annotated.getSrc();
-    auto it = state.find(src);
-    State in = it == state.end() ? State::Replicated : it->second;
+    ShardLayout in = state.getLayout(src);
     int64_t rank = cast<RankedTensorType>(src.getType()).getRank();
-    b.setInsertionPoint(annotated);
+    state.getBuilder().setInsertionPoint(annotated);
     Value local = src;
-    auto grid = FlatSymbolRefAttr::get(b.getContext(), "tp");
     if (dims->empty()) {
       // Wanted whole (a replicated result or operand): gather a split,
       // complete a partial sum.
-      if (in == State::SplitSequence || in == State::SplitLast) {
-        FailureOr<Value> full = gathered(
-            b, annotated, src, in == State::SplitSequence ? 1 : rank - 1);
+      if (in == ShardLayout::SplitSequence || in == ShardLayout::SplitLast) {
+        FailureOr<Value> full = state.gathered(
+            annotated, src, in == ShardLayout::SplitSequence ? 1 : rank - 1);
         if (failed(full))
           return failure();
         local = *full;
-      } else if (in == State::Partial) {
-        local = completed(b, src);
+      } else if (in == ShardLayout::Partial) {
+        local = state.completed(src);
       }
     } else if (!annotated.getAnnotateForUsers() && dims->size() == 1 &&
                ((*dims)[0] == 1 || (*dims)[0] == rank - 1)) {
@@ -420,24 +203,20 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       // dimension: a partial sum is reduce-scattered there (LoRA's rank
       // under Rowwise); a value already split so stays.
       int64_t axis = (*dims)[0];
-      State split = axis == rank - 1 ? State::SplitLast : State::SplitSequence;
+      ShardLayout split = axis == rank - 1 ? ShardLayout::SplitLast
+                                           : ShardLayout::SplitSequence;
       if (in == split) {
         // already this rank's block
-      } else if (in != State::Partial) {
+      } else if (in != ShardLayout::Partial) {
         return annotated.emitError("tp-partition: only the partial result "
                                    "of a row-split op is split here");
       } else {
-        FailureOr<RankedTensorType> localType =
-            resized(annotated, src.getType(), axis, /*gather=*/false);
-        if (failed(localType))
+        FailureOr<Value> scattered =
+            state.reduceScattered(annotated, src, axis);
+        if (failed(scattered))
           return failure();
-        local = shard::ReduceScatterOp::create(
-            b, annotated.getLoc(), *localType, grid,
-            b.getDenseI16ArrayAttr({0}), src,
-            shard::ReductionKindAttr::get(b.getContext(),
-                                          shard::ReductionKind::Sum),
-            b.getIndexAttr(axis));
-        state[local] = split;
+        local = *scattered;
+        state.setLayout(local, split);
       }
     } else {
       return annotated.emitError("tp-partition: unsupported activation "
@@ -451,10 +230,6 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       sharding.getDefiningOp()->erase();
     return success();
   }
-
-  int64_t ranks = 1;
-  /// Partial sums and their all-reduce.
-  llvm::DenseMap<Value, Value> allReduced;
 };
 
 } // namespace

@@ -1,4 +1,13 @@
 //===- TPToEmitC.cpp - tp ops to calls into the tprt runtime --------------===//
+//
+// A dialect conversion: tensors become `tprt::Tensor` values, every op with
+// a RuntimeCallOpInterface (tp ops, shard collectives) becomes the
+// `emitc.call_opaque` it describes, and the entry function becomes
+// `tprt_model_forward(ctx, input_ids, attention_mask)`, which loads each
+// parameter with tprt::load_param. What cannot be lowered is diagnosed
+// before anything is rewritten.
+//
+//===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/ONNX/ONNXOps.h"
 #include "tpopt/Dialect/TP/TPAttrs.h"
@@ -9,10 +18,7 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/TypeSwitch.h"
-#include "llvm/Support/FormatVariadic.h"
+#include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_TPTOEMITC
@@ -24,16 +30,28 @@ using namespace mlir::tp;
 
 namespace {
 
-/// A C++ string literal.
-std::string quoted(StringRef s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out.push_back('\\');
+/// `s` with `"` and `\` escaped and every byte outside printable ASCII as a
+/// three-digit octal escape: safe in a C++ string literal, and in a `//`
+/// comment (no newline, no line-splicing backslash).
+std::string escaped(StringRef s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\' || c < 0x20 || c > 0x7e) {
+      if (c == '"') {
+        out += "\\\"";
+        continue;
+      }
+      char octal[5];
+      snprintf(octal, sizeof(octal), "\\%03o", c);
+      out += octal;
+      continue;
+    }
     out.push_back(c);
   }
-  return out + "\"";
+  return out;
 }
+
+std::string quoted(StringRef s) { return "\"" + escaped(s) + "\""; }
 
 FailureOr<StringRef> dtypeOf(Type type) {
   if (type.isF32())
@@ -45,62 +63,75 @@ FailureOr<StringRef> dtypeOf(Type type) {
   return failure();
 }
 
-class Lowering {
-public:
-  Lowering(func::FuncOp func, StringRef modelPath)
-      : func(func), ctx(func.getContext()), builder(ctx), modelPath(modelPath) {
-    tensorType = emitc::OpaqueType::get(ctx, "tprt::Tensor");
-    inputType = emitc::OpaqueType::get(ctx, "const tprt::Tensor&");
-    contextType = emitc::OpaqueType::get(ctx, "tprt::Context&");
-  }
+/// The graph inputs the entry function takes after the context, in order.
+constexpr StringLiteral kInputs[] = {"input_ids", "attention_mask"};
 
-  LogicalResult run();
+/// Which entry input argument `index` of `func` is, if any.
+std::optional<unsigned> inputIndex(func::FuncOp func, unsigned index) {
+  auto name = func.getArgAttrOfType<StringAttr>(
+      index, onnx_ir::ONNXDialect::kNameAttrName);
+  if (!name)
+    return std::nullopt;
+  for (auto [i, input] : llvm::enumerate(kInputs))
+    if (name.getValue() == input)
+      return i;
+  return std::nullopt;
+}
 
-private:
-  Attribute literal(StringRef text) {
-    return emitc::OpaqueAttr::get(ctx, text);
-  }
-  Attribute operand(unsigned i) { return builder.getIndexAttr(i); }
-  Value call(Operation *op, StringRef callee, ArrayRef<Value> operands,
-             ArrayRef<Attribute> args = {}) {
-    SmallVector<Value> all = {contextArg};
-    all.append(operands.begin(), operands.end());
-    ArrayAttr argsAttr;
-    if (!args.empty()) {
-      SmallVector<Attribute> list;
-      for (unsigned i = 0; i < all.size(); ++i)
-        list.push_back(operand(i));
-      list.append(args.begin(), args.end());
-      argsAttr = builder.getArrayAttr(list);
+/// An `emitc.call_opaque` of `call` with the converted `operands` of its op.
+Value emitCall(OpBuilder &b, const RuntimeCall &call, ValueRange operands,
+               Value context, Type tensorType) {
+  Operation *op = call.getOp();
+  MLIRContext *ctx = b.getContext();
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    emitc::VerbatimOp::create(b, op->getLoc(),
+                              "// " + escaped(name.getName().getValue()));
+  SmallVector<Value> callOperands = {context};
+  SmallVector<Attribute> args = {b.getIndexAttr(0)};
+  // Operands pass as themselves while they come in order; everything else
+  // needs the explicit argument list.
+  bool plain = true;
+  for (auto [arg, kind] :
+       llvm::zip_equal(call.getArgs(), call.getSignature()->params)) {
+    Attribute attr;
+    if (auto *v = std::get_if<Value>(&arg)) {
+      if (*v) {
+        unsigned index =
+            llvm::find(op->getOperands(), *v) - op->getOperands().begin();
+        attr = b.getIndexAttr(callOperands.size());
+        callOperands.push_back(operands[index]);
+      } else {
+        attr = emitc::OpaqueAttr::get(ctx, "tprt::Tensor()");
+      }
+    } else if (auto *i = std::get_if<int64_t>(&arg)) {
+      attr = kind == RuntimeArg::I32 ? b.getI32IntegerAttr(*i)
+                                     : b.getI64IntegerAttr(*i);
+    } else if (auto *f = std::get_if<double>(&arg)) {
+      attr = b.getF64FloatAttr(*f);
+    } else if (auto *flag = std::get_if<bool>(&arg)) {
+      attr = b.getBoolAttr(*flag);
+    } else if (auto *s = std::get_if<std::string>(&arg)) {
+      attr = emitc::OpaqueAttr::get(
+          ctx, kind == RuntimeArg::CString ? quoted(*s) : *s);
+    } else {
+      std::string shape = "{";
+      for (auto [k, d] : llvm::enumerate(std::get<SmallVector<int64_t>>(arg)))
+        shape += (k ? ", " : "") + std::to_string(d);
+      attr = emitc::OpaqueAttr::get(ctx, shape + "}");
     }
-    comment(op);
-    return emitc::CallOpaqueOp::create(builder, op->getLoc(),
-                                       TypeRange{tensorType}, callee, all,
-                                       argsAttr)
-        .getResult(0);
+    plain &= isa<IntegerAttr>(attr) &&
+             isa<IndexType>(cast<TypedAttr>(attr).getType());
+    args.push_back(attr);
   }
-  void comment(Operation *op) {
-    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-      emitc::VerbatimOp::create(builder, op->getLoc(),
-                                "// " + name.getName().str());
-  }
-  Attribute f64(double v) { return builder.getF64FloatAttr(v); }
-  Attribute i64(int64_t v) { return builder.getI64IntegerAttr(v); }
-  Attribute flag(bool v) { return builder.getBoolAttr(v); }
+  return emitc::CallOpaqueOp::create(b, op->getLoc(), TypeRange{tensorType},
+                                     call.getSignature()->callee, callOperands,
+                                     plain ? ArrayAttr() : b.getArrayAttr(args))
+      .getResult(0);
+}
 
-  LogicalResult lowerParam(unsigned index, Value &result);
-  LogicalResult lowerOp(Operation *op);
-
-  func::FuncOp func;
-  MLIRContext *ctx;
-  OpBuilder builder;
-  std::string modelPath;
-  Type tensorType, inputType, contextType;
-  Value contextArg;
-  IRMapping map;
-};
-
-LogicalResult Lowering::lowerParam(unsigned index, Value &result) {
+/// The runtime call of parameter `index` of `func`; failure if it is not a
+/// located parameter.
+FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index) {
   auto fqn = func.getArgAttrOfType<StringAttr>(index, TPDialect::kFqnAttrName);
   auto source =
       func.getArgAttrOfType<SourceAttr>(index, TPDialect::kSourceAttrName);
@@ -109,264 +140,184 @@ LogicalResult Lowering::lowerParam(unsigned index, Value &result) {
     return func.emitError() << "argument " << index
                             << " is neither an input (input_ids, "
                                "attention_mask) nor a located parameter";
+  FailureOr<StringRef> dtype = dtypeOf(type.getElementType());
+  if (failed(dtype))
+    return func.emitError() << "parameter '" << fqn.getValue()
+                            << "': no runtime type for " << type;
   auto dimAttr = func.getArgAttrOfType<IntegerAttr>(index, "tp.shard_dim");
   auto shardsAttr = func.getArgAttrOfType<IntegerAttr>(index, "tp.shards");
-  int64_t shardDim = dimAttr ? dimAttr.getInt() : -1;
-  int64_t shards = shardsAttr ? shardsAttr.getInt() : 1;
   auto replicasAttr =
       func.getArgAttrOfType<IntegerAttr>(index, "tp.shard_replicas");
+  int64_t shardDim = dimAttr ? dimAttr.getInt() : -1;
+  int64_t shards = shardsAttr ? shardsAttr.getInt() : 1;
   int64_t replicas = replicasAttr ? replicasAttr.getInt() : 1;
   // load_param takes the global shape.
   SmallVector<int64_t> global(type.getShape());
   if (shardDim >= 0)
     global[shardDim] *= shards;
-  FailureOr<StringRef> dtype = dtypeOf(type.getElementType());
-  if (failed(dtype))
-    return func.emitError() << "parameter '" << fqn.getValue()
-                            << "': no runtime type for " << type;
-  std::string shape = "{";
-  for (auto [i, d] : llvm::enumerate(global))
-    shape += (i ? ", " : "") + std::to_string(d);
-  shape += "}";
-  result =
-      emitc::CallOpaqueOp::create(
-          builder, func.getLoc(), TypeRange{tensorType}, "tprt::load_param",
-          ValueRange{contextArg},
-          builder.getArrayAttr(
-              {operand(0), literal(quoted(fqn.getValue())),
-               literal(quoted(source.getInitializer())),
-               literal(quoted(source.getFile())),
-               builder.getI64IntegerAttr(source.getOffset()),
-               builder.getI64IntegerAttr(source.getLength()), literal(*dtype),
-               literal(shape), flag(source.getTransposed()),
-               // This rank's block when tp-partition split it: block
-               // rank / replicas.
-               builder.getI32IntegerAttr(shardDim), i64(shards),
-               i64(shardDim >= 0 ? -replicas : 0)}))
-          .getResult(0);
-  return success();
+  RuntimeCall call(func);
+  call.callee(getLoadParamSignature())
+      .str(fqn.getValue())
+      .str(source.getInitializer())
+      .str(source.getFile())
+      .i64(source.getOffset())
+      .i64(source.getLength())
+      .str(*dtype)
+      .shape(global)
+      .flag(source.getTransposed())
+      // This rank's block when tp-partition split it: block rank / replicas.
+      .i64(shardDim)
+      .i64(shards)
+      .i64(shardDim >= 0 ? -replicas : 0);
+  return call;
 }
 
-LogicalResult Lowering::lowerOp(Operation *op) {
-  auto in = [&](Value v) { return map.lookup(v); };
-  Value result;
-  LogicalResult status =
-      llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](EmbeddingOp o) {
-            result =
-                call(op,
-                     o.getVocabParallel() ? "tprt::embedding_vocab_parallel"
-                                          : "tprt::embedding",
-                     {in(o.getIds()), in(o.getTable())});
-            return success();
-          })
-          .Case([&](shard::AllReduceOp o) -> LogicalResult {
-            if (o.getReduction() != shard::ReductionKind::Sum)
-              return o.emitError("only sum all-reduces have a runtime call");
-            result = call(op, "tprt::all_reduce_sum", {in(o.getInput())});
-            return success();
-          })
-          .Case([&](shard::AllGatherOp o) {
-            result = call(op, "tprt::all_gather", {in(o.getInput())},
-                          {i64(o.getGatherAxis().getSExtValue())});
-            return success();
-          })
-          .Case([&](shard::ReduceScatterOp o) -> LogicalResult {
-            if (o.getReduction() != shard::ReductionKind::Sum)
-              return o.emitError("only sum reduce-scatters have a runtime "
-                                 "call");
-            result = call(op, "tprt::reduce_scatter_sum", {in(o.getInput())},
-                          {i64(o.getScatterAxis().getSExtValue())});
-            return success();
-          })
-          .Case([&](LinearOp o) {
-            // The linear and mm forms are one flattened product.
-            bool bmm = o.getForm() == LinearForm::Bmm;
-            if (Value bias = o.getBias())
-              result =
-                  call(op, bmm ? "tprt::linear_bmm_bias" : "tprt::linear_bias",
-                       {in(o.getX()), in(o.getWeight()), in(bias)});
-            else
-              result = call(op, bmm ? "tprt::linear_bmm" : "tprt::linear",
-                            {in(o.getX()), in(o.getWeight())});
-            return success();
-          })
-          .Case([&](BiasAddOp o) {
-            result =
-                call(op, "tprt::bias_add", {in(o.getX()), in(o.getBias())});
-            return success();
-          })
-          .Case([&](RmsNormOp o) {
-            auto group = o.getGroupSizeAttr();
-            result =
-                call(op, "tprt::rms_norm", {in(o.getX()), in(o.getWeight())},
-                     {f64(o.getEpsilonAttr().getValueAsDouble()),
-                      f64(o.getWeightOffsetAttr().getValueAsDouble()),
-                      i64(group ? group.getInt() : 0)});
-            return success();
-          })
-          .Case([&](RotaryOp o) {
-            auto rot = o.getRotaryDimAttr();
-            result = call(op, "tprt::rotary", {in(o.getX())},
-                          {i64(o.getHeadDimAttr().getInt()),
-                           i64(rot ? rot.getInt() : 0),
-                           f64(o.getThetaAttr().getValueAsDouble()),
-                           flag(o.getInterleaved())});
-            return success();
-          })
-          .Case([&](AttentionOp o) {
-            SmallVector<Value> operands = {in(o.getQ()), in(o.getK()),
-                                           in(o.getV())};
-            SmallVector<Attribute> extra;
-            if (Value mask = o.getKeyMask())
-              operands.push_back(in(mask));
-            else
-              extra.push_back(literal("tprt::Tensor()"));
-            auto window = o.getSlidingWindowAttr();
-            auto softcap = o.getSoftcapAttr();
-            extra.append({i64(o.getNumHeadsAttr().getInt()),
-                          i64(o.getNumKvHeadsAttr().getInt()),
-                          i64(o.getHeadDimAttr().getInt()),
-                          f64(o.getScaleAttr().getValueAsDouble()),
-                          flag(o.getCausal()),
-                          i64(window ? window.getInt() : 0),
-                          f64(softcap ? softcap.getValueAsDouble() : 0.0)});
-            result = call(op, "tprt::attention", operands, extra);
-            return success();
-          })
-          .Case([&](Mamba2MixerOp o) {
-            SmallVector<Value> operands = {in(o.getX()),
-                                           in(o.getInProjWeight()),
-                                           in(o.getConvWeight()),
-                                           in(o.getConvBias()),
-                                           in(o.getDtBias()),
-                                           in(o.getALog()),
-                                           in(o.getD()),
-                                           in(o.getNormWeight()),
-                                           in(o.getOutProjWeight())};
-            SmallVector<Attribute> extra;
-            if (Value mask = o.getKeyMask())
-              operands.push_back(in(mask));
-            else
-              extra.push_back(literal("tprt::Tensor()"));
-            extra.append({i64(o.getNumHeadsAttr().getInt()),
-                          i64(o.getHeadDimAttr().getInt()),
-                          i64(o.getNGroupsAttr().getInt()),
-                          i64(o.getStateSizeAttr().getInt()),
-                          i64(o.getConvKernelAttr().getInt()),
-                          f64(o.getNormEpsAttr().getValueAsDouble()),
-                          f64(o.getDtMinAttr().getValueAsDouble()),
-                          flag(o.getFoldedA())});
-            result = call(op, "tprt::mamba2_mixer", operands, extra);
-            return success();
-          })
-          .Case([&](SiluOp o) {
-            result = call(op, "tprt::silu", {in(o.getX())});
-            return success();
-          })
-          .Case([&](GeluOp o) {
-            result =
-                call(op, "tprt::gelu", {in(o.getX())},
-                     {flag(o.getApproximate() == GeluApproximation::Tanh)});
-            return success();
-          })
-          .Case([&](ReluSquaredOp o) {
-            result = call(op, "tprt::relu_squared", {in(o.getX())});
-            return success();
-          })
-          .Case([&](AddOp o) {
-            result = call(op, "tprt::add", {in(o.getLhs()), in(o.getRhs())});
-            return success();
-          })
-          .Case([&](MulOp o) {
-            result = call(op, "tprt::mul", {in(o.getLhs()), in(o.getRhs())});
-            return success();
-          })
-          .Case([&](ScaleOp o) {
-            result = call(op, "tprt::scale", {in(o.getX())},
-                          {f64(o.getFactorAttr().getValueAsDouble())});
-            return success();
-          })
-          .Case([&](func::ReturnOp o) -> LogicalResult {
-            if (o.getNumOperands() != 1)
-              return o.emitError("the program must return exactly the logits");
-            emitc::ReturnOp::create(builder, o.getLoc(), in(o.getOperand(0)));
-            return success();
-          })
-          .Default([&](Operation *other) -> LogicalResult {
-            return other->emitError("no tprt lowering for ")
-                   << other->getName();
-          });
-  if (failed(status))
-    return failure();
-  if (result)
-    map.map(op->getResult(0), result);
-  return success();
-}
-
-LogicalResult Lowering::run() {
-  ModuleOp module = func->getParentOfType<ModuleOp>();
-  if (modelPath.empty())
-    if (auto file = module->getAttrOfType<StringAttr>("onnx.file"))
-      modelPath = file.getValue().str();
-
-  builder.setInsertionPointToStart(module.getBody());
-  emitc::IncludeOp::create(builder, func.getLoc(), "tprt/tprt.h",
-                           /*is_standard_include=*/false);
-  emitc::VerbatimOp::create(
-      builder, func.getLoc(),
-      "const char *const tprt_model_path = " + quoted(modelPath) + ";");
-
-  builder.setInsertionPoint(func);
-  auto type = builder.getFunctionType({contextType, inputType, inputType},
-                                      {tensorType});
-  auto entry =
-      emitc::FuncOp::create(builder, func.getLoc(), "tprt_model_forward", type);
-  Block *body = entry.addEntryBlock();
-  builder.setInsertionPointToEnd(body);
-  contextArg = body->getArgument(0);
-
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    Value arg = func.getArgument(i);
-    auto name = func.getArgAttrOfType<StringAttr>(
-        i, onnx_ir::ONNXDialect::kNameAttrName);
-    if (name && name.getValue() == "input_ids") {
-      map.map(arg, body->getArgument(1));
-      continue;
-    }
-    if (name && name.getValue() == "attention_mask") {
-      map.map(arg, body->getArgument(2));
-      continue;
-    }
-    Value param;
-    if (failed(lowerParam(i, param)))
-      return failure();
-    map.map(arg, param);
+/// Every tensor is a `tprt::Tensor` (a shared handle: passing one copies no
+/// data).
+struct RuntimeTypeConverter : public TypeConverter {
+  explicit RuntimeTypeConverter(MLIRContext *ctx) {
+    Type tensor = emitc::OpaqueType::get(ctx, "tprt::Tensor");
+    addConversion([](Type type) -> std::optional<Type> {
+      if (isa<TensorType>(type))
+        return std::nullopt;
+      return type;
+    });
+    addConversion([tensor](TensorType) { return tensor; });
   }
-  for (Operation &op : func.getBody().front())
-    if (failed(lowerOp(&op)))
+};
+
+/// Any op that names its runtime call.
+struct RuntimeCallLowering
+    : public OpInterfaceConversionPattern<RuntimeCallOpInterface> {
+  using OpInterfaceConversionPattern::OpInterfaceConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(RuntimeCallOpInterface op, ArrayRef<Value> operands,
+                  ConversionPatternRewriter &rewriter) const override {
+    RuntimeCall call(op);
+    if (failed(op.buildRuntimeCall(call)) || failed(call.verify()))
       return failure();
-  func.erase();
-  // The grid was for the collectives; the runtime knows its communicator.
-  for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
-    grid.erase();
+    auto entry = op->getParentOfType<emitc::FuncOp>();
+    if (!entry)
+      return rewriter.notifyMatchFailure(op, "not in the entry function yet");
+    Value result =
+        emitCall(rewriter, call, operands, entry.getArgument(0),
+                 getTypeConverter()->convertType(op->getResult(0).getType()));
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// func.func @forward -> emitc.func @tprt_model_forward; parameters become
+/// load_param calls at its start, inputs its arguments.
+struct EntryLowering : public OpConversionPattern<func::FuncOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(func::FuncOp func, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    MLIRContext *ctx = getContext();
+    Type tensor = emitc::OpaqueType::get(ctx, "tprt::Tensor");
+    auto type = rewriter.getFunctionType(
+        {emitc::OpaqueType::get(ctx, "tprt::Context&"), tensor, tensor},
+        {tensor});
+    auto entry = emitc::FuncOp::create(rewriter, func.getLoc(),
+                                       "tprt_model_forward", type);
+    Block *body =
+        rewriter.createBlock(&entry.getBody(), {}, type.getInputs(),
+                             {func.getLoc(), func.getLoc(), func.getLoc()});
+    SmallVector<Value> replacements;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (std::optional<unsigned> in = inputIndex(func, i)) {
+        replacements.push_back(body->getArgument(1 + *in));
+        continue;
+      }
+      FailureOr<RuntimeCall> call = loadParamCall(func, i);
+      if (failed(call))
+        return failure();
+      replacements.push_back(
+          emitCall(rewriter, *call, {}, body->getArgument(0), tensor));
+    }
+    rewriter.inlineBlockBefore(&func.getBody().front(), body, body->end(),
+                               replacements);
+    rewriter.eraseOp(func);
+    return success();
+  }
+};
+
+struct ReturnLowering : public OpConversionPattern<func::ReturnOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(func::ReturnOp ret, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<emitc::ReturnOp>(ret, adaptor.getOperands()[0]);
+    return success();
+  }
+};
+
+/// What the conversion cannot lower, diagnosed before it starts.
+LogicalResult checkLowerable(func::FuncOp func) {
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (!inputIndex(func, i) && failed(loadParamCall(func, i)))
+      return failure();
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      if (ret.getNumOperands() != 1)
+        return ret.emitError("the program must return exactly the logits");
+      continue;
+    }
+    auto callable = dyn_cast<RuntimeCallOpInterface>(op);
+    if (!callable)
+      return op.emitError("no tprt lowering for ") << op.getName();
+    RuntimeCall call(&op);
+    if (failed(callable.buildRuntimeCall(call)) || failed(call.verify()))
+      return failure();
+  }
   return success();
 }
 
 struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
   using Base::Base;
   void runOnOperation() override {
+    ModuleOp module = getOperation();
     SmallVector<func::FuncOp> funcs;
-    for (auto func : getOperation().getOps<func::FuncOp>())
+    for (auto func : module.getOps<func::FuncOp>())
       if (func.getSymName() == "forward")
         funcs.push_back(func);
     if (funcs.size() != 1) {
-      getOperation().emitError("expected one func.func @forward, found ")
+      module.emitError("expected one func.func @forward, found ")
           << funcs.size();
       return signalPassFailure();
     }
-    if (failed(Lowering(funcs.front(), modelPath).run()))
+    func::FuncOp func = funcs.front();
+    if (failed(checkLowerable(func)))
       return signalPassFailure();
+
+    std::string path = modelPath;
+    if (path.empty())
+      if (auto file = module->getAttrOfType<StringAttr>("onnx.file"))
+        path = file.getValue().str();
+    OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+    emitc::IncludeOp::create(builder, func.getLoc(), "tprt/tprt.h",
+                             /*is_standard_include=*/false);
+    emitc::VerbatimOp::create(
+        builder, func.getLoc(),
+        "const char *const tprt_model_path = " + quoted(path) + ";");
+
+    MLIRContext *ctx = &getContext();
+    RuntimeTypeConverter converter(ctx);
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<emitc::EmitCDialect>();
+    target.addLegalOp<ModuleOp, shard::GridOp>();
+    RewritePatternSet patterns(ctx);
+    patterns.add<RuntimeCallLowering>(converter, ctx);
+    patterns.add<EntryLowering, ReturnLowering>(converter, ctx);
+    if (failed(applyFullConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+    // The grid was for the collectives; the runtime knows its communicator.
+    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      grid.erase();
   }
 };
 

@@ -19,10 +19,12 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
     ["FileCheck", "not", "count", "split-file"], [config.llvm_tools_dir])
 llvm_config.add_tool_substitutions(
-    [ToolSubst(t, unresolved="fatal") for t in ["tp-opt", "tp-translate", "tpc"]],
+    [ToolSubst(t, unresolved="fatal")
+     for t in ["tp-opt", "tp-translate", "tpc", "tp-runtime-abi"]],
     [config.tp_tools_dir])
 
 config.substitutions.append(("%tp_python", config.python_executable))
+config.substitutions.append(("%cxx", config.cxx_compiler))
 config.substitutions.append(("%tp_src", config.tp_src_root))
 # The shared fixtures live beside the checkout (../shared) or where
 # TPOPT_SHARED points; without them the fixture tests are unsupported.

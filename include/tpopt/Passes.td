@@ -197,15 +197,18 @@ def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
     entry point the runtime's `main` calls:
 
     ```c++
-    tprt::Tensor tprt_model_forward(tprt::Context &ctx,
-                                    const tprt::Tensor &input_ids,
-                                    const tprt::Tensor &attention_mask);
+    tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
+                                    tprt::Tensor attention_mask);
     ```
 
-    Each parameter becomes a `tprt::load_param` call that names it by FQN and
-    locates its bytes; each tp op becomes one call of its tprt kernel, with
-    its attributes as literal arguments and the ONNX node it came from in a
-    comment. The module also defines `tprt_model_path`, the model file the
+    A dialect conversion: tensors become `tprt::Tensor` handles; each
+    parameter becomes a `tprt::load_param` call that names it by FQN and
+    locates its bytes; each op with a `RuntimeCallOpInterface` (the tp ops,
+    and the shard collectives through external models) becomes the call of
+    the tprt function it names, with its attributes as literal arguments
+    and the ONNX node it came from in a comment (escaped: no byte of a name
+    can leave the comment). What cannot be lowered (an op without a runtime
+    call, an unlocated parameter) is diagnosed before anything is rewritten. The module also defines `tprt_model_path`, the model file the
     program reads its weights from unless `--weights` says otherwise.
     `tp-translate --mlir-to-cpp` then prints the C++.
   }];

@@ -3,12 +3,13 @@
 #include "tpopt/Registration/InitAll.h"
 #include "tpopt/Dialect/ONNX/ONNXOps.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPInterfaces.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Conversion/ArithToEmitC/ArithToEmitC.h"
-#include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/FuncToEmitC/FuncToEmitC.h"
 #include "mlir/Conversion/MemRefToEmitC/MemRefToEmitC.h"
+#include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/SCFToEmitC/SCFToEmitC.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/ShardingInterfaceImpl.h"
@@ -30,10 +31,10 @@
 #include "mlir/Transforms/Passes.h"
 
 void mlir::tp::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<tp::TPDialect, tp::onnx_ir::ONNXDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect, linalg::LinalgDialect,
-                  scf::SCFDialect, memref::MemRefDialect, math::MathDialect,
-                  shard::ShardDialect, emitc::EmitCDialect,
+  registry.insert<tp::TPDialect, tp::onnx_ir::ONNXDialect, func::FuncDialect,
+                  arith::ArithDialect, tensor::TensorDialect,
+                  linalg::LinalgDialect, scf::SCFDialect, memref::MemRefDialect,
+                  math::MathDialect, shard::ShardDialect, emitc::EmitCDialect,
                   ml_program::MLProgramDialect,
                   bufferization::BufferizationDialect>();
 
@@ -41,6 +42,8 @@ void mlir::tp::registerAllDialects(DialectRegistry &registry) {
   tensor::registerShardingInterfaceExternalModels(registry);
   func::registerShardingInterfaceExternalModels(registry);
   arith::registerShardingInterfaceExternalModels(registry);
+
+  tp::registerShardRuntimeCallModels(registry);
 
   registerConvertArithToEmitCInterface(registry);
   registerConvertFuncToEmitCInterface(registry);

@@ -272,3 +272,31 @@ module {
     return %c : tensor<?x?x4xf32>
   }
 }
+
+// -----
+
+// An op without a PartitionOpInterface has no rule.
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+    // expected-error @+1 {{tp-partition: no partitioning rule for arith.negf}}
+    %y = arith.negf %x : tensor<?x?x4xf32>
+    return %y : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+// Elementwise operands must be held alike.
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>, %up: tensor<8x4xf32>, %gate: tensor<8x4xf32>) -> tensor<?x?x8xf32> {
+    %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
+    %a = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %b = tp.linear %x, %gate : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    // expected-error @+1 {{tp-partition: operands are split differently}}
+    %m = tp.mul %a, %b : tensor<?x?x8xf32>
+    return %m : tensor<?x?x8xf32>
+  }
+}

@@ -17,3 +17,32 @@ module {
     return %x : tensor<4xf32>
   }
 }
+
+// -----
+
+// An op without a runtime call is named before anything is rewritten.
+func.func @forward(%x: tensor<4xf32> {onnx.name = "input_ids"}) -> tensor<4xf32> {
+  // expected-error @+1 {{no tprt lowering for arith.negf}}
+  %y = arith.negf %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// The runtime reduces by sums only.
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<4xf32> {onnx.name = "input_ids"}) -> tensor<4xf32> {
+    // expected-error @+1 {{only sum reductions have a runtime call}}
+    %y = shard.all_reduce %x on @tp grid_axes = [0] reduction = max : tensor<4xf32> -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// The entry returns the logits alone.
+func.func @forward(%x: tensor<4xf32> {onnx.name = "input_ids"}) -> (tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{the program must return exactly the logits}}
+  return %x, %x : tensor<4xf32>, tensor<4xf32>
+}

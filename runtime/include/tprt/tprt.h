@@ -226,10 +226,10 @@ void writeNpy(const std::string &path, const Tensor &tensor);
 
 } // namespace tprt
 
-/// Defined by the generated program: one forward pass of this rank.
-tprt::Tensor tprt_model_forward(tprt::Context &ctx,
-                                const tprt::Tensor &input_ids,
-                                const tprt::Tensor &attention_mask);
+/// Defined by the generated program: one forward pass of this rank. The
+/// inputs are handles (Tensor shares its storage): passing one copies no data.
+tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
+                                tprt::Tensor attention_mask);
 /// Defined by the generated program: the model file it was compiled from.
 extern const char *const tprt_model_path;
 

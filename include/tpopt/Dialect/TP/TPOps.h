@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPInterfaces.h"
 
 #define GET_OP_CLASSES
 #include "tpopt/Dialect/TP/TPOps.h.inc"

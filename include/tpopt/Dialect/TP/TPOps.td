@@ -5,6 +5,7 @@
 
 include "tpopt/Dialect/TP/TPBase.td"
 include "tpopt/Dialect/TP/TPAttrs.td"
+include "tpopt/Dialect/TP/TPInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
@@ -12,11 +13,19 @@ def TP_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
 def TP_IndexTensor : RankedTensorOf<[I32, I64]>;
 def TP_MaskTensor : RankedTensorOf<[I1, I32, I64]>;
 
+// Every op is partitioned by a rule of its own (TPPartitionRules.cpp) and
+// computed by a runtime function (TPRuntimeCalls.cpp).
+defvar TP_Partitioned = DeclareOpInterfaceMethods<TP_PartitionOpInterface>;
+defvar TP_PartitionedLinearly =
+    DeclareOpInterfaceMethods<TP_PartitionOpInterface, ["keepsPartialSums"]>;
+defvar TP_RuntimeCalled = DeclareOpInterfaceMethods<TP_RuntimeCallOpInterface>;
+
 //===----------------------------------------------------------------------===//
 // Parameterized blocks
 //===----------------------------------------------------------------------===//
 
-def TP_EmbeddingOp : TP_Op<"embedding", [Pure]> {
+def TP_EmbeddingOp : TP_Op<"embedding",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "Token embedding lookup";
   let description = [{
     Gathers rows of `table` (`[vocab, hidden]`) at `ids`. The result has the
@@ -42,7 +51,8 @@ def TP_EmbeddingOp : TP_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_LinearOp : TP_Op<"linear", [Pure]> {
+def TP_LinearOp : TP_Op<"linear",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "Linear layer y = x W^T + b";
   let description = [{
     Applies a linear layer with `weight` in canonical `[out, in]` orientation
@@ -71,7 +81,8 @@ def TP_LinearOp : TP_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>]> {
+def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
+                                     TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "Adds a bias to the last dimension";
   let description = [{
     `x + bias` with `bias` (`[features]`) broadcast over the leading
@@ -91,7 +102,8 @@ def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>]> {
   let hasVerifier = 1;
 }
 
-def TP_RmsNormOp : TP_Op<"rms_norm", [Pure]> {
+def TP_RmsNormOp : TP_Op<"rms_norm",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "RMS normalization with weight offset and optional grouping";
   let description = [{
     Computes `x / sqrt(mean(x^2) + epsilon) * (weight_offset + weight)` over
@@ -119,7 +131,8 @@ def TP_RmsNormOp : TP_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType]> {
+def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
+                                 TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "Rotary position embedding on packed heads";
   let description = [{
     Rotates each head of `x` (`[batch, seq, heads * head_dim]`) by the rotary
@@ -142,7 +155,8 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def TP_AttentionOp : TP_Op<"attention", [Pure]> {
+def TP_AttentionOp : TP_Op<"attention",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "Grouped-query scaled dot-product attention on packed heads";
   let description = [{
     Multi-head attention with grouped KV heads. `q` is
@@ -176,7 +190,8 @@ def TP_AttentionOp : TP_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_Mamba2MixerOp : TP_Op<"mamba2_mixer", [Pure]> {
+def TP_Mamba2MixerOp : TP_Op<"mamba2_mixer",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "Mamba2 mixer (selective state space model) of NemotronH";
   let description = [{
     The whole Mamba2 mixer as HuggingFace's `NemotronHMamba2Mixer` computes
@@ -225,36 +240,48 @@ def TP_Mamba2MixerOp : TP_Op<"mamba2_mixer", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class TP_UnaryElementwiseOp<string mnemonic, list<Trait> traits = []>
-    : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+                                       TP_RuntimeCalled])> {
   let arguments = (ins TP_FloatTensor:$x);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
+  // Per element: the result is held as the operand is.
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult
+    $cppClass::partition(::mlir::tp::PartitionState &state) {
+      state.propagate(getX(), getResult());
+      return ::mlir::success();
+    }
+  }];
 }
 
 class TP_BinaryElementwiseOp<string mnemonic, list<Trait> traits = []>
-    : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+                                       TP_RuntimeCalled])> {
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs)";
 }
 
-def TP_AddOp : TP_BinaryElementwiseOp<"add", [Commutative]> {
+def TP_AddOp : TP_BinaryElementwiseOp<"add", [Commutative,
+                                                TP_PartitionedLinearly]> {
   let summary = "Elementwise addition (residual connections)";
 }
 
-def TP_MulOp : TP_BinaryElementwiseOp<"mul", [Commutative]> {
+def TP_MulOp : TP_BinaryElementwiseOp<"mul", [Commutative, TP_Partitioned]> {
   let summary = "Elementwise multiplication (gated MLP)";
 }
 
-def TP_SiluOp : TP_UnaryElementwiseOp<"silu"> {
+def TP_SiluOp : TP_UnaryElementwiseOp<"silu", [TP_Partitioned]> {
   let summary = "SiLU activation x * sigmoid(x)";
 }
 
-def TP_ReluSquaredOp : TP_UnaryElementwiseOp<"relu_squared"> {
+def TP_ReluSquaredOp
+    : TP_UnaryElementwiseOp<"relu_squared", [TP_Partitioned]> {
   let summary = "Squared ReLU activation max(x, 0)^2 (NemotronH MLP)";
 }
 
-def TP_GeluOp : TP_UnaryElementwiseOp<"gelu"> {
+def TP_GeluOp : TP_UnaryElementwiseOp<"gelu", [TP_Partitioned]> {
   let summary = "GELU activation, exact or tanh-approximated";
   let description = [{
     `approximate = none` is `0.5 x (1 + erf(x / sqrt(2)))`; `tanh` is
@@ -268,7 +295,7 @@ def TP_GeluOp : TP_UnaryElementwiseOp<"gelu"> {
   }];
 }
 
-def TP_ScaleOp : TP_UnaryElementwiseOp<"scale"> {
+def TP_ScaleOp : TP_UnaryElementwiseOp<"scale", [TP_PartitionedLinearly]> {
   let summary = "Multiplication by a compile-time constant";
   let description = [{
     `x * factor`, e.g. Gemma's embedding scale `sqrt(hidden_size)`. The factor

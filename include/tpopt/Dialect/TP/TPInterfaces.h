@@ -1,0 +1,187 @@
+//===- TPInterfaces.h - what each tp op says to the passes ------*- C++ -*-===//
+//
+// The op interfaces of TPInterfaces.td and the small classes their methods
+// take: the partitioner's state (layouts of values, pending partial sums,
+// collectives) and the description of a runtime call.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPOPT_DIALECT_TP_TPINTERFACES_H
+#define TPOPT_DIALECT_TP_TPINTERFACES_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <variant>
+
+namespace mlir::tp {
+
+//===----------------------------------------------------------------------===//
+// Partitioning
+//===----------------------------------------------------------------------===//
+
+/// How an activation is held by the ranks of the tensor-parallel grid.
+enum class ShardLayout {
+  Replicated,
+  /// Split on the last dimension (heads, features).
+  SplitLast,
+  /// Split on dim 1, the sequence (sequence parallelism).
+  SplitSequence,
+  /// A partial sum not yet reduced: all-reduced when read whole,
+  /// reduce-scattered by a split result annotation.
+  Partial,
+};
+
+/// What tp-partition knows while it walks one function: the grid size, the
+/// parameters' split dimensions, every activation's layout, and the
+/// collectives already made. Ops read and update it from their
+/// PartitionOpInterface::partition.
+class PartitionState {
+public:
+  PartitionState(MLIRContext *ctx, int64_t ranks)
+      : builder(ctx), ranks(ranks) {}
+
+  int64_t getRanks() const { return ranks; }
+  /// Positioned after the op being partitioned.
+  OpBuilder &getBuilder() { return builder; }
+
+  ShardLayout getLayout(Value v) const;
+  void setLayout(Value v, ShardLayout layout) { layouts[v] = layout; }
+
+  /// The dimension a parameter is split on; -1 when it is replicated or is
+  /// not a parameter.
+  int64_t getParamSplitDim(Value v) const;
+  void setParamSplitDim(Value v, int64_t dim) { paramSplit[v] = dim; }
+
+  /// `result` takes the local type and the layout of `from` (ops that act
+  /// per element or per token).
+  void propagate(Value from, Value result);
+
+  /// `v` is a partial sum: it stays pending when read once (its reader may
+  /// add another partial or scale it); one read several times is completed
+  /// at once and its readers share the all-reduce.
+  void markPartial(Value v);
+  /// The all-reduce that completes partial sum `v`, made once, right after
+  /// `v`'s producer.
+  Value completed(Value v);
+
+  /// `type` with dimension `dim` cut to one rank's block (or multiplied back
+  /// by the ranks when `gather`); a static size that does not divide is an
+  /// error reported on `op`.
+  FailureOr<RankedTensorType> resized(Operation *op, Type type, int64_t dim,
+                                      bool gather) const;
+  /// All ranks' blocks of `v` along `dim`, concatenated (at the builder's
+  /// insertion point).
+  FailureOr<Value> gathered(Operation *op, Value v, int64_t dim);
+  /// The reduce-scatter of partial sum `v` along `dim`.
+  FailureOr<Value> reduceScattered(Operation *op, Value v, int64_t dim);
+
+private:
+  Value allReduce(Location loc, Value v);
+
+  OpBuilder builder;
+  int64_t ranks;
+  llvm::DenseMap<Value, ShardLayout> layouts;
+  llvm::DenseMap<Value, int64_t> paramSplit;
+  /// Partial sums and their all-reduce.
+  llvm::DenseMap<Value, Value> allReduced;
+};
+
+//===----------------------------------------------------------------------===//
+// Runtime calls
+//===----------------------------------------------------------------------===//
+
+/// The C++ type of one parameter of a runtime function (after the
+/// `tprt::Context &` every call takes first).
+enum class RuntimeArg {
+  /// `const tprt::Tensor &`, an operand of the op.
+  Tensor,
+  /// `const tprt::Tensor &`, an optional operand (`tprt::Tensor()` if absent).
+  OptionalTensor,
+  /// `int64_t`, `int`, `double`, `bool`.
+  I64,
+  I32,
+  F64,
+  Bool,
+  /// `uint64_t` (byte offsets and lengths).
+  U64,
+  /// `const char *` (a string literal).
+  CString,
+  /// `tprt::DType`.
+  DType,
+  /// `std::vector<int64_t>` (a shape).
+  Shape,
+};
+
+/// The C++ parameter type of `kind`, as tprt.h declares it.
+StringRef getRuntimeArgCppType(RuntimeArg kind);
+
+/// One runtime function: its qualified name and parameters; every runtime
+/// function returns a `tprt::Tensor`.
+struct RuntimeSignature {
+  StringLiteral callee;
+  ArrayRef<RuntimeArg> params;
+};
+
+/// A call an op asks for: one of its signatures and one argument per
+/// parameter, checked against the signature when the call is emitted.
+class RuntimeCall {
+public:
+  using Arg = std::variant<Value, int64_t, double, bool, std::string,
+                           SmallVector<int64_t>>;
+
+  explicit RuntimeCall(Operation *op) : op(op) {}
+
+  RuntimeCall &callee(const RuntimeSignature &signature) {
+    this->signature = &signature;
+    return *this;
+  }
+  /// A tensor operand of the op; null for an absent optional operand.
+  RuntimeCall &tensor(Value v) { return push(v); }
+  RuntimeCall &i64(int64_t v) { return push(v); }
+  RuntimeCall &f64(double v) { return push(v); }
+  RuntimeCall &flag(bool v) { return push(v); }
+  /// A string (quoted and escaped when emitted) or a dtype name.
+  RuntimeCall &str(StringRef v) { return push(v.str()); }
+  RuntimeCall &shape(ArrayRef<int64_t> v) {
+    return push(SmallVector<int64_t>(v));
+  }
+
+  Operation *getOp() const { return op; }
+  const RuntimeSignature *getSignature() const { return signature; }
+  ArrayRef<Arg> getArgs() const { return args; }
+
+  /// The arguments match the signature's parameters in number and kind;
+  /// otherwise an error on the op.
+  LogicalResult verify() const;
+
+private:
+  RuntimeCall &push(Arg arg) {
+    args.push_back(std::move(arg));
+    return *this;
+  }
+
+  Operation *op;
+  const RuntimeSignature *signature = nullptr;
+  SmallVector<Arg> args;
+};
+
+/// tprt::load_param, which the entry function calls for each parameter.
+const RuntimeSignature &getLoadParamSignature();
+
+/// Attaches RuntimeCallOpInterface to the shard collectives (all_reduce,
+/// all_gather, reduce_scatter) when the shard dialect loads.
+void registerShardRuntimeCallModels(DialectRegistry &registry);
+
+/// Every runtime function the registered ops of `ctx` can call (load
+/// dialects first), and tprt::load_param.
+SmallVector<RuntimeSignature> getAllRuntimeSignatures(MLIRContext *ctx);
+
+} // namespace mlir::tp
+
+#include "tpopt/Dialect/TP/TPInterfaces.h.inc"
+
+#endif // TPOPT_DIALECT_TP_TPINTERFACES_H

@@ -1,0 +1,190 @@
+//===- TPInterfaces.cpp - partition state and runtime calls ---------------===//
+
+#include "tpopt/Dialect/TP/TPInterfaces.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+#include "tpopt/Dialect/TP/TPInterfaces.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// PartitionState
+//===----------------------------------------------------------------------===//
+
+ShardLayout PartitionState::getLayout(Value v) const {
+  auto it = layouts.find(v);
+  return it == layouts.end() ? ShardLayout::Replicated : it->second;
+}
+
+int64_t PartitionState::getParamSplitDim(Value v) const {
+  auto it = paramSplit.find(v);
+  return it == paramSplit.end() ? -1 : it->second;
+}
+
+void PartitionState::propagate(Value from, Value result) {
+  result.setType(from.getType());
+  setLayout(result, getLayout(from));
+}
+
+void PartitionState::markPartial(Value v) {
+  if (v.hasOneUse()) {
+    setLayout(v, ShardLayout::Partial);
+    return;
+  }
+  Value sum = completed(v);
+  v.replaceAllUsesExcept(sum, sum.getDefiningOp());
+}
+
+Value PartitionState::completed(Value v) {
+  Value &sum = allReduced[v];
+  if (!sum) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfterValue(v);
+    sum = allReduce(v.getLoc(), v);
+  }
+  return sum;
+}
+
+Value PartitionState::allReduce(Location loc, Value v) {
+  MLIRContext *ctx = builder.getContext();
+  return shard::AllReduceOp::create(
+      builder, loc, v.getType(), FlatSymbolRefAttr::get(ctx, "tp"),
+      builder.getDenseI16ArrayAttr({0}), v,
+      shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum));
+}
+
+FailureOr<RankedTensorType> PartitionState::resized(Operation *op, Type type,
+                                                    int64_t dim,
+                                                    bool gather) const {
+  auto t = cast<RankedTensorType>(type);
+  if (dim < 0 || dim >= t.getRank()) {
+    op->emitError() << "tp-partition: " << type << " has no dimension " << dim
+                    << " to split";
+    return failure();
+  }
+  SmallVector<int64_t> shape(t.getShape());
+  if (!ShapedType::isDynamic(shape[dim])) {
+    if (!gather && shape[dim] % ranks) {
+      op->emitError() << "tp-partition: "
+                      << (dim == 1 ? "sequence length " : "last dimension ")
+                      << shape[dim] << " is not divisible by tp " << ranks;
+      return failure();
+    }
+    shape[dim] = gather ? shape[dim] * ranks : shape[dim] / ranks;
+  }
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+FailureOr<Value> PartitionState::gathered(Operation *op, Value v, int64_t dim) {
+  FailureOr<RankedTensorType> type =
+      resized(op, v.getType(), dim, /*gather=*/true);
+  if (failed(type))
+    return failure();
+  return Value(shard::AllGatherOp::create(
+      builder, op->getLoc(), *type,
+      FlatSymbolRefAttr::get(builder.getContext(), "tp"),
+      builder.getDenseI16ArrayAttr({0}), v, builder.getIndexAttr(dim)));
+}
+
+FailureOr<Value> PartitionState::reduceScattered(Operation *op, Value v,
+                                                 int64_t dim) {
+  FailureOr<RankedTensorType> type =
+      resized(op, v.getType(), dim, /*gather=*/false);
+  if (failed(type))
+    return failure();
+  MLIRContext *ctx = builder.getContext();
+  return Value(shard::ReduceScatterOp::create(
+      builder, op->getLoc(), *type, FlatSymbolRefAttr::get(ctx, "tp"),
+      builder.getDenseI16ArrayAttr({0}), v,
+      shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
+      builder.getIndexAttr(dim)));
+}
+
+//===----------------------------------------------------------------------===//
+// RuntimeCall
+//===----------------------------------------------------------------------===//
+
+StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
+  switch (kind) {
+  case RuntimeArg::Tensor:
+  case RuntimeArg::OptionalTensor:
+    return "const tprt::Tensor &";
+  case RuntimeArg::I64:
+    return "int64_t";
+  case RuntimeArg::I32:
+    return "int";
+  case RuntimeArg::F64:
+    return "double";
+  case RuntimeArg::Bool:
+    return "bool";
+  case RuntimeArg::U64:
+    return "uint64_t";
+  case RuntimeArg::CString:
+    return "const char *";
+  case RuntimeArg::DType:
+    return "tprt::DType";
+  case RuntimeArg::Shape:
+    return "std::vector<int64_t>";
+  }
+  return "";
+}
+
+/// Whether `arg` can be passed as a parameter of `kind`.
+static bool matches(const RuntimeCall::Arg &arg, RuntimeArg kind) {
+  switch (kind) {
+  case RuntimeArg::Tensor:
+    return std::holds_alternative<Value>(arg) && std::get<Value>(arg);
+  case RuntimeArg::OptionalTensor:
+    return std::holds_alternative<Value>(arg);
+  case RuntimeArg::I64:
+  case RuntimeArg::I32:
+  case RuntimeArg::U64:
+    return std::holds_alternative<int64_t>(arg);
+  case RuntimeArg::F64:
+    return std::holds_alternative<double>(arg);
+  case RuntimeArg::Bool:
+    return std::holds_alternative<bool>(arg);
+  case RuntimeArg::CString:
+  case RuntimeArg::DType:
+    return std::holds_alternative<std::string>(arg);
+  case RuntimeArg::Shape:
+    return std::holds_alternative<SmallVector<int64_t>>(arg);
+  }
+  return false;
+}
+
+LogicalResult RuntimeCall::verify() const {
+  if (!signature)
+    return op->emitError("no runtime function chosen for this op");
+  if (args.size() != signature->params.size())
+    return op->emitError() << signature->callee << " takes "
+                           << signature->params.size()
+                           << " arguments after the context, given "
+                           << args.size();
+  for (auto [i, arg, kind] : llvm::enumerate(args, signature->params))
+    if (!matches(arg, kind))
+      return op->emitError() << "argument " << i << " of " << signature->callee
+                             << " is not a " << getRuntimeArgCppType(kind);
+  return success();
+}
+
+const RuntimeSignature &mlir::tp::getLoadParamSignature() {
+  static constexpr RuntimeArg params[] = {
+      RuntimeArg::CString, RuntimeArg::CString, RuntimeArg::CString,
+      RuntimeArg::U64,     RuntimeArg::U64,     RuntimeArg::DType,
+      RuntimeArg::Shape,   RuntimeArg::Bool,    RuntimeArg::I32,
+      RuntimeArg::I64,     RuntimeArg::I64};
+  static const RuntimeSignature signature{"tprt::load_param", params};
+  return signature;
+}
+
+SmallVector<RuntimeSignature>
+mlir::tp::getAllRuntimeSignatures(MLIRContext *ctx) {
+  SmallVector<RuntimeSignature> signatures = {getLoadParamSignature()};
+  for (RegisteredOperationName name : ctx->getRegisteredOperations())
+    if (auto *concept = name.getInterface<RuntimeCallOpInterface>())
+      llvm::append_range(signatures, concept->getRuntimeSignatures());
+  return signatures;
+}

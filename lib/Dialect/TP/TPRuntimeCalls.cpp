@@ -1,0 +1,317 @@
+//===- TPRuntimeCalls.cpp - the runtime function of each op ---------------===//
+//
+// RuntimeCallOpInterface of every tp op and, as external models, of the
+// shard collectives a partitioned program holds: which tprt function
+// computes the op and in which order it takes operands and attributes.
+// tp-to-emitc asks each op; the build checks every signature here against
+// tprt.h (tools/tp-runtime-abi).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tpopt/Dialect/TP/TPOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/DialectRegistry.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+constexpr RuntimeArg kTensor = RuntimeArg::Tensor;
+constexpr RuntimeArg kOptional = RuntimeArg::OptionalTensor;
+constexpr RuntimeArg kI64 = RuntimeArg::I64;
+constexpr RuntimeArg kF64 = RuntimeArg::F64;
+constexpr RuntimeArg kBool = RuntimeArg::Bool;
+
+constexpr RuntimeArg kOneTensor[] = {kTensor};
+constexpr RuntimeArg kTwoTensors[] = {kTensor, kTensor};
+constexpr RuntimeArg kThreeTensors[] = {kTensor, kTensor, kTensor};
+constexpr RuntimeArg kTensorAndI64[] = {kTensor, kI64};
+constexpr RuntimeArg kTensorAndF64[] = {kTensor, kF64};
+constexpr RuntimeArg kTensorAndBool[] = {kTensor, kBool};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Parameterized blocks
+//===----------------------------------------------------------------------===//
+
+static constexpr RuntimeSignature kEmbedding[] = {
+    {"tprt::embedding", kTwoTensors},
+    {"tprt::embedding_vocab_parallel", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> EmbeddingOp::getRuntimeSignatures() {
+  return kEmbedding;
+}
+
+LogicalResult EmbeddingOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kEmbedding[getVocabParallel() ? 1 : 0])
+      .tensor(getIds())
+      .tensor(getTable());
+  return success();
+}
+
+// The linear and mm forms are one flattened product; bmm multiplies each
+// [seq, in] slice.
+static constexpr RuntimeSignature kLinear[] = {
+    {"tprt::linear", kTwoTensors},
+    {"tprt::linear_bias", kThreeTensors},
+    {"tprt::linear_bmm", kTwoTensors},
+    {"tprt::linear_bmm_bias", kThreeTensors}};
+
+ArrayRef<RuntimeSignature> LinearOp::getRuntimeSignatures() { return kLinear; }
+
+LogicalResult LinearOp::buildRuntimeCall(RuntimeCall &call) {
+  bool bmm = getForm() == LinearForm::Bmm;
+  call.callee(kLinear[(bmm ? 2 : 0) + (getBias() ? 1 : 0)])
+      .tensor(getX())
+      .tensor(getWeight());
+  if (Value bias = getBias())
+    call.tensor(bias);
+  return success();
+}
+
+static constexpr RuntimeSignature kBiasAdd[] = {
+    {"tprt::bias_add", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> BiasAddOp::getRuntimeSignatures() {
+  return kBiasAdd;
+}
+
+LogicalResult BiasAddOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kBiasAdd[0]).tensor(getX()).tensor(getBias());
+  return success();
+}
+
+static constexpr RuntimeArg kRmsNormParams[] = {kTensor, kTensor, kF64, kF64,
+                                                kI64};
+static constexpr RuntimeSignature kRmsNorm[] = {
+    {"tprt::rms_norm", kRmsNormParams}};
+
+ArrayRef<RuntimeSignature> RmsNormOp::getRuntimeSignatures() {
+  return kRmsNorm;
+}
+
+LogicalResult RmsNormOp::buildRuntimeCall(RuntimeCall &call) {
+  IntegerAttr group = getGroupSizeAttr();
+  call.callee(kRmsNorm[0])
+      .tensor(getX())
+      .tensor(getWeight())
+      .f64(getEpsilon().convertToDouble())
+      .f64(getWeightOffset().convertToDouble())
+      .i64(group ? group.getInt() : 0);
+  return success();
+}
+
+static constexpr RuntimeArg kRotaryParams[] = {kTensor, kI64, kI64, kF64,
+                                               kBool};
+static constexpr RuntimeSignature kRotary[] = {{"tprt::rotary", kRotaryParams}};
+
+ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }
+
+LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
+  IntegerAttr rotaryDim = getRotaryDimAttr();
+  call.callee(kRotary[0])
+      .tensor(getX())
+      .i64(getHeadDim())
+      .i64(rotaryDim ? rotaryDim.getInt() : 0)
+      .f64(getTheta().convertToDouble())
+      .flag(getInterleaved());
+  return success();
+}
+
+static constexpr RuntimeArg kAttentionParams[] = {
+    kTensor, kTensor, kTensor, kOptional, kI64, kI64,
+    kI64,    kF64,    kBool,   kI64,      kF64};
+static constexpr RuntimeSignature kAttention[] = {
+    {"tprt::attention", kAttentionParams}};
+
+ArrayRef<RuntimeSignature> AttentionOp::getRuntimeSignatures() {
+  return kAttention;
+}
+
+LogicalResult AttentionOp::buildRuntimeCall(RuntimeCall &call) {
+  IntegerAttr window = getSlidingWindowAttr();
+  FloatAttr softcap = getSoftcapAttr();
+  call.callee(kAttention[0])
+      .tensor(getQ())
+      .tensor(getK())
+      .tensor(getV())
+      .tensor(getKeyMask())
+      .i64(getNumHeads())
+      .i64(getNumKvHeads())
+      .i64(getHeadDim())
+      .f64(getScale().convertToDouble())
+      .flag(getCausal())
+      .i64(window ? window.getInt() : 0)
+      .f64(softcap ? softcap.getValueAsDouble() : 0.0);
+  return success();
+}
+
+static constexpr RuntimeArg kMamba2Params[] = {
+    kTensor, kTensor, kTensor, kTensor,   kTensor, kTensor,
+    kTensor, kTensor, kTensor, kOptional, kI64,    kI64,
+    kI64,    kI64,    kI64,    kF64,      kF64,    kBool};
+static constexpr RuntimeSignature kMamba2[] = {
+    {"tprt::mamba2_mixer", kMamba2Params}};
+
+ArrayRef<RuntimeSignature> Mamba2MixerOp::getRuntimeSignatures() {
+  return kMamba2;
+}
+
+LogicalResult Mamba2MixerOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kMamba2[0])
+      .tensor(getX())
+      .tensor(getInProjWeight())
+      .tensor(getConvWeight())
+      .tensor(getConvBias())
+      .tensor(getDtBias())
+      .tensor(getALog())
+      .tensor(getD())
+      .tensor(getNormWeight())
+      .tensor(getOutProjWeight())
+      .tensor(getKeyMask())
+      .i64(getNumHeads())
+      .i64(getHeadDim())
+      .i64(getNGroups())
+      .i64(getStateSize())
+      .i64(getConvKernel())
+      .f64(getNormEps().convertToDouble())
+      .f64(getDtMin().convertToDouble())
+      .flag(getFoldedA());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+static constexpr RuntimeSignature kSilu[] = {{"tprt::silu", kOneTensor}};
+
+ArrayRef<RuntimeSignature> SiluOp::getRuntimeSignatures() { return kSilu; }
+
+LogicalResult SiluOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kSilu[0]).tensor(getX());
+  return success();
+}
+
+static constexpr RuntimeSignature kGelu[] = {{"tprt::gelu", kTensorAndBool}};
+
+ArrayRef<RuntimeSignature> GeluOp::getRuntimeSignatures() { return kGelu; }
+
+LogicalResult GeluOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kGelu[0]).tensor(getX()).flag(getApproximate() ==
+                                            GeluApproximation::Tanh);
+  return success();
+}
+
+static constexpr RuntimeSignature kReluSquared[] = {
+    {"tprt::relu_squared", kOneTensor}};
+
+ArrayRef<RuntimeSignature> ReluSquaredOp::getRuntimeSignatures() {
+  return kReluSquared;
+}
+
+LogicalResult ReluSquaredOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kReluSquared[0]).tensor(getX());
+  return success();
+}
+
+static constexpr RuntimeSignature kAdd[] = {{"tprt::add", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> AddOp::getRuntimeSignatures() { return kAdd; }
+
+LogicalResult AddOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAdd[0]).tensor(getLhs()).tensor(getRhs());
+  return success();
+}
+
+static constexpr RuntimeSignature kMul[] = {{"tprt::mul", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> MulOp::getRuntimeSignatures() { return kMul; }
+
+LogicalResult MulOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kMul[0]).tensor(getLhs()).tensor(getRhs());
+  return success();
+}
+
+static constexpr RuntimeSignature kScale[] = {{"tprt::scale", kTensorAndF64}};
+
+ArrayRef<RuntimeSignature> ScaleOp::getRuntimeSignatures() { return kScale; }
+
+LogicalResult ScaleOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kScale[0]).tensor(getX()).f64(getFactor().convertToDouble());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (external models on the shard dialect)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Sum reductions only: the runtime has no other.
+LogicalResult checkSum(Operation *op, shard::ReductionKind kind) {
+  if (kind == shard::ReductionKind::Sum)
+    return success();
+  return op->emitError("only sum reductions have a runtime call");
+}
+
+constexpr RuntimeSignature kAllReduce[] = {
+    {"tprt::all_reduce_sum", kOneTensor}};
+constexpr RuntimeSignature kAllGather[] = {{"tprt::all_gather", kTensorAndI64}};
+constexpr RuntimeSignature kReduceScatter[] = {
+    {"tprt::reduce_scatter_sum", kTensorAndI64}};
+
+struct AllReduceRuntimeCall
+    : public RuntimeCallOpInterface::ExternalModel<AllReduceRuntimeCall,
+                                                   shard::AllReduceOp> {
+  static ArrayRef<RuntimeSignature> getRuntimeSignatures() {
+    return kAllReduce;
+  }
+  LogicalResult buildRuntimeCall(Operation *op, RuntimeCall &call) const {
+    auto reduce = cast<shard::AllReduceOp>(op);
+    call.callee(kAllReduce[0]).tensor(reduce.getInput());
+    return checkSum(op, reduce.getReduction());
+  }
+};
+
+struct AllGatherRuntimeCall
+    : public RuntimeCallOpInterface::ExternalModel<AllGatherRuntimeCall,
+                                                   shard::AllGatherOp> {
+  static ArrayRef<RuntimeSignature> getRuntimeSignatures() {
+    return kAllGather;
+  }
+  LogicalResult buildRuntimeCall(Operation *op, RuntimeCall &call) const {
+    auto gather = cast<shard::AllGatherOp>(op);
+    call.callee(kAllGather[0])
+        .tensor(gather.getInput())
+        .i64(gather.getGatherAxis().getSExtValue());
+    return success();
+  }
+};
+
+struct ReduceScatterRuntimeCall
+    : public RuntimeCallOpInterface::ExternalModel<ReduceScatterRuntimeCall,
+                                                   shard::ReduceScatterOp> {
+  static ArrayRef<RuntimeSignature> getRuntimeSignatures() {
+    return kReduceScatter;
+  }
+  LogicalResult buildRuntimeCall(Operation *op, RuntimeCall &call) const {
+    auto scatter = cast<shard::ReduceScatterOp>(op);
+    call.callee(kReduceScatter[0])
+        .tensor(scatter.getInput())
+        .i64(scatter.getScatterAxis().getSExtValue());
+    return checkSum(op, scatter.getReduction());
+  }
+};
+
+} // namespace
+
+void mlir::tp::registerShardRuntimeCallModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    shard::AllReduceOp::attachInterface<AllReduceRuntimeCall>(*ctx);
+    shard::AllGatherOp::attachInterface<AllGatherRuntimeCall>(*ctx);
+    shard::ReduceScatterOp::attachInterface<ReduceScatterRuntimeCall>(*ctx);
+  });
+}
