@@ -169,6 +169,20 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def TPPlanReport : Pass<"tp-plan-report", "ModuleOp"> {
+  let summary = "Print the plan report of a partitioned program";
+  let description = [{
+    Prints, in Markdown on standard output, what each rank of a partitioned
+    program (the output of `tp-partition`) holds and exchanges: a summary
+    line (parameters split and replicated, MiB per rank of the whole, the
+    collectives of one forward pass), every parameter's global shape,
+    placement (`split(d)`, `replicated`, KV blocks shared by several ranks),
+    gradient class, plan key and bytes per rank, and the collectives per
+    layer with their bytes per token (f32 activations). The program is not
+    changed. `tpc --report` writes the same report to `plan-report.md`.
+  }];
+}
+
 def TPLowerLinear : Pass<"tp-lower-linear", "func::FuncOp"> {
   let summary = "Choose each linear's form: the TPLinear bmm-or-linear dispatch";
   let description = [{

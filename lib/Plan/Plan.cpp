@@ -25,24 +25,20 @@ llvm::StringRef mlir::tp::stringifyParallelStyle(ParallelStyle style) {
   return "?";
 }
 
-std::optional<llvm::json::Object> mlir::tp::readJSONObject(llvm::StringRef path,
-                                                           std::string &error) {
+llvm::Expected<llvm::json::Object>
+mlir::tp::readJSONObject(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) {
-    error = "cannot read '" + path.str() + "': " + buffer.getError().message();
-    return std::nullopt;
-  }
+  if (!buffer)
+    return llvm::createStringError("cannot read '" + path +
+                                   "': " + buffer.getError().message());
   llvm::Expected<llvm::json::Value> json =
       llvm::json::parse((*buffer)->getBuffer());
-  if (!json) {
-    error =
-        "'" + path.str() + "' is not JSON: " + llvm::toString(json.takeError());
-    return std::nullopt;
-  }
+  if (!json)
+    return llvm::createStringError(
+        "'" + path + "' is not JSON: " + llvm::toString(json.takeError()));
   if (llvm::json::Object *object = json->getAsObject())
     return std::move(*object);
-  error = "'" + path.str() + "' is not a JSON object";
-  return std::nullopt;
+  return llvm::createStringError("'" + path + "' is not a JSON object");
 }
 
 bool mlir::tp::matchesModulePattern(llvm::StringRef pattern,
@@ -72,9 +68,8 @@ bool Plan::isSequenceParallel() const {
   });
 }
 
-std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
-                                             llvm::StringRef root, bool sp,
-                                             std::string &error) {
+llvm::Expected<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
+                                              llvm::StringRef root, bool sp) {
   using S = ParallelStyle;
   // The decoder body every dense plan shares (AM sections 4.1-4.3, 4.6).
   // Under SP the embedding and the row-split projections reduce-scatter
@@ -113,11 +108,10 @@ std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
   if (name == "default")
     return Plan{"default", dense(S::ColwiseGatherOutput, llamaNorms)};
   if (name == "nemotron_h") {
-    if (sp) {
-      error = "NemotronH does not support sequence parallelism (its Mamba "
-              "mixers run on whole sequences)";
-      return std::nullopt;
-    }
+    if (sp)
+      return llvm::createStringError(
+          "NemotronH does not support sequence parallelism (its Mamba "
+          "mixers run on whole sequences)");
     // lm_head and the MLP blocks only; Mamba, attention, embeddings and
     // norms stay replicated (section 4.5).
     return Plan{"nemotron_h",
@@ -125,9 +119,9 @@ std::optional<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
                  {root.str() + ".layers.*.mixer.up_proj", S::Colwise},
                  {root.str() + ".layers.*.mixer.down_proj", S::Rowwise}}};
   }
-  error = "no such plan (auto, llama, qwen2, qwen3, gemma3, nemotron_h, "
-          "default, hf:CONFIG.json, file:PLAN.json)";
-  return std::nullopt;
+  return llvm::createStringError(
+      "no such plan (auto, llama, qwen2, qwen3, gemma3, nemotron_h, "
+      "default, hf:CONFIG.json, file:PLAN.json)");
 }
 
 namespace {
@@ -162,25 +156,22 @@ hfClassPlan(llvm::StringRef modelType) {
 
 } // namespace
 
-std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
-                                         std::string &error) {
-  std::optional<llvm::json::Object> config = readJSONObject(configPath, error);
+llvm::Expected<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath) {
+  llvm::Expected<llvm::json::Object> config = readJSONObject(configPath);
   if (!config)
-    return std::nullopt;
+    return config.takeError();
   std::vector<std::pair<std::string, std::string>> strings;
   if (const llvm::json::Value *value = config->get("base_model_tp_plan")) {
     const llvm::json::Object *plan = value->getAsObject();
-    if (!plan) {
-      error = "'" + configPath.str() + "': base_model_tp_plan is not an object";
-      return std::nullopt;
-    }
+    if (!plan)
+      return llvm::createStringError("'" + configPath +
+                                     "': base_model_tp_plan is not an object");
     for (const auto &[key, style] : *plan) {
       std::optional<llvm::StringRef> s = style.getAsString();
-      if (!s) {
-        error = "'" + configPath.str() + "': plan key '" + key.str() +
-                "' does not map to a style string";
-        return std::nullopt;
-      }
+      if (!s)
+        return llvm::createStringError("'" + configPath + "': plan key '" +
+                                       key.str() +
+                                       "' does not map to a style string");
       strings.push_back({key.str(), s->str()});
     }
     llvm::sort(strings, [](const auto &a, const auto &b) {
@@ -190,13 +181,12 @@ std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
     llvm::StringRef modelType =
         config->getString("model_type").value_or("<none>");
     strings = hfClassPlan(modelType);
-    if (strings.empty()) {
-      error = "'" + configPath.str() +
-              "' has no base_model_tp_plan and transformers declares none "
-              "for model_type '" +
-              modelType.str() + "'";
-      return std::nullopt;
-    }
+    if (strings.empty())
+      return llvm::createStringError(
+          "'" + configPath +
+          "' has no base_model_tp_plan and transformers declares none for "
+          "model_type '" +
+          modelType + "'");
   }
 
   using S = ParallelStyle;
@@ -241,10 +231,10 @@ std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
                                   "all_reduce"};
     bool isKnown = llvm::is_contained(known, style) ||
                    llvm::StringRef(style).starts_with("megamoe_");
-    error = "'" + configPath.str() + "': plan key '" + key + "': " +
-            (isKnown ? "style '" + style + "' is not supported yet"
-                     : "unknown style '" + style + "'");
-    return std::nullopt;
+    return llvm::createStringError(
+        "'" + configPath + "': plan key '" + key + "': " +
+        (isKnown ? "style '" + style + "' is not supported yet"
+                 : "unknown style '" + style + "'"));
   }
   if (!hasEmbedding)
     plan.entries.push_back({"model.embed_tokens", S::Rowwise});
@@ -252,22 +242,19 @@ std::optional<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath,
   return plan;
 }
 
-std::optional<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path,
-                                           std::string &error) {
-  std::optional<llvm::json::Object> object = readJSONObject(path, error);
+llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
+  llvm::Expected<llvm::json::Object> object = readJSONObject(path);
   if (!object)
-    return std::nullopt;
-  if (object->empty()) {
-    error = "'" + path.str() + "' is an empty plan";
-    return std::nullopt;
-  }
+    return object.takeError();
+  if (object->empty())
+    return llvm::createStringError("'" + path + "' is an empty plan");
   using S = ParallelStyle;
   Plan plan{"file:" + path.str(), {}};
   for (const auto &[keyRef, value] : *object) {
     std::string key = keyRef.str();
     auto fail = [&](const std::string &what) {
-      error = "'" + path.str() + "': plan key '" + key + "': " + what;
-      return std::nullopt;
+      return llvm::createStringError("'" + path + "': plan key '" + key +
+                                     "': " + what);
     };
     std::string style, in, out;
     if (std::optional<llvm::StringRef> s = value.getAsString()) {

@@ -5,6 +5,7 @@
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPInterfaces.h"
 #include "tpopt/Passes.h"
+#include "tpopt/Pipeline/Pipeline.h"
 
 #include "mlir/Conversion/ArithToEmitC/ArithToEmitC.h"
 #include "mlir/Conversion/FuncToEmitC/FuncToEmitC.h"
@@ -53,6 +54,7 @@ void mlir::tp::registerAllDialects(DialectRegistry &registry) {
 
 void mlir::tp::registerAllPasses() {
   tp::registerTPOptPasses();
+  tp::registerTPCompilePipeline();
   shard::registerShardPasses();
   registerConvertToEmitC();
   registerReconcileUnrealizedCastsPass();

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tpopt/Import/ONNXImporter.h"
+#include "tpopt/Import/ONNX/ONNXImporter.h"
 #include "tpopt/Registration/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"

@@ -57,9 +57,8 @@ struct Plan {
   bool isSequenceParallel() const;
 };
 
-/// The JSON object in `path`; nullopt with `error` naming the file.
-std::optional<llvm::json::Object> readJSONObject(llvm::StringRef path,
-                                                 std::string &error);
+/// The JSON object in `path`; an error naming the file.
+llvm::Expected<llvm::json::Object> readJSONObject(llvm::StringRef path);
 
 /// `*` matches exactly one dot-separated component.
 bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
@@ -69,11 +68,11 @@ bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
 /// `sequenceParallel`, AutoModel's SP form: embedding and o/down
 /// projections reduce-scatter onto the sequence, the norms run on sequence
 /// shards, and column-split projections gather the sequence back;
-/// NemotronH has none (nullopt with `error`). `root` is NemotronH's block
+/// NemotronH has none (an error). `root` is NemotronH's block
 /// container: "model" in transformers 5, "backbone" in the older remote
 /// code.
-std::optional<Plan> getBuiltinPlan(llvm::StringRef name, llvm::StringRef root,
-                                   bool sequenceParallel, std::string &error);
+llvm::Expected<Plan> getBuiltinPlan(llvm::StringRef name, llvm::StringRef root,
+                                    bool sequenceParallel);
 
 /// The HF plan of a transformers `config.json`: its `base_model_tp_plan`,
 /// or when it has none, the plan transformers' class declares for its
@@ -81,17 +80,16 @@ std::optional<Plan> getBuiltinPlan(llvm::StringRef name, llvm::StringRef root,
 /// to the inner model and get the `model.` prefix; `model.embed_tokens` is
 /// added as the vocabulary-split embedding when absent and `lm_head` is
 /// column-split with sharded logits (../shared/spec/tp-semantics.md 2.2).
-/// On failure returns nullopt with `error` naming the file and the key.
-std::optional<Plan> loadHFPlan(llvm::StringRef configPath, std::string &error);
+/// An error names the file and the key.
+llvm::Expected<Plan> loadHFPlan(llvm::StringRef configPath);
 
 /// A user's JSON plan: an object from module FQN globs (`*` matches one
 /// path component) to a style string or to an object with "style" and the
 /// optional "input_layouts", "output_layouts" ("replicate", "shard(-1)",
 /// "shard(1)" for the sequence) and "use_local_output"; "sequence_parallel"
 /// marks modules that run on sequence shards. Used verbatim (nothing added), as
-/// a custom plan is in NeMo. On failure returns nullopt with `error` naming the
-/// key.
-std::optional<Plan> loadJSONPlan(llvm::StringRef path, std::string &error);
+/// a custom plan is in NeMo. An error names the file and the key.
+llvm::Expected<Plan> loadJSONPlan(llvm::StringRef path);
 
 } // namespace mlir::tp
 

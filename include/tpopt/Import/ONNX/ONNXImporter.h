@@ -1,7 +1,7 @@
 //===- ONNXImporter.h - ONNX model to onnx-level IR -------------*- C++ -*-===//
 
-#ifndef TPOPT_IMPORT_ONNXIMPORTER_H
-#define TPOPT_IMPORT_ONNXIMPORTER_H
+#ifndef TPOPT_IMPORT_ONNX_ONNXIMPORTER_H
+#define TPOPT_IMPORT_ONNX_ONNXIMPORTER_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -35,4 +35,4 @@ void registerImportONNXTranslation();
 
 } // namespace mlir::tp
 
-#endif // TPOPT_IMPORT_ONNXIMPORTER_H
+#endif // TPOPT_IMPORT_ONNX_ONNXIMPORTER_H

@@ -81,6 +81,13 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   using Base::Base;
 
   void runOnOperation() override {
+    // The state below is per run: a pass manager may run this pass again.
+    entries.clear();
+    loras.clear();
+    loraA.clear();
+    loraB.clear();
+    loraBaseOfSum.clear();
+    planError.clear();
     ModuleOp module = getOperation();
     func::FuncOp func = module.lookupSymbol<func::FuncOp>("forward");
     if (!func) {
@@ -103,32 +110,42 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                          << static_cast<int64_t>(tp);
       return signalPassFailure();
     }
-    std::optional<Plan> p;
-    std::string error;
-    StringRef name(planName);
-    if (name.consume_front("hf:")) {
-      if (sp)
-        error = "transformers' base_model_tp_plan has no sequence-parallel "
-                "form (use a built-in plan, or a JSON plan with shard(1) "
-                "layouts)";
-      else
-        p = loadHFPlan(name, error);
-    } else if (name.consume_front("file:")) {
-      p = loadJSONPlan(name, error);
-      if (p && sp && !p->isSequenceParallel()) {
-        error = "sp=true, but the JSON plan has no sequence_parallel module "
-                "nor shard(1) layout (a JSON plan is used verbatim)";
-        p.reset();
-      }
-    } else {
-      p = getBuiltinPlan(planName, backbone ? "backbone" : "model", sp, error);
-    }
-    if (!p) {
-      module.emitError() << "plan '" << planName << "': " << error;
+    FailureOr<Plan> p = loadPlan(planName, backbone);
+    if (failed(p)) {
+      module.emitError() << "plan '" << planName << "': " << planError;
       return signalPassFailure();
     }
     if (failed(apply(func, *p)))
       signalPassFailure();
+  }
+
+  /// The plan named `planName` (built-in, hf: or file:); failure with
+  /// `planError` set.
+  FailureOr<Plan> loadPlan(StringRef planName, bool backbone) {
+    auto fail = [&](const Twine &why) -> FailureOr<Plan> {
+      planError = why.str();
+      return failure();
+    };
+    llvm::Expected<Plan> p = llvm::createStringError("no plan");
+    StringRef name = planName;
+    if (name.consume_front("hf:")) {
+      if (sp)
+        return fail("transformers' base_model_tp_plan has no sequence-"
+                    "parallel form (use a built-in plan, or a JSON plan with "
+                    "shard(1) layouts)");
+      p = loadHFPlan(name);
+    } else if (name.consume_front("file:")) {
+      p = loadJSONPlan(name);
+      if (p && sp && !p->isSequenceParallel())
+        return fail("sp=true, but the JSON plan has no sequence_parallel "
+                    "module nor shard(1) layout (a JSON plan is used "
+                    "verbatim)");
+    } else {
+      p = getBuiltinPlan(planName, backbone ? "backbone" : "model", sp);
+    }
+    if (!p)
+      return fail(llvm::toString(p.takeError()));
+    return std::move(*p);
   }
 
   /// The placement one use of a parameter asks for.
@@ -270,13 +287,15 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     if (loraRank < 1)
       return func.emitError() << "lora-rank must be positive, got "
                               << static_cast<int64_t>(loraRank);
-    std::optional<llvm::StringMap<AdapterTensor>> adapter;
+    std::optional<llvm::StringMap<SafetensorsTensor>> adapter;
     SmallString<256> adapterPath(loraWeights);
     if (!loraWeights.empty()) {
-      std::string error;
-      adapter = readSafetensorsIndex(loraWeights, error);
-      if (!adapter)
-        return func.emitError() << "lora-weights: " << error;
+      llvm::Expected<llvm::StringMap<SafetensorsTensor>> index =
+          readSafetensorsIndex(loraWeights);
+      if (!index)
+        return func.emitError()
+               << "lora-weights: " << llvm::toString(index.takeError());
+      adapter = std::move(*index);
       llvm::sys::fs::make_absolute(adapterPath);
     }
     MLIRContext *ctx = func.getContext();
@@ -309,7 +328,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                    << " for '" << module << "' (looked for 'base_model.model."
                    << module << "." << factor << ".weight' and '" << module
                    << "." << factor << ".weight')";
-          const AdapterTensor &t = entry->second;
+          const SafetensorsTensor &t = entry->second;
           if (t.dtype != "F32" || ArrayRef<int64_t>(t.shape) != shape) {
             InFlightDiagnostic d = linear.emitError()
                                    << "lora-weights '" << loraWeights
@@ -611,6 +630,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   llvm::MapVector<Operation *, LoRABranch> loras;
   llvm::DenseSet<Operation *> loraA, loraB;
   llvm::DenseMap<Operation *, Operation *> loraBaseOfSum;
+  /// Why the plan could not be loaded.
+  std::string planError;
 };
 
 } // namespace

@@ -1,0 +1,28 @@
+//===- PlanReport.h - what a partitioned program holds per rank -*- C++ -*-===//
+
+#ifndef TPOPT_PARTITION_PLANREPORT_H
+#define TPOPT_PARTITION_PLANREPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+/// The plan report of a partitioned program (tp-partition's output): every
+/// parameter's placement, gradient class, plan key and bytes per rank, and
+/// the collectives per layer in bytes per token.
+struct PlanReport {
+  /// One line: parameters split and replicated, bytes per rank, collectives.
+  std::string summary;
+  /// The whole report in Markdown (the summary, then the two tables).
+  std::string markdown;
+};
+
+/// The report of `module`'s entry function at `ranks` ranks; failure (with
+/// a diagnostic) when it has none.
+FailureOr<PlanReport> buildPlanReport(ModuleOp module, int64_t ranks);
+
+} // namespace mlir::tp
+
+#endif // TPOPT_PARTITION_PLANREPORT_H

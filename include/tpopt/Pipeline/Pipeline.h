@@ -1,0 +1,99 @@
+//===- Pipeline.h - the tp-opt compilation pipeline -------------*- C++ -*-===//
+//
+// The passes from raised ONNX to the C++ of one rank, in order, as a
+// library: `tpc` runs it on an imported model, `tp-opt --tp-compile=...`
+// on any module. The options are the pipeline's; `tpc` exposes the same
+// options as its own flags (exposeAsToolOptions).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPOPT_PIPELINE_PIPELINE_H
+#define TPOPT_PIPELINE_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "llvm/Support/CommandLine.h"
+
+namespace mlir::tp {
+
+struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
+  Option<int64_t> probeSeq{*this, "probe-seq",
+                           llvm::cl::desc("Sequence length of the raising "
+                                          "probe"),
+                           llvm::cl::init(32)};
+  Option<std::string> hfConfig{
+      *this, "hf-config",
+      llvm::cl::desc("HuggingFace config.json to check the detected "
+                     "configuration against"),
+      llvm::cl::value_desc("config.json")};
+  Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor-parallel ranks"),
+                     llvm::cl::init(1)};
+  Option<bool> sp{*this, "sp", llvm::cl::desc("Sequence parallelism"),
+                  llvm::cl::init(false)};
+  Option<std::string> plan{
+      *this, "plan",
+      llvm::cl::desc("TP plan: auto (the architecture's), llama, qwen2, "
+                     "qwen3, gemma3, nemotron_h, default, hf:CONFIG.json "
+                     "(transformers' base_model_tp_plan) or file:PLAN.json"),
+      llvm::cl::init("auto")};
+  Option<bool> asyncTP{
+      *this, "async-tp",
+      llvm::cl::desc("Linears without their bias, then a bias add (the "
+                     "matmul next to its collective, as async tensor "
+                     "parallelism wants)"),
+      llvm::cl::init(false)};
+  Option<int64_t> loraRank{*this, "lora-rank",
+                           llvm::cl::desc("LoRA rank (0: no LoRA)"),
+                           llvm::cl::init(0)};
+  Option<double> loraAlpha{*this, "lora-alpha",
+                           llvm::cl::desc("LoRA alpha (scale alpha / rank)"),
+                           llvm::cl::init(32.0)};
+  Option<std::string> loraTargets{
+      *this, "lora-targets",
+      llvm::cl::desc("Linears with LoRA: all-linear or module names "
+                     "(q_proj,v_proj)"),
+      llvm::cl::init("all-linear")};
+  Option<std::string> loraWeights{
+      *this, "lora-weights",
+      llvm::cl::desc("The LoRA adapter (PEFT's adapter_model.safetensors)"),
+      llvm::cl::value_desc("adapter.safetensors")};
+  Option<std::string> modelPath{
+      *this, "model-path",
+      llvm::cl::desc("The model file the program reads its weights from "
+                     "(default: the module's onnx.file)"),
+      llvm::cl::value_desc("model.onnx")};
+
+  /// Whether the program is partitioned: a plan applies at tp > 1, and
+  /// with LoRA (a plan on one rank) at any tp.
+  bool isDistributed() const { return tp > 1 || loraRank > 0; }
+
+  /// Registers these options as flags of the running tool too (in
+  /// `category`), so that a driver's flags and the pipeline's options are
+  /// one list. Call before parsing the command line.
+  void exposeAsToolOptions(llvm::cl::OptionCategory &category);
+};
+
+/// Raising: onnx-level IR to the checked tp program (tp-raise-onnx,
+/// tp-verify-params, tp-check-hf-config with `hf-config`).
+void buildTPRaisePipeline(OpPassManager &pm, const TPCompileOptions &options);
+
+/// The tp program to the program of one rank: the plan (tp-apply-plan when
+/// distributed), the linear forms (tp-lower-linear), the partition
+/// (tp-partition when distributed).
+void buildTPDistributePipeline(OpPassManager &pm,
+                               const TPCompileOptions &options);
+
+/// The rank's program to EmitC (tp-to-emitc reading weights from
+/// `model-path`).
+void buildTPEmitPipeline(OpPassManager &pm, const TPCompileOptions &options);
+
+/// Raise, distribute, then emit: the module `tp-translate
+/// --mlir-to-cpp` prints as the rank's C++.
+void buildTPCompilePipeline(OpPassManager &pm, const TPCompileOptions &options);
+
+/// Registers `--tp-compile` (tp-opt's name for buildTPCompilePipeline).
+void registerTPCompilePipeline();
+
+} // namespace mlir::tp
+
+#endif // TPOPT_PIPELINE_PIPELINE_H

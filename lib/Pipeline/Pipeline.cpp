@@ -1,0 +1,79 @@
+//===- Pipeline.cpp - the tp-opt compilation pipeline ---------------------===//
+
+#include "tpopt/Pipeline/Pipeline.h"
+#include "tpopt/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+void TPCompileOptions::exposeAsToolOptions(llvm::cl::OptionCategory &category) {
+  // Each option is registered with this PassOptions' own sub-command; adding
+  // the top level makes the tool's command line parse into it as well.
+  for (auto &entry : OptionsMap) {
+    llvm::cl::Option *option = entry.second;
+    option->removeArgument();
+    option->addSubCommand(llvm::cl::SubCommand::getTopLevel());
+    option->addCategory(category);
+    option->addArgument();
+  }
+}
+
+void mlir::tp::buildTPRaisePipeline(OpPassManager &pm,
+                                    const TPCompileOptions &options) {
+  TPRaiseONNXOptions raise;
+  raise.probeSeq = options.probeSeq;
+  pm.addPass(createTPRaiseONNX(raise));
+  pm.addPass(createTPVerifyParams());
+  if (!options.hfConfig.empty()) {
+    TPCheckHFConfigOptions check;
+    check.path = options.hfConfig;
+    pm.addPass(createTPCheckHFConfig(check));
+  }
+}
+
+void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
+                                         const TPCompileOptions &options) {
+  // LoRA is added by the plan pass, so a tp=1 program with LoRA is a plan
+  // on one rank. The linear forms read the plan's annotations.
+  if (options.isDistributed()) {
+    TPApplyPlanOptions plan;
+    plan.plan = options.plan;
+    plan.tp = options.tp;
+    plan.sp = options.sp;
+    plan.loraRank = options.loraRank;
+    plan.loraAlpha = options.loraAlpha;
+    plan.loraTargets = options.loraTargets;
+    plan.loraWeights = options.loraWeights;
+    pm.addPass(createTPApplyPlan(plan));
+  }
+  TPLowerLinearOptions linear;
+  linear.asyncTP = options.asyncTP;
+  pm.addNestedPass<func::FuncOp>(createTPLowerLinear(linear));
+  if (options.isDistributed())
+    pm.addPass(createTPPartition());
+}
+
+void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
+                                   const TPCompileOptions &options) {
+  TPToEmitCOptions emit;
+  emit.modelPath = options.modelPath;
+  pm.addPass(createTPToEmitC(emit));
+}
+
+void mlir::tp::buildTPCompilePipeline(OpPassManager &pm,
+                                      const TPCompileOptions &options) {
+  buildTPRaisePipeline(pm, options);
+  buildTPDistributePipeline(pm, options);
+  buildTPEmitPipeline(pm, options);
+}
+
+void mlir::tp::registerTPCompilePipeline() {
+  PassPipelineRegistration<TPCompileOptions>(
+      "tp-compile",
+      "Compile raised ONNX to the EmitC program of one tensor-parallel rank "
+      "(what tpc does up to C++)",
+      buildTPCompilePipeline);
+}

@@ -1,0 +1,158 @@
+//===- PlanReport.cpp - what a partitioned program holds per rank ---------===//
+//
+// The plan report (`tpc --report`, `tp-opt --tp-plan-report`): read off the
+// partitioned program, not off the plan, so it shows what each rank will
+// actually hold and exchange.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tpopt/Partition/PlanReport.h"
+#include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_TPPLANREPORT
+#include "tpopt/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// "model.layers.3.mlp.up_proj.weight" -> "layer 3"; others by module.
+std::string layerOf(StringRef fqn) {
+  size_t pos = fqn.find("layers.");
+  if (pos == StringRef::npos)
+    return fqn.rsplit('.').first.str();
+  return "layer " + fqn.drop_front(pos + 7).split('.').first.str();
+}
+
+/// The parameter whose op produced `v` (a collective's input); through a
+/// sum, that of its first operand (a module's base linear under LoRA).
+StringRef producerParam(func::FuncOp func, Value v) {
+  for (int depth = 0; depth < 4; ++depth) {
+    Operation *op = v.getDefiningOp();
+    if (!op || op->getNumOperands() == 0)
+      return "";
+    for (Value operand : op->getOperands())
+      if (auto arg = dyn_cast<BlockArgument>(operand))
+        if (auto fqn = func.getArgAttrOfType<StringAttr>(
+                arg.getArgNumber(), TPDialect::kFqnAttrName))
+          return fqn.getValue();
+    v = op->getOperand(0);
+  }
+  return "";
+}
+
+/// The parameters' table; counts what is split and replicated.
+void writeParameters(func::FuncOp func, raw_ostream &os, uint64_t &localBytes,
+                     uint64_t &globalBytes, int &sharded, int &replicated) {
+  os << "| parameter | global shape | placement | class | plan key | bytes "
+        "per rank |\n|---|---|---|---|---|---|\n";
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto fqn = func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName);
+    if (!fqn)
+      continue;
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    auto dim = func.getArgAttrOfType<IntegerAttr>(i, "tp.shard_dim");
+    auto shards = func.getArgAttrOfType<IntegerAttr>(i, "tp.shards");
+    auto key = func.getArgAttrOfType<StringAttr>(i, "tp.plan_key");
+    auto grad = func.getArgAttrOfType<StringAttr>(i, "tp.grad_reduction");
+    auto replicas = func.getArgAttrOfType<IntegerAttr>(i, "tp.shard_replicas");
+    int64_t blocks = dim && shards ? shards.getInt() : 1;
+    SmallVector<int64_t> global(type.getShape());
+    if (dim)
+      global[dim.getInt()] *= blocks;
+    uint64_t bytes = type.getNumElements() *
+                     (type.getElementType().getIntOrFloatBitWidth() / 8);
+    localBytes += bytes;
+    globalBytes += bytes * blocks;
+    (dim ? sharded : replicated)++;
+    os << "| `" << fqn.getValue() << "` | [";
+    llvm::interleaveComma(global, os);
+    std::string placement =
+        dim ? "split(" + std::to_string(dim.getInt()) + ")" : "replicated";
+    if (replicas && replicas.getInt() > 1)
+      placement +=
+          ", each block on " + std::to_string(replicas.getInt()) + " ranks";
+    os << "] | " << placement << " | "
+       << (dim ? std::string("sharded")
+               : "replicated, grad " +
+                     (grad ? grad.getValue().str() : std::string("mean")))
+       << " | " << (key ? key.getValue() : "") << " | " << bytes << " |\n";
+  }
+}
+
+} // namespace
+
+FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
+                                                int64_t ranks) {
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (!func)
+    return module.emitError("plan report: no func.func @forward");
+  std::string table;
+  llvm::raw_string_ostream os(table);
+  uint64_t localBytes = 0, globalBytes = 0;
+  int sharded = 0, replicated = 0;
+  writeParameters(func, os, localBytes, globalBytes, sharded, replicated);
+
+  // Collectives per layer, in bytes per token (f32 activations).
+  std::map<std::string, std::pair<int, uint64_t>> perLayer;
+  int collectives = 0;
+  func.walk([&](Operation *op) {
+    StringRef kind =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case([](shard::AllReduceOp) { return "all_reduce"; })
+            .Case([](shard::AllGatherOp) { return "all_gather"; })
+            .Case([](shard::ReduceScatterOp) { return "reduce_scatter"; })
+            .Default([](Operation *) { return ""; });
+    if (kind.empty())
+      return;
+    auto type = cast<ShapedType>(op->getResult(0).getType());
+    std::string layer = layerOf(producerParam(func, op->getOperand(0)));
+    auto &entry = perLayer[kind.str() + ", " + layer];
+    entry.first++;
+    entry.second += type.getShape().back() * 4;
+    collectives++;
+  });
+  os << "\n| collective, where | count | bytes per token |\n|---|---|---|\n";
+  for (auto &[where, v] : perLayer)
+    os << "| " << where << " | " << v.first << " | " << v.second << " |\n";
+
+  PlanReport report;
+  report.summary =
+      llvm::formatv("tp={0}: {1} parameters split, {2} replicated; "
+                    "{3:F3} MiB of {4:F3} MiB of parameters per rank; "
+                    "{5} collectives per forward pass",
+                    ranks, sharded, replicated, localBytes / 1048576.0,
+                    globalBytes / 1048576.0, collectives)
+          .str();
+  report.markdown = "# Plan report\n\n" + report.summary + "\n\n" + table;
+  return report;
+}
+
+namespace {
+
+struct TPPlanReportPass : public tp::impl::TPPlanReportBase<TPPlanReportPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grid = module.lookupSymbol<shard::GridOp>("tp");
+    int64_t ranks =
+        grid && grid.getShape().size() == 1 ? grid.getShape()[0] : 1;
+    FailureOr<PlanReport> report = buildPlanReport(module, ranks);
+    if (failed(report))
+      return signalPassFailure();
+    llvm::outs() << report->markdown;
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace
