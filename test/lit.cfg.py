@@ -26,6 +26,7 @@ llvm_config.add_tool_substitutions(
 config.substitutions.append(("%tp_python", config.python_executable))
 config.substitutions.append(("%cxx", config.cxx_compiler))
 config.substitutions.append(("%tp_src", config.tp_src_root))
+config.substitutions.append(("%tp_obj", config.tp_obj_root))
 # The shared fixtures live beside the checkout (../shared) or where
 # TPOPT_SHARED points; without them the fixture tests are unsupported.
 shared = os.environ.get("TPOPT_SHARED") or os.path.join(

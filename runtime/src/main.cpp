@@ -15,12 +15,12 @@
 #include <cblas.h>
 #include <cstdio>
 #include <cstdlib>
-#include <malloc.h>
 #include <cstring>
-#include <unistd.h>
+#include <malloc.h>
 #include <mpi.h>
 #include <omp.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
       m[i] = 1;
   }
 
-  tprt::Context ctx(rank, size, threads, weights, baseName(tprt_model_path));
+  tprt::Context ctx(rank, size, weights, baseName(tprt_model_path));
   tprt::Tensor logits = tprt_model_forward(ctx, ids, attentionMask);
   if (rank == 0)
     tprt::writeNpy(output, logits);

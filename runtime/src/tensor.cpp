@@ -110,14 +110,6 @@ std::string Tensor::describe() const {
   return os.str();
 }
 
-Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
-  Tensor t = *this;
-  t.shape_ = std::move(shape);
-  if (t.numel() != numel())
-    fatal("reshape of " + describe() + " changes its size");
-  return t;
-}
-
 float halfToFloat(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f,
            mant = h & 0x3ffu, bits;

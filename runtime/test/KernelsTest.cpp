@@ -14,7 +14,7 @@ using namespace tprt;
 namespace {
 
 Context &ctx() {
-  static Context context(0, 1, 1, "/nonexistent/model.onnx", "model.onnx");
+  static Context context(0, 1, "/nonexistent/model.onnx", "model.onnx");
   return context;
 }
 
@@ -414,7 +414,7 @@ TEST(Io, NpyRoundTripAndParamLoading) {
   std::fwrite("PAD!", 1, 4, f);
   std::fwrite(stored, 4, 6, f);
   std::fclose(f);
-  Context c(0, 1, 1, base + "/model.onnx", "model.onnx");
+  Context c(0, 1, base + "/model.onnx", "model.onnx");
   Tensor w =
       load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true);
   float want[6] = {1, 3, 5, 2, 4, 6};

@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
   // sequence) of a [2, 2 * n, 3] tensor: element (b, s, h) of rank q's
   // input is q + 100 b + 10 s + h.
   {
-    tprt::Context ctx(r, n, 1, "", "");
+    tprt::Context ctx(r, n, "", "");
     auto value = [](int q, int b, int s, int h) {
       return float(q + 100 * b + 10 * s + h);
     };

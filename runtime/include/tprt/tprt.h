@@ -62,8 +62,6 @@ public:
 
   /// A converted copy (f32 <-> f16/bf16; i64 <-> f32).
   Tensor to(DType dtype) const;
-  /// The same storage viewed with another shape of the same size.
-  Tensor reshaped(std::vector<int64_t> shape) const;
   std::string describe() const;
 
 private:
@@ -109,13 +107,12 @@ std::unique_ptr<Communicator> createMpiCommunicator(int color);
 /// Per-rank state of a running program.
 class Context {
 public:
-  Context(int rank, int worldSize, int threads, std::string modelPath,
+  Context(int rank, int worldSize, std::string modelPath,
           std::string modelFile);
   ~Context();
 
   int rank() const { return rank_; }
   int worldSize() const { return worldSize_; }
-  int threads() const { return threads_; }
   /// The communicator of the tensor-parallel group (all ranks).
   Communicator &tp();
 
@@ -130,7 +127,7 @@ public:
   void cacheParam(const std::string &fqn, Tensor value);
 
 private:
-  int rank_, worldSize_, threads_;
+  int rank_, worldSize_;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_;
   std::map<std::string, Tensor> params_;

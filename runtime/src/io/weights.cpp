@@ -15,10 +15,10 @@
 
 namespace tprt {
 
-Context::Context(int rank, int worldSize, int threads, std::string modelPath,
+Context::Context(int rank, int worldSize, std::string modelPath,
                  std::string modelFile)
-    : rank_(rank), worldSize_(worldSize), threads_(threads),
-      modelPath_(std::move(modelPath)), modelFile_(std::move(modelFile)) {
+    : rank_(rank), worldSize_(worldSize), modelPath_(std::move(modelPath)),
+      modelFile_(std::move(modelFile)) {
   size_t slash = modelPath_.find_last_of('/');
   modelDir_ = slash == std::string::npos ? "." : modelPath_.substr(0, slash);
 }
