@@ -1,6 +1,7 @@
 //===- Plan.cpp - the built-in tensor-parallel plans ----------------------===//
 
 #include "tpopt/Plan/Plan.h"
+#include "tpopt/Plan/Architecture.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -68,60 +69,48 @@ bool Plan::isSequenceParallel() const {
   });
 }
 
-llvm::Expected<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
-                                              llvm::StringRef root, bool sp) {
+Plan mlir::tp::buildDecoderPlan(llvm::StringRef name, ParallelStyle lmHead,
+                                llvm::ArrayRef<llvm::StringRef> layerNorms,
+                                bool sp) {
   using S = ParallelStyle;
   // The decoder body every dense plan shares (AM sections 4.1-4.3, 4.6).
   // Under SP the embedding and the row-split projections reduce-scatter
   // onto the sequence and the norms run on sequence shards; column-split
   // projections (lm_head's C(in=S(1)) included) gather it back.
-  auto dense = [&](S lmHead, llvm::ArrayRef<const char *> layerNorms) {
-    // Llama: plain Rowwise embedding; Qwen and Gemma3: VocabParallelEmbedding,
-    // the same placement (vocabulary split, partial sums reduced).
-    std::vector<PlanEntry> entries{{"model.embed_tokens", S::Rowwise, sp}};
-    for (const char *proj : {"q_proj", "k_proj", "v_proj"})
+  // Llama: plain Rowwise embedding; Qwen and Gemma3: VocabParallelEmbedding,
+  // the same placement (vocabulary split, partial sums reduced).
+  std::vector<PlanEntry> entries{{"model.embed_tokens", S::Rowwise, sp}};
+  for (const char *proj : {"q_proj", "k_proj", "v_proj"})
+    entries.push_back(
+        {std::string("model.layers.*.self_attn.") + proj, S::Colwise});
+  entries.push_back({"model.layers.*.self_attn.o_proj", S::Rowwise, sp});
+  entries.push_back({"model.layers.*.mlp.gate_proj", S::Colwise});
+  entries.push_back({"model.layers.*.mlp.up_proj", S::Colwise});
+  entries.push_back({"model.layers.*.mlp.down_proj", S::Rowwise, sp});
+  if (sp) {
+    for (llvm::StringRef norm : layerNorms)
       entries.push_back(
-          {std::string("model.layers.*.self_attn.") + proj, S::Colwise});
-    entries.push_back({"model.layers.*.self_attn.o_proj", S::Rowwise, sp});
-    entries.push_back({"model.layers.*.mlp.gate_proj", S::Colwise});
-    entries.push_back({"model.layers.*.mlp.up_proj", S::Colwise});
-    entries.push_back({"model.layers.*.mlp.down_proj", S::Rowwise, sp});
-    if (sp) {
-      for (const char *norm : layerNorms)
-        entries.push_back(
-            {std::string("model.layers.*.") + norm, S::SequenceParallel});
-      entries.push_back({"model.norm", S::SequenceParallel});
-    }
-    entries.push_back({"lm_head", lmHead});
-    return entries;
-  };
-  static const char *llamaNorms[] = {"input_layernorm",
-                                     "post_attention_layernorm"};
-  static const char *gemmaNorms[] = {
-      "input_layernorm", "post_attention_layernorm",
-      "pre_feedforward_layernorm", "post_feedforward_layernorm"};
-  // lm_head keeps vocab-sharded logits (C(out=S(-1))); tpc gathers them.
-  if (name == "llama" || name == "qwen2" || name == "qwen3")
-    return Plan{name.str(), dense(S::Colwise, llamaNorms)};
-  if (name == "gemma3")
-    return Plan{name.str(), dense(S::Colwise, gemmaNorms)};
-  if (name == "default")
-    return Plan{"default", dense(S::ColwiseGatherOutput, llamaNorms)};
-  if (name == "nemotron_h") {
-    if (sp)
-      return llvm::createStringError(
-          "NemotronH does not support sequence parallelism (its Mamba "
-          "mixers run on whole sequences)");
-    // lm_head and the MLP blocks only; Mamba, attention, embeddings and
-    // norms stay replicated (section 4.5).
-    return Plan{"nemotron_h",
-                {{"lm_head", S::Colwise},
-                 {root.str() + ".layers.*.mixer.up_proj", S::Colwise},
-                 {root.str() + ".layers.*.mixer.down_proj", S::Rowwise}}};
+          {("model.layers.*." + norm).str(), S::SequenceParallel});
+    entries.push_back({"model.norm", S::SequenceParallel});
   }
-  return llvm::createStringError(
-      "no such plan (auto, llama, qwen2, qwen3, gemma3, nemotron_h, "
-      "default, hf:CONFIG.json, file:PLAN.json)");
+  entries.push_back({"lm_head", lmHead});
+  return Plan{name.str(), std::move(entries)};
+}
+
+llvm::Expected<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
+                                              llvm::StringRef root, bool sp) {
+  if (name == "default")
+    return buildDecoderPlan("default", ParallelStyle::ColwiseGatherOutput,
+                            {"input_layernorm", "post_attention_layernorm"},
+                            sp);
+  if (const Architecture *arch = lookupArchitecture(name)) {
+    if (sp && !arch->noSequenceParallel.empty())
+      return llvm::createStringError(arch->noSequenceParallel);
+    return arch->builtinPlan(root, sp);
+  }
+  return llvm::createStringError("no such plan (auto, " +
+                                 getArchitectureNames() +
+                                 ", default, hf:CONFIG.json, file:PLAN.json)");
 }
 
 namespace {
@@ -138,16 +127,15 @@ bool moreSpecific(llvm::StringRef a, llvm::StringRef b) {
 std::vector<std::pair<std::string, std::string>>
 hfClassPlan(llvm::StringRef modelType) {
   std::vector<std::pair<std::string, std::string>> plan;
-  if (modelType != "llama" && modelType != "qwen2" && modelType != "qwen3" &&
-      modelType != "gemma3" && modelType != "gemma3_text")
+  const Architecture *arch = lookupArchitectureByModelType(modelType);
+  if (!arch || !arch->hasHFClassPlan)
     return plan;
   for (const char *proj : {"q_proj", "k_proj", "v_proj"})
     plan.push_back({std::string("layers.*.self_attn.") + proj, "colwise"});
   plan.push_back({"layers.*.self_attn.o_proj", "rowwise"});
-  if (modelType == "qwen3")
-    for (const char *norm : {"q_norm", "k_norm"})
-      plan.push_back({std::string("layers.*.self_attn.") + norm,
-                      "replicated_with_grad_allreduce"});
+  for (llvm::StringRef norm : arch->hfClassPlanNorms)
+    plan.push_back({("layers.*.self_attn." + norm).str(),
+                    "replicated_with_grad_allreduce"});
   plan.push_back({"layers.*.mlp.gate_proj", "colwise"});
   plan.push_back({"layers.*.mlp.up_proj", "colwise"});
   plan.push_back({"layers.*.mlp.down_proj", "rowwise"});

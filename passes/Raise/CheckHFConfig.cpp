@@ -3,6 +3,7 @@
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Passes.h"
+#include "tpopt/Plan/Architecture.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -47,6 +48,19 @@ struct TPCheckHFConfigPass
     auto config = module->getAttrOfType<DictionaryAttr>("tp.config");
     if (!config)
       return fail("the module has no tp.config (run --tp-raise-onnx first)");
+    // The architecture: the config's model_type must be the one raising
+    // recognised.
+    if (std::optional<StringRef> modelType = json->getString("model_type")) {
+      const Architecture *arch = lookupArchitectureByModelType(*modelType);
+      if (!arch)
+        return fail("model_type '" + *modelType +
+                    "' is not an architecture tp-opt compiles (" +
+                    getArchitectureNames() + ")");
+      auto detected = config.getAs<StringAttr>("architecture");
+      if (detected && detected.getValue() != arch->name)
+        return fail("model_type '" + *modelType + "' is " + arch->name +
+                    " but the graph is a " + detected.getValue());
+    }
 
     // Integers.
     for (StringRef key : {"hidden_size", "num_hidden_layers",

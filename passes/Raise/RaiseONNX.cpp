@@ -16,6 +16,7 @@
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Passes.h"
+#include "tpopt/Plan/Architecture.h"
 #include "tpopt/Probe/ProbeTensor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -333,7 +334,7 @@ private:
   std::optional<std::pair<StringRef, double>> recognize(int id);
 
   LogicalResult finish();
-  void recordConfig(ModuleOp module, func::FuncOp func);
+  LogicalResult recordConfig(ModuleOp module, func::FuncOp func);
 
   /// A module scope raised as one block (the Mamba2 mixer): its nodes are
   /// not interpreted one by one; at its last node the block is matched as a
@@ -2279,12 +2280,13 @@ LogicalResult Raiser::finish() {
                                    ValueRange(results).getTypes()));
   if (failed(target.eraseArguments(erase)))
     return failure();
-  recordConfig(source->getParentOfType<ModuleOp>(), target);
+  if (failed(recordConfig(source->getParentOfType<ModuleOp>(), target)))
+    return failure();
   source.erase();
   return success();
 }
 
-void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
+LogicalResult Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   std::map<std::string, Attribute> config;
   auto setInt = [&](StringRef key, int64_t v) {
     config[key.str()] = builder.getI64IntegerAttr(v);
@@ -2380,21 +2382,25 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
     return cast<StringAttr>(a).getValue() == "mamba";
   });
 
-  std::string arch = "llama";
-  bool backbone = mamba;
+  ArchitectureTraits traits;
+  traits.mamba = mamba;
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto fqn =
             func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName))
-      backbone |= fqn.getValue().starts_with("backbone.");
-  if (backbone)
-    arch = "nemotron_h";
-  else if (normOffset || embedScale)
-    arch = "gemma3";
-  else if (qkNorm)
-    arch = "qwen3";
-  else if (attentionBias)
-    arch = "qwen2";
-  config["architecture"] = builder.getStringAttr(arch);
+      traits.backboneNames |= fqn.getValue().starts_with("backbone.");
+  traits.normWeightOffset = normOffset;
+  traits.embeddingScale = embedScale;
+  traits.qkNorm = qkNorm;
+  traits.attentionBias = attentionBias;
+  const Architecture &arch = recognizeArchitecture(traits);
+  if (tied && !arch.tiedEmbeddings)
+    return func.emitError() << "the graph ties lm_head to the embedding, "
+                               "which "
+                            << arch.name << " does not";
+  if (qkNorm && !arch.perHeadNorms)
+    return func.emitError() << "the graph has per-head q/k norms, which "
+                            << arch.name << " does not";
+  config["architecture"] = builder.getStringAttr(arch.name);
   if (mamba)
     config["layers_block_type"] = builder.getArrayAttr(blockTypes);
   // One theta for all layers is rope_theta, whatever their kind.
@@ -2412,6 +2418,7 @@ void Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   for (auto &[key, value] : config)
     entries.push_back(builder.getNamedAttr(key, value));
   module->setAttr("tp.config", builder.getDictionaryAttr(entries));
+  return success();
 }
 
 struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {

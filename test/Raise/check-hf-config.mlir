@@ -7,6 +7,12 @@
 // RUN: not tp-opt %s "--tp-check-hf-config=path=%t/eps.json" 2>&1 | FileCheck %s --check-prefix=EPS
 // RUN: echo 'not json' > %t/bad.json
 // RUN: not tp-opt %s "--tp-check-hf-config=path=%t/bad.json" 2>&1 | FileCheck %s --check-prefix=JSON
+// RUN: echo '{"model_type": "gemma3_text"}' > %t/gemma.json
+// RUN: tp-opt %s "--tp-check-hf-config=path=%t/gemma.json" -o /dev/null
+// RUN: echo '{"model_type": "qwen3"}' > %t/qwen3.json
+// RUN: not tp-opt %s "--tp-check-hf-config=path=%t/qwen3.json" 2>&1 | FileCheck %s --check-prefix=TYPE
+// RUN: echo '{"model_type": "phi3"}' > %t/phi3.json
+// RUN: not tp-opt %s "--tp-check-hf-config=path=%t/phi3.json" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // The config supplies the window of layer 0, which the graph's probe was
 // too short to see (a 512-token window), and agrees with the rest.
@@ -15,6 +21,8 @@
 // HIDDEN: error: hf-config '{{.*}}hidden.json': hidden_size is 16 in the config but 8 in the graph
 // EPS: error: hf-config '{{.*}}eps.json': rms_norm_eps is 1.000000e-05 in the config but 1.000000e-06 in the graph
 // JSON: error: hf-config '{{.*}}bad.json': not valid JSON
+// TYPE: error: hf-config '{{.*}}qwen3.json': model_type 'qwen3' is qwen3 but the graph is a gemma3
+// UNKNOWN: error: hf-config '{{.*}}phi3.json': model_type 'phi3' is not an architecture tp-opt compiles (llama, qwen2, qwen3, gemma3, nemotron_h)
 module attributes {tp.config = {architecture = "gemma3", hidden_size = 8 : i64, num_attention_heads = 2 : i64, rms_norm_eps = 1.000000e-06 : f64, rope_local_base_freq = 1.000000e+04 : f64, rope_theta = 1.000000e+06 : f64}} {
   func.func @forward(%q: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
     %a = tp.attention %q, %q, %q {causal, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>

@@ -16,6 +16,7 @@
 #include "tpopt/Partition/PlanReport.h"
 #include "tpopt/Passes.h"
 #include "tpopt/Pipeline/Pipeline.h"
+#include "tpopt/Plan/Architecture.h"
 #include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Registration/InitAll.h"
 
@@ -44,11 +45,11 @@ static cl::opt<std::string> outputDir("o", cl::Required,
                                       cl::desc("Output directory"),
                                       cl::cat(tpcCategory),
                                       cl::value_desc("DIR"));
-static cl::opt<std::string>
-    arch("arch", cl::init("auto"),
-         cl::desc("Expected architecture: auto, llama, qwen2, qwen3, gemma3, "
-                  "nemotron_h (auto accepts what raising detects)"),
-         cl::cat(tpcCategory));
+static const std::string archHelp = "Expected architecture: auto, " +
+                                    tp::getArchitectureNames() +
+                                    " (auto accepts what raising detects)";
+static cl::opt<std::string> arch("arch", cl::init("auto"), cl::desc(archHelp),
+                                 cl::cat(tpcCategory));
 static cl::opt<std::string> loraAdapter(
     "lora-adapter",
     cl::desc("A PEFT adapter directory: rank, alpha and targets from its "
@@ -151,6 +152,10 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
   };
   if (opts.tp < 1)
     return fail("--tp must be at least 1");
+  if (arch != "auto" && !tp::lookupArchitecture(arch))
+    return fail("--arch " + arch +
+                " is not an architecture tp-opt compiles (auto, " +
+                tp::getArchitectureNames() + ")");
   // AutoModel raises the same: async-TP fuses the matmuls with the
   // sequence all-gathers and reduce-scatters.
   if (opts.asyncTP && !opts.sp)

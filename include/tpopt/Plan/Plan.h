@@ -9,7 +9,9 @@
 #ifndef TPOPT_PLAN_PLAN_H
 #define TPOPT_PLAN_PLAN_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
 #include <optional>
@@ -62,6 +64,14 @@ llvm::Expected<llvm::json::Object> readJSONObject(llvm::StringRef path);
 
 /// `*` matches exactly one dot-separated component.
 bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
+
+/// The dense decoder plan AutoModel's optimized plans share: embedding
+/// and o/down projections Rowwise, q/k/v and gate/up Colwise, `lmHead` for
+/// lm_head; with `sequenceParallel`, `layerNorms` (and model.norm) run on
+/// sequence shards and the Rowwise outputs reduce-scatter onto them.
+Plan buildDecoderPlan(llvm::StringRef name, ParallelStyle lmHead,
+                      llvm::ArrayRef<llvm::StringRef> layerNorms,
+                      bool sequenceParallel);
 
 /// The optimized plan of an architecture (llama, qwen2, qwen3, gemma3,
 /// nemotron_h) or the default base plan ("default"). With

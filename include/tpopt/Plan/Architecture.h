@@ -1,0 +1,83 @@
+//===- Architecture.h - the architectures tp-opt compiles -------*- C++ -*-===//
+//
+// The architecture registry: for each supported decoder LM, its name, the
+// HuggingFace model_types that are it, how raising recognises it from what
+// the graph shows, its built-in TP plan (and SP form), and what it supports.
+// Raising, plans, `tpc --arch` and `--hf-config` checks all read it; adding
+// an architecture is one entry in lib/Plan/Architectures.cpp (see
+// docs/development.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPOPT_PLAN_ARCHITECTURE_H
+#define TPOPT_PLAN_ARCHITECTURE_H
+
+#include "tpopt/Plan/Plan.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+/// What raising saw in a graph that tells architectures apart.
+struct ArchitectureTraits {
+  /// Mamba2 mixers (hybrid SSM models).
+  bool mamba = false;
+  /// Parameters under `backbone.` (NemotronH's remote-code names).
+  bool backboneNames = false;
+  /// RMS norms with a weight offset (Gemma's `1 + w`).
+  bool normWeightOffset = false;
+  /// The embedding scaled by sqrt(hidden) (Gemma).
+  bool embeddingScale = false;
+  /// Per-head q/k norms.
+  bool qkNorm = false;
+  /// A bias on the query projection.
+  bool attentionBias = false;
+};
+
+struct Architecture {
+  /// The name tp-opt uses (`tp.config.architecture`, `--arch`, plan names).
+  llvm::StringLiteral name;
+  /// The HF `model_type`s of this architecture (config.json).
+  llvm::ArrayRef<llvm::StringLiteral> modelTypes;
+  /// Whether a graph with `traits` is this architecture. The registry is
+  /// tried in order, most specific first; the last entry accepts any graph.
+  bool (*recognizes)(const ArchitectureTraits &traits);
+  /// The built-in plan (AutoModel's optimized plan), or its sequence-
+  /// parallel form; `root` is the block container ("model" or "backbone").
+  Plan (*builtinPlan)(llvm::StringRef root, bool sequenceParallel);
+  /// transformers declares a `base_model_tp_plan` on the config class
+  /// (used when a config.json carries none), with these attention norms
+  /// as `replicated_with_grad_allreduce`.
+  bool hasHFClassPlan;
+  llvm::ArrayRef<llvm::StringLiteral> hfClassPlanNorms;
+  /// Why it has no sequence-parallel plan; empty when it has one.
+  llvm::StringLiteral noSequenceParallel;
+  /// Whether its graphs may tie lm_head to the embedding, and may have
+  /// per-head q/k norms (raising refuses a graph that shows what its
+  /// architecture does not have).
+  bool tiedEmbeddings;
+  bool perHeadNorms;
+};
+
+/// Every supported architecture, in recognition order.
+llvm::ArrayRef<Architecture> getArchitectures();
+
+/// The architecture named `name`; null if none.
+const Architecture *lookupArchitecture(llvm::StringRef name);
+
+/// The architecture whose HF model_types include `modelType`; null if none.
+const Architecture *lookupArchitectureByModelType(llvm::StringRef modelType);
+
+/// The first architecture that recognises `traits`.
+const Architecture &recognizeArchitecture(const ArchitectureTraits &traits);
+
+/// "llama, qwen2, qwen3, gemma3, nemotron_h": for help texts and errors.
+std::string getArchitectureNames();
+
+} // namespace mlir::tp
+
+#endif // TPOPT_PLAN_ARCHITECTURE_H

@@ -1,0 +1,133 @@
+//===- Architectures.cpp - the architectures tp-opt compiles --------------===//
+//
+// The registry (include/tpopt/Plan/Architecture.h). Each entry says how
+// raising recognises the architecture and which plan AutoModel applies to
+// it (../shared/spec/tp-semantics.md section 4).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tpopt/Plan/Architecture.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir::tp;
+using llvm::StringLiteral;
+using llvm::StringRef;
+
+namespace {
+
+constexpr StringRef kLlamaNorms[] = {"input_layernorm",
+                                     "post_attention_layernorm"};
+constexpr StringRef kGemmaNorms[] = {
+    "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+    "post_feedforward_layernorm"};
+
+// lm_head keeps vocab-sharded logits (C(out=S(-1))); the partitioned
+// program gathers them.
+Plan llamaPlan(StringRef, bool sp) {
+  return buildDecoderPlan("llama", ParallelStyle::Colwise, kLlamaNorms, sp);
+}
+Plan qwen2Plan(StringRef, bool sp) {
+  return buildDecoderPlan("qwen2", ParallelStyle::Colwise, kLlamaNorms, sp);
+}
+Plan qwen3Plan(StringRef, bool sp) {
+  return buildDecoderPlan("qwen3", ParallelStyle::Colwise, kLlamaNorms, sp);
+}
+Plan gemma3Plan(StringRef, bool sp) {
+  return buildDecoderPlan("gemma3", ParallelStyle::Colwise, kGemmaNorms, sp);
+}
+
+Plan nemotronHPlan(StringRef root, bool) {
+  // lm_head and the MLP blocks only; Mamba, attention, embeddings and
+  // norms stay replicated (section 4.5).
+  using S = ParallelStyle;
+  return Plan{"nemotron_h",
+              {{"lm_head", S::Colwise},
+               {root.str() + ".layers.*.mixer.up_proj", S::Colwise},
+               {root.str() + ".layers.*.mixer.down_proj", S::Rowwise}}};
+}
+
+constexpr StringLiteral kNemotronHTypes[] = {"nemotron_h"};
+constexpr StringLiteral kGemma3Types[] = {"gemma3", "gemma3_text"};
+constexpr StringLiteral kQwen3Types[] = {"qwen3"};
+constexpr StringLiteral kQwen2Types[] = {"qwen2"};
+constexpr StringLiteral kLlamaTypes[] = {"llama"};
+constexpr StringLiteral kQwen3ClassPlanNorms[] = {"q_norm", "k_norm"};
+
+// Most specific first: Mamba layers or `backbone.` names are NemotronH;
+// Gemma's offset norms or scaled embedding; per-head q/k norms are Qwen3;
+// a query bias is Qwen2; any other decoder is Llama.
+const Architecture kArchitectures[] = {
+    {"nemotron_h", kNemotronHTypes,
+     [](const ArchitectureTraits &t) { return t.mamba || t.backboneNames; },
+     nemotronHPlan, /*hasHFClassPlan=*/false, /*hfClassPlanNorms=*/{},
+     /*noSequenceParallel=*/
+     "NemotronH does not support sequence parallelism (its Mamba mixers run "
+     "on whole sequences)",
+     /*tiedEmbeddings=*/true,
+     /*perHeadNorms=*/false},
+    {"gemma3", kGemma3Types,
+     [](const ArchitectureTraits &t) {
+       return t.normWeightOffset || t.embeddingScale;
+     },
+     gemma3Plan, /*hasHFClassPlan=*/true, /*hfClassPlanNorms=*/{},
+     /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
+     /*perHeadNorms=*/true},
+    {"qwen3", kQwen3Types, [](const ArchitectureTraits &t) { return t.qkNorm; },
+     qwen3Plan, /*hasHFClassPlan=*/true, kQwen3ClassPlanNorms,
+     /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
+     /*perHeadNorms=*/true},
+    {"qwen2", kQwen2Types,
+     [](const ArchitectureTraits &t) { return t.attentionBias; }, qwen2Plan,
+     /*hasHFClassPlan=*/true, /*hfClassPlanNorms=*/{},
+     /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
+     /*perHeadNorms=*/false},
+    {"llama", kLlamaTypes, [](const ArchitectureTraits &) { return true; },
+     llamaPlan, /*hasHFClassPlan=*/true, /*hfClassPlanNorms=*/{},
+     /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
+     /*perHeadNorms=*/false},
+};
+
+} // namespace
+
+llvm::ArrayRef<Architecture> mlir::tp::getArchitectures() {
+  return kArchitectures;
+}
+
+const Architecture *mlir::tp::lookupArchitecture(StringRef name) {
+  for (const Architecture &arch : kArchitectures)
+    if (arch.name == name)
+      return &arch;
+  return nullptr;
+}
+
+const Architecture *
+mlir::tp::lookupArchitectureByModelType(StringRef modelType) {
+  for (const Architecture &arch : kArchitectures)
+    if (llvm::is_contained(arch.modelTypes, modelType))
+      return &arch;
+  return nullptr;
+}
+
+const Architecture &
+mlir::tp::recognizeArchitecture(const ArchitectureTraits &traits) {
+  for (const Architecture &arch : kArchitectures)
+    if (arch.recognizes(traits))
+      return arch;
+  return kArchitectures[std::size(kArchitectures) - 1];
+}
+
+std::string mlir::tp::getArchitectureNames() {
+  // Listed in the order users know them (the registry is in recognition
+  // order).
+  static constexpr StringRef order[] = {"llama", "qwen2", "qwen3", "gemma3",
+                                        "nemotron_h"};
+  std::string names;
+  for (StringRef name : order)
+    if (lookupArchitecture(name))
+      names += (names.empty() ? "" : ", ") + name.str();
+  for (const Architecture &arch : kArchitectures)
+    if (!llvm::is_contained(order, StringRef(arch.name)))
+      names += ", " + arch.name.str();
+  return names;
+}
