@@ -54,6 +54,8 @@ def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
            "Batch size at which side computations are evaluated">,
     Option<"probeSeq", "probe-seq", "int64_t", /*default=*/"32",
            "Sequence length at which side computations are evaluated">,
+    Option<"trace", "trace", "bool", /*default=*/"false",
+           "A remark on every node saying which recogniser raised it as what">,
   ];
   let dependentDialects = ["::mlir::tp::TPDialect", "::mlir::func::FuncDialect"];
 }

@@ -1,0 +1,172 @@
+//===- Rotary.cpp - rotary position embedding
+//-------------------------------===//
+//
+// HF's apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, where
+// rotate_half concatenates the negated second half of each head with its
+// first half. The cos and sin tables are probe values; theta is fitted from
+// them and checked at every probed position.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Raiser.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+using namespace mlir::tp::raise;
+
+/// Index of the table element broadcast to logical position (b, p, i) of an
+/// activation in `layout` (head index 0).
+static std::optional<double> tableAt(const ProbeTensor &table, Layout layout,
+                                     int64_t b, int64_t p, int64_t i) {
+  SmallVector<int64_t> idx;
+  if (layout == Layout::Heads)
+    idx = {b, p, 0, i};
+  else
+    idx = {b, 0, p, i};
+  if (table.rank() > 4)
+    return std::nullopt;
+  return table.data[table.broadcastIndex(idx)];
+}
+
+LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
+                                 Abstract &sinPart, Abstract &out) {
+  const Activation &x = cosPart.act;
+  if (x.value != sinPart.act.value || x.layout != sinPart.act.layout)
+    return nodeError(node) << "the cos and sin halves of a rotary embedding "
+                              "apply to different tensors";
+  if (x.layout != Layout::Heads && x.layout != Layout::HeadsT)
+    return nodeError(node) << "rotary embedding of an activation that is not "
+                              "split into heads";
+  int64_t d = x.headDim, half = d / 2;
+  const ProbeTensor &cosT = *cosPart.table, &sinT = *sinPart.table;
+  if (cosT.shape.empty() || cosT.shape.back() != d || sinT.shape.empty() ||
+      sinT.shape.back() != d)
+    return nodeError(node) << "the rotary tables are not [.., seq, head_dim]";
+  // Fit the lowest frequency at position 1, then check every entry.
+  double theta = 10000.0;
+  if (half >= 2) {
+    double f = std::atan2(*tableAt(sinT, x.layout, 0, 1, half - 1),
+                          *tableAt(cosT, x.layout, 0, 1, half - 1));
+    if (!(f > 0))
+      return nodeError(node) << "cannot read a rotary frequency from the "
+                                "cos/sin tables";
+    theta = ropeThetaFromAngle(f, half - 1, d);
+  }
+  for (int64_t b = 0; b < probeBatch; ++b)
+    for (int64_t p = 0; p < probeSeq; ++p)
+      for (int64_t i = 0; i < d; ++i) {
+        float freq = static_cast<float>(
+            std::pow(theta, -2.0 * static_cast<double>(i % half) / d));
+        float angle = static_cast<float>(p) * freq;
+        double c = *tableAt(cosT, x.layout, b, p, i);
+        double s = *tableAt(sinT, x.layout, b, p, i);
+        if (std::fabs(c - std::cos(angle)) > 1e-4 ||
+            std::fabs(s - std::sin(angle)) > 1e-4)
+          return nodeError(node)
+                 << "the rotary tables do not match RoPE with theta " << theta
+                 << " at positions 0..seq-1 (batch " << b << ", position " << p
+                 << ", feature " << i << ": cos " << c << ", sin " << s << ")";
+      }
+  Value y = RotaryOp::create(builder, node.getLoc(), x.value.getType(), x.value,
+                             builder.getI64IntegerAttr(d),
+                             builder.getF64FloatAttr(theta), IntegerAttr(),
+                             UnitAttr());
+  Activation result = x;
+  result.value = y;
+  out = makeAct(result, cosPart.shape);
+  return success();
+}
+
+namespace {
+
+/// x * cos (head-split x times a table), rotate_half(x) * sin.
+FailureOr<bool> tableProduct(Raiser &r, NodeOp, ArrayRef<Abstract *> in,
+                             Abstract &out) {
+  if (in.size() != 2)
+    return false;
+  for (unsigned i = 0; i < 2; ++i) {
+    Abstract *a = in[i], *b = in[1 - i];
+    if (a->kind == Abstract::Act && a->act.layout != Layout::Packed &&
+        Raiser::isConcrete(b) && b->kind == Abstract::Concrete) {
+      out = r.derived(Abstract::TableProduct, *a);
+      out.table = std::make_shared<ProbeTensor>(*b->probe);
+      return true;
+    }
+    if (a->kind == Abstract::RopeRotated && Raiser::isConcrete(b)) {
+      out = r.derived(Abstract::RotatedProduct, *a);
+      out.table = std::make_shared<ProbeTensor>(*b->probe);
+      return true;
+    }
+  }
+  return false;
+}
+
+/// x * cos + rotate_half(x) * sin completes the block.
+FailureOr<bool> rotary(Raiser &r, NodeOp node, ArrayRef<Abstract *> in,
+                       Abstract &out) {
+  if (in.size() != 2)
+    return false;
+  for (unsigned i = 0; i < 2; ++i)
+    if (in[i]->kind == Abstract::TableProduct &&
+        in[1 - i]->kind == Abstract::RotatedProduct)
+      return matched(r.emitRotary(node, *in[i], *in[1 - i], out));
+  return false;
+}
+
+/// The first or second half of each head.
+FailureOr<bool> half(Raiser &r, NodeOp, ArrayRef<Abstract *> in,
+                     Abstract &out) {
+  if (!isAct(in, 0) || (in[0]->act.layout != Layout::Heads &&
+                        in[0]->act.layout != Layout::HeadsT))
+    return false;
+  auto concreteInts = [&](unsigned i) -> std::optional<SmallVector<int64_t>> {
+    if (!Raiser::isConcrete(in.size() > i ? in[i] : nullptr))
+      return std::nullopt;
+    SmallVector<int64_t> v;
+    for (double d : in[i]->probe->data)
+      v.push_back(probeInt(d));
+    return v;
+  };
+  auto starts = concreteInts(1), ends = concreteInts(2), axes = concreteInts(3);
+  int64_t d = in[0]->act.headDim;
+  bool lastAxis =
+      !axes || (axes->size() == 1 && ((*axes)[0] == -1 || (*axes)[0] == 3));
+  if (!starts || !ends || starts->size() != 1 || !lastAxis)
+    return false;
+  int64_t s = (*starts)[0], e = std::min((*ends)[0], d);
+  if ((s != 0 || e != d / 2) && (s != d / 2 || e != d))
+    return false;
+  out = r.derived(Abstract::RopeHalf, *in[0]);
+  out.group = s == 0 ? 1 : 2;
+  return true;
+}
+
+FailureOr<bool> negatedHalf(Raiser &r, NodeOp, ArrayRef<Abstract *> in,
+                            Abstract &out) {
+  if (!isKind(in, 0, Abstract::RopeHalf) || in[0]->group != 2)
+    return false;
+  out = r.derived(Abstract::RopeNegHalf, *in[0]);
+  return true;
+}
+
+/// [-second half, first half]: rotate_half(x).
+FailureOr<bool> rotatedHalves(Raiser &r, NodeOp, ArrayRef<Abstract *> in,
+                              Abstract &out) {
+  if (in.size() != 2 || !isKind(in, 0, Abstract::RopeNegHalf) ||
+      !isKind(in, 1, Abstract::RopeHalf) || in[1]->group != 1 ||
+      in[0]->act.value != in[1]->act.value)
+    return false;
+  out = r.derived(Abstract::RopeRotated, *in[1]);
+  return true;
+}
+
+} // namespace
+
+void mlir::tp::raise::registerRotaryRecognizers(RecognizerTable &table) {
+  table.add("Mul", "rotary-table-product", Stage::OnActivations, tableProduct);
+  table.add("Add", "rotary", Stage::OnActivations, rotary);
+  table.add("Slice", "rotary-half", Stage::OnActivations, half);
+  table.add("Neg", "rotary-negated-half", Stage::OnActivations, negatedHalf);
+  table.add("Concat", "rotary-rotate-half", Stage::OnActivations,
+            rotatedHalves);
+}
