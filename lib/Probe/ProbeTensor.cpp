@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <functional>
@@ -71,7 +72,7 @@ struct Evaluator {
   StringRef op;
   DictionaryAttr attrs;
   ArrayRef<std::optional<ProbeTensor>> in;
-  std::string &error;
+  std::string error;
 
   bool fail(const Twine &message) {
     error = message.str();
@@ -214,556 +215,621 @@ struct Evaluator {
     return true;
   }
 
-  bool run(std::vector<ProbeTensor> &results) {
-    results.emplace_back();
-    ProbeTensor &out = results.back();
+  bool run(std::vector<ProbeTensor> &results);
 
-    if (op == "Identity") {
-      if (!input(0))
-        return fail("missing input");
-      out = *input(0);
+  // One function per operator; `out` is the first result.
+
+  bool evalIdentity(ProbeTensor &out) {
+    if (!input(0))
+      return fail("missing input");
+    out = *input(0);
+    return true;
+  }
+
+  bool evalConstant(ProbeTensor &out) {
+    if (auto value = attrs.getAs<DenseElementsAttr>("value")) {
+      out = ProbeTensor::fromAttr(value);
       return true;
     }
-    if (op == "Constant") {
-      if (auto value = attrs.getAs<DenseElementsAttr>("value")) {
-        out = ProbeTensor::fromAttr(value);
-        return true;
+    if (auto v = attrs.getAs<IntegerAttr>("value_int")) {
+      out = ProbeTensor::ints({}, {double(v.getInt())});
+      return true;
+    }
+    if (auto v = attrs.getAs<FloatAttr>("value_float")) {
+      out.kind = Kind::Float;
+      out.data = {v.getValueAsDouble()};
+      return true;
+    }
+    if (auto v = intsAttr("value_ints")) {
+      out = ProbeTensor::ints({static_cast<int64_t>(v->size())},
+                              std::vector<double>(v->begin(), v->end()));
+      return true;
+    }
+    return fail("Constant without a supported value");
+  }
+
+  bool evalConstantOfShape(ProbeTensor &out) {
+    const ProbeTensor *shapeT = input(0);
+    if (!shapeT)
+      return fail("missing input");
+    SmallVector<int64_t> shape = probeInts(*shapeT);
+    ProbeTensor fill;
+    fill.kind = Kind::Float;
+    fill.data = {0.0};
+    if (auto value = attrs ? attrs.getAs<DenseElementsAttr>("value")
+                           : DenseElementsAttr())
+      fill = ProbeTensor::fromAttr(value);
+    out.kind = fill.kind;
+    if (!checkSize(shape, out))
+      return false;
+    std::fill(out.data.begin(), out.data.end(), fill.data.front());
+    return true;
+  }
+
+  bool evalShape(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x)
+      return fail("missing input");
+    int64_t rank = x->rank();
+    int64_t start = normAxis(intAttr("start", 0), rank);
+    int64_t end = normAxis(intAttr("end", rank), rank);
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, start, rank);
+    std::vector<double> dims(x->shape.begin() + start, x->shape.begin() + end);
+    out = ProbeTensor::ints({end - start}, dims);
+    return true;
+  }
+
+  bool evalCast(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x)
+      return fail("missing input");
+    int64_t to = intAttr("to", 1);
+    Kind kind = (to == 9)                                       ? Kind::Bool
+                : (to == 1 || to == 10 || to == 11 || to == 16) ? Kind::Float
+                                                                : Kind::Int;
+    return elementwise(
+        {x}, kind, [](ArrayRef<double> a) { return a[0]; }, out);
+  }
+
+  bool evalGather(ProbeTensor &out) {
+    const ProbeTensor *data = input(0), *indices = input(1);
+    if (!data || !indices)
+      return fail("missing input");
+    int64_t axis = normAxis(intAttr("axis", 0), data->rank());
+    if (axis < 0 || axis >= data->rank())
+      return fail("Gather axis out of range");
+    SmallVector<int64_t> shape(data->shape.begin(), data->shape.begin() + axis);
+    shape.append(indices->shape.begin(), indices->shape.end());
+    shape.append(data->shape.begin() + axis + 1, data->shape.end());
+    out.kind = data->kind;
+    if (!checkSize(shape, out))
+      return false;
+    int64_t outer = product(ArrayRef<int64_t>(data->shape).take_front(axis));
+    int64_t inner =
+        product(ArrayRef<int64_t>(data->shape).drop_front(axis + 1));
+    int64_t dim = data->shape[axis];
+    int64_t nIdx = indices->numElements();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < nIdx; ++k) {
+        int64_t idx = static_cast<int64_t>(indices->data[k]);
+        if (idx < 0)
+          idx += dim;
+        if (idx < 0 || idx >= dim)
+          return fail("Gather index out of range");
+        for (int64_t i = 0; i < inner; ++i)
+          out.data[(o * nIdx + k) * inner + i] =
+              data->data[(o * dim + idx) * inner + i];
       }
-      if (auto v = attrs.getAs<IntegerAttr>("value_int")) {
-        out = ProbeTensor::ints({}, {double(v.getInt())});
-        return true;
+    return true;
+  }
+
+  bool evalRange(ProbeTensor &out) {
+    const ProbeTensor *start = input(0), *limit = input(1), *delta = input(2);
+    if (!start || !limit || !delta)
+      return fail("missing input");
+    if (!start->isScalarLike() || !limit->isScalarLike() ||
+        !delta->isScalarLike())
+      return fail("Range takes scalar start, limit and delta");
+    double s = start->scalar(), l = limit->scalar(), d = delta->scalar();
+    if (d == 0)
+      return fail("Range with a zero delta");
+    int64_t n = std::max<int64_t>(0, std::ceil((l - s) / d));
+    out.kind = start->kind;
+    if (!checkSize({n}, out))
+      return false;
+    for (int64_t i = 0; i < n; ++i)
+      out.data[i] = storeAs(out.kind, s + i * d);
+    return true;
+  }
+
+  bool evalFlatten(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x)
+      return fail("missing input");
+    int64_t axis = normAxis(intAttr("axis", 1), x->rank());
+    if (axis < 0 || axis > x->rank())
+      return fail("Flatten axis out of range");
+    out = *x;
+    out.shape = {product(ArrayRef<int64_t>(x->shape).take_front(axis)),
+                 product(ArrayRef<int64_t>(x->shape).drop_front(axis))};
+    return true;
+  }
+
+  bool evalGatherND(ProbeTensor &out) {
+    const ProbeTensor *data = input(0), *indices = input(1);
+    if (!data || !indices || indices->rank() < 1)
+      return fail("missing input");
+    if (intAttr("batch_dims", 0) != 0)
+      return fail("GatherND with batch_dims is not supported");
+    int64_t depth = indices->shape.back();
+    if (depth > data->rank())
+      return fail("GatherND index depth exceeds the data rank");
+    SmallVector<int64_t> shape(indices->shape.begin(),
+                               indices->shape.end() - 1);
+    shape.append(data->shape.begin() + depth, data->shape.end());
+    out.kind = data->kind;
+    if (!checkSize(shape, out))
+      return false;
+    SmallVector<int64_t> strides = stridesOf(data->shape);
+    int64_t inner = product(ArrayRef<int64_t>(data->shape).drop_front(depth));
+    int64_t count = product(ArrayRef<int64_t>(indices->shape).drop_back());
+    for (int64_t n = 0; n < count; ++n) {
+      int64_t base = 0;
+      for (int64_t d = 0; d < depth; ++d) {
+        int64_t idx = probeInt(indices->data[n * depth + d]);
+        if (idx < 0)
+          idx += data->shape[d];
+        if (idx < 0 || idx >= data->shape[d])
+          return fail("GatherND index out of range");
+        base += idx * strides[d];
       }
-      if (auto v = attrs.getAs<FloatAttr>("value_float")) {
-        out.kind = Kind::Float;
-        out.data = {v.getValueAsDouble()};
-        return true;
+      std::copy_n(data->data.begin() + base, inner,
+                  out.data.begin() + n * inner);
+    }
+    return true;
+  }
+
+  bool evalUnsqueezeOrSqueeze(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x)
+      return fail("missing input");
+    std::optional<SmallVector<int64_t>> axes = intsFrom("axes", 1);
+    SmallVector<int64_t> shape(x->shape.begin(), x->shape.end());
+    if (op == "Unsqueeze") {
+      if (!axes)
+        return fail("Unsqueeze without axes");
+      int64_t rank = shape.size() + axes->size();
+      SmallVector<int64_t> sorted;
+      for (int64_t a : *axes)
+        sorted.push_back(normAxis(a, rank));
+      llvm::sort(sorted);
+      for (int64_t a : sorted) {
+        if (a < 0 || a > static_cast<int64_t>(shape.size()))
+          return fail("Unsqueeze axis out of range");
+        shape.insert(shape.begin() + a, 1);
       }
-      if (auto v = intsAttr("value_ints")) {
-        out = ProbeTensor::ints({static_cast<int64_t>(v->size())},
-                                std::vector<double>(v->begin(), v->end()));
-        return true;
+    } else {
+      SmallVector<int64_t> kept;
+      for (int64_t i = 0; i < x->rank(); ++i) {
+        bool drop = axes ? llvm::is_contained(*axes, i) ||
+                               llvm::is_contained(*axes, i - x->rank())
+                         : x->shape[i] == 1;
+        if (drop && x->shape[i] != 1)
+          return fail("Squeeze of a dimension that is not 1");
+        if (!drop)
+          kept.push_back(x->shape[i]);
       }
-      return fail("Constant without a supported value");
+      shape = kept;
     }
-    if (op == "ConstantOfShape") {
-      const ProbeTensor *shapeT = input(0);
-      if (!shapeT)
-        return fail("missing input");
-      SmallVector<int64_t> shape = probeInts(*shapeT);
-      ProbeTensor fill;
-      fill.kind = Kind::Float;
-      fill.data = {0.0};
-      if (auto value = attrs ? attrs.getAs<DenseElementsAttr>("value")
-                             : DenseElementsAttr())
-        fill = ProbeTensor::fromAttr(value);
-      out.kind = fill.kind;
-      if (!checkSize(shape, out))
-        return false;
-      std::fill(out.data.begin(), out.data.end(), fill.data.front());
-      return true;
+    out = *x;
+    out.shape = shape;
+    return true;
+  }
+
+  bool evalReshape(ProbeTensor &out) {
+    const ProbeTensor *x = input(0), *shapeT = input(1);
+    if (!x || !shapeT)
+      return fail("missing input");
+    SmallVector<int64_t> target = probeInts(*shapeT);
+    return reshape(*x, target, intAttr("allowzero", 0) != 0, out);
+  }
+
+  bool evalConcat(ProbeTensor &out) {
+    SmallVector<const ProbeTensor *> parts;
+    for (unsigned i = 0; i < in.size(); ++i)
+      if (const ProbeTensor *t = input(i))
+        parts.push_back(t);
+    if (parts.empty())
+      return fail("Concat without inputs");
+    int64_t rank = parts.front()->rank();
+    int64_t axis = normAxis(intAttr("axis", 0), rank);
+    if (axis < 0 || axis >= rank)
+      return fail("Concat axis out of range");
+    SmallVector<int64_t> shape(parts.front()->shape.begin(),
+                               parts.front()->shape.end());
+    shape[axis] = 0;
+    for (const ProbeTensor *t : parts) {
+      if (t->rank() != rank)
+        return fail("Concat of different ranks");
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && t->shape[d] != shape[d])
+          return fail("Concat inputs differ outside the concatenation axis");
+      shape[axis] += t->shape[axis];
     }
-    if (op == "Shape") {
-      const ProbeTensor *x = input(0);
-      if (!x)
-        return fail("missing input");
-      int64_t rank = x->rank();
-      int64_t start = normAxis(intAttr("start", 0), rank);
-      int64_t end = normAxis(intAttr("end", rank), rank);
-      start = std::clamp<int64_t>(start, 0, rank);
-      end = std::clamp<int64_t>(end, start, rank);
-      std::vector<double> dims(x->shape.begin() + start,
-                               x->shape.begin() + end);
-      out = ProbeTensor::ints({end - start}, dims);
-      return true;
-    }
-    if (op == "Cast") {
-      const ProbeTensor *x = input(0);
-      if (!x)
-        return fail("missing input");
-      int64_t to = intAttr("to", 1);
-      Kind kind = (to == 9)                                       ? Kind::Bool
-                  : (to == 1 || to == 10 || to == 11 || to == 16) ? Kind::Float
-                                                                  : Kind::Int;
-      return elementwise(
-          {x}, kind, [](ArrayRef<double> a) { return a[0]; }, out);
-    }
-    if (op == "Gather") {
-      const ProbeTensor *data = input(0), *indices = input(1);
-      if (!data || !indices)
-        return fail("missing input");
-      int64_t axis = normAxis(intAttr("axis", 0), data->rank());
-      if (axis < 0 || axis >= data->rank())
-        return fail("Gather axis out of range");
-      SmallVector<int64_t> shape(data->shape.begin(),
-                                 data->shape.begin() + axis);
-      shape.append(indices->shape.begin(), indices->shape.end());
-      shape.append(data->shape.begin() + axis + 1, data->shape.end());
-      out.kind = data->kind;
-      if (!checkSize(shape, out))
-        return false;
-      int64_t outer = product(ArrayRef<int64_t>(data->shape).take_front(axis));
-      int64_t inner =
-          product(ArrayRef<int64_t>(data->shape).drop_front(axis + 1));
-      int64_t dim = data->shape[axis];
-      int64_t nIdx = indices->numElements();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t k = 0; k < nIdx; ++k) {
-          int64_t idx = static_cast<int64_t>(indices->data[k]);
-          if (idx < 0)
-            idx += dim;
-          if (idx < 0 || idx >= dim)
-            return fail("Gather index out of range");
-          for (int64_t i = 0; i < inner; ++i)
-            out.data[(o * nIdx + k) * inner + i] =
-                data->data[(o * dim + idx) * inner + i];
-        }
-      return true;
-    }
-    if (op == "Range") {
-      const ProbeTensor *start = input(0), *limit = input(1), *delta = input(2);
-      if (!start || !limit || !delta)
-        return fail("missing input");
-      double s = start->scalar(), l = limit->scalar(), d = delta->scalar();
-      if (d == 0)
-        return fail("Range with a zero delta");
-      int64_t n = std::max<int64_t>(0, std::ceil((l - s) / d));
-      out.kind = start->kind;
-      if (!checkSize({n}, out))
-        return false;
-      for (int64_t i = 0; i < n; ++i)
-        out.data[i] = storeAs(out.kind, s + i * d);
-      return true;
-    }
-    if (op == "Flatten") {
-      const ProbeTensor *x = input(0);
-      if (!x)
-        return fail("missing input");
-      int64_t axis = normAxis(intAttr("axis", 1), x->rank());
-      if (axis < 0 || axis > x->rank())
-        return fail("Flatten axis out of range");
-      out = *x;
-      out.shape = {product(ArrayRef<int64_t>(x->shape).take_front(axis)),
-                   product(ArrayRef<int64_t>(x->shape).drop_front(axis))};
-      return true;
-    }
-    if (op == "GatherND") {
-      const ProbeTensor *data = input(0), *indices = input(1);
-      if (!data || !indices || indices->rank() < 1)
-        return fail("missing input");
-      if (intAttr("batch_dims", 0) != 0)
-        return fail("GatherND with batch_dims is not supported");
-      int64_t depth = indices->shape.back();
-      if (depth > data->rank())
-        return fail("GatherND index depth exceeds the data rank");
-      SmallVector<int64_t> shape(indices->shape.begin(),
-                                 indices->shape.end() - 1);
-      shape.append(data->shape.begin() + depth, data->shape.end());
-      out.kind = data->kind;
-      if (!checkSize(shape, out))
-        return false;
-      SmallVector<int64_t> strides = stridesOf(data->shape);
-      int64_t inner = product(ArrayRef<int64_t>(data->shape).drop_front(depth));
-      int64_t count = product(ArrayRef<int64_t>(indices->shape).drop_back());
-      for (int64_t n = 0; n < count; ++n) {
-        int64_t base = 0;
-        for (int64_t d = 0; d < depth; ++d) {
-          int64_t idx = probeInt(indices->data[n * depth + d]);
-          if (idx < 0)
-            idx += data->shape[d];
-          if (idx < 0 || idx >= data->shape[d])
-            return fail("GatherND index out of range");
-          base += idx * strides[d];
-        }
-        std::copy_n(data->data.begin() + base, inner,
-                    out.data.begin() + n * inner);
-      }
-      return true;
-    }
-    if (op == "Unsqueeze" || op == "Squeeze") {
-      const ProbeTensor *x = input(0);
-      if (!x)
-        return fail("missing input");
-      std::optional<SmallVector<int64_t>> axes = intsFrom("axes", 1);
-      SmallVector<int64_t> shape(x->shape.begin(), x->shape.end());
-      if (op == "Unsqueeze") {
-        if (!axes)
-          return fail("Unsqueeze without axes");
-        int64_t rank = shape.size() + axes->size();
-        SmallVector<int64_t> sorted;
-        for (int64_t a : *axes)
-          sorted.push_back(normAxis(a, rank));
-        llvm::sort(sorted);
-        for (int64_t a : sorted) {
-          if (a < 0 || a > static_cast<int64_t>(shape.size()))
-            return fail("Unsqueeze axis out of range");
-          shape.insert(shape.begin() + a, 1);
-        }
-      } else {
-        SmallVector<int64_t> kept;
-        for (int64_t i = 0; i < x->rank(); ++i) {
-          bool drop = axes ? llvm::is_contained(*axes, i) ||
-                                 llvm::is_contained(*axes, i - x->rank())
-                           : x->shape[i] == 1;
-          if (drop && x->shape[i] != 1)
-            return fail("Squeeze of a dimension that is not 1");
-          if (!drop)
-            kept.push_back(x->shape[i]);
-        }
-        shape = kept;
-      }
-      out = *x;
-      out.shape = shape;
-      return true;
-    }
-    if (op == "Reshape") {
-      const ProbeTensor *x = input(0), *shapeT = input(1);
-      if (!x || !shapeT)
-        return fail("missing input");
-      SmallVector<int64_t> target = probeInts(*shapeT);
-      return reshape(*x, target, intAttr("allowzero", 0) != 0, out);
-    }
-    if (op == "Concat") {
-      SmallVector<const ProbeTensor *> parts;
-      for (unsigned i = 0; i < in.size(); ++i)
-        if (const ProbeTensor *t = input(i))
-          parts.push_back(t);
-      if (parts.empty())
-        return fail("Concat without inputs");
-      int64_t rank = parts.front()->rank();
-      int64_t axis = normAxis(intAttr("axis", 0), rank);
-      if (axis < 0 || axis >= rank)
-        return fail("Concat axis out of range");
-      SmallVector<int64_t> shape(parts.front()->shape.begin(),
-                                 parts.front()->shape.end());
-      shape[axis] = 0;
+    out.kind = parts.front()->kind;
+    if (!checkSize(shape, out))
+      return false;
+    int64_t outer = product(ArrayRef<int64_t>(shape).take_front(axis));
+    int64_t inner = product(ArrayRef<int64_t>(shape).drop_front(axis + 1));
+    int64_t pos = 0;
+    for (int64_t o = 0; o < outer; ++o)
       for (const ProbeTensor *t : parts) {
-        if (t->rank() != rank)
-          return fail("Concat of different ranks");
-        shape[axis] += t->shape[axis];
+        int64_t chunk = t->shape[axis] * inner;
+        std::copy_n(t->data.begin() + o * chunk, chunk, out.data.begin() + pos);
+        pos += chunk;
       }
-      out.kind = parts.front()->kind;
-      if (!checkSize(shape, out))
-        return false;
-      int64_t outer = product(ArrayRef<int64_t>(shape).take_front(axis));
-      int64_t inner = product(ArrayRef<int64_t>(shape).drop_front(axis + 1));
-      int64_t pos = 0;
-      for (int64_t o = 0; o < outer; ++o)
-        for (const ProbeTensor *t : parts) {
-          int64_t chunk = t->shape[axis] * inner;
-          std::copy_n(t->data.begin() + o * chunk, chunk,
-                      out.data.begin() + pos);
-          pos += chunk;
-        }
-      return true;
-    }
-    if (op == "Expand") {
-      const ProbeTensor *x = input(0), *shapeT = input(1);
-      if (!x || !shapeT)
-        return fail("missing input");
-      SmallVector<int64_t> target = probeInts(*shapeT);
-      SmallVector<int64_t> shape;
-      if (!broadcastShapes(x->shape, target, shape))
-        return fail("Expand shapes do not broadcast");
-      if (!checkSize(shape, out))
-        return false;
-      out.kind = x->kind;
-      fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
-        return x->data[broadcastIndex(*x, idx)];
-      });
-      return true;
-    }
-    if (op == "Transpose") {
-      const ProbeTensor *x = input(0);
-      if (!x)
-        return fail("missing input");
-      SmallVector<int64_t> perm;
-      if (auto p = intsAttr("perm"))
-        perm = *p;
-      else
-        for (int64_t i = x->rank() - 1; i >= 0; --i)
-          perm.push_back(i);
-      if (static_cast<int64_t>(perm.size()) != x->rank())
-        return fail("Transpose perm has the wrong length");
-      SmallVector<int64_t> shape;
-      for (int64_t p : perm)
-        shape.push_back(x->shape[p]);
-      out.kind = x->kind;
-      if (!checkSize(shape, out))
-        return false;
-      SmallVector<int64_t> inStrides = stridesOf(x->shape);
-      fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
-        int64_t src = 0;
-        for (size_t d = 0; d < perm.size(); ++d)
-          src += idx[d] * inStrides[perm[d]];
-        return x->data[src];
-      });
-      return true;
-    }
-    if (op == "Slice") {
-      const ProbeTensor *x = input(0);
-      if (!x)
-        return fail("missing input");
-      std::optional<SmallVector<int64_t>> starts = intsFrom("starts", 1);
-      std::optional<SmallVector<int64_t>> ends = intsFrom("ends", 2);
-      if (!starts || !ends || starts->size() != ends->size())
-        return fail("Slice without matching starts and ends");
-      SmallVector<int64_t> axes, steps(starts->size(), 1);
-      if (auto a = intsFrom("axes", 3))
-        axes = *a;
-      else
-        for (size_t i = 0; i < starts->size(); ++i)
-          axes.push_back(i);
-      if (auto s = intsFrom("steps", 4))
-        steps = *s;
-      SmallVector<int64_t> begin(x->rank(), 0), step(x->rank(), 1);
-      SmallVector<int64_t> shape(x->shape.begin(), x->shape.end());
-      for (size_t i = 0; i < axes.size(); ++i) {
-        int64_t axis = normAxis(axes[i], x->rank());
-        if (axis < 0 || axis >= x->rank() || steps[i] == 0)
-          return fail("Slice axis or step out of range");
-        int64_t dim = x->shape[axis];
-        auto clampIndex = [&](int64_t v) {
-          if (v < 0)
-            v += dim;
-          if (steps[i] > 0)
-            return std::clamp<int64_t>(v, 0, dim);
-          return std::clamp<int64_t>(v, -1, dim - 1);
-        };
-        int64_t s = clampIndex((*starts)[i]);
-        int64_t e = clampIndex((*ends)[i]);
-        int64_t n =
-            steps[i] > 0
-                ? std::max<int64_t>(0, (e - s + steps[i] - 1) / steps[i])
-                : std::max<int64_t>(0, (s - e - steps[i] - 1) / -steps[i]);
-        begin[axis] = s;
-        step[axis] = steps[i];
-        shape[axis] = n;
-      }
-      out.kind = x->kind;
-      if (!checkSize(shape, out))
-        return false;
-      SmallVector<int64_t> inStrides = stridesOf(x->shape);
-      fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
-        int64_t src = 0;
-        for (size_t d = 0; d < shape.size(); ++d)
-          src += (begin[d] + idx[d] * step[d]) * inStrides[d];
-        return x->data[src];
-      });
-      return true;
-    }
-    if (op == "Trilu") {
-      const ProbeTensor *x = input(0);
-      if (!x || x->rank() < 2)
-        return fail("Trilu needs a matrix");
-      int64_t k = input(1) ? static_cast<int64_t>(input(1)->scalar()) : 0;
-      bool upper = intAttr("upper", 1) != 0;
-      out = *x;
-      int64_t rows = x->shape[x->rank() - 2], cols = x->shape[x->rank() - 1];
-      for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
-        int64_t j = flat % cols, i = (flat / cols) % rows;
-        bool keep = upper ? j - i >= k : j - i <= k;
-        if (!keep)
-          out.data[flat] = 0;
-      }
-      return true;
-    }
-    if (op == "MatMul") {
-      const ProbeTensor *a = input(0), *b = input(1);
-      if (!a || !b || a->rank() < 1 || b->rank() < 1)
-        return fail("missing input");
-      ProbeTensor a2 = *a, b2 = *b;
-      if (a2.rank() == 1)
-        a2.shape.insert(a2.shape.begin(), 1);
-      if (b2.rank() == 1)
-        b2.shape.push_back(1);
-      int64_t m = a2.shape[a2.rank() - 2], k = a2.shape[a2.rank() - 1];
-      int64_t k2 = b2.shape[b2.rank() - 2], n = b2.shape[b2.rank() - 1];
-      if (k != k2)
-        return fail("MatMul inner dimensions differ");
-      SmallVector<int64_t> batch;
-      if (!broadcastShapes(ArrayRef<int64_t>(a2.shape).drop_back(2),
-                           ArrayRef<int64_t>(b2.shape).drop_back(2), batch))
-        return fail("MatMul batch dimensions do not broadcast");
-      SmallVector<int64_t> shape = batch;
-      shape.push_back(m);
-      shape.push_back(n);
-      out.kind = a->kind;
-      if (!checkSize(shape, out))
-        return false;
-      ProbeTensor aBatch = a2, bBatch = b2;
-      aBatch.shape.resize(a2.rank() - 2);
-      bBatch.shape.resize(b2.rank() - 2);
-      SmallVector<int64_t> idx(batch.size(), 0);
-      for (int64_t bi = 0, nb = product(batch); bi < nb; ++bi) {
-        int64_t ao = broadcastIndex(aBatch, idx) * m * k;
-        int64_t bo = broadcastIndex(bBatch, idx) * k * n;
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            double acc = 0;
-            for (int64_t t = 0; t < k; ++t)
-              acc += a2.data[ao + i * k + t] * b2.data[bo + t * n + j];
-            out.data[(bi * m + i) * n + j] = storeAs(out.kind, acc);
-          }
-        nextIndex(idx, batch);
-      }
-      if (a->rank() == 1 || b->rank() == 1) {
-        SmallVector<int64_t> squeezed = batch;
-        if (a->rank() != 1)
-          squeezed.push_back(m);
-        if (b->rank() != 1)
-          squeezed.push_back(n);
-        out.shape = squeezed;
-      }
-      return true;
-    }
-    if (op == "CumSum") {
-      const ProbeTensor *x = input(0), *axisT = input(1);
-      if (!x || !axisT)
-        return fail("missing input");
-      int64_t axis = normAxis(static_cast<int64_t>(axisT->scalar()), x->rank());
-      if (intAttr("exclusive", 0) || intAttr("reverse", 0))
-        return fail("exclusive or reverse CumSum is not supported");
-      out = *x;
-      int64_t inner = product(ArrayRef<int64_t>(x->shape).drop_front(axis + 1));
-      int64_t dim = x->shape[axis];
-      for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat)
-        if ((flat / inner) % dim != 0)
-          out.data[flat] =
-              storeAs(out.kind, out.data[flat] + out.data[flat - inner]);
-      return true;
-    }
-    if (op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" ||
-        op == "ReduceMean") {
-      const ProbeTensor *x = input(0);
-      if (!x)
-        return fail("missing input");
-      SmallVector<int64_t> axes;
-      if (auto a = intsFrom("axes", 1))
-        for (int64_t v : *a)
-          axes.push_back(normAxis(v, x->rank()));
-      if (axes.empty())
-        for (int64_t i = 0; i < x->rank(); ++i)
-          axes.push_back(i);
-      bool keep = intAttr("keepdims", 1) != 0;
-      SmallVector<int64_t> kept(x->shape.begin(), x->shape.end());
-      for (int64_t a : axes)
-        kept[a] = 1;
-      out.kind = x->kind;
-      if (!checkSize(kept, out))
-        return false;
-      SmallVector<int64_t> counts(out.data.size(), 0);
-      SmallVector<int64_t> idx(x->rank(), 0);
-      ProbeTensor keptShape;
-      keptShape.shape = kept;
-      for (int64_t flat = 0, n = x->data.size(); flat < n; ++flat) {
-        int64_t dst = broadcastIndex(keptShape, idx);
-        double v = x->data[flat];
-        if (counts[dst] == 0)
-          out.data[dst] = v;
-        else if (op == "ReduceMax")
-          out.data[dst] = std::max(out.data[dst], v);
-        else if (op == "ReduceMin")
-          out.data[dst] = std::min(out.data[dst], v);
-        else
-          out.data[dst] += v;
-        ++counts[dst];
-        nextIndex(idx, x->shape);
-      }
-      for (size_t i = 0; i < out.data.size(); ++i)
-        out.data[i] = storeAs(out.kind, op == "ReduceMean" && counts[i]
-                                            ? out.data[i] / counts[i]
-                                            : out.data[i]);
-      if (!keep) {
-        SmallVector<int64_t> squeezed;
-        for (int64_t i = 0; i < x->rank(); ++i)
-          if (!llvm::is_contained(axes, i))
-            squeezed.push_back(x->shape[i]);
-        out.shape = squeezed;
-      }
-      return true;
-    }
-    if (op == "Where") {
-      const ProbeTensor *c = input(0), *a = input(1), *b = input(2);
-      if (!c || !a || !b)
-        return fail("missing input");
-      return elementwise(
-          {c, a, b}, a->kind,
-          [](ArrayRef<double> v) { return v[0] != 0 ? v[1] : v[2]; }, out);
-    }
+    return true;
+  }
 
-    // Elementwise arithmetic and logic.
-    bool isInt = input(0) && input(0)->kind != Kind::Float;
-    if (op == "Add")
-      return binary([](double a, double b) { return a + b; }, out);
-    if (op == "Sub")
-      return binary([](double a, double b) { return a - b; }, out);
-    if (op == "Mul")
-      return binary([](double a, double b) { return a * b; }, out);
-    if (op == "Div")
-      return binary(
-          [isInt](double a, double b) {
-            return isInt ? (b == 0 ? 0 : std::trunc(a / b)) : a / b;
-          },
-          out);
-    if (op == "Mod")
-      return binary(
-          [](double a, double b) {
-            return b == 0 ? 0 : a - b * std::floor(a / b);
-          },
-          out);
-    if (op == "Pow")
-      return binary([](double a, double b) { return std::pow(a, b); }, out);
-    if (op == "Min")
-      return binary([](double a, double b) { return std::min(a, b); }, out);
-    if (op == "Max")
-      return binary([](double a, double b) { return std::max(a, b); }, out);
-    if (op == "Equal")
-      return binary([](double a, double b) { return double(a == b); }, out,
-                    Kind::Bool);
-    if (op == "Less")
-      return binary([](double a, double b) { return double(a < b); }, out,
-                    Kind::Bool);
-    if (op == "LessOrEqual")
-      return binary([](double a, double b) { return double(a <= b); }, out,
-                    Kind::Bool);
-    if (op == "Greater")
-      return binary([](double a, double b) { return double(a > b); }, out,
-                    Kind::Bool);
-    if (op == "GreaterOrEqual")
-      return binary([](double a, double b) { return double(a >= b); }, out,
-                    Kind::Bool);
-    if (op == "And")
-      return binary([](double a, double b) { return double(a && b); }, out,
-                    Kind::Bool);
-    if (op == "Or")
-      return binary([](double a, double b) { return double(a || b); }, out,
-                    Kind::Bool);
-    if (op == "Xor")
-      return binary([](double a, double b) { return double(!a != !b); }, out,
-                    Kind::Bool);
-    if (op == "Not")
-      return unary([](double a) { return double(a == 0); }, out);
-    if (op == "Neg")
-      return unary([](double a) { return -a; }, out);
-    if (op == "Abs")
-      return unary([](double a) { return std::fabs(a); }, out);
-    if (op == "Sqrt")
-      return unary([](double a) { return std::sqrt(a); }, out);
-    if (op == "Reciprocal")
-      return unary([](double a) { return 1.0 / a; }, out);
-    if (op == "Exp")
-      return unary([](double a) { return std::exp(a); }, out);
-    if (op == "Cos")
-      return unary([](double a) { return std::cos(a); }, out);
-    if (op == "Sin")
-      return unary([](double a) { return std::sin(a); }, out);
-    if (op == "Floor")
-      return unary([](double a) { return std::floor(a); }, out);
-    if (op == "Ceil")
-      return unary([](double a) { return std::ceil(a); }, out);
-    return fail("operator '" + op + "' cannot be evaluated at compile time");
+  bool evalExpand(ProbeTensor &out) {
+    const ProbeTensor *x = input(0), *shapeT = input(1);
+    if (!x || !shapeT)
+      return fail("missing input");
+    SmallVector<int64_t> target = probeInts(*shapeT);
+    SmallVector<int64_t> shape;
+    if (!broadcastShapes(x->shape, target, shape))
+      return fail("Expand shapes do not broadcast");
+    if (!checkSize(shape, out))
+      return false;
+    out.kind = x->kind;
+    fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
+      return x->data[broadcastIndex(*x, idx)];
+    });
+    return true;
+  }
+
+  bool evalTranspose(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x)
+      return fail("missing input");
+    SmallVector<int64_t> perm;
+    if (auto p = intsAttr("perm"))
+      perm = *p;
+    else
+      for (int64_t i = x->rank() - 1; i >= 0; --i)
+        perm.push_back(i);
+    if (static_cast<int64_t>(perm.size()) != x->rank())
+      return fail("Transpose perm has the wrong length");
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(x->shape[p]);
+    out.kind = x->kind;
+    if (!checkSize(shape, out))
+      return false;
+    SmallVector<int64_t> inStrides = stridesOf(x->shape);
+    fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
+      int64_t src = 0;
+      for (size_t d = 0; d < perm.size(); ++d)
+        src += idx[d] * inStrides[perm[d]];
+      return x->data[src];
+    });
+    return true;
+  }
+
+  bool evalSlice(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x)
+      return fail("missing input");
+    std::optional<SmallVector<int64_t>> starts = intsFrom("starts", 1);
+    std::optional<SmallVector<int64_t>> ends = intsFrom("ends", 2);
+    if (!starts || !ends || starts->size() != ends->size())
+      return fail("Slice without matching starts and ends");
+    SmallVector<int64_t> axes, steps(starts->size(), 1);
+    if (auto a = intsFrom("axes", 3))
+      axes = *a;
+    else
+      for (size_t i = 0; i < starts->size(); ++i)
+        axes.push_back(i);
+    if (auto s = intsFrom("steps", 4))
+      steps = *s;
+    SmallVector<int64_t> begin(x->rank(), 0), step(x->rank(), 1);
+    SmallVector<int64_t> shape(x->shape.begin(), x->shape.end());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t axis = normAxis(axes[i], x->rank());
+      if (axis < 0 || axis >= x->rank() || steps[i] == 0)
+        return fail("Slice axis or step out of range");
+      int64_t dim = x->shape[axis];
+      auto clampIndex = [&](int64_t v) {
+        if (v < 0)
+          v += dim;
+        if (steps[i] > 0)
+          return std::clamp<int64_t>(v, 0, dim);
+        return std::clamp<int64_t>(v, -1, dim - 1);
+      };
+      int64_t s = clampIndex((*starts)[i]);
+      int64_t e = clampIndex((*ends)[i]);
+      int64_t n =
+          steps[i] > 0
+              ? std::max<int64_t>(0, (e - s + steps[i] - 1) / steps[i])
+              : std::max<int64_t>(0, (s - e - steps[i] - 1) / -steps[i]);
+      begin[axis] = s;
+      step[axis] = steps[i];
+      shape[axis] = n;
+    }
+    out.kind = x->kind;
+    if (!checkSize(shape, out))
+      return false;
+    SmallVector<int64_t> inStrides = stridesOf(x->shape);
+    fillByIndex(out, shape, [&](ArrayRef<int64_t> idx) {
+      int64_t src = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        src += (begin[d] + idx[d] * step[d]) * inStrides[d];
+      return x->data[src];
+    });
+    return true;
+  }
+
+  bool evalTrilu(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x || x->rank() < 2)
+      return fail("Trilu needs a matrix");
+    if (input(1) && !input(1)->isScalarLike())
+      return fail("Trilu takes a scalar k");
+    int64_t k = input(1) ? probeInt(input(1)->scalar()) : 0;
+    bool upper = intAttr("upper", 1) != 0;
+    out = *x;
+    int64_t rows = x->shape[x->rank() - 2], cols = x->shape[x->rank() - 1];
+    for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat) {
+      int64_t j = flat % cols, i = (flat / cols) % rows;
+      bool keep = upper ? j - i >= k : j - i <= k;
+      if (!keep)
+        out.data[flat] = 0;
+    }
+    return true;
+  }
+
+  bool evalMatMul(ProbeTensor &out) {
+    const ProbeTensor *a = input(0), *b = input(1);
+    if (!a || !b || a->rank() < 1 || b->rank() < 1)
+      return fail("missing input");
+    ProbeTensor a2 = *a, b2 = *b;
+    if (a2.rank() == 1)
+      a2.shape.insert(a2.shape.begin(), 1);
+    if (b2.rank() == 1)
+      b2.shape.push_back(1);
+    int64_t m = a2.shape[a2.rank() - 2], k = a2.shape[a2.rank() - 1];
+    int64_t k2 = b2.shape[b2.rank() - 2], n = b2.shape[b2.rank() - 1];
+    if (k != k2)
+      return fail("MatMul inner dimensions differ");
+    SmallVector<int64_t> batch;
+    if (!broadcastShapes(ArrayRef<int64_t>(a2.shape).drop_back(2),
+                         ArrayRef<int64_t>(b2.shape).drop_back(2), batch))
+      return fail("MatMul batch dimensions do not broadcast");
+    SmallVector<int64_t> shape = batch;
+    shape.push_back(m);
+    shape.push_back(n);
+    out.kind = a->kind;
+    if (!checkSize(shape, out))
+      return false;
+    ProbeTensor aBatch = a2, bBatch = b2;
+    aBatch.shape.resize(a2.rank() - 2);
+    bBatch.shape.resize(b2.rank() - 2);
+    SmallVector<int64_t> idx(batch.size(), 0);
+    for (int64_t bi = 0, nb = product(batch); bi < nb; ++bi) {
+      int64_t ao = broadcastIndex(aBatch, idx) * m * k;
+      int64_t bo = broadcastIndex(bBatch, idx) * k * n;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t t = 0; t < k; ++t)
+            acc += a2.data[ao + i * k + t] * b2.data[bo + t * n + j];
+          out.data[(bi * m + i) * n + j] = storeAs(out.kind, acc);
+        }
+      nextIndex(idx, batch);
+    }
+    if (a->rank() == 1 || b->rank() == 1) {
+      SmallVector<int64_t> squeezed = batch;
+      if (a->rank() != 1)
+        squeezed.push_back(m);
+      if (b->rank() != 1)
+        squeezed.push_back(n);
+      out.shape = squeezed;
+    }
+    return true;
+  }
+
+  bool evalCumSum(ProbeTensor &out) {
+    const ProbeTensor *x = input(0), *axisT = input(1);
+    if (!x || !axisT)
+      return fail("missing input");
+    if (!axisT->isScalarLike())
+      return fail("CumSum takes a scalar axis");
+    int64_t axis = normAxis(probeInt(axisT->scalar()), x->rank());
+    if (axis < 0 || axis >= x->rank())
+      return fail("CumSum axis out of range");
+    if (intAttr("exclusive", 0) || intAttr("reverse", 0))
+      return fail("exclusive or reverse CumSum is not supported");
+    out = *x;
+    int64_t inner = product(ArrayRef<int64_t>(x->shape).drop_front(axis + 1));
+    int64_t dim = x->shape[axis];
+    for (int64_t flat = 0, n = out.data.size(); flat < n; ++flat)
+      if ((flat / inner) % dim != 0)
+        out.data[flat] =
+            storeAs(out.kind, out.data[flat] + out.data[flat - inner]);
+    return true;
+  }
+
+  bool evalReduce(ProbeTensor &out) {
+    const ProbeTensor *x = input(0);
+    if (!x)
+      return fail("missing input");
+    SmallVector<int64_t> axes;
+    if (auto a = intsFrom("axes", 1))
+      for (int64_t v : *a)
+        axes.push_back(normAxis(v, x->rank()));
+    if (axes.empty())
+      for (int64_t i = 0; i < x->rank(); ++i)
+        axes.push_back(i);
+    bool keep = intAttr("keepdims", 1) != 0;
+    SmallVector<int64_t> kept(x->shape.begin(), x->shape.end());
+    for (int64_t a : axes)
+      kept[a] = 1;
+    out.kind = x->kind;
+    if (!checkSize(kept, out))
+      return false;
+    SmallVector<int64_t> counts(out.data.size(), 0);
+    SmallVector<int64_t> idx(x->rank(), 0);
+    ProbeTensor keptShape;
+    keptShape.shape = kept;
+    for (int64_t flat = 0, n = x->data.size(); flat < n; ++flat) {
+      int64_t dst = broadcastIndex(keptShape, idx);
+      double v = x->data[flat];
+      if (counts[dst] == 0)
+        out.data[dst] = v;
+      else if (op == "ReduceMax")
+        out.data[dst] = std::max(out.data[dst], v);
+      else if (op == "ReduceMin")
+        out.data[dst] = std::min(out.data[dst], v);
+      else
+        out.data[dst] += v;
+      ++counts[dst];
+      nextIndex(idx, x->shape);
+    }
+    for (size_t i = 0; i < out.data.size(); ++i)
+      out.data[i] = storeAs(out.kind, op == "ReduceMean" && counts[i]
+                                          ? out.data[i] / counts[i]
+                                          : out.data[i]);
+    if (!keep) {
+      SmallVector<int64_t> squeezed;
+      for (int64_t i = 0; i < x->rank(); ++i)
+        if (!llvm::is_contained(axes, i))
+          squeezed.push_back(x->shape[i]);
+      out.shape = squeezed;
+    }
+    return true;
+  }
+
+  bool evalWhere(ProbeTensor &out) {
+    const ProbeTensor *c = input(0), *a = input(1), *b = input(2);
+    if (!c || !a || !b)
+      return fail("missing input");
+    return elementwise(
+        {c, a, b}, a->kind,
+        [](ArrayRef<double> v) { return v[0] != 0 ? v[1] : v[2]; }, out);
   }
 };
+
+using EvalFn = bool (Evaluator::*)(ProbeTensor &);
+
+/// The operators with an evaluation function of their own.
+const llvm::StringMap<EvalFn> &getEvaluators() {
+  static const llvm::StringMap<EvalFn> table = {
+      {"Identity", &Evaluator::evalIdentity},
+      {"Constant", &Evaluator::evalConstant},
+      {"ConstantOfShape", &Evaluator::evalConstantOfShape},
+      {"Shape", &Evaluator::evalShape},
+      {"Cast", &Evaluator::evalCast},
+      {"Gather", &Evaluator::evalGather},
+      {"Range", &Evaluator::evalRange},
+      {"Flatten", &Evaluator::evalFlatten},
+      {"GatherND", &Evaluator::evalGatherND},
+      {"Unsqueeze", &Evaluator::evalUnsqueezeOrSqueeze},
+      {"Squeeze", &Evaluator::evalUnsqueezeOrSqueeze},
+      {"Reshape", &Evaluator::evalReshape},
+      {"Concat", &Evaluator::evalConcat},
+      {"Expand", &Evaluator::evalExpand},
+      {"Transpose", &Evaluator::evalTranspose},
+      {"Slice", &Evaluator::evalSlice},
+      {"Trilu", &Evaluator::evalTrilu},
+      {"MatMul", &Evaluator::evalMatMul},
+      {"CumSum", &Evaluator::evalCumSum},
+      {"ReduceSum", &Evaluator::evalReduce},
+      {"ReduceMax", &Evaluator::evalReduce},
+      {"ReduceMin", &Evaluator::evalReduce},
+      {"ReduceMean", &Evaluator::evalReduce},
+      {"Where", &Evaluator::evalWhere},
+  };
+  return table;
+}
+
+using BinaryFn = double (*)(double, double);
+struct BinaryOp {
+  BinaryFn fn;
+  /// The result is boolean (comparisons, logic), else the first operand's.
+  bool boolean;
+};
+
+/// Elementwise binary operators (numpy broadcasting).
+const llvm::StringMap<BinaryOp> &getBinaryOps() {
+  static const llvm::StringMap<BinaryOp> table = {
+      {"Add", {[](double a, double b) { return a + b; }, false}},
+      {"Sub", {[](double a, double b) { return a - b; }, false}},
+      {"Mul", {[](double a, double b) { return a * b; }, false}},
+      {"Div", {[](double a, double b) { return a / b; }, false}},
+      {"Mod",
+       {[](double a, double b) {
+          return b == 0 ? 0 : a - b * std::floor(a / b);
+        },
+        false}},
+      {"Pow", {[](double a, double b) { return std::pow(a, b); }, false}},
+      {"Min", {[](double a, double b) { return std::min(a, b); }, false}},
+      {"Max", {[](double a, double b) { return std::max(a, b); }, false}},
+      {"Equal", {[](double a, double b) { return double(a == b); }, true}},
+      {"Less", {[](double a, double b) { return double(a < b); }, true}},
+      {"LessOrEqual",
+       {[](double a, double b) { return double(a <= b); }, true}},
+      {"Greater", {[](double a, double b) { return double(a > b); }, true}},
+      {"GreaterOrEqual",
+       {[](double a, double b) { return double(a >= b); }, true}},
+      {"And", {[](double a, double b) { return double(a && b); }, true}},
+      {"Or", {[](double a, double b) { return double(a || b); }, true}},
+      {"Xor", {[](double a, double b) { return double(!a != !b); }, true}},
+  };
+  return table;
+}
+
+/// ONNX's integer Div truncates (and the probe never divides by zero).
+double truncatingDiv(double a, double b) {
+  return b == 0 ? 0 : std::trunc(a / b);
+}
+
+using UnaryFn = double (*)(double);
+
+/// Elementwise unary operators; the result keeps the operand's kind.
+const llvm::StringMap<UnaryFn> &getUnaryOps() {
+  static const llvm::StringMap<UnaryFn> table = {
+      {"Not", [](double a) { return double(a == 0); }},
+      {"Neg", [](double a) { return -a; }},
+      {"Abs", [](double a) { return std::fabs(a); }},
+      {"Sqrt", [](double a) { return std::sqrt(a); }},
+      {"Reciprocal", [](double a) { return 1.0 / a; }},
+      {"Exp", [](double a) { return std::exp(a); }},
+      {"Cos", [](double a) { return std::cos(a); }},
+      {"Sin", [](double a) { return std::sin(a); }},
+      {"Floor", [](double a) { return std::floor(a); }},
+      {"Ceil", [](double a) { return std::ceil(a); }},
+  };
+  return table;
+}
+
+bool Evaluator::run(std::vector<ProbeTensor> &results) {
+  results.emplace_back();
+  ProbeTensor &out = results.back();
+  if (EvalFn fn = getEvaluators().lookup(op))
+    return (this->*fn)(out);
+  const llvm::StringMap<BinaryOp> &binaries = getBinaryOps();
+  if (auto it = binaries.find(op); it != binaries.end()) {
+    bool isInt = input(0) && input(0)->kind != Kind::Float;
+    BinaryFn fn = op == "Div" && isInt ? truncatingDiv : it->second.fn;
+    return binary(fn, out,
+                  it->second.boolean ? std::optional<Kind>(Kind::Bool)
+                                     : std::nullopt);
+  }
+  if (UnaryFn fn = getUnaryOps().lookup(op))
+    return unary(fn, out);
+  return fail("operator '" + op + "' cannot be evaluated at compile time");
+}
 
 } // namespace
 
@@ -829,13 +895,12 @@ ProbeTensor ProbeTensor::fromAttr(DenseElementsAttr attr) {
   return t;
 }
 
-std::optional<std::vector<ProbeTensor>>
+llvm::Expected<std::vector<ProbeTensor>>
 mlir::tp::evaluateOnnxOp(StringRef opType, DictionaryAttr attrs,
-                         ArrayRef<std::optional<ProbeTensor>> inputs,
-                         std::string &error) {
+                         ArrayRef<std::optional<ProbeTensor>> inputs) {
   std::vector<ProbeTensor> results;
-  Evaluator evaluator{opType, attrs, inputs, error};
+  Evaluator evaluator{opType, attrs, inputs, ""};
   if (!evaluator.run(results))
-    return std::nullopt;
+    return llvm::createStringError(evaluator.error);
   return results;
 }

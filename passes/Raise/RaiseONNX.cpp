@@ -251,12 +251,10 @@ LogicalResult Raiser::evaluate(NodeOp node, ArrayRef<Abstract *> in) {
     } else {
       shaped.shape = in[0]->shape;
     }
-    std::string error;
-    std::optional<std::vector<ProbeTensor>> result =
-        evaluateOnnxOp("Shape", node.getOnnxAttrs(),
-                       {std::optional<ProbeTensor>(shaped)}, error);
+    llvm::Expected<std::vector<ProbeTensor>> result = evaluateOnnxOp(
+        "Shape", node.getOnnxAttrs(), {std::optional<ProbeTensor>(shaped)});
     if (!result)
-      return nodeError(node) << error;
+      return nodeError(node) << llvm::toString(result.takeError());
     Abstract a;
     a.kind = Abstract::Concrete;
     a.probe = (*result)[0];
@@ -267,11 +265,10 @@ LogicalResult Raiser::evaluate(NodeOp node, ArrayRef<Abstract *> in) {
   SmallVector<std::optional<ProbeTensor>> inputs;
   for (Abstract *a : in)
     inputs.push_back(a ? a->probe : std::nullopt);
-  std::string error;
-  std::optional<std::vector<ProbeTensor>> results =
-      evaluateOnnxOp(node.getOpType(), node.getOnnxAttrs(), inputs, error);
+  llvm::Expected<std::vector<ProbeTensor>> results =
+      evaluateOnnxOp(node.getOpType(), node.getOnnxAttrs(), inputs);
   if (!results)
-    return nodeError(node) << error;
+    return nodeError(node) << llvm::toString(results.takeError());
   bool fromMask =
       llvm::any_of(in, [](Abstract *a) { return a && a->maskDerived; });
   for (auto [result, value] : llvm::zip(node.getResults(), *results)) {

@@ -16,6 +16,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <optional>
@@ -53,12 +54,12 @@ llvm::SmallVector<int64_t> probeInts(const ProbeTensor &t);
 
 /// Evaluates one ONNX operator on concrete inputs. `attrs` is the node's
 /// ONNX attribute dictionary; a missing optional input is nullopt. Returns
-/// the outputs, or nullopt with `error` set (unsupported operator or bad
-/// operands); limits output sizes so a mistaken probe cannot explode.
-std::optional<std::vector<ProbeTensor>>
+/// the outputs, or an error saying why not (unsupported operator or bad
+/// operands); limits output sizes so a mistaken probe cannot explode. Each
+/// operator is one function in a table (lib/Probe/ProbeTensor.cpp).
+llvm::Expected<std::vector<ProbeTensor>>
 evaluateOnnxOp(llvm::StringRef opType, DictionaryAttr attrs,
-               llvm::ArrayRef<std::optional<ProbeTensor>> inputs,
-               std::string &error);
+               llvm::ArrayRef<std::optional<ProbeTensor>> inputs);
 
 } // namespace mlir::tp
 
