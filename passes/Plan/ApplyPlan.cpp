@@ -441,16 +441,29 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                            << static_cast<int64_t>(tp);
   }
 
+  using Placements = llvm::DenseMap<Value, Placement>;
+
   LogicalResult apply(func::FuncOp func, const Plan &plan) {
-    MLIRContext *ctx = func.getContext();
-    OpBuilder builder(ctx);
-    ModuleOp module = getOperation();
-    builder.setInsertionPointToStart(module.getBody());
+    OpBuilder builder(func.getContext());
+    builder.setInsertionPointToStart(getOperation().getBody());
     shard::GridOp::create(builder, func.getLoc(), "tp", ArrayRef<int64_t>{tp});
     if (loraRank != 0 && failed(insertLoRA(func)))
       return failure();
+    Placements placements;
+    if (failed(choosePlacements(func, plan, placements)) ||
+        failed(checkHeads(func, placements)) ||
+        failed(checkSplits(func, placements)))
+      return failure();
+    annotateParams(func, placements);
+    annotateLoRABranches(placements);
+    annotateBoundaries(func, placements, plan.isSequenceParallel());
+    return success();
+  }
 
-    llvm::DenseMap<Value, Placement> placements;
+  /// Each parameter's placement: the one every use of it asks for (a tied
+  /// parameter's uses must agree); keys that place nothing are a warning.
+  LogicalResult choosePlacements(func::FuncOp func, const Plan &plan,
+                                 Placements &placements) {
     llvm::StringSet<> usedKeys;
     for (BlockArgument arg : func.getArguments()) {
       auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -478,12 +491,23 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         func.emitWarning() << "plan key '" << entry.pattern
                            << "' matches no module";
 
-    // Divisibility of what the splits cut.
-    auto splitOf = [&](Value v) -> std::optional<Placement> {
-      auto it = placements.find(v);
-      if (it == placements.end() || it->second.dim < 0)
-        return std::nullopt;
-      return it->second;
+    return success();
+  }
+
+  /// The split of `v`, if a parameter split on some dimension.
+  static std::optional<Placement> splitOf(const Placements &placements,
+                                          Value v) {
+    auto it = placements.find(v);
+    if (it == placements.end() || it->second.dim < 0)
+      return std::nullopt;
+    return it->second;
+  }
+
+  /// Attention heads divide by tp; with fewer KV heads than ranks, each KV
+  /// head is held by the ranks of its query group (replicas).
+  LogicalResult checkHeads(func::FuncOp func, Placements &placements) {
+    auto splitOf = [&](Value v) {
+      return TPApplyPlanPass::splitOf(placements, v);
     };
     // Heads first: they decide KV-head replication, which changes what the
     // k and v projections cut.
@@ -546,7 +570,16 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     });
     if (walk.wasInterrupted())
       return failure();
-    walk = func.walk([&](Operation *op) {
+    return success();
+  }
+
+  /// What each split cuts (features, vocabulary rows, LoRA ranks) divides
+  /// by tp.
+  LogicalResult checkSplits(func::FuncOp func, const Placements &placements) {
+    auto splitOf = [&](Value v) {
+      return TPApplyPlanPass::splitOf(placements, v);
+    };
+    WalkResult walk = func.walk([&](Operation *op) {
       if (auto linear = dyn_cast<LinearOp>(op)) {
         auto p = splitOf(linear.getWeight());
         if (p && p->replicas == 1) {
@@ -577,7 +610,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     if (walk.wasInterrupted())
       return failure();
 
-    // Annotate: shard.shard per parameter, and the placement attributes.
+    return success();
+  }
+
+  /// A shard.shard per parameter, and the placement attributes.
+  void annotateParams(func::FuncOp func, const Placements &placements) {
+    OpBuilder builder(func.getContext());
     builder.setInsertionPointToStart(&func.getBody().front());
     for (BlockArgument arg : func.getArguments()) {
       auto it = placements.find(arg);
@@ -603,9 +641,6 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                 ? "sum"
                                 : "mean"));
     }
-    annotateLoRABranches(placements);
-    annotateBoundaries(func, placements, plan.isSequenceParallel());
-    return success();
   }
 
   /// A replicated norm weight applied per head to a column-split
