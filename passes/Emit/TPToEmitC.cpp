@@ -13,6 +13,7 @@
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -168,7 +169,7 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index) {
       // This rank's block when tp-partition split it: block rank / replicas.
       .i64(shardDim)
       .i64(shards)
-      .i64(shardDim >= 0 ? -replicas : 0);
+      .i64(replicas);
   return call;
 }
 
@@ -281,16 +282,16 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> funcs;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func.getSymName() == "forward")
-        funcs.push_back(func);
-    if (funcs.size() != 1) {
-      module.emitError("expected one func.func @forward, found ")
-          << funcs.size();
+    FailureOr<func::FuncOp> entry =
+        lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+    if (failed(entry))
+      return signalPassFailure();
+    func::FuncOp func = *entry;
+    if (!func) {
+      module.emitError("expected one func.func @forward (the entry "
+                       "tp.entry = \"forward\"), found 0");
       return signalPassFailure();
     }
-    func::FuncOp func = funcs.front();
     if (failed(checkLowerable(func)))
       return signalPassFailure();
 
@@ -304,6 +305,14 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     emitc::VerbatimOp::create(
         builder, func.getLoc(),
         "const char *const tprt_model_path = " + quoted(path) + ";");
+    // The ranks the program was partitioned for; main checks them once.
+    int64_t tpSize = 1;
+    if (auto grid = module.lookupSymbol<shard::GridOp>("tp"))
+      if (grid.getShape().size() == 1 && grid.getShape()[0] > 0)
+        tpSize = grid.getShape()[0];
+    emitc::VerbatimOp::create(
+        builder, func.getLoc(),
+        "const int tprt_model_tp_size = " + std::to_string(tpSize) + ";");
 
     MLIRContext *ctx = &getContext();
     RuntimeTypeConverter converter(ctx);

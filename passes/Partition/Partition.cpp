@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,7 +35,11 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto grid = module.lookupSymbol<shard::GridOp>("tp");
-    func::FuncOp func = module.lookupSymbol<func::FuncOp>("forward");
+    FailureOr<func::FuncOp> entry =
+        lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+    if (failed(entry))
+      return signalPassFailure();
+    func::FuncOp func = *entry;
     if (!grid || !func || grid.getShape().size() != 1 ||
         ShapedType::isDynamic(grid.getShape()[0])) {
       module.emitError("tp-partition: expected shard.grid @tp of one static "

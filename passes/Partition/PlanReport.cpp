@@ -8,6 +8,7 @@
 
 #include "tpopt/Partition/PlanReport.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -95,7 +96,11 @@ void writeParameters(func::FuncOp func, raw_ostream &os, uint64_t &localBytes,
 
 FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
                                                 int64_t ranks) {
-  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  FailureOr<func::FuncOp> entry =
+      lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+  if (failed(entry))
+    return failure();
+  func::FuncOp func = *entry;
   if (!func)
     return module.emitError("plan report: no func.func @forward");
   std::string table;

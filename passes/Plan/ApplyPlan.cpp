@@ -3,6 +3,7 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 #include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Plan/Plan.h"
@@ -89,7 +90,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     loraBaseOfSum.clear();
     planError.clear();
     ModuleOp module = getOperation();
-    func::FuncOp func = module.lookupSymbol<func::FuncOp>("forward");
+    FailureOr<func::FuncOp> entry =
+        lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+    if (failed(entry))
+      return signalPassFailure();
+    func::FuncOp func = *entry;
     if (!func) {
       module.emitError("tp-apply-plan: no func.func @forward (run "
                        "--tp-raise-onnx first)");

@@ -360,8 +360,10 @@ LogicalResult Raiser::run() {
   // The new function starts with the source's arguments; unused ones are
   // dropped at the end.
   builder.setInsertionPoint(source);
-  target = func::FuncOp::create(builder, source.getLoc(), "forward",
+  target = func::FuncOp::create(builder, source.getLoc(), kForwardEntry,
                                 source.getFunctionType());
+  target->setAttr(TPDialect::kEntryAttrName,
+                  builder.getStringAttr(kForwardEntry));
   Block *body = target.addEntryBlock();
   builder.setInsertionPointToEnd(body);
   params.resize(source.getNumArguments());

@@ -15,6 +15,7 @@
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Probe/ProbeTensor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -60,6 +60,11 @@ int main(int argc, char **argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != tprt_model_tp_size)
+    tprt::fatal("the program was partitioned for " +
+                std::to_string(tprt_model_tp_size) + " ranks but runs on " +
+                std::to_string(size) + " (use mpirun -np " +
+                std::to_string(tprt_model_tp_size) + ")");
 
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;

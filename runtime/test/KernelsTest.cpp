@@ -440,25 +440,25 @@ TEST(Io, NpyRoundTripAndParamLoading) {
 
   // Slices: canonical [2, 3] = {{1, 3, 5}, {2, 4, 6}}, stored transposed.
   // Rows (dim 0) in 2 blocks: block 1 is {2, 4, 6} (a strided run on disk).
-  Tensor row = load_param(c, "r1", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                          true, 0, 2, 1);
+  Tensor row = readParamBlock(c, "r1", "w", "w.bin", 4, 24, DType::F32, {2, 3},
+                              true, 0, 2, 1);
   EXPECT_EQ(row.shape(), (std::vector<int64_t>{1, 3}));
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(row.f32()[i], float(2 + 2 * i));
   // Columns (dim 1) in 3 blocks: block 2 is {5, 6} (one contiguous run).
-  Tensor col = load_param(c, "c2", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                          true, 1, 3, 2);
+  Tensor col = readParamBlock(c, "c2", "w", "w.bin", 4, 24, DType::F32, {2, 3},
+                              true, 1, 3, 2);
   EXPECT_EQ(col.shape(), (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(col.f32()[0], 5.0f);
   EXPECT_EQ(col.f32()[1], 6.0f);
   // Untransposed [3, 2] = {{1, 2}, {3, 4}, {5, 6}}: columns in 2 blocks.
-  Tensor plain = load_param(c, "p1", "w", "w.bin", 4, 24, DType::F32, {3, 2},
-                            false, 1, 2, 1);
+  Tensor plain = readParamBlock(c, "p1", "w", "w.bin", 4, 24, DType::F32,
+                                {3, 2}, false, 1, 2, 1);
   EXPECT_EQ(plain.shape(), (std::vector<int64_t>{3, 1}));
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(plain.f32()[i], float(2 + 2 * i));
-  EXPECT_EXIT(load_param(c, "u", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true,
-                         1, 2, 0),
+  EXPECT_EXIT(readParamBlock(c, "u", "w", "w.bin", 4, 24, DType::F32, {2, 3},
+                             true, 1, 2, 0),
               testing::ExitedWithCode(1),
               "parameter 'u' \\(initializer 'w'\\): cannot split dimension 1 "
               "of size 3 into 2 equal blocks");

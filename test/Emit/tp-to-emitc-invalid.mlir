@@ -11,7 +11,7 @@ func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}, %w: tensor<8
 
 // -----
 
-// expected-error @+1 {{expected one func.func @forward, found 0}}
+// expected-error @+1 {{expected one func.func @forward (the entry tp.entry = "forward"), found 0}}
 module {
   func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
     return %x : tensor<4xf32>

@@ -5,9 +5,10 @@
 // and one call per op, attributes as literals, the ONNX node in a comment.
 // CHECK: emitc.include "tprt/tprt.h"
 // CHECK: emitc.verbatim "const char *const tprt_model_path = \22m.onnx\22;"
+// CHECK: emitc.verbatim "const int tprt_model_tp_size = 1;"
 // CHECK: emitc.func @tprt_model_forward(%[[CTX:.*]]: !emitc.opaque<"tprt::Context&">, %[[IDS:.*]]: !emitc.opaque<"tprt::Tensor">, %[[MASK:.*]]: !emitc.opaque<"tprt::Tensor">) -> !emitc.opaque<"tprt::Tensor">
-// CHECK: %[[E:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22m.onnx\22">, 0, 256, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{16, 4}">, false, -1 : i32, 1, 0]}
-// CHECK: %[[W:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.up.weight\22">, #emitc.opaque<"\22onnx::MatMul_3\22">, #emitc.opaque<"\22m.onnx\22">, 272, 128, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{8, 4}">, true, -1 : i32, 1, 0]}
+// CHECK: %[[E:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22m.onnx\22">, 0, 256, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{16, 4}">, false, -1 : i32, 1, 1]}
+// CHECK: %[[W:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.up.weight\22">, #emitc.opaque<"\22onnx::MatMul_3\22">, #emitc.opaque<"\22m.onnx\22">, 272, 128, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{8, 4}">, true, -1 : i32, 1, 1]}
 // CHECK: verbatim "// /model/embed_tokens/Gather"
 // CHECK-NEXT: %[[H:.*]] = call_opaque "tprt::embedding"(%[[CTX]], %[[IDS]], %[[E]])
 // CHECK: %[[N:.*]] = call_opaque "tprt::rms_norm"(%[[CTX]], %[[H]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 9.9999999999999995E-7, 1.000000e+00, 0]}
@@ -21,7 +22,7 @@
 // CPP: #include "tprt/tprt.h"
 // CPP: const char *const tprt_model_path = "m.onnx";
 // CPP: tprt::Tensor tprt_model_forward(tprt::Context& [[C:v[0-9]+]], tprt::Tensor [[I:v[0-9]+]], tprt::Tensor [[M:v[0-9]+]]) {
-// CPP: tprt::load_param([[C]], "model.up.weight", "onnx::MatMul_3", "m.onnx", 272, 128, tprt::DType::F32, {8, 4}, true, -1, 1, 0);
+// CPP: tprt::load_param([[C]], "model.up.weight", "onnx::MatMul_3", "m.onnx", 272, 128, tprt::DType::F32, {8, 4}, true, -1, 1, 1);
 // CPP: // /model/embed_tokens/Gather
 // CPP-NEXT: tprt::embedding([[C]], [[I]], v{{[0-9]+}});
 module attributes {onnx.file = "m.onnx"} {

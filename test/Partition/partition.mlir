@@ -2,6 +2,7 @@
 // RUN: tp-opt %t/block.mlir --tp-partition | FileCheck %t/block.mlir
 // RUN: tp-opt %t/block.mlir --tp-partition --tp-to-emitc | FileCheck %t/block.mlir --check-prefix=EMITC
 // RUN: tp-opt %t/kv.mlir --tp-partition | FileCheck %t/kv.mlir
+// RUN: tp-opt %t/kv.mlir --tp-partition --tp-to-emitc | FileCheck %t/kv.mlir --check-prefix=EMITC
 // RUN: tp-opt %t/sp.mlir --tp-partition | FileCheck %t/sp.mlir
 // RUN: tp-opt %t/layouts.mlir --tp-partition | FileCheck %t/layouts.mlir
 // RUN: tp-opt %t/sp.mlir --tp-partition --tp-to-emitc | FileCheck %t/sp.mlir --check-prefix=EMITC
@@ -24,9 +25,10 @@
 // CHECK-NEXT: %[[L:.*]] = tp.linear %[[N]], %arg1 : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
 // CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[L]] on @tp grid_axes = [0] gather_axis = 2 : tensor<?x?x8xf32> -> tensor<?x?x16xf32>
 // CHECK-NEXT: return %[[G]]
+// EMITC: emitc.verbatim "const int tprt_model_tp_size = 2;"
 // EMITC: emitc.func @tprt_model_forward
-// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{16, 4}">, false, 0 : i32, 2, -1]}
-// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22down.weight\22">, {{.*}}, #emitc.opaque<"{4, 8}">, false, 1 : i32, 2, -1]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{16, 4}">, false, 0 : i32, 2, 1]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22down.weight\22">, {{.*}}, #emitc.opaque<"{4, 8}">, false, 1 : i32, 2, 1]}
 // EMITC: call_opaque "tprt::embedding_vocab_parallel"
 // EMITC-NEXT: call_opaque "tprt::all_reduce_sum"
 // EMITC: call_opaque "tprt::all_gather"({{.*}}) {args = [0 : index, 1 : index, 2]}
@@ -63,9 +65,13 @@ module attributes {onnx.file = "m.onnx"} {
 // rank computes 1 query head against 1 KV head.
 // CHECK: %arg2: tensor<8x32xf32> {tp.fqn = "k.weight", tp.shard_dim = 0 : i64, tp.shard_replicas = 2 : i64, tp.shards = 2 : i64
 // CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, head_dim = 8 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+// The runtime reads q's block rank / 1 of 4 and k's block rank / 2 of 2.
+// EMITC: emitc.verbatim "const int tprt_model_tp_size = 4;"
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22q.weight\22">, {{.*}}, #emitc.opaque<"{32, 32}">, false, 0 : i32, 4, 1]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22k.weight\22">, {{.*}}, #emitc.opaque<"{16, 32}">, false, 0 : i32, 2, 2]}
 module attributes {onnx.file = "m.onnx"} {
   shard.grid @tp(shape = 4)
-  func.func @forward(%x: tensor<?x?x32xf32>,
+  func.func @forward(%x: tensor<?x?x32xf32> {onnx.name = "input_ids"},
       %wq: tensor<32x32xf32> {tp.fqn = "q.weight", tp.source = #tp.source<initializer = "q", file = "m.onnx", offset = 0, length = 4096, transposed = false>},
       %wk: tensor<16x32xf32> {tp.fqn = "k.weight", tp.shard_replicas = 2 : i64, tp.source = #tp.source<initializer = "k", file = "m.onnx", offset = 4096, length = 2048, transposed = false>},
       %wv: tensor<16x32xf32> {tp.fqn = "v.weight", tp.shard_replicas = 2 : i64, tp.source = #tp.source<initializer = "v", file = "m.onnx", offset = 6144, length = 2048, transposed = false>}) -> tensor<?x?x32xf32> {

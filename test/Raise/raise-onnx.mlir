@@ -12,6 +12,7 @@
 // CHECK-SAME: %[[B:.*]]: tensor<8xf32> {tp.fqn = "model.up.bias"
 // CHECK-SAME: %[[LM:.*]]: tensor<16x8xf32> {tp.fqn = "lm_head.weight", tp.source = #tp.source<initializer = "lm_head.weight", file = "m.onnx", offset = 432, length = 512, transposed = false>})
 // CHECK-SAME: -> tensor<?x?x16xf32>
+// CHECK-SAME: attributes {tp.entry = "forward"}
 // CHECK-NEXT: %[[H:.*]] = tp.embedding %[[IDS]], %[[EMB]]
 // CHECK-NEXT: %[[N:.*]] = tp.rms_norm %[[H]], %[[NW]] {epsilon = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64}
 // CHECK-NEXT: %[[U:.*]] = tp.linear %[[N]], %[[W]], %[[B]] : (tensor<?x?x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>

@@ -98,3 +98,21 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
   return emitArgError() << "unknown tp argument attribute '"
                         << attr.getName().getValue() << "'";
 }
+
+LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attr) {
+  if (attr.getName() == kEntryAttrName) {
+    auto role = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitOpError()
+             << "'" << kEntryAttrName << "' marks functions only";
+    if (!role || !isEntryRole(role.getValue()))
+      return op->emitOpError()
+             << "'" << kEntryAttrName << "' must be the role of an entry "
+             << "point (\"forward\"), got " << attr.getValue();
+    return success();
+  }
+  // The module-level configuration and ONNX bookkeeping (tp.config,
+  // tp.model) are checked by the passes that read them.
+  return success();
+}

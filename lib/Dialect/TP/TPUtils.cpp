@@ -2,6 +2,9 @@
 
 #include "tpopt/Dialect/TP/TPUtils.h"
 
+#include "tpopt/Dialect/TP/TPDialect.h"
+
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -27,10 +30,34 @@ std::optional<uint64_t> mlir::tp::getTensorByteSize(RankedTensorType type) {
   uint64_t bytes = *size;
   for (int64_t dim : type.getShape()) {
     bool overflow = false;
-    bytes = llvm::SaturatingMultiply(bytes, static_cast<uint64_t>(dim),
-                                     &overflow);
+    bytes =
+        llvm::SaturatingMultiply(bytes, static_cast<uint64_t>(dim), &overflow);
     if (overflow)
       return std::nullopt;
   }
   return bytes;
+}
+
+bool mlir::tp::isEntryRole(StringRef role) { return role == kForwardEntry; }
+
+FailureOr<FunctionOpInterface> mlir::tp::lookupEntry(ModuleOp module,
+                                                     StringRef role) {
+  FunctionOpInterface found;
+  bool anyMarked = false;
+  for (auto func : module.getOps<FunctionOpInterface>()) {
+    auto mark = func->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
+    anyMarked |= static_cast<bool>(mark);
+    if (!mark || mark.getValue() != role)
+      continue;
+    if (found) {
+      return module.emitError()
+             << "two functions are the '" << role << "' entry point: @"
+             << found.getName() << " and @" << func.getName();
+    }
+    found = func;
+  }
+  if (found || anyMarked)
+    return found;
+  return FunctionOpInterface(dyn_cast_or_null<FunctionOpInterface>(
+      SymbolTable::lookupSymbolIn(module, role)));
 }

@@ -137,17 +137,24 @@ private:
 /// bytes at `offset` hold `storedDtype` elements of `shape` (the canonical
 /// global shape; transposed storage holds the reverse 2-D shape). With
 /// `shardDim` >= 0 the parameter is split evenly into `shards` blocks along
-/// canonical dimension `shardDim` and only block `shardIndex` is read; a
-/// negative `shardIndex` -r means block rank / r of a group of shards * r
-/// ranks (r > 1: KV heads shared by a query group) (one positioned read
-/// per contiguous run). Returns an f32 tensor in canonical
-/// orientation. A missing or short file, a length that disagrees with the
-/// shape and dtype, or an uneven split is an error naming the parameter.
+/// canonical dimension `shardDim`, each held by `replicas` consecutive
+/// ranks (replicas > 1: KV heads shared by a query group), and this rank
+/// reads block rank / replicas (one positioned read per contiguous run).
+/// Read once per FQN. Returns an f32 tensor in canonical orientation. A
+/// missing or short file, a length that disagrees with the shape and dtype,
+/// or an uneven split is an error naming the parameter.
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim = -1, int64_t shards = 1,
-                  int64_t shardIndex = 0);
+                  int64_t replicas = 1);
+/// Block `shardIndex` of `shards` along `shardDim` (-1: the whole
+/// parameter), whatever the rank; not cached.
+Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
+                      const char *file, uint64_t offset, uint64_t length,
+                      DType storedDtype, const std::vector<int64_t> &shape,
+                      bool transposed, int shardDim, int64_t shards,
+                      int64_t shardIndex);
 
 //===----------------------------------------------------------------------===//
 // Kernels: one per tp op (forward), f32 compute
@@ -229,5 +236,8 @@ tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
                                 tprt::Tensor attention_mask);
 /// Defined by the generated program: the model file it was compiled from.
 extern const char *const tprt_model_path;
+/// Defined by the generated program: the ranks of its tensor-parallel group
+/// (main refuses to run it on another number).
+extern const int tprt_model_tp_size;
 
 #endif // TPRT_TPRT_H

@@ -49,11 +49,11 @@ void Context::cacheParam(const std::string &fqn, Tensor value) {
   params_[fqn] = std::move(value);
 }
 
-static Tensor readParam(Context &ctx, const char *fqn, const char *initializer,
-                        const char *file, uint64_t offset, uint64_t length,
-                        DType storedDtype, const std::vector<int64_t> &shape,
-                        bool transposed, int shardDim, int64_t shards,
-                        int64_t shardIndex) {
+Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
+                      const char *file, uint64_t offset, uint64_t length,
+                      DType storedDtype, const std::vector<int64_t> &shape,
+                      bool transposed, int shardDim, int64_t shards,
+                      int64_t shardIndex) {
   std::string name = std::string("parameter '") + fqn + "' (initializer '" +
                      initializer + "')";
   uint64_t elements = 1;
@@ -144,21 +144,23 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim, int64_t shards,
-                  int64_t shardIndex) {
+                  int64_t replicas) {
   if (Tensor *cached = ctx.cachedParam(fqn))
     return *cached;
-  if (shardDim >= 0 && shardIndex < 0) {
-    int64_t replicas = -shardIndex, ranks = shards * replicas;
-    if (ctx.tp().size() != ranks)
-      fatal(std::string("parameter '") + fqn + "': the program was " +
-            "partitioned for " + std::to_string(ranks) + " ranks but runs on " +
-            std::to_string(ctx.tp().size()) + " (use mpirun -np " +
-            std::to_string(ranks) + ")");
+  int64_t shardIndex = 0;
+  if (shardDim >= 0) {
+    // main checked the ranks against the program's tp size; a parameter
+    // that disagrees is a compiler bug, said as such.
+    if (replicas < 1 || shards * replicas != ctx.tp().size())
+      fatal(std::string("parameter '") + fqn + "': " + std::to_string(shards) +
+            " blocks held by " + std::to_string(replicas) +
+            " ranks each do not make the " + std::to_string(ctx.tp().size()) +
+            " ranks of the tensor-parallel group");
     shardIndex = ctx.tp().rank() / replicas;
   }
   Tensor value =
-      readParam(ctx, fqn, initializer, file, offset, length, storedDtype, shape,
-                transposed, shardDim, shards, shardIndex);
+      readParamBlock(ctx, fqn, initializer, file, offset, length, storedDtype,
+                     shape, transposed, shardDim, shards, shardIndex);
   ctx.cacheParam(fqn, value);
   return value;
 }

@@ -77,3 +77,16 @@ func.func @shard_dim_negative(%w: tensor<4xf32> {tp.shard_dim = -1 : i64}) {
 func.func @replicas_string(%w: tensor<4xf32> {tp.shard_replicas = "2"}) {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.entry' must be the role of an entry point ("forward"), got "backward"}}
+func.func @entry_role() attributes {tp.entry = "backward"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op 'tp.entry' marks functions only}}
+module attributes {tp.entry = "forward"} {
+}

@@ -34,11 +34,16 @@ def TP_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Argument attribute naming a parameter by its HuggingFace FQN.
     static constexpr llvm::StringLiteral kFqnAttrName = "tp.fqn";
     /// Argument attribute locating a parameter's bytes (#tp.source).
     static constexpr llvm::StringLiteral kSourceAttrName = "tp.source";
+    /// Function attribute naming the role of an entry point of the program
+    /// ("forward"; a training step adds "train_step"). Passes find entry
+    /// points through it (lookupEntry in TPUtils.h), not by name.
+    static constexpr llvm::StringLiteral kEntryAttrName = "tp.entry";
 
   private:
     void registerAttributes();

@@ -3,7 +3,9 @@
 #ifndef TPOPT_DIALECT_TP_TPUTILS_H
 #define TPOPT_DIALECT_TP_TPUTILS_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include <cstdint>
 #include <optional>
 
@@ -16,6 +18,28 @@ std::optional<uint64_t> getElementByteSize(Type type);
 /// Size in bytes of a statically shaped tensor, or nullopt when the shape is
 /// dynamic, the element size is unknown, or the size overflows 64 bits.
 std::optional<uint64_t> getTensorByteSize(RankedTensorType type);
+
+/// The roles of a program's entry points (`tp.entry`).
+inline constexpr llvm::StringLiteral kForwardEntry = "forward";
+
+/// Whether `role` is a role an entry point can have.
+bool isEntryRole(StringRef role);
+
+/// The function of `module` whose `tp.entry` is `role`. IR written by hand
+/// may leave entry points unmarked: when no function of the module is
+/// marked, the function named after the role is it. Null when there is
+/// none; failure (an error on the module) when two are marked alike.
+FailureOr<FunctionOpInterface> lookupEntry(ModuleOp module, StringRef role);
+
+/// The `role` entry point as a func.func: null when there is none (the
+/// caller says what it needs), failure after an error.
+template <typename FuncOpT>
+FailureOr<FuncOpT> lookupEntryAs(ModuleOp module, StringRef role) {
+  FailureOr<FunctionOpInterface> entry = lookupEntry(module, role);
+  if (failed(entry))
+    return failure();
+  return dyn_cast_or_null<FuncOpT>(entry->getOperation());
+}
 
 } // namespace mlir::tp
 
