@@ -92,14 +92,14 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     on dim 0; everything else is replicated), and each planned module's
     output behind a result `shard.shard` with its output layout (Rowwise
     `[[]]`, Colwise split on the last dimension, gathered Colwise `[[]]`).
-    Each parameter also records
-    `tp.placement` (`split(d)` or `replicated`), `tp.plan_key` (the plan
-    entry that placed it) and, when replicated, `tp.grad_reduction`: `sum`
-    for the per-head q/k norms that read head-sharded activations (their
+    Each parameter also records its placement, `tp.placement =
+    #tp.placement<...>`: `split(d)` or `replicated`, the plan `key` that
+    placed it and, when replicated, its gradient class `grad`: `sum` for
+    the per-head q/k norms that read head-sharded activations (their
     gradients are partial) and for `replicated_with_grad_allreduce`
     modules, `mean` otherwise. When `tp` exceeds the KV heads and is a
-    multiple of them, the k and v projections also get `tp.shard_replicas`
-    (each KV head on the ranks of its query group).
+    multiple of them, the k and v projections are `split(0)` with
+    `replicas = tp / kv` (each KV head on the ranks of its query group).
 
     With `sp=true` (or a JSON plan with `sequence_parallel` modules and
     `shard(1)` layouts), sequence parallelism: the embedding and the
@@ -107,7 +107,7 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     their result annotated `shard.shard %r to <@tp, [[], [0]]>`, each value
     that column-split linears read is annotated replicated for its users
     (once per value), and SequenceParallel norms are replicated with
-    `tp.grad_reduction = "sum"`. NemotronH and HF plans have no SP form
+    `grad = sum`. NemotronH and HF plans have no SP form
     (error).
 
     With `lora-rank=R`, every targeted `tp.linear` `y = x W^T` becomes
@@ -153,8 +153,8 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
   let summary = "Partition an annotated program into the program of one rank";
   let description = [{
     Takes the output of `tp-apply-plan` and writes the SPMD program every
-    rank of grid `@tp` runs: parameters get their local shapes and
-    `tp.shard_dim` / `tp.shards` (what `load_param` reads); activations are
+    rank of grid `@tp` runs: parameters get their local shapes and their
+    placement's `blocks` (what `load_param` reads); activations are
     tracked as replicated, split on their last dimension, split on the
     sequence (dim 1), or partial sums.
     Column-split linears keep their output split; row-split linears produce

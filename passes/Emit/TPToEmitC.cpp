@@ -145,13 +145,11 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index) {
   if (failed(dtype))
     return func.emitError() << "parameter '" << fqn.getValue()
                             << "': no runtime type for " << type;
-  auto dimAttr = func.getArgAttrOfType<IntegerAttr>(index, "tp.shard_dim");
-  auto shardsAttr = func.getArgAttrOfType<IntegerAttr>(index, "tp.shards");
-  auto replicasAttr =
-      func.getArgAttrOfType<IntegerAttr>(index, "tp.shard_replicas");
-  int64_t shardDim = dimAttr ? dimAttr.getInt() : -1;
-  int64_t shards = shardsAttr ? shardsAttr.getInt() : 1;
-  int64_t replicas = replicasAttr ? replicasAttr.getInt() : 1;
+  auto placement = func.getArgAttrOfType<PlacementAttr>(
+      index, TPDialect::kPlacementAttrName);
+  int64_t shardDim = placement ? placement.getSplitDim() : -1;
+  int64_t shards = placement ? placement.getBlocks() : 1;
+  int64_t replicas = placement ? placement.getReplicas() : 1;
   // load_param takes the global shape.
   SmallVector<int64_t> global(type.getShape());
   if (shardDim >= 0)

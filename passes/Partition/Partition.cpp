@@ -99,11 +99,18 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
         sharding.erase();
       if (dim < 0)
         continue;
-      // KV heads shared by a query group: fewer blocks than ranks.
-      int64_t replicas = 1;
-      if (auto r = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                      "tp.shard_replicas"))
-        replicas = r.getInt();
+      // The plan's placement (hand-written IR may have only the
+      // annotation); KV heads shared by a query group: fewer blocks than
+      // ranks.
+      auto placement = func.getArgAttrOfType<PlacementAttr>(
+          arg.getArgNumber(), TPDialect::kPlacementAttrName);
+      if (!placement)
+        placement = PlacementAttr::getSplit(func.getContext(), dim, 1, "");
+      if (placement.getSplitDim() != dim || placement.isPartitioned())
+        return func.emitError()
+               << "argument " << arg.getArgNumber() << ": annotated split on "
+               << "dim " << dim << " but placed " << placement;
+      int64_t replicas = placement.getReplicas();
       auto type = cast<RankedTensorType>(arg.getType());
       if (ranks % replicas || type.getDimSize(dim) % (ranks / replicas))
         return func.emitError()
@@ -114,10 +121,8 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       SmallVector<int64_t> shape(type.getShape());
       shape[dim] /= blocks;
       arg.setType(RankedTensorType::get(shape, type.getElementType()));
-      func.setArgAttr(arg.getArgNumber(), "tp.shard_dim",
-                      builder.getI64IntegerAttr(dim));
-      func.setArgAttr(arg.getArgNumber(), "tp.shards",
-                      builder.getI64IntegerAttr(blocks));
+      func.setArgAttr(arg.getArgNumber(), TPDialect::kPlacementAttrName,
+                      placement.withBlocks(blocks));
       state.setParamSplitDim(arg, dim);
     }
     return success();

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Partition/PlanReport.h"
+#include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
@@ -63,32 +64,34 @@ void writeParameters(func::FuncOp func, raw_ostream &os, uint64_t &localBytes,
     if (!fqn)
       continue;
     auto type = cast<RankedTensorType>(func.getArgument(i).getType());
-    auto dim = func.getArgAttrOfType<IntegerAttr>(i, "tp.shard_dim");
-    auto shards = func.getArgAttrOfType<IntegerAttr>(i, "tp.shards");
-    auto key = func.getArgAttrOfType<StringAttr>(i, "tp.plan_key");
-    auto grad = func.getArgAttrOfType<StringAttr>(i, "tp.grad_reduction");
-    auto replicas = func.getArgAttrOfType<IntegerAttr>(i, "tp.shard_replicas");
-    int64_t blocks = dim && shards ? shards.getInt() : 1;
+    auto placement =
+        func.getArgAttrOfType<PlacementAttr>(i, TPDialect::kPlacementAttrName);
+    bool split = placement && placement.isSplit();
+    int64_t blocks = placement ? placement.getBlocks() : 1;
     SmallVector<int64_t> global(type.getShape());
-    if (dim)
-      global[dim.getInt()] *= blocks;
+    if (split)
+      global[placement.getSplitDim()] *= blocks;
     uint64_t bytes = type.getNumElements() *
                      (type.getElementType().getIntOrFloatBitWidth() / 8);
     localBytes += bytes;
     globalBytes += bytes * blocks;
-    (dim ? sharded : replicated)++;
+    (split ? sharded : replicated)++;
     os << "| `" << fqn.getValue() << "` | [";
     llvm::interleaveComma(global, os);
-    std::string placement =
-        dim ? "split(" + std::to_string(dim.getInt()) + ")" : "replicated";
-    if (replicas && replicas.getInt() > 1)
-      placement +=
-          ", each block on " + std::to_string(replicas.getInt()) + " ranks";
-    os << "] | " << placement << " | "
-       << (dim ? std::string("sharded")
-               : "replicated, grad " +
-                     (grad ? grad.getValue().str() : std::string("mean")))
-       << " | " << (key ? key.getValue() : "") << " | " << bytes << " |\n";
+    std::string where =
+        split ? "split(" + std::to_string(placement.getSplitDim()) + ")"
+              : "replicated";
+    if (split && placement.getReplicas() > 1)
+      where += ", each block on " + std::to_string(placement.getReplicas()) +
+               " ranks";
+    std::string gradClass =
+        split ? std::string("sharded")
+              : "replicated, grad " +
+                    stringifyGradReduction(placement ? placement.getGrad()
+                                                     : GradReduction::Mean)
+                        .str();
+    os << "] | " << where << " | " << gradClass << " | "
+       << (placement ? placement.getKey() : "") << " | " << bytes << " |\n";
   }
 }
 

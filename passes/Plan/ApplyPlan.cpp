@@ -629,22 +629,17 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       const Placement &p = it->second;
       auto annotated = annotateValue(builder, arg, p.dim, /*forUsers=*/true);
       arg.replaceAllUsesExcept(annotated.getResult(), annotated);
-      unsigned i = arg.getArgNumber();
-      func.setArgAttr(i, "tp.placement",
-                      builder.getStringAttr(
-                          p.dim < 0 ? std::string("replicated")
-                                    : "split(" + std::to_string(p.dim) + ")"));
-      if (p.replicas > 1)
-        func.setArgAttr(i, "tp.shard_replicas",
-                        builder.getI64IntegerAttr(p.replicas));
-      if (!p.key.empty())
-        func.setArgAttr(i, "tp.plan_key", builder.getStringAttr(p.key));
-      if (p.dim < 0)
-        func.setArgAttr(i, "tp.grad_reduction",
-                        builder.getStringAttr(
-                            p.gradSum || readsHeadShards(annotated, placements)
-                                ? "sum"
-                                : "mean"));
+      MLIRContext *ctx = func.getContext();
+      PlacementAttr placement =
+          p.dim >= 0 ? PlacementAttr::getSplit(ctx, p.dim, p.replicas, p.key)
+                     : PlacementAttr::getReplicated(
+                           ctx,
+                           p.gradSum || readsHeadShards(annotated, placements)
+                               ? GradReduction::Sum
+                               : GradReduction::Mean,
+                           p.key);
+      func.setArgAttr(arg.getArgNumber(), TPDialect::kPlacementAttrName,
+                      placement);
     }
   }
 

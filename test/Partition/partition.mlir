@@ -12,7 +12,7 @@
 // A vocabulary-parallel embedding, a column/row-split MLP and a
 // column-split head: local shapes, one all-reduce per row-split linear and
 // after the embedding, an all-gather of the split logits.
-// CHECK: func.func @forward(%arg0: tensor<?x?xi64> {onnx.name = "input_ids"}, %arg1: tensor<8x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.shard_dim = 0 : i64, tp.shards = 2 : i64, tp.source = {{[^}]*}}}, %arg2: tensor<4x4xf32> {tp.fqn = "up.weight", tp.shard_dim = 0 : i64, tp.shards = 2 : i64, tp.source = {{[^}]*}}}, %arg3: tensor<4x4xf32> {tp.fqn = "down.weight", tp.shard_dim = 1 : i64, tp.shards = 2 : i64, tp.source = {{[^}]*}}}, %arg4: tensor<4xf32> {tp.fqn = "norm.weight", tp.source = {{[^}]*}}}) -> tensor<?x?x16xf32>
+// CHECK: func.func @forward(%arg0: tensor<?x?xi64> {onnx.name = "input_ids"}, %arg1: tensor<8x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.placement = #tp.placement<split(0), blocks = 2>, tp.source = {{[^}]*}}}, %arg2: tensor<4x4xf32> {tp.fqn = "up.weight", tp.placement = #tp.placement<split(0), blocks = 2>, tp.source = {{[^}]*}}}, %arg3: tensor<4x4xf32> {tp.fqn = "down.weight", tp.placement = #tp.placement<split(1), blocks = 2>, tp.source = {{[^}]*}}}, %arg4: tensor<4xf32> {tp.fqn = "norm.weight", tp.source = {{[^}]*}}}) -> tensor<?x?x16xf32>
 // CHECK-NOT: shard.shard
 // CHECK: %[[E:.*]] = tp.embedding %arg0, %arg1 {vocab_parallel} : (tensor<?x?xi64>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
 // CHECK-NEXT: %[[H:.*]] = shard.all_reduce %[[E]] on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
@@ -63,7 +63,7 @@ module attributes {onnx.file = "m.onnx"} {
 // 2 KV heads on 4 ranks (tp.shard_replicas = 2 from tp-apply-plan): k and v
 // are cut into 2 blocks, each held by the 2 ranks of one query group; each
 // rank computes 1 query head against 1 KV head.
-// CHECK: %arg2: tensor<8x32xf32> {tp.fqn = "k.weight", tp.shard_dim = 0 : i64, tp.shard_replicas = 2 : i64, tp.shards = 2 : i64
+// CHECK: %arg2: tensor<8x32xf32> {tp.fqn = "k.weight", tp.placement = #tp.placement<split(0), blocks = 2, replicas = 2
 // CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, head_dim = 8 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
 // The runtime reads q's block rank / 1 of 4 and k's block rank / 2 of 2.
 // EMITC: emitc.verbatim "const int tprt_model_tp_size = 4;"
@@ -73,8 +73,8 @@ module attributes {onnx.file = "m.onnx"} {
   shard.grid @tp(shape = 4)
   func.func @forward(%x: tensor<?x?x32xf32> {onnx.name = "input_ids"},
       %wq: tensor<32x32xf32> {tp.fqn = "q.weight", tp.source = #tp.source<initializer = "q", file = "m.onnx", offset = 0, length = 4096, transposed = false>},
-      %wk: tensor<16x32xf32> {tp.fqn = "k.weight", tp.shard_replicas = 2 : i64, tp.source = #tp.source<initializer = "k", file = "m.onnx", offset = 4096, length = 2048, transposed = false>},
-      %wv: tensor<16x32xf32> {tp.fqn = "v.weight", tp.shard_replicas = 2 : i64, tp.source = #tp.source<initializer = "v", file = "m.onnx", offset = 6144, length = 2048, transposed = false>}) -> tensor<?x?x32xf32> {
+      %wk: tensor<16x32xf32> {tp.fqn = "k.weight", tp.placement = #tp.placement<split(0), replicas = 2>, tp.source = #tp.source<initializer = "k", file = "m.onnx", offset = 4096, length = 2048, transposed = false>},
+      %wv: tensor<16x32xf32> {tp.fqn = "v.weight", tp.placement = #tp.placement<split(0), replicas = 2>, tp.source = #tp.source<initializer = "v", file = "m.onnx", offset = 6144, length = 2048, transposed = false>}) -> tensor<?x?x32xf32> {
     %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
     %q = shard.shard %wq to %s annotate_for_users : tensor<32x32xf32>
     %k = shard.shard %wk to %s annotate_for_users : tensor<16x32xf32>

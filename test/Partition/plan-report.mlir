@@ -14,9 +14,9 @@
 module {
   shard.grid @tp(shape = 2)
   func.func @forward(%x: tensor<?x?x4xf32>,
-      %up: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.up_proj.weight", tp.plan_key = "model.layers.*.mlp.up_proj", tp.shard_dim = 0 : i64, tp.shards = 2 : i64},
-      %down: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.down_proj.weight", tp.plan_key = "model.layers.*.mlp.down_proj", tp.shard_dim = 1 : i64, tp.shards = 2 : i64},
-      %nw: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.grad_reduction = "sum"}) -> tensor<?x?x8xf32> {
+      %up: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.up_proj.weight", tp.placement = #tp.placement<split(0), blocks = 2, key = "model.layers.*.mlp.up_proj">},
+      %down: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.down_proj.weight", tp.placement = #tp.placement<split(1), blocks = 2, key = "model.layers.*.mlp.down_proj">},
+      %nw: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.placement = #tp.placement<replicated, grad = sum>}) -> tensor<?x?x8xf32> {
     %a = tp.linear %x, %up : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
     %d = tp.linear %a, %down : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
     %r = shard.all_reduce %d on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>

@@ -29,10 +29,10 @@
 // partial sums meet in one all-reduce; each module's output (base plus
 // LoRA) carries its output layout. The factors' sources point into the
 // adapter (PEFT's base_model.model. prefix or the bare name).
-// CHECK: %arg3: tensor<4x8xf32> {tp.fqn = "q_proj.lora_A.weight", tp.placement = "split(0)", tp.plan_key = "q_proj", tp.source = #tp.source<initializer = "base_model.model.q_proj.lora_A.weight", file = "{{[^"]*}}adapter.safetensors", offset = {{[0-9]+}}, length = 128, transposed = false>}
-// CHECK-SAME: %arg4: tensor<8x4xf32> {tp.fqn = "q_proj.lora_B.weight", tp.placement = "split(0)", tp.plan_key = "q_proj"
-// CHECK-SAME: %arg5: tensor<4x8xf32> {tp.fqn = "o_proj.lora_A.weight", tp.placement = "split(1)", tp.plan_key = "o_proj", tp.source = #tp.source<initializer = "o_proj.lora_A.weight"
-// CHECK-SAME: %arg6: tensor<8x4xf32> {tp.fqn = "o_proj.lora_B.weight", tp.placement = "split(1)", tp.plan_key = "o_proj"
+// CHECK: %arg3: tensor<4x8xf32> {tp.fqn = "q_proj.lora_A.weight", tp.placement = #tp.placement<split(0), key = "q_proj">, tp.source = #tp.source<initializer = "base_model.model.q_proj.lora_A.weight", file = "{{[^"]*}}adapter.safetensors", offset = {{[0-9]+}}, length = 128, transposed = false>}
+// CHECK-SAME: %arg4: tensor<8x4xf32> {tp.fqn = "q_proj.lora_B.weight", tp.placement = #tp.placement<split(0), key = "q_proj"
+// CHECK-SAME: %arg5: tensor<4x8xf32> {tp.fqn = "o_proj.lora_A.weight", tp.placement = #tp.placement<split(1), key = "o_proj">, tp.source = #tp.source<initializer = "o_proj.lora_A.weight"
+// CHECK-SAME: %arg6: tensor<8x4xf32> {tp.fqn = "o_proj.lora_B.weight", tp.placement = #tp.placement<split(1), key = "o_proj"
 // CHECK: %[[Q:.*]] = tp.linear %arg0, %{{.*}} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
 // CHECK-NEXT: %[[QA:.*]] = tp.linear %arg0, %{{.*}} : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
 // CHECK-NEXT: %[[R:.*]] = shard.sharding @tp split_axes = {{\[\[}}]] : !shard.sharding

@@ -26,8 +26,8 @@
 // q/k/v column-split, o row-split, the norm replicated; keys of the llama
 // plan this small program lacks are warnings.
 // CHECK: shard.grid @tp(shape = 2)
-// CHECK: func.func @forward(%arg0: tensor<?x?x64xf32>, %arg1: tensor<64xf32> {tp.fqn = "model.layers.0.input_layernorm.weight", tp.grad_reduction = "mean", tp.placement = "replicated"}, %arg2: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.q_proj"}
-// CHECK-SAME: %arg5: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.o_proj.weight", tp.placement = "split(1)", tp.plan_key = "model.layers.*.self_attn.o_proj"}
+// CHECK: func.func @forward(%arg0: tensor<?x?x64xf32>, %arg1: tensor<64xf32> {tp.fqn = "model.layers.0.input_layernorm.weight", tp.placement = #tp.placement<replicated, grad = mean>}, %arg2: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = #tp.placement<split(0), key = "model.layers.*.self_attn.q_proj">}
+// CHECK-SAME: %arg5: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.o_proj.weight", tp.placement = #tp.placement<split(1), key = "model.layers.*.self_attn.o_proj">}
 // CHECK: %[[R:.*]] = shard.sharding @tp split_axes = {{\[\[}}]] : !shard.sharding
 // CHECK-NEXT: %[[N:.*]] = shard.shard %arg1 to %[[R]] annotate_for_users : tensor<64xf32>
 // CHECK-NEXT: %[[C:.*]] = shard.sharding @tp split_axes = {{\[\[}}0]] : !shard.sharding
@@ -73,8 +73,8 @@ func.func @forward(%x: tensor<?x?x12xf32>,
 //--- kv.mlir
 // 2 KV heads on 4 ranks: k and v stay split on their output features, and
 // each of their 2 blocks is shared by the 2 ranks of one query group.
-// CHECK: %arg2: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.k_proj", tp.shard_replicas = 2 : i64}
-// CHECK-SAME: %arg3: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.v_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.v_proj", tp.shard_replicas = 2 : i64}
+// CHECK: %arg2: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight", tp.placement = #tp.placement<split(0), replicas = 2, key = "model.layers.*.self_attn.k_proj">}
+// CHECK-SAME: %arg3: tensor<32x64xf32> {tp.fqn = "model.layers.0.self_attn.v_proj.weight", tp.placement = #tp.placement<split(0), replicas = 2, key = "model.layers.*.self_attn.v_proj">}
 // expected-warning @+1 {{matches no module}}
 func.func @forward(%x: tensor<?x?x64xf32>,
     %wq: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
@@ -161,10 +161,10 @@ module {
 // An HF plan: keys under `model.`, the embedding added as vocabulary-split,
 // lm_head column-split, and replicated_with_grad_allreduce kept as the sum
 // class (given by the config, or by transformers' Qwen3 class plan).
-// CHECK: %arg1: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight", tp.placement = "split(0)", tp.plan_key = "model.embed_tokens"}
-// CHECK-SAME: %arg2: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight", tp.grad_reduction = "sum", tp.placement = "replicated", tp.plan_key = "model.layers.*.self_attn.q_norm"}
-// CHECK-SAME: %arg3: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = "split(0)", tp.plan_key = "model.layers.*.self_attn.q_proj"}
-// CHECK-SAME: %arg4: tensor<128x64xf32> {tp.fqn = "lm_head.weight", tp.placement = "split(0)", tp.plan_key = "lm_head"}
+// CHECK: %arg1: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight", tp.placement = #tp.placement<split(0), key = "model.embed_tokens">}
+// CHECK-SAME: %arg2: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight", tp.placement = #tp.placement<replicated, grad = sum, key = "model.layers.*.self_attn.q_norm">}
+// CHECK-SAME: %arg3: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = #tp.placement<split(0), key = "model.layers.*.self_attn.q_proj">}
+// CHECK-SAME: %arg4: tensor<128x64xf32> {tp.fqn = "lm_head.weight", tp.placement = #tp.placement<split(0), key = "lm_head">}
 // expected-warning @+1 {{matches no module}}
 func.func @forward(%ids: tensor<?x?xi64>,
     %emb: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight"},
@@ -229,10 +229,10 @@ module {
 //--- json.mlir
 // A user plan, used verbatim (the embedding stays replicated: no key); the
 // key with fewer wildcards wins for layer 0's q_proj (rowwise: split dim 1).
-// CHECK: %arg1: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight", tp.grad_reduction = "mean", tp.placement = "replicated"}
-// CHECK-SAME: %arg2: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight", tp.grad_reduction = "sum", tp.placement = "replicated", tp.plan_key = "model.layers.*.self_attn.q_norm"}
-// CHECK-SAME: %arg3: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = "split(1)", tp.plan_key = "model.layers.0.self_attn.q_proj"}
-// CHECK-SAME: %arg4: tensor<128x64xf32> {tp.fqn = "lm_head.weight", tp.placement = "split(0)", tp.plan_key = "lm_head"}
+// CHECK: %arg1: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight", tp.placement = #tp.placement<replicated, grad = mean>}
+// CHECK-SAME: %arg2: tensor<16xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight", tp.placement = #tp.placement<replicated, grad = sum, key = "model.layers.*.self_attn.q_norm">}
+// CHECK-SAME: %arg3: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight", tp.placement = #tp.placement<split(1), key = "model.layers.0.self_attn.q_proj">}
+// CHECK-SAME: %arg4: tensor<128x64xf32> {tp.fqn = "lm_head.weight", tp.placement = #tp.placement<split(0), key = "lm_head">}
 // expected-warning @+2 {{plan key 'model.layers.*.self_attn.q_proj' matches no module}}
 // expected-warning @+1 {{plan key 'model.layers.*.mlp.up_proj' matches no module}}
 func.func @forward(%ids: tensor<?x?xi64>,
@@ -275,7 +275,7 @@ module {
 // A JSON plan with sequence parallelism: the embedding reduce-scatters onto
 // the sequence, the final norm runs on sequence shards (sum class), and
 // lm_head's input is gathered back (annotated replicated for its users).
-// CHECK: %arg2: tensor<64xf32> {tp.fqn = "model.norm.weight", tp.grad_reduction = "sum", tp.placement = "replicated", tp.plan_key = "model.norm"}
+// CHECK: %arg2: tensor<64xf32> {tp.fqn = "model.norm.weight", tp.placement = #tp.placement<replicated, grad = sum, key = "model.norm">}
 // CHECK: %[[E:.*]] = tp.embedding
 // CHECK-NEXT: %[[SEQ:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [0]] : !shard.sharding
 // CHECK-NEXT: %[[H:.*]] = shard.shard %[[E]] to %[[SEQ]] : tensor<?x?x64xf32>

@@ -15,6 +15,93 @@ using namespace mlir::tp;
 #define GET_ATTRDEF_CLASSES
 #include "tpopt/Dialect/TP/TPAttrs.cpp.inc"
 
+//===----------------------------------------------------------------------===//
+// PlacementAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t splitDim, int64_t blocks, int64_t replicas,
+                      GradReduction grad, StringRef key) {
+  if (splitDim < -1)
+    return emitError() << "split dimension must be at least 0, got "
+                       << splitDim;
+  if (blocks < 1 || replicas < 1)
+    return emitError() << "blocks and replicas must be at least 1, got "
+                       << blocks << " and " << replicas;
+  if (splitDim < 0 && (blocks != 1 || replicas != 1))
+    return emitError() << "a replicated parameter has no blocks or replicas";
+  if (splitDim >= 0 && grad != GradReduction::Mean)
+    return emitError() << "a split parameter's gradient is sharded; 'grad' "
+                          "is for replicated ones";
+  return success();
+}
+
+// #tp.placement<replicated, grad = sum, key = "...">
+// #tp.placement<split(0), blocks = 2, replicas = 2, key = "...">
+Attribute PlacementAttr::parse(AsmParser &parser, Type) {
+  int64_t dim = -1, blocks = 1, replicas = 1;
+  GradReduction grad = GradReduction::Mean;
+  std::string key;
+  if (parser.parseLess())
+    return {};
+  if (succeeded(parser.parseOptionalKeyword("split"))) {
+    if (parser.parseLParen() || parser.parseInteger(dim) ||
+        parser.parseRParen())
+      return {};
+  } else if (parser.parseKeyword("replicated",
+                                 "or 'split(d)' in a placement")) {
+    return {};
+  }
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef field;
+    if (parser.parseKeyword(&field) || parser.parseEqual())
+      return {};
+    if (field == "blocks" || field == "replicas") {
+      if (parser.parseInteger(field == "blocks" ? blocks : replicas))
+        return {};
+    } else if (field == "grad") {
+      StringRef name;
+      SMLoc loc = parser.getCurrentLocation();
+      if (parser.parseKeyword(&name))
+        return {};
+      std::optional<GradReduction> parsed = symbolizeGradReduction(name);
+      if (!parsed)
+        return parser.emitError(loc, "grad must be mean or sum"), Attribute();
+      grad = *parsed;
+    } else if (field == "key") {
+      if (parser.parseString(&key))
+        return {};
+    } else {
+      return parser.emitError(parser.getCurrentLocation(),
+                              "unknown placement field '")
+                 << field << "'",
+             Attribute();
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<PlacementAttr>(parser.getContext(), dim, blocks,
+                                          replicas, grad, key);
+}
+
+void PlacementAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  if (isSplit())
+    printer << "split(" << getSplitDim() << ")";
+  else
+    printer << "replicated, grad = " << stringifyGradReduction(getGrad());
+  if (getBlocks() != 1)
+    printer << ", blocks = " << getBlocks();
+  if (getReplicas() != 1)
+    printer << ", replicas = " << getReplicas();
+  if (!getKey().empty()) {
+    printer << ", key = ";
+    printer.printString(getKey());
+  }
+  printer << ">";
+}
+
 void TPDialect::registerAttributes() {
   addAttributes<
 #define GET_ATTRDEF_LIST

@@ -56,13 +56,12 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     if (!bytes)
       return emitArgError()
              << "cannot size element type " << tensorType.getElementType();
-    // A partitioned parameter is one of `tp.shards` equal blocks.
-    if (auto shards = op->getAttrDictionary().getAs<ArrayAttr>("arg_attrs")) {
-      if (argIndex < shards.size())
-        if (auto dict = dyn_cast<DictionaryAttr>(shards[argIndex]))
-          if (auto n = dict.getAs<IntegerAttr>("tp.shards"))
-            *bytes *= n.getInt();
-    }
+    // A partitioned parameter is one of `blocks` equal blocks.
+    if (auto attrs = op->getAttrDictionary().getAs<ArrayAttr>("arg_attrs"))
+      if (argIndex < attrs.size())
+        if (auto dict = dyn_cast<DictionaryAttr>(attrs[argIndex]))
+          if (auto placement = dict.getAs<PlacementAttr>(kPlacementAttrName))
+            *bytes *= placement.getBlocks();
     if (*bytes != source.getLength())
       return emitArgError() << "source '" << source.getInitializer()
                             << "' holds " << source.getLength() << " bytes but "
@@ -74,24 +73,17 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
 
-  // Written by tp-partition: this rank holds block `rank / tp.shard_replicas`
-  // of `tp.shards` equal blocks along `tp.shard_dim` (tp-apply-plan writes
-  // `tp.shard_replicas` for KV heads shared by a query group).
-  if (attr.getName() == "tp.shard_dim" || attr.getName() == "tp.shards" ||
-      attr.getName() == "tp.shard_replicas") {
-    auto value = dyn_cast<IntegerAttr>(attr.getValue());
-    int64_t least = attr.getName() == "tp.shard_dim" ? 0 : 1;
-    if (!value || value.getInt() < least)
-      return emitArgError() << "'" << attr.getName().getValue()
-                            << "' must be an integer of at least " << least;
-    return success();
-  }
-  // Placements written by tp-apply-plan.
-  if (attr.getName() == "tp.placement" || attr.getName() == "tp.plan_key" ||
-      attr.getName() == "tp.grad_reduction") {
-    if (!isa<StringAttr>(attr.getValue()))
-      return emitArgError()
-             << "'" << attr.getName().getValue() << "' must be a string";
+  // Written by tp-apply-plan, completed by tp-partition.
+  if (attr.getName() == kPlacementAttrName) {
+    auto placement = dyn_cast<PlacementAttr>(attr.getValue());
+    if (!placement)
+      return emitArgError() << "'" << kPlacementAttrName
+                            << "' must be a #tp.placement attribute";
+    auto tensorType = dyn_cast_or_null<RankedTensorType>(argType);
+    if (placement.isSplit() && tensorType &&
+        placement.getSplitDim() >= tensorType.getRank())
+      return emitArgError() << "placement splits dimension "
+                            << placement.getSplitDim() << " of " << argType;
     return success();
   }
 

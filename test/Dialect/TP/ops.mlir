@@ -77,3 +77,15 @@ func.func @linear_forms(%x: tensor<?x?x64xf32>, %x2: tensor<?x64xf32>, %w: tenso
   %z = tp.bias_add %y, %b : tensor<?x?x32xf32>, tensor<32xf32>
   return %z, %y2 : tensor<?x?x32xf32>, tensor<?x32xf32>
 }
+
+// Placements round-trip (defaults elided).
+// CHECK-LABEL: func.func @placements
+// CHECK-SAME: tp.placement = #tp.placement<split(0), blocks = 2, replicas = 2, key = "model.layers.*.self_attn.k_proj">
+// CHECK-SAME: tp.placement = #tp.placement<replicated, grad = sum, key = "model.norm">
+// CHECK-SAME: tp.placement = #tp.placement<split(1)>
+func.func @placements(
+    %k: tensor<8x4xf32> {tp.placement = #tp.placement<split(0), replicas = 2, blocks = 2, key = "model.layers.*.self_attn.k_proj">},
+    %n: tensor<4xf32> {tp.placement = #tp.placement<replicated, grad = sum, key = "model.norm">},
+    %o: tensor<4x8xf32> {tp.placement = #tp.placement<split(1), grad = mean>}) {
+  return
+}

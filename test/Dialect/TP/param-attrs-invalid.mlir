@@ -59,22 +59,59 @@ func.func @source_syntax(%w: tensor<4xf32> {tp.source = #tp.source<file = "m.onn
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: 'tp.shards' must be an integer of at least 1}}
-func.func @shards_zero(%w: tensor<4xf32> {tp.shard_dim = 0 : i64, tp.shards = 0 : i64}) {
+// expected-error @+1 {{blocks and replicas must be at least 1, got 0 and 1}}
+func.func @blocks_zero(%w: tensor<4xf32> {tp.placement = #tp.placement<split(0), blocks = 0>}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: 'tp.shard_dim' must be an integer of at least 0}}
-func.func @shard_dim_negative(%w: tensor<4xf32> {tp.shard_dim = -1 : i64}) {
+// expected-error @+1 {{split dimension must be at least 0, got -2}}
+func.func @split_negative(%w: tensor<4xf32> {tp.placement = #tp.placement<split(-2)>}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op argument 0: 'tp.shard_replicas' must be an integer of at least 1}}
-func.func @replicas_string(%w: tensor<4xf32> {tp.shard_replicas = "2"}) {
+// expected-error @+1 {{a split parameter's gradient is sharded; 'grad' is for replicated ones}}
+func.func @split_grad(%w: tensor<4xf32> {tp.placement = #tp.placement<split(0), grad = sum>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{a replicated parameter has no blocks or replicas}}
+func.func @replicated_replicas(%w: tensor<4xf32> {tp.placement = #tp.placement<replicated, grad = mean, replicas = 2>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: 'tp.placement' must be a #tp.placement attribute}}
+func.func @placement_string(%w: tensor<4xf32> {tp.placement = "split(0)"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: placement splits dimension 1 of 'tensor<4xf32>'}}
+func.func @placement_rank(%w: tensor<4xf32> {tp.placement = #tp.placement<split(1)>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{grad must be mean or sum}}
+func.func @grad_kind(%w: tensor<4xf32> {tp.placement = #tp.placement<replicated, grad = max>}) {
+  return
+}
+
+// -----
+
+// A partitioned parameter is one of `blocks` blocks of what its source holds.
+// expected-error @+1 {{'func.func' op argument 0: source 'w' holds 64 bytes but 'tensor<2x4xf32>' needs 96}}
+func.func @blocks_source(%w: tensor<2x4xf32> {tp.fqn = "w.weight", tp.placement = #tp.placement<split(0), blocks = 3>,
+    tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 0, length = 64, transposed = false>}) {
   return
 }
 

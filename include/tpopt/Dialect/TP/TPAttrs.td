@@ -29,6 +29,68 @@ def TP_LinearForm : I32EnumAttr<"LinearForm",
 
 def TP_LinearFormAttr : EnumAttr<TP_Dialect, TP_LinearForm, "linear_form">;
 
+def TP_GradReduction : I32EnumAttr<"GradReduction",
+    "how the TP ranks' gradients of a replicated parameter combine", [
+      I32EnumAttrCase<"Mean", 0, "mean">,
+      I32EnumAttrCase<"Sum", 1, "sum">
+    ]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
+def TP_PlacementAttr : TP_Attr<"Placement", "placement"> {
+  let summary = "How the tensor-parallel ranks hold a parameter";
+  let description = [{
+    The placement a plan gives a parameter (argument attribute
+    `tp.placement`), written by `tp-apply-plan` and completed by
+    `tp-partition`:
+
+    - `replicated, grad = mean|sum`: every rank holds the whole parameter.
+      `grad` is its gradient class: `mean` when every rank computes the full
+      gradient (the TP-replica all-reduce averages identical copies), `sum`
+      when each rank computes a partial one (norms on sequence shards,
+      per-head norms after a column-split projection: HF's
+      `replicated_with_grad_allreduce`).
+    - `split(d)`: dimension `d` is cut into equal blocks over the ranks;
+      with `replicas = r` (KV heads shared by a query group) each block is
+      held by `r` consecutive ranks. After `tp-partition`, `blocks = n` says
+      the argument is one of `n` blocks and its type is the block's.
+    - `key`: the plan key that placed it (empty when no key matched).
+
+    ```mlir
+    %w: tensor<32x64xf32> {tp.placement = #tp.placement<split(0), replicas = 2, key = "model.layers.*.self_attn.k_proj">}
+    %n: tensor<16xf32> {tp.placement = #tp.placement<replicated, grad = sum, key = "model.layers.*.self_attn.q_norm">}
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$splitDim,
+    "int64_t":$blocks,
+    "int64_t":$replicas,
+    "GradReduction":$grad,
+    StringRefParameter<"plan key">:$key);
+  let hasCustomAssemblyFormat = 1;
+  let extraClassDeclaration = [{
+    bool isSplit() const { return getSplitDim() >= 0; }
+    /// Whether tp-partition made the argument this rank's block.
+    bool isPartitioned() const { return getBlocks() > 1; }
+    static PlacementAttr getReplicated(::mlir::MLIRContext *ctx,
+                                       GradReduction grad,
+                                       ::llvm::StringRef key) {
+      return get(ctx, -1, 1, 1, grad, key);
+    }
+    static PlacementAttr getSplit(::mlir::MLIRContext *ctx, int64_t dim,
+                                  int64_t replicas, ::llvm::StringRef key) {
+      return get(ctx, dim, 1, replicas, GradReduction::Mean, key);
+    }
+    /// This placement once partitioned into `blocks` blocks.
+    PlacementAttr withBlocks(int64_t blocks) const {
+      return get(getContext(), getSplitDim(), blocks, getReplicas(),
+                 getGrad(), getKey());
+    }
+  }];
+  let genVerifyDecl = 1;
+}
+
 def TP_SourceAttr : TP_Attr<"Source", "source"> {
   let summary = "Where a parameter's bytes are stored";
   let description = [{

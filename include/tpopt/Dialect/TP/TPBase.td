@@ -40,6 +40,9 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kFqnAttrName = "tp.fqn";
     /// Argument attribute locating a parameter's bytes (#tp.source).
     static constexpr llvm::StringLiteral kSourceAttrName = "tp.source";
+    /// Argument attribute placing a parameter over the ranks
+    /// (#tp.placement).
+    static constexpr llvm::StringLiteral kPlacementAttrName = "tp.placement";
     /// Function attribute naming the role of an entry point of the program
     /// ("forward"; a training step adds "train_step"). Passes find entry
     /// points through it (lookupEntry in TPUtils.h), not by name.
