@@ -1,6 +1,7 @@
 //===- ApplyPlan.cpp - tensor-parallel plan to shard annotations ----------===//
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
@@ -100,11 +101,14 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                        "--tp-raise-onnx first)");
       return signalPassFailure();
     }
-    auto config = module->getAttrOfType<DictionaryAttr>("tp.config");
-    StringRef arch = config && config.getAs<StringAttr>("architecture")
-                         ? config.getAs<StringAttr>("architecture").getValue()
-                         : "";
-    std::string planName = plan == "auto" ? arch.str() : plan;
+    std::string planName = plan;
+    if (plan == "auto") {
+      // The architecture's plan: what raising recognised.
+      FailureOr<ModelConfig> config = ModelConfig::read(module);
+      if (failed(config))
+        return signalPassFailure();
+      planName = config->architecture.value_or("");
+    }
     bool backbone = llvm::any_of(func.getArguments(), [&](BlockArgument a) {
       auto fqn = func.getArgAttrOfType<StringAttr>(a.getArgNumber(),
                                                    TPDialect::kFqnAttrName);

@@ -1,5 +1,6 @@
 //===- CheckHFConfig.cpp - cross-check tp.config with config.json --------===//
 
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Passes.h"
@@ -29,69 +30,94 @@ struct TPCheckHFConfigPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto fail = [&](const Twine &message) {
-      module.emitError() << "hf-config '" << path << "': " << message;
-      signalPassFailure();
-    };
     auto buffer = llvm::MemoryBuffer::getFile(path);
-    if (!buffer)
-      return fail("cannot read it: " + buffer.getError().message());
+    if (!buffer) {
+      (void)fail("cannot read it: " + buffer.getError().message());
+      return signalPassFailure();
+    }
     llvm::Expected<llvm::json::Value> parsed =
         llvm::json::parse((*buffer)->getBuffer());
-    if (!parsed)
-      return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+    if (!parsed) {
+      (void)fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+      return signalPassFailure();
+    }
     const llvm::json::Object *json = parsed->getAsObject();
-    if (!json)
-      return fail("not a JSON object");
+    if (!json) {
+      (void)fail("not a JSON object");
+      return signalPassFailure();
+    }
     if (const llvm::json::Object *text = json->getObject("text_config"))
       json = text;
-    auto config = module->getAttrOfType<DictionaryAttr>("tp.config");
-    if (!config)
-      return fail("the module has no tp.config (run --tp-raise-onnx first)");
-    // The architecture: the config's model_type must be the one raising
-    // recognised.
-    if (std::optional<StringRef> modelType = json->getString("model_type")) {
-      const Architecture *arch = lookupArchitectureByModelType(*modelType);
-      if (!arch)
-        return fail("model_type '" + *modelType +
-                    "' is not an architecture tp-opt compiles (" +
-                    getArchitectureNames() + ")");
-      auto detected = config.getAs<StringAttr>("architecture");
-      if (detected && detected.getValue() != arch->name)
-        return fail("model_type '" + *modelType + "' is " + arch->name +
-                    " but the graph is a " + detected.getValue());
-    }
+    FailureOr<ModelConfig> config = ModelConfig::read(module);
+    if (failed(config))
+      return signalPassFailure();
+    if (failed(checkArchitecture(*json, *config)) ||
+        failed(checkSizes(*json, *config)) ||
+        failed(checkFloats(*json, *config)) || failed(checkWindows(*json)))
+      return signalPassFailure();
+  }
 
-    // Integers.
-    for (StringRef key : {"hidden_size", "num_hidden_layers",
-                          "num_attention_heads", "num_key_value_heads",
-                          "head_dim", "intermediate_size", "vocab_size"}) {
-      std::optional<int64_t> want = json->getInteger(key);
-      auto got = config.getAs<IntegerAttr>(key);
-      if (want && got && *want != got.getInt())
+  LogicalResult fail(const Twine &message) {
+    getOperation().emitError() << "hf-config '" << path << "': " << message;
+    return failure();
+  }
+
+  /// The config's model_type must be the architecture raising recognised.
+  LogicalResult checkArchitecture(const llvm::json::Object &json,
+                                  const ModelConfig &config) {
+    std::optional<StringRef> modelType = json.getString("model_type");
+    if (!modelType)
+      return success();
+    const Architecture *arch = lookupArchitectureByModelType(*modelType);
+    if (!arch)
+      return fail("model_type '" + *modelType +
+                  "' is not an architecture tp-opt compiles (" +
+                  getArchitectureNames() + ")");
+    if (config.architecture && *config.architecture != arch->name)
+      return fail("model_type '" + *modelType + "' is " + arch->name +
+                  " but the graph is a " + *config.architecture);
+    return success();
+  }
+
+  LogicalResult checkSizes(const llvm::json::Object &json,
+                           const ModelConfig &config) {
+    const std::pair<StringRef, ModelConfig::Int> sizes[] = {
+        {"hidden_size", config.hiddenSize},
+        {"num_hidden_layers", config.numHiddenLayers},
+        {"num_attention_heads", config.numAttentionHeads},
+        {"num_key_value_heads", config.numKeyValueHeads},
+        {"head_dim", config.headDim},
+        {"intermediate_size", config.intermediateSize},
+        {"vocab_size", config.vocabSize}};
+    for (auto [key, got] : sizes) {
+      std::optional<int64_t> want = json.getInteger(key);
+      if (want && got && *want != *got)
         return fail(Twine(key) + " is " + Twine(*want) + " in the config but " +
-                    Twine(got.getInt()) + " in the graph");
+                    Twine(*got) + " in the graph");
     }
-    // Floats, compared as the f32 values exporters store.
-    auto checkFloat = [&](StringRef key, std::optional<double> want,
-                          StringRef graphKey) -> bool {
-      auto got = config.getAs<FloatAttr>(graphKey);
-      if (!want || !got)
-        return true;
-      double g = got.getValueAsDouble();
-      if (std::fabs(g - *want) > 1e-6 * std::max(1.0, std::fabs(*want))) {
-        fail(Twine(key) + " is " + llvm::formatv("{0:e}", *want) +
-             " in the config but " + llvm::formatv("{0:e}", g) +
-             " in the graph");
-        return false;
-      }
-      return true;
+    std::optional<bool> tie = json.getBoolean("tie_word_embeddings");
+    if (tie && config.tieWordEmbeddings && *config.tieWordEmbeddings != *tie)
+      return fail(Twine("tie_word_embeddings is ") + (*tie ? "true" : "false") +
+                  " in the config but " +
+                  (*config.tieWordEmbeddings ? "true" : "false") +
+                  " in the graph");
+    return success();
+  }
+
+  /// Epsilon and RoPE bases, compared as the f32 values exporters store.
+  LogicalResult checkFloats(const llvm::json::Object &json,
+                            const ModelConfig &config) {
+    auto check = [&](StringRef key, std::optional<double> want,
+                     std::optional<double> got) {
+      if (!want || !got ||
+          std::fabs(*got - *want) <= 1e-6 * std::max(1.0, std::fabs(*want)))
+        return success();
+      return fail(Twine(key) + " is " + llvm::formatv("{0:e}", *want) +
+                  " in the config but " + llvm::formatv("{0:e}", *got) +
+                  " in the graph");
     };
-    if (!checkFloat("rms_norm_eps", json->getNumber("rms_norm_eps"),
-                    "rms_norm_eps"))
-      return;
-    std::optional<double> theta = json->getNumber("rope_theta"), localTheta;
-    if (const llvm::json::Object *rope = json->getObject("rope_parameters")) {
+    std::optional<double> theta = json.getNumber("rope_theta"), localTheta;
+    if (const llvm::json::Object *rope = json.getObject("rope_parameters")) {
       if (auto t = rope->getNumber("rope_theta"))
         theta = t;
       if (const llvm::json::Object *full = rope->getObject("full_attention"))
@@ -100,25 +126,23 @@ struct TPCheckHFConfigPass
               rope->getObject("sliding_attention"))
         localTheta = local->getNumber("rope_theta");
     }
-    if (!checkFloat("rope_theta", theta, "rope_theta"))
-      return;
-    if (localTheta && config.get("rope_local_base_freq") &&
-        !checkFloat("sliding_attention rope_theta", localTheta,
-                    "rope_local_base_freq"))
-      return;
-    if (std::optional<bool> tie = json->getBoolean("tie_word_embeddings")) {
-      auto got = config.getAs<BoolAttr>("tie_word_embeddings");
-      if (got && got.getValue() != *tie)
-        return fail(Twine("tie_word_embeddings is ") +
-                    (*tie ? "true" : "false") + " in the config but " +
-                    (got.getValue() ? "true" : "false") + " in the graph");
-    }
+    if (failed(check("rms_norm_eps", json.getNumber("rms_norm_eps"),
+                     config.rmsNormEps)) ||
+        failed(check("rope_theta", theta, config.ropeTheta)))
+      return failure();
+    if (localTheta && config.ropeLocalBaseFreq)
+      return check("sliding_attention rope_theta", localTheta,
+                   config.ropeLocalBaseFreq);
+    return success();
+  }
 
-    // Sliding windows: check the windows the graph shows, supply the rest.
-    const llvm::json::Array *layerTypes = json->getArray("layer_types");
-    std::optional<int64_t> window = json->getInteger("sliding_window");
+  /// Sliding windows: check the windows the graph shows, supply the rest.
+  LogicalResult checkWindows(const llvm::json::Object &json) {
+    ModuleOp module = getOperation();
+    const llvm::json::Array *layerTypes = json.getArray("layer_types");
+    std::optional<int64_t> window = json.getInteger("sliding_window");
     if (!layerTypes || !window)
-      return;
+      return success();
     SmallVector<AttentionOp> attentions;
     module.walk([&](AttentionOp op) { attentions.push_back(op); });
     SmallVector<StringRef> kinds;
@@ -128,8 +152,7 @@ struct TPCheckHFConfigPass
           kinds.push_back(*s);
     if (kinds.size() != attentions.size())
       return fail(Twine(kinds.size()) +
-                  " attention layers in layer_types "
-                  "but " +
+                  " attention layers in layer_types but " +
                   Twine(attentions.size()) + " in the graph");
     OpBuilder builder(module.getContext());
     for (auto [i, op] : llvm::enumerate(attentions)) {
@@ -137,8 +160,8 @@ struct TPCheckHFConfigPass
       bool sliding = kinds[i] == "sliding_attention";
       if (!sliding && got)
         return fail("layer " + Twine(i) +
-                    " is full_attention in the config "
-                    "but the graph has a sliding window of " +
+                    " is full_attention in the config but the graph has a "
+                    "sliding window of " +
                     Twine(got.getInt()));
       if (sliding && got && got.getInt() != *window)
         return fail("sliding_window is " + Twine(*window) +
@@ -147,6 +170,7 @@ struct TPCheckHFConfigPass
       if (sliding && !got)
         op.setSlidingWindowAttr(builder.getI64IntegerAttr(*window));
     }
+    return success();
   }
 };
 

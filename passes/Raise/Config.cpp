@@ -9,6 +9,7 @@
 
 #include "Raiser.h"
 
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Plan/Architecture.h"
 
 #include <set>
@@ -22,20 +23,12 @@ namespace {
 /// Reads one raised function into `tp.config` entries.
 class ConfigReader {
 public:
-  ConfigReader(func::FuncOp func) : func(func), builder(func.getContext()) {}
+  explicit ConfigReader(func::FuncOp func) : func(func) {}
 
   LogicalResult read();
-  DictionaryAttr getConfig() {
-    SmallVector<NamedAttribute> entries;
-    for (auto &[key, value] : config)
-      entries.push_back(builder.getNamedAttr(key, value));
-    return builder.getDictionaryAttr(entries);
-  }
+  const ModelConfig &getConfig() const { return config; }
 
 private:
-  void setInt(StringRef key, int64_t v) {
-    config[key.str()] = builder.getI64IntegerAttr(v);
-  }
   StringRef fqnOf(Value v) {
     if (auto arg = dyn_cast<BlockArgument>(v))
       if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -50,11 +43,10 @@ private:
   LogicalResult readArchitecture();
 
   func::FuncOp func;
-  Builder builder;
-  std::map<std::string, Attribute> config;
+  ModelConfig config;
   ArchitectureTraits traits;
   bool tied = false;
-  SmallVector<Attribute> layerTypes, blockTypes;
+  std::vector<std::string> layerTypes, blockTypes;
 };
 
 void ConfigReader::countLayers() {
@@ -72,24 +64,24 @@ void ConfigReader::countLayers() {
     if (!rest.drop_front(pos + 7).split('.').first.getAsInteger(10, layer))
       layers.insert(layer);
   }
-  setInt("num_hidden_layers", layers.size());
+  config.numHiddenLayers = layers.size();
 }
 
 void ConfigReader::readAttention(AttentionOp att) {
-  if (!config.count("num_attention_heads")) {
-    setInt("num_attention_heads", att.getNumHeads());
-    setInt("num_key_value_heads", att.getNumKvHeads());
-    setInt("head_dim", att.getHeadDim());
+  if (!config.numAttentionHeads) {
+    config.numAttentionHeads = att.getNumHeads();
+    config.numKeyValueHeads = att.getNumKvHeads();
+    config.headDim = att.getHeadDim();
   }
-  bool sliding = static_cast<bool>(att.getSlidingWindowAttr());
-  layerTypes.push_back(
-      builder.getStringAttr(sliding ? "sliding_attention" : "full_attention"));
-  if (sliding)
-    config["sliding_window"] = att.getSlidingWindowAttr();
+  std::optional<int64_t> window = att.getSlidingWindow();
+  layerTypes.push_back(window ? "sliding_attention" : "full_attention");
+  if (window)
+    config.slidingWindow = *window;
   if (auto rot = att.getQ().getDefiningOp<RotaryOp>()) {
-    StringRef key = sliding ? "rope_local_base_freq" : "rope_theta";
-    if (!config.count(key.str()))
-      config[key.str()] = rot.getThetaAttr();
+    ModelConfig::Float &theta =
+        window ? config.ropeLocalBaseFreq : config.ropeTheta;
+    if (!theta)
+      theta = rot.getTheta().convertToDouble();
   }
 }
 
@@ -98,8 +90,8 @@ void ConfigReader::readDecoder() {
   func.walk([&](Operation *op) {
     if (auto emb = dyn_cast<EmbeddingOp>(op)) {
       auto table = emb.getTable().getType();
-      setInt("vocab_size", table.getDimSize(0));
-      setInt("hidden_size", table.getDimSize(1));
+      config.vocabSize = table.getDimSize(0);
+      config.hiddenSize = table.getDimSize(1);
       embedTable = emb.getTable();
       traits.embeddingScale |= llvm::any_of(
           emb->getUsers(), [](Operation *u) { return isa<ScaleOp>(u); });
@@ -108,8 +100,8 @@ void ConfigReader::readDecoder() {
     } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
       if (norm.getGroupSizeAttr())
         traits.qkNorm = true;
-      else if (!config.count("rms_norm_eps"))
-        config["rms_norm_eps"] = norm.getEpsilonAttr();
+      else if (!config.rmsNormEps)
+        config.rmsNormEps = norm.getEpsilon().convertToDouble();
       traits.normWeightOffset |= norm.getWeightOffset().convertToDouble() != 0;
     } else if (auto lin = dyn_cast<LinearOp>(op)) {
       StringRef fqn = fqnOf(lin.getWeight());
@@ -117,8 +109,8 @@ void ConfigReader::readDecoder() {
         traits.attentionBias = true;
       if ((fqn.ends_with(".gate_proj.weight") ||
            fqn.ends_with(".up_proj.weight")) &&
-          !config.count("intermediate_size"))
-        setInt("intermediate_size", lin.getWeight().getType().getDimSize(0));
+          !config.intermediateSize)
+        config.intermediateSize = lin.getWeight().getType().getDimSize(0);
       // The output projection reading the embedding table: tied.
       if (embedTable && lin.getWeight() == embedTable &&
           llvm::any_of(lin->getUsers(),
@@ -132,17 +124,17 @@ void ConfigReader::readDecoder() {
 void ConfigReader::readBlockTypes() {
   func.walk([&](Operation *op) {
     if (auto m = dyn_cast<Mamba2MixerOp>(op)) {
-      blockTypes.push_back(builder.getStringAttr("mamba"));
-      setInt("mamba_num_heads", m.getNumHeads());
-      setInt("mamba_head_dim", m.getHeadDim());
-      setInt("n_groups", m.getNGroups());
-      setInt("ssm_state_size", m.getStateSize());
-      setInt("conv_kernel", m.getConvKernel());
+      blockTypes.push_back("mamba");
+      config.mambaNumHeads = m.getNumHeads();
+      config.mambaHeadDim = m.getHeadDim();
+      config.nGroups = m.getNGroups();
+      config.ssmStateSize = m.getStateSize();
+      config.convKernel = m.getConvKernel();
       traits.mamba = true;
     } else if (isa<AttentionOp>(op)) {
-      blockTypes.push_back(builder.getStringAttr("attention"));
+      blockTypes.push_back("attention");
     } else if (isa<ReluSquaredOp>(op)) {
-      blockTypes.push_back(builder.getStringAttr("mlp"));
+      blockTypes.push_back("mlp");
     }
   });
 }
@@ -156,7 +148,7 @@ LogicalResult ConfigReader::readArchitecture() {
   if (traits.qkNorm && !arch.perHeadNorms)
     return func.emitError() << "the graph has per-head q/k norms, which "
                             << arch.name << " does not";
-  config["architecture"] = builder.getStringAttr(arch.name);
+  config.architecture = arch.name.str();
   return success();
 }
 
@@ -167,17 +159,17 @@ LogicalResult ConfigReader::read() {
   if (failed(readArchitecture()))
     return failure();
   if (traits.mamba)
-    config["layers_block_type"] = builder.getArrayAttr(blockTypes);
+    config.layersBlockType = blockTypes;
   // One theta for all layers is rope_theta, whatever their kind.
-  if (!config.count("rope_theta") && config.count("rope_local_base_freq")) {
-    config["rope_theta"] = config["rope_local_base_freq"];
-    config.erase("rope_local_base_freq");
+  if (!config.ropeTheta && config.ropeLocalBaseFreq) {
+    config.ropeTheta = config.ropeLocalBaseFreq;
+    config.ropeLocalBaseFreq.reset();
   }
-  if (config.count("sliding_window"))
-    config["layer_types"] = builder.getArrayAttr(layerTypes);
-  config["tie_word_embeddings"] = builder.getBoolAttr(tied);
-  config["attention_bias"] = builder.getBoolAttr(traits.attentionBias);
-  config["qk_norm"] = builder.getBoolAttr(traits.qkNorm);
+  if (config.slidingWindow)
+    config.layerTypes = layerTypes;
+  config.tieWordEmbeddings = tied;
+  config.attentionBias = traits.attentionBias;
+  config.qkNorm = traits.qkNorm;
   return success();
 }
 
@@ -187,6 +179,6 @@ LogicalResult Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   ConfigReader reader(func);
   if (failed(reader.read()))
     return failure();
-  module->setAttr("tp.config", reader.getConfig());
+  reader.getConfig().write(module);
   return success();
 }

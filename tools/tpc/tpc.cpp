@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpc-config.h"
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Import/ONNX/ONNXImporter.h"
 #include "tpopt/Partition/PlanReport.h"
 #include "tpopt/Passes.h"
@@ -173,16 +174,17 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
 
 /// --arch: the architecture raising detected, if the user named one.
 static LogicalResult checkArchitecture(ModuleOp module) {
-  auto config = module->getAttrOfType<DictionaryAttr>("tp.config");
-  auto detected = config ? config.getAs<StringAttr>("architecture") : nullptr;
-  if (!detected) {
+  FailureOr<tp::ModelConfig> config = tp::ModelConfig::read(module);
+  if (failed(config))
+    return failure();
+  if (!config->architecture) {
     llvm::errs() << "tpc: error: raising recorded no architecture "
                     "(tp.config.architecture)\n";
     return failure();
   }
-  if (arch != "auto" && arch != detected.getValue()) {
+  if (arch != "auto" && arch != *config->architecture) {
     llvm::errs() << "tpc: error: --arch " << arch << " but the graph is a "
-                 << detected.getValue() << "\n";
+                 << *config->architecture << "\n";
     return failure();
   }
   return success();

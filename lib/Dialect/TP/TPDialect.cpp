@@ -1,6 +1,7 @@
 //===- TPDialect.cpp - tp dialect -----------------------------------------===//
 
 #include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
@@ -104,7 +105,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
              << "point (\"forward\"), got " << attr.getValue();
     return success();
   }
-  // The module-level configuration and ONNX bookkeeping (tp.config,
-  // tp.model) are checked by the passes that read them.
+  if (attr.getName() == ModelConfig::kAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!dict)
+      return op->emitOpError()
+             << "'" << ModelConfig::kAttrName << "' must be a dictionary";
+    return ModelConfig::verify(dict, [&] { return op->emitOpError(); });
+  }
   return success();
 }
