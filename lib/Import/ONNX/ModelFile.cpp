@@ -8,8 +8,8 @@
 #include <climits>
 
 using namespace mlir::tp::detail;
-using google::protobuf::io::CodedInputStream;
 using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
 
 namespace {
 
@@ -48,7 +48,11 @@ bool walkFields(llvm::StringRef data, uint64_t begin, uint64_t end,
       return false;
     }
     Field field{WireFormatLite::GetTagFieldNumber(tag),
-                WireFormatLite::GetTagWireType(tag), fieldBegin, 0, 0, 0};
+                WireFormatLite::GetTagWireType(tag),
+                fieldBegin,
+                0,
+                0,
+                0};
     if (field.wireType == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
       uint32_t length;
       if (!in.ReadVarint32(&length)) {
@@ -61,8 +65,8 @@ bool walkFields(llvm::StringRef data, uint64_t begin, uint64_t end,
       if (field.valueEnd > end || !in.Skip(static_cast<int>(length))) {
         error = "malformed protobuf: field " + std::to_string(field.number) +
                 " at byte offset " + std::to_string(fieldBegin) +
-                " runs past the end of its message (" +
-                std::to_string(length) + " bytes)";
+                " runs past the end of its message (" + std::to_string(length) +
+                " bytes)";
         return false;
       }
     } else if (!WireFormatLite::SkipField(&in, tag)) {
@@ -88,23 +92,21 @@ bool parseInto(google::protobuf::MessageLite &message, const std::string &bytes,
 bool readInitializer(llvm::StringRef data, const Field &field,
                      InlineInitializer &init, std::string &error) {
   std::string rest;
-  bool ok = walkFields(data, field.valueBegin, field.valueEnd, error,
-                       [&](const Field &f) {
-                         bool payload =
-                             f.wireType ==
-                                 WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
-                             (f.number == kTensorRawData ||
-                              f.number == kTensorFloatData);
-                         if (!payload) {
-                           rest.append(data.data() + f.begin, f.end - f.begin);
-                           return true;
-                         }
-                         init.offset = f.valueBegin;
-                         init.length = f.valueEnd - f.valueBegin;
-                         init.hasPayload = true;
-                         init.packedFloats = f.number == kTensorFloatData;
-                         return true;
-                       });
+  bool ok = walkFields(
+      data, field.valueBegin, field.valueEnd, error, [&](const Field &f) {
+        bool payload =
+            f.wireType == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
+            (f.number == kTensorRawData || f.number == kTensorFloatData);
+        if (!payload) {
+          rest.append(data.data() + f.begin, f.end - f.begin);
+          return true;
+        }
+        init.offset = f.valueBegin;
+        init.length = f.valueEnd - f.valueBegin;
+        init.hasPayload = true;
+        init.packedFloats = f.number == kTensorFloatData;
+        return true;
+      });
   if (!ok)
     return false;
   if (!parseInto(init.tensor, rest, "initializer", error)) {
@@ -116,8 +118,9 @@ bool readInitializer(llvm::StringRef data, const Field &field,
 
 } // namespace
 
-bool mlir::tp::detail::readModelFile(llvm::StringRef bytes, ModelFile &result,
-                                     std::string &error) {
+/// readModelFile with the error as a message.
+static bool readModelFileInto(llvm::StringRef bytes, ModelFile &result,
+                              std::string &error) {
   if (bytes.size() >= static_cast<size_t>(INT_MAX)) {
     error = "the model file is larger than 2 GiB; protobuf cannot hold it, "
             "store the weights as external data";
@@ -132,26 +135,22 @@ bool mlir::tp::detail::readModelFile(llvm::StringRef bytes, ModelFile &result,
       return true;
     }
     sawGraph = true;
-    return walkFields(bytes, f.valueBegin, f.valueEnd, error,
-                      [&](const Field &g) {
-                        if (g.number == kGraphSparseInitializer) {
-                          error = "sparse initializers are not supported "
-                                  "(byte offset " +
-                                  std::to_string(g.begin) + ")";
-                          return false;
-                        }
-                        if (g.number != kGraphInitializer ||
-                            g.wireType !=
-                                WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-                          graphRest.append(bytes.data() + g.begin,
-                                           g.end - g.begin);
-                          return true;
-                        }
-                        result.initializers.emplace_back();
-                        return readInitializer(bytes, g,
-                                               result.initializers.back(),
-                                               error);
-                      });
+    return walkFields(
+        bytes, f.valueBegin, f.valueEnd, error, [&](const Field &g) {
+          if (g.number == kGraphSparseInitializer) {
+            error = "sparse initializers are not supported "
+                    "(byte offset " +
+                    std::to_string(g.begin) + ")";
+            return false;
+          }
+          if (g.number != kGraphInitializer ||
+              g.wireType != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+            graphRest.append(bytes.data() + g.begin, g.end - g.begin);
+            return true;
+          }
+          result.initializers.emplace_back();
+          return readInitializer(bytes, g, result.initializers.back(), error);
+        });
   });
   if (!ok)
     return false;
@@ -162,4 +161,13 @@ bool mlir::tp::detail::readModelFile(llvm::StringRef bytes, ModelFile &result,
   if (!parseInto(result.model, modelRest, "model", error))
     return false;
   return parseInto(*result.model.mutable_graph(), graphRest, "graph", error);
+}
+
+llvm::Expected<ModelFile>
+mlir::tp::detail::readModelFile(llvm::StringRef bytes) {
+  ModelFile result;
+  std::string error;
+  if (!readModelFileInto(bytes, result, error))
+    return llvm::createStringError(error);
+  return result;
 }

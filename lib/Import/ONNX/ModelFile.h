@@ -12,6 +12,7 @@
 #include "onnx/onnx_pb.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <string>
@@ -37,11 +38,9 @@ struct ModelFile {
   std::vector<InlineInitializer> initializers;
 };
 
-/// Splits `bytes` (the whole .onnx file) into a ModelFile. On malformed
-/// protobuf returns false and sets `error` to a message that names the byte
-/// offset where parsing failed.
-bool readModelFile(llvm::StringRef bytes, ModelFile &result,
-                   std::string &error);
+/// Splits `bytes` (the whole .onnx file) into a ModelFile. Malformed
+/// protobuf is an error that names the byte offset where parsing failed.
+llvm::Expected<ModelFile> readModelFile(llvm::StringRef bytes);
 
 } // namespace mlir::tp::detail
 

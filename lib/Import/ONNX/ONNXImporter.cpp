@@ -661,11 +661,12 @@ void Importer::findTransposedCopies(ArrayRef<Type> types,
 }
 
 OwningOpRef<ModuleOp> Importer::run() {
-  std::string readError;
-  if (!readModelFile(bytes, file, readError)) {
-    error() << readError;
+  llvm::Expected<ModelFile> read = readModelFile(bytes);
+  if (!read) {
+    error() << llvm::toString(read.takeError());
     return {};
   }
+  file = std::move(*read);
   const onnx::GraphProto &graph = file.model.graph();
   for (const auto &info : graph.value_info())
     declaredTypes[info.name()] = &info.type();
