@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cblas.h>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,9 +39,25 @@ std::string baseName(const std::string &path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+/// The integer value of option `name`, within [lo, hi]; anything else is an
+/// error naming the option.
+long long intOption(const std::string &name, const std::string &text,
+                    long long lo, long long hi) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    tprt::fatal(name + " takes an integer from " + std::to_string(lo) + " to " +
+                std::to_string(hi) + ", got '" + text + "'");
+  return v;
+}
+
 } // namespace
 
-int main(int argc, char **argv) {
+// Nothing throws out of main: a library exception (std::bad_alloc from a
+// size no check foresaw) is an error message and a non-zero exit on every
+// rank, not std::terminate.
+int main(int argc, char **argv) try {
   // libgomp busy-waits its idle threads by default. With MPI ranks, MPI's
   // progress engine and OpenBLAS sharing few cores, that spinning starves
   // the threads doing work (2 threads ran 6x slower than 1 on 2 cores).
@@ -86,9 +103,9 @@ int main(int argc, char **argv) {
     else if (arg == "--weights")
       weights = value();
     else if (arg == "--threads")
-      threads = std::atoi(value().c_str());
+      threads = static_cast<int>(intOption(arg, value(), 1, 1024));
     else if (arg == "--bench")
-      bench = std::atoi(value().c_str());
+      bench = static_cast<int>(intOption(arg, value(), 0, 1000000));
     else if (arg == "--help" || arg == "-h") {
       usage(argv[0]);
       MPI_Finalize();
@@ -102,8 +119,6 @@ int main(int argc, char **argv) {
     usage(argv[0]);
     tprt::fatal("--input and --output are required");
   }
-  if (threads < 1)
-    tprt::fatal("--threads must be at least 1");
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 
@@ -146,4 +161,6 @@ int main(int argc, char **argv) {
   }
   MPI_Finalize();
   return 0;
+} catch (const std::exception &e) {
+  tprt::fatal(std::string("unexpected error: ") + e.what());
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mpi.h>
+#include <new>
 #include <sstream>
 
 namespace tprt {
@@ -62,13 +63,24 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  for (int64_t d : t.shape_)
+  // The size is checked before anything is allocated: a crafted or
+  // mistaken shape is an error that says how large, not a wrapped size.
+  uint64_t bytes = dtypeSize(dtype);
+  for (int64_t d : t.shape_) {
     if (d < 0)
-      fatal("negative tensor dimension");
+      fatal("negative tensor dimension in " + t.describe());
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
+        bytes > (uint64_t(1) << 47))
+      fatal("a tensor of shape " + t.describe() + " is too large to allocate");
+  }
   // new[] without () leaves the bytes uninitialized; at least one byte so
   // that empty tensors are still defined.
-  t.storage_ = std::shared_ptr<unsigned char[]>(
-      new unsigned char[std::max<size_t>(t.bytes(), 1)]);
+  unsigned char *data =
+      new (std::nothrow) unsigned char[std::max<uint64_t>(bytes, 1)];
+  if (!data)
+    fatal("cannot allocate " + std::to_string(bytes) + " bytes for " +
+          t.describe());
+  t.storage_ = std::shared_ptr<unsigned char[]>(data);
   return t;
 }
 
@@ -89,17 +101,13 @@ float *Tensor::f32() {
     fatal("expected an f32 tensor, got " + describe());
   return static_cast<float *>(raw());
 }
-const float *Tensor::f32() const {
-  return const_cast<Tensor *>(this)->f32();
-}
+const float *Tensor::f32() const { return const_cast<Tensor *>(this)->f32(); }
 int64_t *Tensor::i64() {
   if (dtype_ != DType::I64)
     fatal("expected an i64 tensor, got " + describe());
   return static_cast<int64_t *>(raw());
 }
-const int64_t *Tensor::i64() const {
-  return const_cast<Tensor *>(this)->i64();
-}
+const int64_t *Tensor::i64() const { return const_cast<Tensor *>(this)->i64(); }
 
 std::string Tensor::describe() const {
   std::ostringstream os;

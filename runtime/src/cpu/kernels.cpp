@@ -351,7 +351,15 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
   const float ninf = -std::numeric_limits<float>::infinity();
   int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
   // Per (batch, head): scores = Q K^T and out = P V as two sgemm calls on
-  // the packed layout (leading dimensions step over the other heads).
+  // the packed layout (leading dimensions step over the other heads). Each
+  // thread holds one [sq, skv] score matrix: say so if that cannot fit.
+  uint64_t scoreBytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(sq) * sizeof(float),
+                             static_cast<uint64_t>(skv), &scoreBytes) ||
+      scoreBytes > (uint64_t(1) << 40))
+    fatal("attention: a " + std::to_string(sq) + " x " + std::to_string(skv) +
+          " score matrix per thread is too large (shorter sequences, or "
+          "fewer threads)");
 #pragma omp parallel
   {
     std::vector<float> scores(sq * skv);
