@@ -73,18 +73,59 @@ static tp::TPCompileOptions &options() {
   return options;
 }
 
-static LogicalResult writeFile(StringRef path,
-                               function_ref<void(raw_ostream &)> write) {
+/// The files tpc writes into its output directory.
+static constexpr const char *kOutputs[] = {"model.mlir", "model.cpp", "model",
+                                           "plan-report.md"};
+
+/// Outputs of an earlier run go first: a failing run must not leave an old
+/// executable beside new IR.
+static LogicalResult removeStaleOutputs(StringRef dir) {
+  for (const char *name : kOutputs) {
+    SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    if (std::error_code ec = llvm::sys::fs::remove(path)) {
+      llvm::errs() << "tpc: error: cannot remove '" << path
+                   << "': " << ec.message() << "\n";
+      return failure();
+    }
+  }
+  return success();
+}
+
+/// Moves `from` to `to` (a finished output into place).
+static LogicalResult publish(StringRef from, StringRef to) {
+  if (std::error_code ec = llvm::sys::fs::rename(from, to)) {
+    llvm::errs() << "tpc: error: cannot write '" << to << "': " << ec.message()
+                 << "\n";
+    llvm::sys::fs::remove(from);
+    return failure();
+  }
+  return success();
+}
+
+/// Writes `path` through a temporary name: it appears only when `write`
+/// succeeded, never half written.
+static LogicalResult
+writeFile(StringRef path, function_ref<LogicalResult(raw_ostream &)> write) {
+  std::string temp = (path + ".tmp").str();
   std::error_code ec;
-  llvm::ToolOutputFile file(path, ec, llvm::sys::fs::OF_None);
+  llvm::ToolOutputFile file(temp, ec, llvm::sys::fs::OF_None);
   if (ec) {
-    llvm::errs() << "tpc: error: cannot write '" << path
+    llvm::errs() << "tpc: error: cannot write '" << temp
                  << "': " << ec.message() << "\n";
     return failure();
   }
-  write(file.os());
+  if (failed(write(file.os())))
+    return failure(); // the temporary is removed with `file`
+  file.os().close();
+  if (file.os().has_error()) {
+    llvm::errs() << "tpc: error: cannot write '" << temp
+                 << "': " << file.os().error().message() << "\n";
+    file.os().clear_error();
+    return failure();
+  }
   file.keep();
-  return success();
+  return publish(temp, path);
 }
 
 static LogicalResult compile(StringRef cpp, StringRef exe) {
@@ -101,8 +142,9 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
                  << "'\n";
     return failure();
   }
+  std::string tempExe = (exe + ".tmp").str();
   SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-fopenmp",
-                                 include, blasInclude, cpp, "-o", exe,
+                                 include, blasInclude, cpp, "-o", tempExe,
                                  runtimeMain, runtime, TPC_OPENBLAS_LIBRARY,
                                  // The OpenMP build, not the pthread one
                                  // the system alternative points at.
@@ -113,9 +155,10 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   if (status != 0) {
     llvm::errs() << "tpc: error: the C++ compiler failed (status " << status
                  << ")" << (message.empty() ? "" : ": ") << message << "\n";
+    llvm::sys::fs::remove(tempExe);
     return failure();
   }
-  return success();
+  return publish(tempExe, exe);
 }
 
 /// --lora-adapter DIR: rank, alpha and targets from PEFT's
@@ -206,6 +249,8 @@ static LogicalResult run(MLIRContext &context) {
                  << "': " << ec.message() << "\n";
     return failure();
   }
+  if (failed(removeStaleOutputs(outputDir)))
+    return failure();
 
   OwningOpRef<ModuleOp> module = tp::importONNXFile(absModel, &context);
   if (!module)
@@ -224,7 +269,10 @@ static LogicalResult run(MLIRContext &context) {
   llvm::sys::path::append(mlirPath, "model.mlir");
   llvm::sys::path::append(cppPath, "model.cpp");
   llvm::sys::path::append(exePath, "model");
-  if (failed(writeFile(mlirPath, [&](raw_ostream &os) { module->print(os); })))
+  if (failed(writeFile(mlirPath, [&](raw_ostream &os) {
+        module->print(os);
+        return success();
+      })))
     return failure();
   if (report) {
     FailureOr<tp::PlanReport> planReport =
@@ -232,8 +280,10 @@ static LogicalResult run(MLIRContext &context) {
     SmallString<256> reportPath(outputDir);
     llvm::sys::path::append(reportPath, "plan-report.md");
     if (failed(planReport) ||
-        failed(writeFile(reportPath,
-                         [&](raw_ostream &os) { os << planReport->markdown; })))
+        failed(writeFile(reportPath, [&](raw_ostream &os) {
+          os << planReport->markdown;
+          return success();
+        })))
       return failure();
     llvm::outs() << planReport->summary << "\n";
   }
@@ -244,13 +294,10 @@ static LogicalResult run(MLIRContext &context) {
   tp::buildTPEmitPipeline(lower, opts);
   if (failed(lower.run(*module)))
     return failure();
-  LogicalResult emitted = success();
-  if (failed(writeFile(cppPath,
-                       [&](raw_ostream &os) {
-                         os << "// Generated by tpc from " << absModel << "\n";
-                         emitted = emitc::translateToCpp(*module, os);
-                       })) ||
-      failed(emitted))
+  if (failed(writeFile(cppPath, [&](raw_ostream &os) {
+        os << "// Generated by tpc from " << absModel << "\n";
+        return emitc::translateToCpp(*module, os);
+      })))
     return failure();
   if (emit == Emit::Cpp)
     return success();

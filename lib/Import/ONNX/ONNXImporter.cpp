@@ -165,12 +165,20 @@ private:
   llvm::StringMap<const onnx::TypeProto *> declaredTypes;
 };
 
+/// Transformer tensors have rank 5 at most; a rank far beyond that is a
+/// damaged or hostile file (printing and parsing a type of rank 200,000 is
+/// quadratic), refused with the tensor's name.
+static constexpr int kMaxRank = 64;
+
 FailureOr<RankedTensorType>
 Importer::tensorTypeOf(const onnx::TensorProto &tensor, StringRef what) {
   Type elem = getElementType(ctx, tensor.data_type());
   if (!elem)
     return error() << what << " '" << tensor.name()
                    << "': unsupported data type " << tensor.data_type();
+  if (tensor.dims_size() > kMaxRank)
+    return error() << what << " '" << tensor.name() << "': rank "
+                   << tensor.dims_size() << " exceeds " << kMaxRank;
   SmallVector<int64_t> shape;
   uint64_t elements = 1;
   for (int64_t dim : tensor.dims()) {
@@ -402,6 +410,9 @@ FailureOr<Type> Importer::valueType(const onnx::TypeProto &type,
                    << tensorType.elem_type();
   if (!tensorType.has_shape())
     return Type(UnrankedTensorType::get(elem));
+  if (tensorType.shape().dim_size() > kMaxRank)
+    return error() << "value '" << name << "': rank "
+                   << tensorType.shape().dim_size() << " exceeds " << kMaxRank;
   SmallVector<int64_t> shape;
   for (const auto &dim : tensorType.shape().dim()) {
     if (dim.has_dim_value()) {

@@ -8,6 +8,8 @@
 #include "tprt/tprt.h"
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -37,7 +39,19 @@ std::string Context::resolve(const std::string &file) const {
   // An absolute path: a file beside the model's, e.g. a LoRA adapter.
   if (!file.empty() && file[0] == '/')
     return file;
-  return modelDir_ + "/" + file;
+  // External data stays inside the model's directory, as the compiler
+  // checked; a symlink swapped in since must not lead elsewhere.
+  std::string path = modelDir_ + "/" + file;
+  char dir[PATH_MAX], real[PATH_MAX];
+  if (!::realpath(modelDir_.c_str(), dir))
+    fatal("cannot resolve the model directory '" + modelDir_ + "'");
+  if (!::realpath(path.c_str(), real))
+    return path; // missing: the reader says so, naming the parameter
+  std::string inside = std::string(dir) + "/";
+  if (std::string(real).compare(0, inside.size(), inside) != 0)
+    fatal("weight file '" + file + "' resolves to '" + real +
+          "', outside the model's directory '" + dir + "'");
+  return path;
 }
 
 Tensor *Context::cachedParam(const std::string &fqn) {

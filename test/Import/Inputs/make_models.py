@@ -151,3 +151,10 @@ for name, lm_init in [("tied_folded.onnx", copy), ("almost_tied_folded.onnx", ne
         helper.make_node("MatMul", ["h", "onnx::MatMul_9"], ["logits"], name="/lm_head/MatMul"),
     ]
     save(model(nodes, [emb_r, lm_init], [ids], [logits]), name)
+
+# An initializer and a graph input of rank 100 000 (all unit dimensions).
+deep = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1] * 100000)
+deep.raw_data = np.zeros(1, dtype=np.float32).tobytes()
+save(model(matmul, [deep]), "huge_rank_initializer.onnx")
+save(model(matmul, [w], inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, [1] * 100000)]),
+     "huge_rank_input.onnx")
