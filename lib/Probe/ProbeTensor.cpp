@@ -21,10 +21,14 @@ using Kind = ProbeTensor::Kind;
 /// The probe never needs large side tensors; refuse to build one.
 constexpr int64_t kMaxElements = int64_t(1) << 24;
 
+/// The element count of `shape`, saturating at INT64_MAX (so that a size
+/// check on it cannot be fooled by a wrapped product); negative dimensions
+/// count as 0 (checkSize rejects them).
 int64_t product(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d <= 0 || __builtin_mul_overflow(n, d, &n))
+      return d < 0 ? 0 : d == 0 ? 0 : std::numeric_limits<int64_t>::max();
   return n;
 }
 
@@ -201,7 +205,8 @@ struct Evaluator {
         inferred = i;
         continue;
       }
-      known *= shape[i];
+      if (shape[i] < 0 || __builtin_mul_overflow(known, shape[i], &known))
+        return fail("Reshape to a negative or overflowing shape");
     }
     if (inferred >= 0) {
       if (known == 0 || x.numElements() % known != 0)
@@ -844,6 +849,17 @@ int64_t ProbeTensor::broadcastIndex(ArrayRef<int64_t> idx) const {
     stride *= d;
   }
   return flat;
+}
+
+std::optional<double> ProbeTensor::at(ArrayRef<int64_t> idx) const {
+  if (shape.size() > idx.size() ||
+      static_cast<int64_t>(data.size()) != numElements())
+    return std::nullopt;
+  size_t offset = idx.size() - shape.size();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1 && (idx[i + offset] < 0 || idx[i + offset] >= shape[i]))
+      return std::nullopt;
+  return data[broadcastIndex(idx)];
 }
 
 SmallVector<int64_t> mlir::tp::probeInts(const ProbeTensor &t) {

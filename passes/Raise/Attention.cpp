@@ -57,9 +57,11 @@ LogicalResult Raiser::classifyMask(NodeOp node, const ProbeTensor &m,
   {
     auto allowedAt = [&](int64_t b, int64_t i,
                          int64_t j) -> std::optional<bool> {
-      if (m.rank() > 4)
+      // A mask shorter than the probe reads is no mask raising knows.
+      std::optional<double> at = m.at({b, 0, i, j});
+      if (!at)
         return std::nullopt;
-      double value = m.data[m.broadcastIndex({b, 0, i, j})];
+      double value = *at;
       if (m.kind == ProbeTensor::Kind::Bool)
         return value != 0.0;
       if (value <= -1e4)

@@ -21,8 +21,10 @@ Raiser::resolveReshape(NodeOp node, ArrayRef<int64_t> from,
     allowZero = attr.getInt() != 0;
   SmallVector<int64_t> shape;
   int64_t inferred = -1, known = 1, total = 1;
+  // Sizes come from the graph: every product is checked.
   for (int64_t d : from)
-    total *= d;
+    if (d < 0 || __builtin_mul_overflow(total, d, &total))
+      return nodeError(node) << "reshape of a tensor whose size overflows";
   for (double v : targetT.data) {
     int64_t d = probeInt(v);
     if (d == 0 && !allowZero) {
@@ -30,10 +32,10 @@ Raiser::resolveReshape(NodeOp node, ArrayRef<int64_t> from,
         return nodeError(node) << "reshape copies a missing dimension";
       d = from[shape.size()];
     }
-    if (d == -1)
+    if (d == -1 && inferred < 0)
       inferred = shape.size();
-    else
-      known *= d;
+    else if (d < 0 || __builtin_mul_overflow(known, d, &known))
+      return nodeError(node) << "reshape to a negative or overflowing shape";
     shape.push_back(d);
   }
   if (inferred >= 0) {

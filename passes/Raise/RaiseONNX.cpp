@@ -303,7 +303,29 @@ LogicalResult Raiser::evaluate(NodeOp node, ArrayRef<Abstract *> in) {
   return success();
 }
 
+/// Whether raising knows `node`'s operator: the standard ONNX domain, and
+/// the onnxruntime (com.microsoft) operators FusedOps.cpp raises. An
+/// operator of another domain is never taken for the standard one of the
+/// same name.
+static bool isKnownOperator(NodeOp node) {
+  StringRef domain = node.getDomain();
+  if (domain.empty() || domain == "ai.onnx")
+    return true;
+  if (domain != "com.microsoft")
+    return false;
+  return llvm::is_contained({"SimplifiedLayerNormalization",
+                             "SkipSimplifiedLayerNormalization",
+                             "RotaryEmbedding", "GroupQueryAttention"},
+                            node.getOpType());
+}
+
 LogicalResult Raiser::visit(NodeOp node) {
+  if (!isKnownOperator(node))
+    return nodeError(node) << "operator '" << node.getDomain()
+                           << "::" << node.getOpType()
+                           << "' is not supported (the standard ONNX "
+                              "domain and onnxruntime's fused transformer "
+                              "operators are)";
   if (auto it = blockOf.find(node); it != blockOf.end()) {
     ScopeBlock &block = scopeBlocks[it->second];
     // Side computations inside the block still evaluate (its constants and

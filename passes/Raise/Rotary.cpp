@@ -23,9 +23,9 @@ static std::optional<double> tableAt(const ProbeTensor &table, Layout layout,
     idx = {b, p, 0, i};
   else
     idx = {b, 0, p, i};
-  if (table.rank() > 4)
-    return std::nullopt;
-  return table.data[table.broadcastIndex(idx)];
+  // A table shorter than the probe reads is nullopt, not a read past its
+  // end.
+  return table.at(idx);
 }
 
 LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
@@ -42,11 +42,19 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   if (cosT.shape.empty() || cosT.shape.back() != d || sinT.shape.empty() ||
       sinT.shape.back() != d)
     return nodeError(node) << "the rotary tables are not [.., seq, head_dim]";
+  auto shortTables = [&]() {
+    return nodeError(node) << "the rotary tables are shorter than the probe "
+                              "reads (batch "
+                           << probeBatch << ", " << probeSeq << " positions)";
+  };
   // Fit the lowest frequency at position 1, then check every entry.
   double theta = 10000.0;
   if (half >= 2) {
-    double f = std::atan2(*tableAt(sinT, x.layout, 0, 1, half - 1),
-                          *tableAt(cosT, x.layout, 0, 1, half - 1));
+    std::optional<double> s1 = tableAt(sinT, x.layout, 0, 1, half - 1),
+                          c1 = tableAt(cosT, x.layout, 0, 1, half - 1);
+    if (!s1 || !c1)
+      return shortTables();
+    double f = std::atan2(*s1, *c1);
     if (!(f > 0))
       return nodeError(node) << "cannot read a rotary frequency from the "
                                 "cos/sin tables";
@@ -58,8 +66,11 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
         float freq = static_cast<float>(
             std::pow(theta, -2.0 * static_cast<double>(i % half) / d));
         float angle = static_cast<float>(p) * freq;
-        double c = *tableAt(cosT, x.layout, b, p, i);
-        double s = *tableAt(sinT, x.layout, b, p, i);
+        std::optional<double> cv = tableAt(cosT, x.layout, b, p, i),
+                              sv = tableAt(sinT, x.layout, b, p, i);
+        if (!cv || !sv)
+          return shortTables();
+        double c = *cv, s = *sv;
         if (std::fabs(c - std::cos(angle)) > 1e-4 ||
             std::fabs(s - std::sin(angle)) > 1e-4)
           return nodeError(node)

@@ -159,3 +159,30 @@ TEST_F(ProbeTensorTest, CumSumChecksItsAxis) {
 }
 
 } // namespace
+
+namespace {
+
+TEST_F(ProbeTensorTest, ReadsStayInsideTheTensor) {
+  ProbeTensor t = floats({2, 3}, {0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(t.at({1, 2}), 5.0);
+  // Broadcast along a unit dimension, but not past a real one.
+  EXPECT_EQ(floats({1, 3}, {7, 8, 9}).at({5, 1}), 8.0);
+  EXPECT_EQ(t.at({2, 0}), std::nullopt);
+  EXPECT_EQ(t.at({0}), std::nullopt);
+  EXPECT_TRUE(std::isnan(ProbeTensor().scalar()));
+}
+
+TEST_F(ProbeTensorTest, SizesDoNotWrap) {
+  // 2^40 x 2^40 elements: refused, not wrapped to a small allocation.
+  EXPECT_NE(error("Expand", {floats({1}, {1}),
+                             ints({2}, {1099511627776.0, 1099511627776.0})})
+                .find("too large"),
+            std::string::npos);
+  EXPECT_NE(error("Reshape", {floats({1}, {1}),
+                              ints({3}, {1099511627776.0, 1099511627776.0,
+                                         1099511627776.0})})
+                .find("overflowing"),
+            std::string::npos);
+}
+
+} // namespace

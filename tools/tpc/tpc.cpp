@@ -320,5 +320,9 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  return failed(run(context)) ? 1 : 0;
+  if (succeeded(run(context)))
+    return 0;
+  // No partial result: what this run wrote before it failed goes too.
+  (void)removeStaleOutputs(outputDir);
+  return 1;
 }

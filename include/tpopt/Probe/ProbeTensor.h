@@ -18,6 +18,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,7 +40,14 @@ struct ProbeTensor {
   /// The element that multi-index `idx` of a larger shape reads when this
   /// tensor is broadcast to it (numpy rules; `idx` has at least our rank).
   int64_t broadcastIndex(llvm::ArrayRef<int64_t> idx) const;
-  double scalar() const { return data.front(); }
+  /// The element broadcast to multi-index `idx`, or nullopt when this
+  /// tensor has more dimensions than `idx` or is too short along one of
+  /// them (a table smaller than the probe reads).
+  std::optional<double> at(llvm::ArrayRef<int64_t> idx) const;
+  /// The first element; NaN for an empty tensor (callers that need a
+  /// scalar check isScalarLike, but a wrong guess must not read past the
+  /// end).
+  double scalar() const { return data.empty() ? NAN : data.front(); }
 
   static ProbeTensor fromAttr(DenseElementsAttr attr);
   static ProbeTensor ints(llvm::ArrayRef<int64_t> shape,

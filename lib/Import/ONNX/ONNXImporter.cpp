@@ -628,8 +628,9 @@ void Importer::findTransposedCopies(ArrayRef<Type> types,
     auto type = dyn_cast<RankedTensorType>(types[i]);
     auto source = attrs[i].getAs<SourceAttr>(TPDialect::kSourceAttrName);
     auto name = attrs[i].getAs<StringAttr>(onnx_ir::ONNXDialect::kNameAttrName);
+    // Empty matrices have nothing to compare (and no position to sample).
     if (!type || type.getRank() != 2 || !source || !name ||
-        type.getDimSize(0) == type.getDimSize(1))
+        type.getDimSize(0) == type.getDimSize(1) || type.getNumElements() == 0)
       continue;
     (looksNamed(name.getValue()) ? named : anonymous)
         .push_back({i, type, source, name.getValue()});

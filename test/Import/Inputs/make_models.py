@@ -158,3 +158,18 @@ deep.raw_data = np.zeros(1, dtype=np.float32).tobytes()
 save(model(matmul, [deep]), "huge_rank_initializer.onnx")
 save(model(matmul, [w], inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, [1] * 100000)]),
      "huge_rank_input.onnx")
+
+# A named empty matrix and an anonymous one of the transposed shape: the
+# transposed-copy detection has no element to sample (it divided by zero).
+empty = numpy_helper.from_array(np.zeros((0, 4), dtype=np.float32), "a.weight")
+empty_t = numpy_helper.from_array(np.zeros((4, 0), dtype=np.float32), "onnx::MatMul_9")
+save(model(matmul, [w, empty, empty_t]), "zero_dim_transposed.onnx")
+
+# A "MatMul" of a custom domain is not the standard MatMul.
+nodes = [
+    helper.make_node("Gather", ["model.embed_tokens.weight", "input_ids"], ["h"], name="/model/embed_tokens/Gather"),
+    helper.make_node("MatMul", ["h", "lm_head.weight"], ["logits"], name="/lm_head/MatMul", domain="my.custom"),
+]
+m = model(nodes, [emb, lm], [ids], [logits])
+m.opset_import.append(helper.make_opsetid("my.custom", 1))
+save(m, "custom_domain.onnx")
