@@ -20,6 +20,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
+
+#include "tprt/Fingerprint.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_TPTOEMITC
@@ -311,6 +318,8 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     emitc::VerbatimOp::create(
         builder, func.getLoc(),
         "const int tprt_model_tp_size = " + std::to_string(tpSize) + ";");
+    emitc::VerbatimOp::create(builder, func.getLoc(),
+                              weightFileTable(func, path));
 
     MLIRContext *ctx = &getContext();
     RuntimeTypeConverter converter(ctx);
@@ -325,6 +334,45 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     // The grid was for the collectives; the runtime knows its communicator.
     for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
       grid.erase();
+    // The program's fingerprint: ranks launched with different programs
+    // stop before their first collective.
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os, OpPrintingFlags().elideLargeElementsAttrs());
+    builder.setInsertionPointToEnd(module.getBody());
+    emitc::VerbatimOp::create(
+        builder, module.getLoc(),
+        llvm::formatv("const uint64_t tprt_model_fingerprint = {0:x}ull;",
+                      llvm::xxh3_64bits(text))
+            .str());
+  }
+
+  /// The weights files the parameters read, with the size and sampled hash
+  /// they have now (files that cannot be read here, as in hand-written
+  /// tests, are not listed).
+  static std::string weightFileTable(func::FuncOp func, StringRef modelPath) {
+    StringRef modelDir = llvm::sys::path::parent_path(modelPath);
+    std::string table = "const tprt::WeightFile tprt_model_weight_files[] = {";
+    llvm::StringSet<> seen;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto source =
+          func.getArgAttrOfType<SourceAttr>(i, TPDialect::kSourceAttrName);
+      if (!source || !seen.insert(source.getFile()).second)
+        continue;
+      SmallString<256> path(source.getFile());
+      if (!llvm::sys::path::is_absolute(path)) {
+        path = modelDir;
+        llvm::sys::path::append(path, source.getFile());
+      }
+      uint64_t size = 0;
+      if (llvm::sys::fs::file_size(path, size))
+        continue;
+      table +=
+          llvm::formatv("{{{0}, {1}ull, {2:x}ull}, ", quoted(source.getFile()),
+                        size, tprt::sampledFileHash(path.c_str(), size))
+              .str();
+    }
+    return table + "{nullptr, 0, 0}};";
   }
 };
 

@@ -21,6 +21,7 @@
 #include <mpi.h>
 #include <omp.h>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -50,6 +51,39 @@ long long intOption(const std::string &name, const std::string &text,
     tprt::fatal(name + " takes an integer from " + std::to_string(lo) + " to " +
                 std::to_string(hi) + ", got '" + text + "'");
   return v;
+}
+
+/// Ranks launched with different programs would exchange mismatched
+/// collectives (garbage or a hang): they compare fingerprints first.
+void checkSameProgram() {
+  uint64_t lo = tprt_model_fingerprint, hi = tprt_model_fingerprint;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (lo != hi)
+    tprt::fatal("the ranks run different programs (their fingerprints "
+                "differ): launch one compiled program on every rank");
+}
+
+/// The weights files must be the ones the program was compiled against
+/// (size and a sampled hash): another model's weights would give garbage.
+void checkWeightFiles(tprt::Context &ctx) {
+  for (const tprt::WeightFile *w = tprt_model_weight_files; w->file; ++w) {
+    std::string path = ctx.resolve(w->file);
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      tprt::fatal("cannot open the weights file '" + path + "'");
+    uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size != w->size)
+      tprt::fatal("'" + path +
+                  "' is not the weights file the program was "
+                  "compiled against (" +
+                  std::to_string(size) + " bytes, expected " +
+                  std::to_string(w->size) + ")");
+    if (tprt::sampledFileHash(path.c_str(), size) != w->hash)
+      tprt::fatal("'" + path +
+                  "' is not the weights file the program was "
+                  "compiled against (same size, different content)");
+  }
 }
 
 } // namespace
@@ -82,6 +116,7 @@ int main(int argc, char **argv) try {
                 std::to_string(tprt_model_tp_size) + " ranks but runs on " +
                 std::to_string(size) + " (use mpirun -np " +
                 std::to_string(tprt_model_tp_size) + ")");
+  checkSameProgram();
 
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
@@ -142,6 +177,7 @@ int main(int argc, char **argv) try {
   }
 
   tprt::Context ctx(rank, size, weights, baseName(tprt_model_path));
+  checkWeightFiles(ctx);
   tprt::Tensor logits = tprt_model_forward(ctx, ids, attentionMask);
   if (rank == 0)
     tprt::writeNpy(output, logits);

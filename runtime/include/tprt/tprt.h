@@ -11,6 +11,8 @@
 #ifndef TPRT_TPRT_H
 #define TPRT_TPRT_H
 
+#include "tprt/Fingerprint.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -239,5 +241,11 @@ extern const char *const tprt_model_path;
 /// Defined by the generated program: the ranks of its tensor-parallel group
 /// (main refuses to run it on another number).
 extern const int tprt_model_tp_size;
+/// Defined by the generated program: a hash of the program itself; the
+/// ranks compare theirs before the first collective.
+extern const uint64_t tprt_model_fingerprint;
+/// Defined by the generated program: the weights files it was compiled
+/// against, ended by a null entry; main checks each before reading it.
+extern const tprt::WeightFile tprt_model_weight_files[];
 
 #endif // TPRT_TPRT_H
