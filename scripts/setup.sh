@@ -8,13 +8,16 @@
 #
 #   scripts/setup.sh            system packages + .venv with requirements.txt
 #   scripts/setup.sh --models   also requirements-models.txt (torch, transformers)
+#   scripts/setup.sh --fuzz     also clang-14 and libFuzzer (fuzz/run.sh)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 with_models=0
+with_fuzz=0
 for arg in "$@"; do
   case "$arg" in
   --models) with_models=1 ;;
+  --fuzz) with_fuzz=1 ;;
   *)
     echo "setup.sh: unknown argument '$arg'" >&2
     exit 2
@@ -36,6 +39,10 @@ apt_packages=(
   # Python for the test oracles (onnxruntime) and lit.
   python3 python3-venv
 )
+if ((with_fuzz)); then
+  # libFuzzer and the sanitizer runtimes (fuzz/run.sh).
+  apt_packages+=(clang-14 libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -149,6 +149,9 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
                                  // The OpenMP build, not the pthread one
                                  // the system alternative points at.
                                  TPC_OPENBLAS_RPATH};
+  SmallVector<StringRef> sanitize;
+  StringRef(TPC_SANITIZE_FLAGS).split(sanitize, ' ', -1, /*KeepEmpty=*/false);
+  args.append(sanitize.begin(), sanitize.end());
   std::string message;
   int status = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, {}, 0, 0,
                                          &message);

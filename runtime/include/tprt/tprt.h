@@ -226,8 +226,23 @@ Tensor scale(Context &ctx, const Tensor &x, double factor);
 // .npy files
 //===----------------------------------------------------------------------===//
 
-/// Reads a little-endian C-order .npy of float32, float16 or int64.
+/// Reads a little-endian C-order .npy of float32, float16 or int64; a
+/// malformed file is an error naming it.
 Tensor readNpy(const std::string &path);
+
+/// Where a .npy file's data is, as its first bytes (`data`, `size` of them)
+/// describe it for a file of `fileSize` bytes; false with `error` when the
+/// header is malformed, names another dtype, or does not fit the file.
+/// readNpy and the fuzzer (fuzz/) share it.
+struct NpyLayout {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t dataOffset = 0;
+  uint64_t dataBytes = 0;
+};
+constexpr uint64_t kMaxNpyHeader = 1 << 20;
+bool parseNpyPrefix(const char *data, size_t size, uint64_t fileSize,
+                    NpyLayout &layout, std::string &error);
 void writeNpy(const std::string &path, const Tensor &tensor);
 
 } // namespace tprt

@@ -1,5 +1,4 @@
-//===- npy.cpp - NumPy .npy files (format version 1/2)
-//---------------------===//
+//===- npy.cpp - NumPy .npy files (format versions 1 to 3) ----------------===//
 
 #include "tprt/tprt.h"
 
@@ -13,116 +12,200 @@ namespace {
 
 /// The header of a .npy file: a Python dict literal with 'descr',
 /// 'fortran_order' and 'shape'. Parsed strictly: anything else is an error
-/// naming the file, never an exception or a guess.
+/// message, never an exception or a guess. Every step returns false after
+/// setting `error`.
 class NpyHeader {
 public:
-  NpyHeader(const std::string &path, std::string text)
-      : path(path), text(std::move(text)) {}
+  NpyHeader(const std::string &text, std::string &error)
+      : text(text), error(error) {}
 
   std::string descr;
   bool fortranOrder = false;
   std::vector<int64_t> shape;
 
-  void parse() {
-    expect('{');
+  bool parse() {
+    if (!expect('{'))
+      return false;
     while (true) {
-      skipSpace();
-      if (peek() == '}')
+      char c;
+      if (!peek(c))
+        return false;
+      if (c == '}')
         break;
-      std::string key = quoted();
-      expect(':');
-      if (key == "descr")
-        descr = quoted();
-      else if (key == "fortran_order")
-        fortranOrder = boolean();
-      else if (key == "shape")
-        shapeTuple();
-      else
-        fail("unknown header key '" + key + "'");
-      skipSpace();
-      if (peek() == ',')
+      std::string key;
+      if (!quoted(key) || !expect(':'))
+        return false;
+      bool ok = key == "descr"           ? quoted(descr)
+                : key == "fortran_order" ? boolean(fortranOrder)
+                : key == "shape"         ? shapeTuple()
+                                 : fail("unknown header key '" + key + "'");
+      if (!ok || !peek(c))
+        return false;
+      if (c == ',')
         ++pos;
     }
-    if (descr.empty())
-      fail("header has no 'descr'");
+    return !descr.empty() || fail("header has no 'descr'");
   }
 
 private:
-  [[noreturn]] void fail(const std::string &what) {
-    fatal("'" + path + "': " + what);
+  bool fail(const std::string &what) {
+    error = what;
+    return false;
   }
-  void skipSpace() {
+  /// The next non-space character, not consumed.
+  bool peek(char &c) {
     while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\n'))
       ++pos;
-  }
-  char peek() {
     if (pos >= text.size())
-      fail("truncated header");
-    return text[pos];
+      return fail("truncated header");
+    c = text[pos];
+    return true;
   }
-  void expect(char c) {
-    skipSpace();
-    if (peek() != c)
-      fail(std::string("malformed header: expected '") + c + "' at byte " +
-           std::to_string(pos));
+  bool expect(char want) {
+    char c;
+    if (!peek(c))
+      return false;
+    if (c != want)
+      return fail(std::string("malformed header: expected '") + want +
+                  "' at byte " + std::to_string(pos));
     ++pos;
+    return true;
   }
-  std::string quoted() {
-    skipSpace();
-    char q = peek();
+  bool quoted(std::string &out) {
+    char q;
+    if (!peek(q))
+      return false;
     if (q != '\'' && q != '"')
-      fail("malformed header: expected a string at byte " +
-           std::to_string(pos));
+      return fail("malformed header: expected a string at byte " +
+                  std::to_string(pos));
     size_t end = text.find(q, ++pos);
     if (end == std::string::npos)
-      fail("malformed header: unterminated string");
-    std::string s = text.substr(pos, end - pos);
+      return fail("malformed header: unterminated string");
+    out = text.substr(pos, end - pos);
     pos = end + 1;
-    return s;
+    return true;
   }
-  bool boolean() {
-    skipSpace();
+  bool boolean(bool &out) {
+    char c;
+    if (!peek(c))
+      return false;
     for (const char *word : {"True", "False"})
       if (text.compare(pos, std::strlen(word), word) == 0) {
         pos += std::strlen(word);
-        return word[0] == 'T';
+        out = word[0] == 'T';
+        return true;
       }
-    fail("malformed header: fortran_order is neither True nor False");
+    return fail("malformed header: fortran_order is neither True nor False");
   }
-  /// (d0, d1, ...) of non-negative integers, each below 2^62.
-  void shapeTuple() {
-    expect('(');
+  /// (d0, d1, ...) of non-negative integers, each below 2^59.
+  bool shapeTuple() {
+    if (!expect('('))
+      return false;
     while (true) {
-      skipSpace();
-      if (peek() == ')') {
+      char c;
+      if (!peek(c))
+        return false;
+      if (c == ')') {
         ++pos;
-        return;
+        return true;
       }
       int64_t d = 0;
       size_t start = pos;
       while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
         if (d > (int64_t(1) << 58))
-          fail("shape dimension too large");
+          return fail("shape dimension too large");
         d = d * 10 + (text[pos++] - '0');
       }
       if (pos == start)
-        fail("malformed shape: expected a non-negative integer at byte " +
-             std::to_string(pos));
+        return fail("malformed shape: expected a non-negative integer at "
+                    "byte " +
+                    std::to_string(pos));
       shape.push_back(d);
-      skipSpace();
-      if (peek() == ',')
+      if (!peek(c))
+        return false;
+      if (c == ',')
         ++pos;
-      else if (peek() != ')')
-        fail("malformed shape at byte " + std::to_string(pos));
+      else if (c != ')')
+        return fail("malformed shape at byte " + std::to_string(pos));
     }
   }
 
-  const std::string &path;
-  std::string text;
+  const std::string &text;
+  std::string &error;
   size_t pos = 0;
 };
 
 } // namespace
+
+bool parseNpyPrefix(const char *data, size_t size, uint64_t fileSize,
+                    NpyLayout &layout, std::string &error) {
+  if (size < 10 || fileSize < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) {
+    error = "not a .npy file";
+    return false;
+  }
+  int version = static_cast<unsigned char>(data[6]);
+  if (version < 1 || version > 3) {
+    error = "unsupported .npy version " + std::to_string(version);
+    return false;
+  }
+  size_t lenBytes = version == 1 ? 2 : 4;
+  if (size < 8 + lenBytes) {
+    error = "truncated header";
+    return false;
+  }
+  const unsigned char *b = reinterpret_cast<const unsigned char *>(data + 8);
+  uint64_t headerLen = b[0] | (b[1] << 8);
+  if (lenBytes == 4)
+    headerLen |= (uint64_t(b[2]) << 16) | (uint64_t(b[3]) << 24);
+  uint64_t dataStart = 8 + lenBytes + headerLen;
+  // Checked against the file before anything is allocated.
+  if (headerLen > kMaxNpyHeader || dataStart > fileSize) {
+    error = "header length " + std::to_string(headerLen) +
+            " runs past the end of the file (" + std::to_string(fileSize) +
+            " bytes)";
+    return false;
+  }
+  if (dataStart > size) {
+    error = "truncated header";
+    return false;
+  }
+  std::string text(data + 8 + lenBytes, headerLen);
+  NpyHeader header(text, error);
+  if (!header.parse())
+    return false;
+  if (header.fortranOrder) {
+    error = "Fortran order is not supported";
+    return false;
+  }
+  if (header.descr == "<f4")
+    layout.dtype = DType::F32;
+  else if (header.descr == "<f2")
+    layout.dtype = DType::F16;
+  else if (header.descr == "<i8")
+    layout.dtype = DType::I64;
+  else {
+    error =
+        "unsupported dtype '" + header.descr + "' (float32, float16 or int64)";
+    return false;
+  }
+  uint64_t bytes = dtypeSize(layout.dtype), available = fileSize - dataStart;
+  bool overflow = false;
+  for (int64_t d : header.shape)
+    overflow |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+  if (overflow) {
+    error = "the shape's byte count overflows 64 bits";
+    return false;
+  }
+  if (bytes != available) {
+    error = "the shape needs " + std::to_string(bytes) +
+            " data bytes but the file holds " + std::to_string(available);
+    return false;
+  }
+  layout.shape = header.shape;
+  layout.dataOffset = dataStart;
+  layout.dataBytes = bytes;
+  return true;
+}
 
 Tensor readNpy(const std::string &path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -130,54 +213,17 @@ Tensor readNpy(const std::string &path) {
     fatal("cannot open '" + path + "'");
   uint64_t fileSize = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
-  char magic[8];
-  if (fileSize < 10 || !in.read(magic, 8) ||
-      std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    fatal("'" + path + "' is not a .npy file");
-  int version = static_cast<unsigned char>(magic[6]);
-  if (version < 1 || version > 3)
-    fatal("'" + path + "': unsupported .npy version " +
-          std::to_string(version));
-  unsigned char b[4] = {0, 0, 0, 0};
-  size_t lenBytes = version == 1 ? 2 : 4;
-  if (!in.read(reinterpret_cast<char *>(b), lenBytes))
-    fatal("'" + path + "': truncated header");
-  uint64_t headerLen =
-      b[0] | (b[1] << 8) | (uint64_t(b[2]) << 16) | (uint64_t(b[3]) << 24);
-  uint64_t dataStart = 8 + lenBytes + headerLen;
-  // Checked against the file before anything is allocated.
-  if (headerLen > (1u << 20) || dataStart > fileSize)
-    fatal("'" + path + "': header length " + std::to_string(headerLen) +
-          " runs past the end of the file (" + std::to_string(fileSize) +
-          " bytes)");
-  std::string text(headerLen, '\0');
-  if (!in.read(text.data(), headerLen))
-    fatal("'" + path + "': truncated header");
-  NpyHeader header(path, std::move(text));
-  header.parse();
-  if (header.fortranOrder)
-    fatal("'" + path + "': Fortran order is not supported");
-  DType dtype;
-  if (header.descr == "<f4")
-    dtype = DType::F32;
-  else if (header.descr == "<f2")
-    dtype = DType::F16;
-  else if (header.descr == "<i8")
-    dtype = DType::I64;
-  else
-    fatal("'" + path + "': unsupported dtype '" + header.descr +
-          "' (float32, float16 or int64)");
-  uint64_t bytes = dtypeSize(dtype), available = fileSize - dataStart;
-  bool overflow = false;
-  for (int64_t d : header.shape)
-    overflow |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
-  if (overflow)
-    fatal("'" + path + "': the shape's byte count overflows 64 bits");
-  if (bytes != available)
-    fatal("'" + path + "': the shape needs " + std::to_string(bytes) +
-          " data bytes but the file holds " + std::to_string(available));
-  Tensor t = Tensor::uninitialized(dtype, header.shape);
-  if (!in.read(static_cast<char *>(t.raw()), bytes))
+  std::string prefix(std::min<uint64_t>(fileSize, 12 + kMaxNpyHeader), '\0');
+  if (!in.read(prefix.data(), prefix.size()))
+    fatal("cannot read '" + path + "'");
+  NpyLayout layout;
+  std::string error;
+  if (!parseNpyPrefix(prefix.data(), prefix.size(), fileSize, layout, error))
+    fatal(error == "not a .npy file" ? "'" + path + "' is not a .npy file"
+                                     : "'" + path + "': " + error);
+  Tensor t = Tensor::uninitialized(layout.dtype, layout.shape);
+  in.seekg(layout.dataOffset);
+  if (!in.read(static_cast<char *>(t.raw()), layout.dataBytes))
     fatal("'" + path + "': truncated data");
   return t;
 }
