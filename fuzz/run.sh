@@ -20,11 +20,21 @@ ninja -C "$build" -j"${JOBS:-2}" "tp-fuzz-$target"
 corpus="$build/corpus/$target"
 findings="$build/findings/$target"
 mkdir -p "$corpus" "$findings"
+# Seeds, named after their path (the test models share file names).
+seed() {
+  for f in "$@"; do
+    [ -e "$f" ] && cp "$f" "$corpus/$(echo "${f#"$root"/}" | tr / _)"
+  done
+  return 0
+}
 case "$target" in
-npy) cp "$root"/test/models/*/ref/*.npy "$corpus/" ;;
-import | raise) cp "$root"/test/models/*/ts_fold.onnx "$root"/test/models/*/dynamo.onnx "$corpus/" 2>/dev/null || true ;;
-plans) cp "$root"/test/models/*/config.json "$root"/test/e2e/Inputs/*.json "$corpus/" ;;
-*) echo "fuzz/run.sh: unknown target '$target'" >&2; exit 2 ;;
+npy) seed "$root"/test/models/*/ref/*.npy ;;
+import | raise) seed "$root"/test/models/*/ts_fold.onnx "$root"/test/models/*/dynamo.onnx ;;
+plans) seed "$root"/test/models/*/config.json "$root"/test/e2e/Inputs/*.json ;;
+*)
+  echo "fuzz/run.sh: unknown target '$target'" >&2
+  exit 2
+  ;;
 esac
 
 export ASAN_OPTIONS=detect_leaks=0:detect_odr_violation=0:allow_user_poisoning=0
