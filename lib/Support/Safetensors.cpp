@@ -41,7 +41,10 @@ mlir::tp::readSafetensorsIndex(llvm::StringRef path) {
 
   uint64_t dataStart = 8 + headerSize;
   llvm::StringMap<SafetensorsTensor> tensors;
-  for (const auto &[name, value] : *object) {
+  for (const auto &member : *object) {
+    // Named, not a structured binding: the lambda below captures it.
+    llvm::StringRef name = member.first;
+    const llvm::json::Value &value = member.second;
     if (name == "__metadata__")
       continue;
     auto bad = [&](const llvm::Twine &what) {

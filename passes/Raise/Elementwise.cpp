@@ -167,7 +167,10 @@ std::optional<std::pair<StringRef, double>> Raiser::recognizeFunction(int id) {
        [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
       {"relu_squared", [](double x) { return x > 0 ? x * x : 0.0; }},
   };
-  for (auto [name, g] : known) {
+  for (const auto &entry : known) {
+    // Named, not structured bindings: the lambda below captures them.
+    const char *name = entry.first;
+    Fn g = entry.second;
     double factor = evalExpr(id, 1.5) / g(1.5);
     if (std::isfinite(factor) && factor != 0.0 &&
         matches([&](double x) { return factor * g(x); }))
