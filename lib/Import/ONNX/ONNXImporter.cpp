@@ -482,8 +482,12 @@ Importer::convertAttribute(const onnx::AttributeProto &attr,
     return Attribute(*typed);
   }
   default:
-    return nodeError() << "attribute kind " << attr.type()
-                       << " (graphs, sparse tensors, types) is not supported";
+    // The kind by number and name: the enum must not print as a character.
+    return nodeError() << "attribute '" << attr.name() << "' of kind "
+                       << static_cast<int>(attr.type()) << " ("
+                       << onnx::AttributeProto::AttributeType_Name(attr.type())
+                       << ") is not supported (graphs, sparse tensors and "
+                          "types are not)";
   }
 }
 

@@ -173,3 +173,10 @@ nodes = [
 m = model(nodes, [emb, lm], [ids], [logits])
 m.opset_import.append(helper.make_opsetid("my.custom", 1))
 save(m, "custom_domain.onnx")
+
+# A graph-valued attribute (the kind number, not a raw character, in the
+# message).
+sub = helper.make_graph([], "sub", [], [])
+node = helper.make_node("MatMul", ["x", "w"], ["y"], name="/model/proj/MatMul")
+node.attribute.append(helper.make_attribute("body", sub))
+save(model([node], [w]), "graph_attribute.onnx")
