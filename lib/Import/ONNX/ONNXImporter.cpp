@@ -464,7 +464,10 @@ Importer::convertAttribute(const onnx::AttributeProto &attr,
     if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
       return nodeError() << "external data in a node attribute is not "
                             "supported";
-    FailureOr<RankedTensorType> type = tensorTypeOf(tensor, "constant");
+    // Errors name the node: a constant's tensor often has no name.
+    std::string what = "node '" + node.name() + "' (" + node.op_type() +
+                       "): attribute '" + attr.name() + "': constant";
+    FailureOr<RankedTensorType> type = tensorTypeOf(tensor, what);
     if (failed(type))
       return failure();
     if (tensor.has_raw_data()) {
@@ -476,7 +479,7 @@ Importer::convertAttribute(const onnx::AttributeProto &attr,
       return Attribute(fromRawBytes(*type, tensor.raw_data()));
     }
     FailureOr<DenseElementsAttr> typed =
-        readTypedData(tensor, *type, "constant");
+        readTypedData(tensor, *type, what);
     if (failed(typed))
       return failure();
     return Attribute(*typed);

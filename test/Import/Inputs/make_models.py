@@ -180,3 +180,9 @@ sub = helper.make_graph([], "sub", [], [])
 node = helper.make_node("MatMul", ["x", "w"], ["y"], name="/model/proj/MatMul")
 node.attribute.append(helper.make_attribute("body", sub))
 save(model([node], [w]), "graph_attribute.onnx")
+
+# A Constant node whose tensor has an unsupported data type (complex64).
+bad_const = onnx.TensorProto(data_type=TensorProto.COMPLEX64, dims=[1])
+bad_const.raw_data = b"\x00" * 8
+node = helper.make_node("Constant", [], ["c"], name="/model/const/Constant", value=bad_const)
+save(model([node] + matmul, [w]), "constant_bad_type.onnx")
