@@ -323,6 +323,17 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  // An op raised from an ONNX node carries the node's name; the printed
+  // file location alone would say line 0. Runs first, then lets the
+  // handler above print.
+  ScopedDiagnosticHandler nodeNames(&context, [](Diagnostic &diag) {
+    if (auto name = dyn_cast<NameLoc>(diag.getLocation())) {
+      StringRef node = name.getName().getValue();
+      if (!node.empty() && !StringRef(diag.str()).contains(node))
+        diag.attachNote() << "at ONNX node '" << node << "'";
+    }
+    return failure();
+  });
   if (succeeded(run(context)))
     return 0;
   // No partial result: what this run wrote before it failed goes too.
