@@ -127,6 +127,9 @@ static bool readModelFileInto(llvm::StringRef bytes, ModelFile &result,
     return false;
   }
   std::string modelRest, graphRest;
+  // The graph's other fields, each with its byte range in the file, to say
+  // where a graph protobuf cannot parse.
+  std::vector<Field> graphFields;
   bool sawGraph = false;
   bool ok = walkFields(bytes, 0, bytes.size(), error, [&](const Field &f) {
     if (f.number != kModelGraph ||
@@ -146,6 +149,7 @@ static bool readModelFileInto(llvm::StringRef bytes, ModelFile &result,
           if (g.number != kGraphInitializer ||
               g.wireType != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
             graphRest.append(bytes.data() + g.begin, g.end - g.begin);
+            graphFields.push_back(g);
             return true;
           }
           result.initializers.emplace_back();
@@ -160,7 +164,39 @@ static bool readModelFileInto(llvm::StringRef bytes, ModelFile &result,
   }
   if (!parseInto(result.model, modelRest, "model", error))
     return false;
-  return parseInto(*result.model.mutable_graph(), graphRest, "graph", error);
+  if (parseInto(*result.model.mutable_graph(), graphRest, "graph", error))
+    return true;
+  // Which field: the first that does not parse on its own.
+  for (const Field &g : graphFields) {
+    onnx::GraphProto one;
+    if (one.ParseFromString(
+            std::string(bytes.data() + g.begin, g.end - g.begin)))
+      continue;
+    static const char *const names[] = {nullptr,
+                                        "node",
+                                        "name",
+                                        nullptr,
+                                        nullptr,
+                                        "initializer",
+                                        nullptr,
+                                        nullptr,
+                                        nullptr,
+                                        nullptr,
+                                        "doc_string",
+                                        "input",
+                                        "output",
+                                        "value_info",
+                                        "quantization_annotation",
+                                        "sparse_initializer",
+                                        "metadata_props"};
+    const char *name =
+        g.number > 0 && g.number < 17 ? names[g.number] : nullptr;
+    error = "malformed protobuf: graph field " + std::to_string(g.number) +
+            (name ? std::string(" (") + name + ")" : std::string()) +
+            " at byte offset " + std::to_string(g.begin) + " does not parse";
+    break;
+  }
+  return false;
 }
 
 llvm::Expected<ModelFile>

@@ -186,3 +186,12 @@ bad_const = onnx.TensorProto(data_type=TensorProto.COMPLEX64, dims=[1])
 bad_const.raw_data = b"\x00" * 8
 node = helper.make_node("Constant", [], ["c"], name="/model/const/Constant", value=bad_const)
 save(model([node] + matmul, [w]), "constant_bad_type.onnx")
+
+# A node whose own bytes are malformed (a string field whose length runs
+# past the node): the graph walk sees whole fields; the node does not parse.
+good = model(matmul, [w])
+raw = bytearray(good.SerializeToString())
+name = b"/model/proj/MatMul"
+i = raw.index(name)
+raw[i - 1] = 0x7F  # the name's length byte: 127, past the end of the node
+open(os.path.join(out, "malformed_node.onnx"), "wb").write(bytes(raw))
