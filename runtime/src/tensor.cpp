@@ -10,6 +10,7 @@
 #include <mpi.h>
 #include <new>
 #include <sstream>
+#include <unistd.h>
 
 namespace tprt {
 
@@ -30,6 +31,15 @@ void fatal(const std::string &message) {
   if (mpi && size > 1)
     MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);
+}
+
+uint64_t physicalMemoryBytes() {
+  static const uint64_t bytes = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size)
+                                 : uint64_t(1) << 47;
+  }();
+  return bytes;
 }
 
 size_t dtypeSize(DType dtype) {
@@ -70,8 +80,10 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
     if (d < 0)
       fatal("negative tensor dimension in " + t.describe());
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
-        bytes > (uint64_t(1) << 47))
-      fatal("a tensor of shape " + t.describe() + " is too large to allocate");
+        bytes > physicalMemoryBytes())
+      fatal("a tensor of shape " + t.describe() +
+            " does not fit in this machine's " +
+            std::to_string(physicalMemoryBytes()) + " bytes of memory");
   }
   // new[] without () leaves the bytes uninitialized; at least one byte so
   // that empty tensors are still defined.

@@ -29,6 +29,9 @@ namespace tprt {
 /// and ends the program (all ranks) with a non-zero status.
 [[noreturn]] void fatal(const std::string &message);
 
+/// The machine's physical memory: no single buffer may be larger.
+uint64_t physicalMemoryBytes();
+
 //===----------------------------------------------------------------------===//
 // Tensors
 //===----------------------------------------------------------------------===//

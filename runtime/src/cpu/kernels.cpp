@@ -11,6 +11,7 @@
 #include <cblas.h>
 #include <cmath>
 #include <limits>
+#include <omp.h>
 #include <string>
 #include <vector>
 
@@ -353,13 +354,16 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
   // Per (batch, head): scores = Q K^T and out = P V as two sgemm calls on
   // the packed layout (leading dimensions step over the other heads). Each
   // thread holds one [sq, skv] score matrix: say so if that cannot fit.
-  uint64_t scoreBytes = 0;
+  uint64_t scoreBytes = 0, threads = omp_get_max_threads();
   if (__builtin_mul_overflow(static_cast<uint64_t>(sq) * sizeof(float),
                              static_cast<uint64_t>(skv), &scoreBytes) ||
-      scoreBytes > (uint64_t(1) << 40))
-    fatal("attention: a " + std::to_string(sq) + " x " + std::to_string(skv) +
-          " score matrix per thread is too large (shorter sequences, or "
-          "fewer threads)");
+      __builtin_mul_overflow(scoreBytes, threads, &scoreBytes) ||
+      scoreBytes > physicalMemoryBytes())
+    fatal("attention: " + std::to_string(threads) + " score matrices of " +
+          std::to_string(sq) + " x " + std::to_string(skv) +
+          " floats (one per thread) do not fit in this machine's " +
+          std::to_string(physicalMemoryBytes()) +
+          " bytes of memory (shorter sequences, or fewer threads)");
 #pragma omp parallel
   {
     std::vector<float> scores(sq * skv);
