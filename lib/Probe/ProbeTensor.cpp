@@ -339,7 +339,10 @@ struct Evaluator {
     double s = start->scalar(), l = limit->scalar(), d = delta->scalar();
     if (d == 0)
       return fail("Range with a zero delta");
-    int64_t n = std::max<int64_t>(0, std::ceil((l - s) / d));
+    double count = std::ceil((l - s) / d);
+    if (!std::isfinite(count) || count > double(kMaxElements))
+      return fail("Range of a non-finite or too large length");
+    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
     out.kind = start->kind;
     if (!checkSize({n}, out))
       return false;
@@ -507,8 +510,13 @@ struct Evaluator {
     if (static_cast<int64_t>(perm.size()) != x->rank())
       return fail("Transpose perm has the wrong length");
     SmallVector<int64_t> shape;
-    for (int64_t p : perm)
+    SmallVector<bool> seen(x->rank(), false);
+    for (int64_t p : perm) {
+      if (p < 0 || p >= x->rank() || seen[p])
+        return fail("Transpose perm is not a permutation of the dimensions");
+      seen[p] = true;
       shape.push_back(x->shape[p]);
+    }
     out.kind = x->kind;
     if (!checkSize(shape, out))
       return false;
@@ -678,8 +686,11 @@ struct Evaluator {
         axes.push_back(i);
     bool keep = intAttr("keepdims", 1) != 0;
     SmallVector<int64_t> kept(x->shape.begin(), x->shape.end());
-    for (int64_t a : axes)
+    for (int64_t a : axes) {
+      if (a < 0 || a >= x->rank())
+        return fail(op + " axis out of range");
       kept[a] = 1;
+    }
     out.kind = x->kind;
     if (!checkSize(kept, out))
       return false;

@@ -186,3 +186,26 @@ TEST_F(ProbeTensorTest, SizesDoNotWrap) {
 }
 
 } // namespace
+
+namespace {
+
+TEST_F(ProbeTensorTest, AttributesAreCheckedBeforeIndexing) {
+  EXPECT_NE(error("Transpose", {floats({2, 3}, {0, 1, 2, 3, 4, 5})},
+                  attrs({intsAttr("perm", {0, 7})}))
+                .find("not a permutation"),
+            std::string::npos);
+  EXPECT_NE(error("Transpose", {floats({2, 3}, {0, 1, 2, 3, 4, 5})},
+                  attrs({intsAttr("perm", {1, 1})}))
+                .find("not a permutation"),
+            std::string::npos);
+  EXPECT_NE(
+      error("ReduceSum", {floats({2}, {1, 2})}, attrs({intsAttr("axes", {5})}))
+          .find("axis out of range"),
+      std::string::npos);
+  EXPECT_NE(
+      error("Range", {floats({}, {0}), floats({}, {INFINITY}), floats({}, {1})})
+          .find("non-finite"),
+      std::string::npos);
+}
+
+} // namespace
