@@ -195,8 +195,12 @@ def TPLowerLinear : Pass<"tp-lower-linear", "func::FuncOp"> {
     unannotated or last-dimension-sharded 3-D inputs take `linear`; 2-D
     inputs take `mm`. With `async-tp`, every non-`bmm` linear with a bias
     becomes the `linear` form without it plus a `tp.bias_add`, so that the
-    matmul stays the direct neighbour of its collective. Runs before
-    `tp-partition`, which keeps the forms.
+    matmul stays the direct neighbour of its collective. A row-split linear
+    (weight annotated split on dim 1) always loses its bias that way: its
+    output is a partial sum, and the bias is added once, after the
+    reduction (after the output's layout annotation, where sequence
+    parallelism reduce-scatters), as PyTorch's RowwiseParallel does. Runs
+    before `tp-partition`, which keeps the forms.
   }];
   let options = [
     Option<"asyncTP", "async-tp", "bool", /*default=*/"false",

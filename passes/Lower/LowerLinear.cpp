@@ -43,6 +43,39 @@ FailureOr<bool> shardedOnLeadingDim(LinearOp linear) {
   return false;
 }
 
+/// Whether the weight of `linear` is annotated split on its input features
+/// (Rowwise): its output is a partial sum.
+bool isRowSplit(LinearOp linear) {
+  auto annotated = linear.getWeight().getDefiningOp<shard::ShardOp>();
+  auto sharding =
+      annotated ? annotated.getSharding().getDefiningOp<shard::ShardingOp>()
+                : shard::ShardingOp();
+  if (!sharding)
+    return false;
+  ArrayRef<shard::GridAxesAttr> axes = sharding.getSplitAxes().getAxes();
+  return axes.size() == 2 && !axes[1].empty();
+}
+
+/// Moves `linear`'s bias into a tp.bias_add after its output: after the
+/// output's layout annotation when it has one (sequence parallelism
+/// reduce-scatters there), so the bias is added once, to the whole sum.
+void splitOffBias(LinearOp linear) {
+  Value bias = linear.getBias();
+  Value output = linear.getResult();
+  Operation *after = linear;
+  if (output.hasOneUse())
+    if (auto annotated = dyn_cast<shard::ShardOp>(*output.getUsers().begin()))
+      if (!annotated.getAnnotateForUsers()) {
+        output = annotated.getResult();
+        after = annotated;
+      }
+  linear.getBiasMutable().clear();
+  OpBuilder b(after->getContext());
+  b.setInsertionPointAfter(after);
+  auto add = BiasAddOp::create(b, linear.getLoc(), output, bias);
+  output.replaceAllUsesExcept(add.getResult(), add);
+}
+
 struct TPLowerLinearPass
     : public tp::impl::TPLowerLinearBase<TPLowerLinearPass> {
   using Base::Base;
@@ -66,18 +99,15 @@ struct TPLowerLinearPass
                    << " input sharded on a leading dimension has no form "
                       "(bmm takes 3-D inputs)",
                WalkResult::interrupt();
-      if (asyncTP && form != LinearForm::Bmm && linear.getBias()) {
-        // F.linear without bias, then the bias: the matmul stays next to
-        // the collective that async-TP fuses with it.
-        OpBuilder b(linear);
-        Value bias = linear.getBias();
-        linear.getBiasMutable().clear();
-        linear.setForm(LinearForm::Linear);
-        b.setInsertionPointAfter(linear);
-        auto add =
-            BiasAddOp::create(b, linear.getLoc(), linear.getResult(), bias);
-        linear.getResult().replaceAllUsesExcept(add.getResult(), add);
-        return WalkResult::advance();
+      // A row-split linear's partial sums are reduced before its bias is
+      // added (PyTorch's RowwiseParallel: the bias is replicated and added
+      // once). With async-TP, F.linear without bias, then the bias: the
+      // matmul stays next to the collective that async-TP fuses with it.
+      if (linear.getBias() &&
+          (isRowSplit(linear) || (asyncTP && form != LinearForm::Bmm))) {
+        splitOffBias(linear);
+        if (asyncTP && form != LinearForm::Bmm)
+          form = LinearForm::Linear;
       }
       linear.setForm(form);
       return WalkResult::advance();

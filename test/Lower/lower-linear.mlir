@@ -3,6 +3,8 @@
 // RUN: tp-opt %t/forms.mlir "--tp-lower-linear=async-tp=true" | FileCheck %t/forms.mlir --check-prefix=ASYNC
 // RUN: tp-opt %t/forms.mlir --tp-lower-linear --tp-lower-linear | FileCheck %t/forms.mlir
 // RUN: tp-opt %t/errors.mlir --tp-lower-linear --verify-diagnostics -o /dev/null
+// RUN: tp-opt %t/rowbias.mlir --tp-lower-linear | FileCheck %t/rowbias.mlir
+// RUN: tp-opt %t/rowbias.mlir --tp-lower-linear --tp-partition | FileCheck %t/rowbias.mlir --check-prefix=PART
 
 //--- forms.mlir
 // The TPLinear dispatch: sharded on batch or sequence -> bmm; replicated,
@@ -60,4 +62,28 @@ func.func @rank4(%x: tensor<2x4x8x16xf32>, %w: tensor<8x16xf32>) -> tensor<2x4x8
   // expected-error @+1 {{tp-lower-linear: a rank-4 input sharded on a leading dimension has no form (bmm takes 3-D inputs)}}
   %0 = tp.linear %xs, %w : (tensor<2x4x8x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8x8xf32>
   return %0 : tensor<2x4x8x8xf32>
+}
+
+//--- rowbias.mlir
+// A row-split linear's bias is added once, after the reduction (PyTorch's
+// RowwiseParallel): tp-lower-linear splits it into a tp.bias_add, after the
+// output's layout annotation when there is one (sequence parallelism
+// reduce-scatters there), and tp-partition then reduces before the add.
+shard.grid @tp(shape = 2)
+
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.*]] = tp.linear %{{.*}}, %{{.*}} {form = #tp<linear_form linear>} : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
+// CHECK-NEXT: tp.bias_add %[[Y]], %{{.*}} : tensor<?x?x4xf32>, tensor<4xf32>
+// PART-LABEL: func.func @forward
+// PART: %[[Y:.*]] = tp.linear %{{.*}}, %arg2 {form = #tp<linear_form linear>} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+// PART-NEXT: %[[R:.*]] = shard.all_reduce %[[Y]]
+// PART-NEXT: tp.bias_add %[[R]], %{{.*}} : tensor<?x?x4xf32>, tensor<4xf32>
+func.func @forward(%x: tensor<?x?x4xf32>, %w1: tensor<8x4xf32>, %w2: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<?x?x4xf32> {
+  %col = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+  %row = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %w1c = shard.shard %w1 to %col annotate_for_users : tensor<8x4xf32>
+  %w2r = shard.shard %w2 to %row annotate_for_users : tensor<4x8xf32>
+  %u = tp.linear %x, %w1c : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+  %h = tp.linear %u, %w2r, %b : (tensor<?x?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+  return %h : tensor<?x?x4xf32>
 }

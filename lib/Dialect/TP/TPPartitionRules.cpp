@@ -66,8 +66,9 @@ LogicalResult LinearOp::partition(PartitionState &state) {
     return emitError("tp-partition: a row-split linear needs an input split "
                      "on its last dimension");
   if (getBias())
-    return emitError("tp-partition: a row-split linear with a bias is not "
-                     "supported yet");
+    return emitError("tp-partition: a row-split linear must add its bias "
+                     "after the reduction (run tp-lower-linear, which "
+                     "splits it into a tp.bias_add)");
   state.markPartial(getResult());
   return success();
 }

@@ -7,6 +7,8 @@ end-to-end tests (onnxruntime is their reference):
   gqa.onnx      msft.onnx with com.microsoft GroupQueryAttention (RoPE
                 inside, do_rotary) and the KV-cache inputs and outputs the
                 builder always writes (run with an empty cache)
+  bias.onnx     opset23.onnx with biases on o_proj and down_proj (row-split
+                under the Llama plan: added once, after the reduction)
   msft.onnx     com.microsoft SimplifiedLayerNormalization,
                 SkipSimplifiedLayerNormalization and RotaryEmbedding, as
                 onnxruntime-genai's model builder writes them (scopes
@@ -69,15 +71,18 @@ def positions(g):
     return g.node("Expand", [pos, target], "/model")
 
 
-def linear(g, x, name, fan_in, fan_out, msft):
+def linear(g, x, name, fan_in, fan_out, msft, bias=False):
     # "model.layers.0.attn.q_proj" -> "model/layers.0/attn/q_proj"
     scope = name.replace(".", "/").replace("layers/", "layers.")
     wname = (name + ".MatMul.weight") if msft else f"onnx::MatMul_{len(g.inits)}"
     g.init(wname, w(fan_in, fan_out))
-    return g.node("MatMul", [x, wname], "/" + scope)
+    y = g.node("MatMul", [x, wname], "/" + scope)
+    if bias:
+        y = g.node("Add", [y, g.init(name + ".bias", w(fan_out))], "/" + scope)
+    return y
 
 
-def build(msft, gqa=False):
+def build(msft, gqa=False, bias=False):
     global D
     # onnxruntime's GroupQueryAttention rotary wants head_dim % 16 == 0. The
     # opset-23 model has Llama 3's head_dim and base, where recovering theta
@@ -171,7 +176,7 @@ def build(msft, gqa=False):
             q = g.node("RotaryEmbedding", [q, "cos_cache", "sin_cache", pos], p + f"/{attn}/q_rotary", num_heads=NH)
             k = g.node("RotaryEmbedding", [k, "cos_cache", "sin_cache", pos], p + f"/{attn}/k_rotary", num_heads=KV)
             o = g.node("Attention", [q, k, v, full_mask], p + f"/{attn}", q_num_heads=NH, kv_num_heads=KV)
-        o = linear(g, o, f"model.layers.{l}.{attn}.o_proj", NH * D, H, msft)
+        o = linear(g, o, f"model.layers.{l}.{attn}.o_proj", NH * D, H, msft, bias)
         if msft:
             y, _, _, residual = g.node("SkipSimplifiedLayerNormalization",
                                        [residual, o, f"model.layers.{l}.post_attention_layernorm.weight"],
@@ -183,7 +188,7 @@ def build(msft, gqa=False):
         gate = linear(g, y, f"model.layers.{l}.mlp.gate_proj", H, I, msft)
         up = linear(g, y, f"model.layers.{l}.mlp.up_proj", H, I, msft)
         act = g.node("Mul", [gate, g.node("Sigmoid", [gate], p + "/mlp/act_fn")], p + "/mlp/act_fn")
-        down = linear(g, g.node("Mul", [act, up], p + "/mlp"), f"model.layers.{l}.mlp.down_proj", I, H, msft)
+        down = linear(g, g.node("Mul", [act, up], p + "/mlp"), f"model.layers.{l}.mlp.down_proj", I, H, msft, bias)
         if msft:
             skip_pending = down
         else:
@@ -210,10 +215,11 @@ def build(msft, gqa=False):
     graph = helper.make_graph(g.nodes, "fused", inputs, outputs, initializer=g.inits)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)] if msft else [helper.make_opsetid("", 23)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
-    name = "gqa.onnx" if gqa else "msft.onnx" if msft else "opset23.onnx"
+    name = "gqa.onnx" if gqa else "msft.onnx" if msft else "bias.onnx" if bias else "opset23.onnx"
     save(model, os.path.join(out, name))
 
 
 build(False)
 build(True)
 build(True, gqa=True)
+build(False, bias=True)
