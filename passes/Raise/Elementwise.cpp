@@ -176,6 +176,18 @@ std::optional<std::pair<StringRef, double>> Raiser::recognizeFunction(int id) {
         matches([&](double x) { return factor * g(x); }))
       return std::make_pair(StringRef(name), roundSignificant(factor));
   }
+  // cap * tanh(x / cap), Gemma's logit soft-capping: the cap is where the
+  // function saturates; the result is the cap, not a factor.
+  double cap = evalExpr(id, 1e9);
+  if (std::isfinite(cap) && cap > 0 &&
+      std::fabs(evalExpr(id, -1e9) + cap) <= 1e-6 * cap) {
+    auto softcap = [cap](double x) { return cap * std::tanh(x / cap); };
+    bool wide = true;
+    for (double x : {-4 * cap, -cap, -cap / 3, cap / 3, cap, 4 * cap})
+      wide &= std::fabs(evalExpr(id, x) - softcap(x)) <= 1e-5 * cap;
+    if (wide && matches(softcap))
+      return std::make_pair(StringRef("softcap"), roundSignificant(cap));
+  }
   return std::nullopt;
 }
 
@@ -192,7 +204,8 @@ LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
                               "node (f(1) = "
                            << evalExpr(id, 1.0)
                            << ", f(-1) = " << evalExpr(id, -1.0)
-                           << ") is not SiLU, GELU, squared ReLU or a scale";
+                           << ") is not SiLU, GELU, squared ReLU, "
+                              "soft-capping or a scale";
   auto [match, c] = *known;
   Value y = x;
   if (match == "silu")
@@ -204,7 +217,9 @@ LogicalResult Raiser::materialize(NodeOp node, Abstract &a) {
                                                 : GeluApproximation::Tanh));
   else if (match == "relu_squared")
     y = ReluSquaredOp::create(builder, loc, x);
-  if (c != 1.0)
+  else if (match == "softcap")
+    y = SoftcapOp::create(builder, loc, x, builder.getF64FloatAttr(c));
+  if (c != 1.0 && match != "softcap")
     y = ScaleOp::create(builder, loc, y, builder.getF64FloatAttr(c));
   result.value = y;
   a.kind = Abstract::Act;

@@ -498,6 +498,12 @@ LogicalResult Raiser::finish() {
     // pass over the whole sequence.
     if (a && a->kind == Abstract::KVCache)
       continue;
+    // An expression on the output (Gemma's final soft-capping) is raised
+    // here, where nothing extends it further.
+    if (a && a->kind == Abstract::Elementwise)
+      if (auto node = v.getDefiningOp<NodeOp>())
+        if (failed(materialize(node, *a)))
+          return failure();
     if (!a || a->kind != Abstract::Act || a->act.layout != Layout::Packed)
       return ret.emitError("a graph output is not a raised activation "
                            "[batch, seq, features]");

@@ -254,7 +254,7 @@ TEST(Kernels, QueryThatSeesNoKeyIsZero) {
 
 TEST(Kernels, Activations) {
   Tensor x = randomTensor({37}, 15, -6, 6);
-  std::vector<double> s, gt, ge, r2, sc;
+  std::vector<double> s, gt, ge, r2, sc, cap;
   for (int i = 0; i < 37; ++i) {
     double v = x.f32()[i];
     s.push_back(v / (1 + std::exp(-v)));
@@ -264,12 +264,14 @@ TEST(Kernels, Activations) {
     ge.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
     r2.push_back(v > 0 ? v * v : 0);
     sc.push_back(v * 8.0);
+    cap.push_back(3.0 * std::tanh(v / 3.0));
   }
   expectClose(silu(ctx(), x), s);
   expectClose(gelu(ctx(), x, true), gt);
   expectClose(gelu(ctx(), x, false), ge);
   expectClose(relu_squared(ctx(), x), r2);
   expectClose(scale(ctx(), x, 8.0), sc);
+  expectClose(softcap(ctx(), x, 3.0), cap);
   Tensor y = randomTensor({37}, 16);
   std::vector<double> sum, prod;
   for (int i = 0; i < 37; ++i) {

@@ -360,5 +360,9 @@ LogicalResult ScaleOp::verify() {
   return success();
 }
 
+LogicalResult SoftcapOp::verify() {
+  return verifyPositive(*this, "cap", getCap().convertToDouble());
+}
+
 #define GET_OP_CLASSES
 #include "tpopt/Dialect/TP/TPOps.cpp.inc"

@@ -235,6 +235,18 @@ LogicalResult MulOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeSignature kSoftcap[] = {
+    {"tprt::softcap", kTensorAndF64}};
+
+ArrayRef<RuntimeSignature> SoftcapOp::getRuntimeSignatures() {
+  return kSoftcap;
+}
+
+LogicalResult SoftcapOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kSoftcap[0]).tensor(getX()).f64(getCap().convertToDouble());
+  return success();
+}
+
 static constexpr RuntimeSignature kScale[] = {{"tprt::scale", kTensorAndF64}};
 
 ArrayRef<RuntimeSignature> ScaleOp::getRuntimeSignatures() { return kScale; }

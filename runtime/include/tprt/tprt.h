@@ -224,6 +224,8 @@ Tensor relu_squared(Context &ctx, const Tensor &x);
 Tensor add(Context &ctx, const Tensor &a, const Tensor &b);
 Tensor mul(Context &ctx, const Tensor &a, const Tensor &b);
 Tensor scale(Context &ctx, const Tensor &x, double factor);
+/// cap * tanh(x / cap) (Gemma's final logit soft-capping).
+Tensor softcap(Context &ctx, const Tensor &x, double cap);
 
 //===----------------------------------------------------------------------===//
 // .npy files

@@ -446,4 +446,9 @@ Tensor scale(Context &, const Tensor &x, double factor) {
   return unaryMap(x, "scale", [f](float v) { return v * f; });
 }
 
+Tensor softcap(Context &, const Tensor &x, double cap) {
+  float c = static_cast<float>(cap);
+  return unaryMap(x, "softcap", [c](float v) { return c * std::tanh(v / c); });
+}
+
 } // namespace tprt

@@ -405,3 +405,11 @@ func.func @bias_add_features(%x: tensor<2x4x32xf32>, %b: tensor<16xf32>) {
   %0 = tp.bias_add %x, %b : tensor<2x4x32xf32>, tensor<16xf32>
   return
 }
+
+// -----
+
+func.func @softcap_cap(%a: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'cap' must be positive and finite, got 0}}
+  %0 = tp.softcap %a cap 0.0 : tensor<2x8x64xf32>
+  return
+}

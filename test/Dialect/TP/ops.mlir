@@ -19,6 +19,8 @@ func.func @blocks(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>,
   %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<256x64xf32>) -> tensor<?x?x64xf32>
   // CHECK: tp.scale %[[H]] by 8.000000e+00 : tensor<?x?x64xf32>
   %hs = tp.scale %h by 8.0 : tensor<?x?x64xf32>
+  // CHECK: tp.softcap %[[H]] cap 3.000000e+01 : tensor<?x?x64xf32>
+  %hc = tp.softcap %h cap 30.0 : tensor<?x?x64xf32>
   // CHECK: tp.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
   %n = tp.rms_norm %hs, %norm {epsilon = 1.0e-6 : f64, weight_offset = 1.0 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
   // CHECK: tp.linear %{{.*}}, %[[WQ]] : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>

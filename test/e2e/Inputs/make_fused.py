@@ -7,6 +7,8 @@ end-to-end tests (onnxruntime is their reference):
   gqa.onnx      msft.onnx with com.microsoft GroupQueryAttention (RoPE
                 inside, do_rotary) and the KV-cache inputs and outputs the
                 builder always writes (run with an empty cache)
+  softcap.onnx  opset23.onnx with Gemma's final logit soft-capping
+                (cap * tanh(logits / cap), cap 2)
   bias.onnx     opset23.onnx with biases on o_proj and down_proj (row-split
                 under the Llama plan: added once, after the reduction)
   msft.onnx     com.microsoft SimplifiedLayerNormalization,
@@ -82,7 +84,7 @@ def linear(g, x, name, fan_in, fan_out, msft, bias=False):
     return y
 
 
-def build(msft, gqa=False, bias=False):
+def build(msft, gqa=False, bias=False, softcap=None):
     global D
     # onnxruntime's GroupQueryAttention rotary wants head_dim % 16 == 0. The
     # opset-23 model has Llama 3's head_dim and base, where recovering theta
@@ -199,8 +201,14 @@ def build(msft, gqa=False, bias=False):
                             "/model/norm", domain="com.microsoft", outputs=4, epsilon=1e-6)
     else:
         f = g.node("RMSNormalization", [residual, "model.norm.weight"], "/model/norm", axis=-1, epsilon=1e-6)
+    lm_out = "logits" if softcap is None else "lm_head_out"
     g.nodes.append(helper.make_node("MatMul", [f, g.init("lm_head.MatMul.weight" if msft else "onnx::MatMul_lm", w(H, V))],
-                                    ["logits"], name="/lm_head/MatMul"))
+                                    [lm_out], name="/lm_head/MatMul"))
+    if softcap is not None:
+        # Gemma's final_logit_softcapping: cap * tanh(logits / cap).
+        cap = g.init("softcap", np.array(softcap, np.float32))
+        t = g.node("Tanh", [g.node("Div", [lm_out, cap], "")], "")
+        g.nodes.append(helper.make_node("Mul", [t, cap], ["logits"], name="/softcap/Mul"))
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
               helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", V])]
@@ -215,7 +223,8 @@ def build(msft, gqa=False, bias=False):
     graph = helper.make_graph(g.nodes, "fused", inputs, outputs, initializer=g.inits)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)] if msft else [helper.make_opsetid("", 23)]
     model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
-    name = "gqa.onnx" if gqa else "msft.onnx" if msft else "bias.onnx" if bias else "opset23.onnx"
+    name = ("gqa.onnx" if gqa else "msft.onnx" if msft else "bias.onnx" if bias
+            else "softcap.onnx" if softcap is not None else "opset23.onnx")
     save(model, os.path.join(out, name))
 
 
@@ -223,3 +232,4 @@ build(False)
 build(True)
 build(True, gqa=True)
 build(False, bias=True)
+build(False, softcap=2.0)

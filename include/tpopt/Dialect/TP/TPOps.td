@@ -295,6 +295,21 @@ def TP_GeluOp : TP_UnaryElementwiseOp<"gelu", [TP_Partitioned]> {
   }];
 }
 
+def TP_SoftcapOp : TP_UnaryElementwiseOp<"softcap", [TP_Partitioned]> {
+  let summary = "Soft-capping cap * tanh(x / cap)";
+  let description = [{
+    Squashes `x` smoothly into `(-cap, cap)`: Gemma's final logit
+    soft-capping (`final_logit_softcapping`) on the logits.
+
+    ```mlir
+    %c = tp.softcap %logits cap 3.0e+01 : tensor<?x?x256xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, F64Attr:$cap);
+  let assemblyFormat = "$x `cap` $cap attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 def TP_ScaleOp : TP_UnaryElementwiseOp<"scale", [TP_PartitionedLinearly]> {
   let summary = "Multiplication by a compile-time constant";
   let description = [{
