@@ -287,16 +287,13 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<func::FuncOp> entry =
-        lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+    FailureOr<func::FuncOp> entry = requireEntry<func::FuncOp>(
+        module, kForwardEntry,
+        "expected one func.func @forward (the entry tp.entry = "
+        "\"forward\"), found 0");
     if (failed(entry))
       return signalPassFailure();
     func::FuncOp func = *entry;
-    if (!func) {
-      module.emitError("expected one func.func @forward (the entry "
-                       "tp.entry = \"forward\"), found 0");
-      return signalPassFailure();
-    }
     if (failed(checkLowerable(func)))
       return signalPassFailure();
 

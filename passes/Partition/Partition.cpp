@@ -35,11 +35,10 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto grid = module.lookupSymbol<shard::GridOp>("tp");
-    FailureOr<func::FuncOp> entry =
-        lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+    FailureOr<FunctionOpInterface> entry = lookupEntry(module, kForwardEntry);
     if (failed(entry))
       return signalPassFailure();
-    func::FuncOp func = *entry;
+    auto func = dyn_cast_or_null<func::FuncOp>(entry->getOperation());
     if (!grid || !func || grid.getShape().size() != 1 ||
         ShapedType::isDynamic(grid.getShape()[0])) {
       module.emitError("tp-partition: expected shard.grid @tp of one static "

@@ -99,13 +99,11 @@ void writeParameters(func::FuncOp func, raw_ostream &os, uint64_t &localBytes,
 
 FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
                                                 int64_t ranks) {
-  FailureOr<func::FuncOp> entry =
-      lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+  FailureOr<func::FuncOp> entry = requireEntry<func::FuncOp>(
+      module, kForwardEntry, "plan report: no func.func @forward");
   if (failed(entry))
     return failure();
   func::FuncOp func = *entry;
-  if (!func)
-    return module.emitError("plan report: no func.func @forward");
   std::string table;
   llvm::raw_string_ostream os(table);
   uint64_t localBytes = 0, globalBytes = 0;

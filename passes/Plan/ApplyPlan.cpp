@@ -91,16 +91,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     loraBaseOfSum.clear();
     planError.clear();
     ModuleOp module = getOperation();
-    FailureOr<func::FuncOp> entry =
-        lookupEntryAs<func::FuncOp>(module, kForwardEntry);
+    FailureOr<func::FuncOp> entry = requireEntry<func::FuncOp>(
+        module, kForwardEntry,
+        "tp-apply-plan: no func.func @forward (run --tp-raise-onnx first)");
     if (failed(entry))
       return signalPassFailure();
     func::FuncOp func = *entry;
-    if (!func) {
-      module.emitError("tp-apply-plan: no func.func @forward (run "
-                       "--tp-raise-onnx first)");
-      return signalPassFailure();
-    }
     std::string planName = plan;
     if (plan == "auto") {
       // The architecture's plan: what raising recognised.

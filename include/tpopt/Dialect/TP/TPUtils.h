@@ -31,14 +31,17 @@ bool isEntryRole(StringRef role);
 /// none; failure (an error on the module) when two are marked alike.
 FailureOr<FunctionOpInterface> lookupEntry(ModuleOp module, StringRef role);
 
-/// The `role` entry point as a func.func: null when there is none (the
-/// caller says what it needs), failure after an error.
+/// The `role` entry point as a FuncOpT; when there is none, failure with
+/// `missing` as the error on the module (what the caller needs it for).
 template <typename FuncOpT>
-FailureOr<FuncOpT> lookupEntryAs(ModuleOp module, StringRef role) {
+FailureOr<FuncOpT> requireEntry(ModuleOp module, StringRef role,
+                                const Twine &missing) {
   FailureOr<FunctionOpInterface> entry = lookupEntry(module, role);
   if (failed(entry))
     return failure();
-  return dyn_cast_or_null<FuncOpT>(entry->getOperation());
+  if (auto func = dyn_cast_or_null<FuncOpT>(entry->getOperation()))
+    return func;
+  return module.emitError(missing);
 }
 
 } // namespace mlir::tp
