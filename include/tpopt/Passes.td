@@ -113,7 +113,17 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     With `lora-rank=R`, every targeted `tp.linear` `y = x W^T` becomes
     `y + ((x A^T) * alpha / R) B^T` with new parameters
     `<module>.lora_A.weight` [R, in] and `<module>.lora_B.weight` [out, R]
-    (sources in `lora-weights`), placed as NeMo's LoRA styles do: under a
+    (sources in `lora-weights`). With `lora-adapter=DIR`, PEFT's
+    `adapter_config.json` decides instead, by PEFT's rules: which linears
+    (`target_modules` as names, suffixes, a regular expression or
+    `all-linear`; `exclude_modules`; `layers_to_transform`), the rank and
+    alpha of each (`rank_pattern`, `alpha_pattern`), the scale (alpha / r,
+    or alpha / sqrt(r) with `use_rslora`), a `lora_B` bias (`lora_bias`,
+    added as `tp.bias_add` of the scaled bias after the module's output
+    layout), and the base tensors the adapter replaces (trained biases,
+    `modules_to_save` copies: their sources point into the adapter); an
+    adapter tensor the program does not use is an error. The factors are
+    placed as NeMo's LoRA styles do: under a
     Colwise module A and B are both split on dim 0 and `x A^T` is annotated
     replicated for its users (all-gathered over R); under a Rowwise module
     both are split on dim 1 and `x A^T` is annotated split on its last
@@ -145,6 +155,10 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     Option<"loraWeights", "lora-weights", "std::string", /*default=*/"\"\"",
            "The adapter's safetensors file (PEFT's "
            "adapter_model.safetensors); the LoRA parameters read from it">,
+    Option<"loraAdapter", "lora-adapter", "std::string", /*default=*/"\"\"",
+           "A PEFT adapter directory (adapter_config.json and "
+           "adapter_model.safetensors): rank, alpha, targets and weights "
+           "as PEFT reads them (instead of the lora-* options)">,
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }

@@ -47,6 +47,7 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     plan.loraAlpha = options.loraAlpha;
     plan.loraTargets = options.loraTargets;
     plan.loraWeights = options.loraWeights;
+    plan.loraAdapter = options.loraAdapter;
     pm.addPass(createTPApplyPlan(plan));
   }
   TPLowerLinearOptions linear;

@@ -1,18 +1,33 @@
 //===- LoRAAdapter.cpp - PEFT LoRA adapters -------------------------------===//
+//
+// PEFT's LoraConfig as peft 0.21 interprets it. The matching rules follow
+// peft/tuners/tuners_utils.py (check_target_module_exists) and
+// peft/utils/other.py (get_pattern_key, _set_trainable); the scale follows
+// peft/tuners/lora/layer.py (update_layer).
+//
+//===----------------------------------------------------------------------===//
 
 #include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Plan/Plan.h"
 
-#include "llvm/Support/FileSystem.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Regex.h"
+
+#include <cmath>
 
 using namespace mlir::tp;
+using llvm::StringRef;
+
+static constexpr StringRef kPEFTPrefix = "base_model.model.";
 
 const llvm::StringMapEntry<SafetensorsTensor> *
 mlir::tp::findLoRAFactor(const llvm::StringMap<SafetensorsTensor> &adapter,
-                         llvm::StringRef module, llvm::StringRef factor) {
-  std::string bare = (module + "." + factor + ".weight").str();
-  for (const std::string &key : {"base_model.model." + bare, bare}) {
+                         StringRef module, StringRef factor, StringRef param) {
+  std::string bare = (module + "." + factor + "." + param).str();
+  for (const std::string &key : {kPEFTPrefix.str() + bare, bare}) {
     auto it = adapter.find(key);
     if (it != adapter.end())
       return &*it;
@@ -20,47 +35,472 @@ mlir::tp::findLoRAFactor(const llvm::StringMap<SafetensorsTensor> &adapter,
   return nullptr;
 }
 
-llvm::Expected<LoRAConfig> mlir::tp::readPEFTConfig(llvm::StringRef path) {
+std::string mlir::tp::replacedParameter(StringRef key) {
+  key.consume_front(kPEFTPrefix);
+  for (StringRef factor : {".lora_A.", ".lora_B."})
+    if (key.contains(factor))
+      return "";
+  // PEFT's names of the wrapped base layer and of a modules_to_save copy.
+  std::string name = key.str();
+  for (StringRef wrapper : {".base_layer.", ".modules_to_save.default."})
+    if (size_t at = name.find(wrapper.str()); at != std::string::npos)
+      name.replace(at, wrapper.size(), ".");
+  return name;
+}
+
+llvm::Expected<std::string> mlir::tp::pythonRegexToPOSIX(StringRef pattern) {
+  auto fail = [&](const llvm::Twine &what) {
+    return llvm::createStringError("regular expression '" + pattern +
+                                   "': " + what + " has no POSIX form");
+  };
+  std::string out;
+  bool inBracket = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\') {
+      if (i + 1 == pattern.size())
+        return fail("a trailing backslash");
+      char e = pattern[++i];
+      const char *cls = e == 'd'   ? "0-9"
+                        : e == 'w' ? "A-Za-z0-9_"
+                        : e == 's' ? "[:space:]"
+                                   : nullptr;
+      if (cls) {
+        out += inBracket ? std::string(cls) : "[" + std::string(cls) + "]";
+      } else if (!inBracket && (e == 'D' || e == 'W' || e == 'S')) {
+        out += e == 'D'   ? "[^0-9]"
+               : e == 'W' ? "[^A-Za-z0-9_]"
+                          : "[^[:space:]]";
+      } else if (llvm::isAlnum(e)) {
+        return fail(llvm::Twine("the escape '\\") + llvm::Twine(e) + "'");
+      } else if (inBracket) {
+        // POSIX brackets have no escapes: a literal is itself, except the
+        // characters that mean something there.
+        if (e == ']' || e == '^' || e == '-' || e == '\\')
+          return fail(llvm::Twine("'\\") + llvm::Twine(e) +
+                      "' inside brackets");
+        out += e;
+      } else {
+        out += '\\';
+        out += e;
+      }
+      continue;
+    }
+    if (inBracket) {
+      if (c == ']')
+        inBracket = false;
+      out += c;
+      continue;
+    }
+    if (c == '[') {
+      inBracket = true;
+      out += c;
+      // A leading ']' (or '^]') is a literal, not the end.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^')
+        out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']')
+        out += pattern[++i];
+      continue;
+    }
+    if (c == '(' && i + 1 < pattern.size() && pattern[i + 1] == '?')
+      return fail("the group '(?'");
+    // Lazy quantifiers: whether a full match exists does not depend on it.
+    if (c == '?' && i > 0 && llvm::is_contained("*+?}", pattern[i - 1]) &&
+        !(i > 1 && pattern[i - 2] == '\\'))
+      continue;
+    out += c;
+  }
+  if (inBracket)
+    return fail("an unclosed '['");
+  return "^(" + out + ")$";
+}
+
+namespace {
+
+/// Whether `name` matches Python regex `pattern` in full; PEFT's rules
+/// wrap a user's pattern in `prefix`...`suffix` first.
+bool fullMatch(StringRef pattern, StringRef name, StringRef prefix = "",
+               StringRef suffix = "") {
+  llvm::Expected<std::string> posix =
+      pythonRegexToPOSIX((prefix + "(" + pattern + ")" + suffix).str());
+  if (!posix) {
+    // Patterns are checked when the configuration is read.
+    llvm::consumeError(posix.takeError());
+    return false;
+  }
+  return llvm::Regex(*posix).match(name);
+}
+
+bool isAllDigits(StringRef s) {
+  return !s.empty() && llvm::all_of(s, llvm::isDigit);
+}
+
+/// PEFT's layer index of a module name: the first numbered component after
+/// a component named by `patterns` (any component when empty).
+std::optional<int64_t> layerIndex(StringRef module,
+                                  llvm::ArrayRef<std::string> patterns) {
+  llvm::SmallVector<StringRef> parts;
+  module.split(parts, '.');
+  auto indexAfter = [&](auto prefixMatches) -> std::optional<int64_t> {
+    for (size_t i = 1; i + 1 < parts.size(); ++i) {
+      if (!isAllDigits(parts[i]))
+        continue;
+      std::string prefix = llvm::join(llvm::ArrayRef(parts).take_front(i), ".");
+      if (prefixMatches(prefix)) {
+        int64_t index = 0;
+        if (!parts[i].getAsInteger(10, index))
+          return index;
+      }
+    }
+    return std::nullopt;
+  };
+  if (patterns.empty())
+    // `.*?\.[^.]*\.(\d+)\.`: a component, then the number.
+    return indexAfter([](StringRef prefix) { return prefix.contains('.'); });
+  for (const std::string &pattern : patterns)
+    if (auto index = indexAfter([&](StringRef prefix) {
+          return fullMatch(pattern, prefix, "(.*\\.)?");
+        }))
+      return index;
+  return std::nullopt;
+}
+
+} // namespace
+
+LoRAConfig LoRAConfig::fromOptions(int64_t rank, double alpha,
+                                   StringRef targets) {
+  LoRAConfig config;
+  config.rank = rank;
+  config.alpha = alpha;
+  config.origin = "lora-targets '" + targets.str() + "'";
+  if (targets == "all-linear")
+    return config;
+  config.targetKind = Targets::LastComponentGlobs;
+  llvm::SmallVector<StringRef> names;
+  targets.split(names, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef name : names)
+    config.targets.push_back(name.trim().str());
+  return config;
+}
+
+bool LoRAConfig::isModuleToSave(StringRef module) const {
+  return llvm::any_of(
+      modulesToSave, [&](const std::string &m) { return module.ends_with(m); });
+}
+
+llvm::Expected<std::optional<LoRAConfig::ModuleLoRA>>
+LoRAConfig::lookup(StringRef module, bool isOutputLayer) const {
+  auto endsWithComponent = [&](StringRef name) {
+    return module == name || module.ends_with(("." + name).str());
+  };
+  if (excludeIsRegex ? fullMatch(exclude.front(), module)
+                     : llvm::any_of(exclude, endsWithComponent))
+    return std::nullopt;
+  // PEFT never puts an adapter on a modules_to_save module.
+  if (llvm::any_of(modulesToSave, [&](const std::string &m) {
+        return fullMatch(m, module, "(.*\\.)?", "(\\..*)?");
+      }))
+    return std::nullopt;
+
+  bool found = false;
+  switch (targetKind) {
+  case Targets::AllLinear:
+    found = !isOutputLayer;
+    break;
+  case Targets::Regex:
+    found = fullMatch(targets.front(), module);
+    break;
+  case Targets::LastComponentGlobs: {
+    StringRef last = module.rsplit('.').second;
+    if (last.empty())
+      last = module;
+    found = llvm::any_of(targets, [&](const std::string &name) {
+      llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(name);
+      if (!glob) {
+        llvm::consumeError(glob.takeError());
+        return name == last;
+      }
+      return glob->match(last);
+    });
+    break;
+  }
+  case Targets::Names:
+    if (llvm::is_contained(targets, module)) {
+      // A full name is taken as it is, whatever layers_to_transform says.
+      found = true;
+      break;
+    }
+    found = llvm::any_of(targets, [&](const std::string &name) {
+      return module.ends_with(("." + name));
+    });
+    if (found && !layers.empty()) {
+      std::optional<int64_t> index = layerIndex(module, layersPattern);
+      found = index && llvm::is_contained(layers, *index);
+    }
+    break;
+  }
+  if (!found)
+    return std::nullopt;
+
+  // The first pattern key matching the name's tail wins in PEFT; a JSON
+  // object's order is not kept, so two keys that disagree are an error.
+  auto byPattern = [&](const auto &patterns, auto fallback,
+                       StringRef field) -> llvm::Expected<decltype(fallback)> {
+    std::optional<std::pair<std::string, decltype(fallback)>> chosen;
+    for (const auto &[key, value] : patterns) {
+      if (!fullMatch(key, module, "(.*\\.)?"))
+        continue;
+      if (chosen && chosen->second != value)
+        return llvm::createStringError(
+            origin + ": " + field + " keys '" + chosen->first + "' and '" +
+            key + "' both match module '" + module +
+            "' with different values (PEFT takes the first in file order; "
+            "keep one)");
+      chosen = {key, value};
+    }
+    return chosen ? chosen->second : fallback;
+  };
+  llvm::Expected<int64_t> r = byPattern(rankPattern, rank, "rank_pattern");
+  if (!r)
+    return r.takeError();
+  llvm::Expected<double> a = byPattern(alphaPattern, alpha, "alpha_pattern");
+  if (!a)
+    return a.takeError();
+  if (*r < 1)
+    return llvm::createStringError(origin + ": the rank of module '" + module +
+                                   "' is " + llvm::Twine(*r) +
+                                   ", not positive");
+  double scale = useRslora ? *a / std::sqrt(static_cast<double>(*r)) : *a / *r;
+  return std::optional<ModuleLoRA>(ModuleLoRA{*r, *a, scale});
+}
+
+llvm::Expected<LoRAConfig> mlir::tp::readPEFTConfig(StringRef path) {
   llvm::Expected<llvm::json::Object> json = readJSONObject(path);
   if (!json)
     return json.takeError();
-  auto fail = [&](const llvm::Twine &what) {
-    return llvm::createStringError("'" + path + "': " + what);
-  };
-  if (std::optional<llvm::StringRef> type = json->getString("peft_type"))
-    if (*type != "LORA")
-      return fail("peft_type is '" + *type + "', not LORA");
-  if (json->getBoolean("use_dora").value_or(false))
-    return fail("use_dora: DoRA is not supported");
   LoRAConfig config;
-  std::optional<int64_t> rank = json->getInteger("r");
-  std::optional<double> alpha = json->getNumber("lora_alpha");
-  if (!rank || *rank < 1)
+  config.origin = "'" + path.str() + "'";
+  auto fail = [&](const llvm::Twine &what) {
+    return llvm::createStringError(config.origin + ": " + what);
+  };
+  auto notSupported = [&](StringRef field, const llvm::Twine &what) {
+    return fail(field + ": " + what + " is not supported");
+  };
+  /// A list of strings, or a string when `orString`.
+  auto strings = [&](StringRef field, const llvm::json::Value &v,
+                     std::vector<std::string> &out,
+                     bool &isString) -> llvm::Error {
+    isString = false;
+    if (std::optional<StringRef> s = v.getAsString()) {
+      out.push_back(s->str());
+      isString = true;
+      return llvm::Error::success();
+    }
+    const llvm::json::Array *list = v.getAsArray();
+    if (!list)
+      return fail(field + " must be a string or a list of strings");
+    for (const llvm::json::Value &item : *list) {
+      std::optional<StringRef> s = item.getAsString();
+      if (!s)
+        return fail(field + " holds a non-string");
+      out.push_back(s->str());
+    }
+    return llvm::Error::success();
+  };
+  auto checkRegex = [&](StringRef field, StringRef pattern) -> llvm::Error {
+    if (llvm::Expected<std::string> posix = pythonRegexToPOSIX(pattern); !posix)
+      return fail(field + ": " + llvm::toString(posix.takeError()));
+    return llvm::Error::success();
+  };
+
+  std::optional<int64_t> rank;
+  std::optional<double> alpha;
+  bool sawTargets = false;
+  for (const auto &[keyRef, value] : *json) {
+    StringRef key = keyRef;
+    bool isNull = value.kind() == llvm::json::Value::Null;
+    auto isFalse = [&] { return isNull || value.getAsBoolean() == false; };
+    auto isEmpty = [&] {
+      if (isNull)
+        return true;
+      if (const llvm::json::Object *o = value.getAsObject())
+        return o->empty();
+      if (const llvm::json::Array *a = value.getAsArray())
+        return a->empty();
+      return false;
+    };
+    if (key == "peft_type") {
+      if (value.getAsString() != StringRef("LORA"))
+        return fail("peft_type is not LORA");
+    } else if (key == "task_type") {
+      if (!isNull && value.getAsString() != StringRef("CAUSAL_LM"))
+        return notSupported(key, "a task other than CAUSAL_LM");
+    } else if (llvm::is_contained({"auto_mapping", "peft_version",
+                                   "base_model_name_or_path", "revision",
+                                   "inference_mode", "megatron_core",
+                                   "qalora_group_size"},
+                                  key)) {
+      // Provenance, or settings of features that are off (checked below).
+    } else if (key == "r") {
+      rank = value.getAsInteger();
+      if (!rank || *rank < 1)
+        return fail("r must be a positive integer");
+    } else if (key == "lora_alpha") {
+      alpha = value.getAsNumber();
+      if (!alpha)
+        return fail("lora_alpha must be a number");
+    } else if (key == "use_rslora") {
+      config.useRslora = value.getAsBoolean().value_or(false);
+    } else if (key == "lora_dropout") {
+      config.dropout = value.getAsNumber().value_or(0);
+    } else if (key == "target_modules") {
+      if (isNull)
+        return fail("no target_modules");
+      sawTargets = true;
+      bool isString;
+      if (llvm::Error e = strings(key, value, config.targets, isString))
+        return std::move(e);
+      if (isString &&
+          StringRef(config.targets.front()).equals_insensitive("all-linear")) {
+        config.targetKind = LoRAConfig::Targets::AllLinear;
+        config.targets.clear();
+      } else if (isString) {
+        config.targetKind = LoRAConfig::Targets::Regex;
+        if (llvm::Error e = checkRegex(key, config.targets.front()))
+          return std::move(e);
+      } else {
+        config.targetKind = LoRAConfig::Targets::Names;
+        if (config.targets.empty())
+          return fail("target_modules is empty");
+      }
+    } else if (key == "exclude_modules") {
+      if (isNull)
+        continue;
+      if (llvm::Error e =
+              strings(key, value, config.exclude, config.excludeIsRegex))
+        return std::move(e);
+      if (config.excludeIsRegex)
+        if (llvm::Error e = checkRegex(key, config.exclude.front()))
+          return std::move(e);
+    } else if (key == "layers_to_transform") {
+      if (isNull)
+        continue;
+      if (std::optional<int64_t> layer = value.getAsInteger()) {
+        config.layers.push_back(*layer);
+      } else if (const llvm::json::Array *list = value.getAsArray()) {
+        for (const llvm::json::Value &item : *list) {
+          std::optional<int64_t> layer = item.getAsInteger();
+          if (!layer)
+            return fail("layers_to_transform holds a non-integer");
+          config.layers.push_back(*layer);
+        }
+      } else {
+        return fail("layers_to_transform must be an integer or a list");
+      }
+    } else if (key == "layers_pattern") {
+      if (isNull)
+        continue;
+      bool isString;
+      if (llvm::Error e = strings(key, value, config.layersPattern, isString))
+        return std::move(e);
+      for (const std::string &p : config.layersPattern)
+        if (llvm::Error e = checkRegex(key, p))
+          return std::move(e);
+    } else if (key == "rank_pattern" || key == "alpha_pattern") {
+      if (isNull)
+        continue;
+      const llvm::json::Object *patterns = value.getAsObject();
+      if (!patterns)
+        return fail(key + " must be an object");
+      for (const auto &[pattern, v] : *patterns) {
+        if (llvm::Error e = checkRegex(key, pattern))
+          return std::move(e);
+        if (key == "rank_pattern") {
+          std::optional<int64_t> r = v.getAsInteger();
+          if (!r || *r < 1)
+            return fail("rank_pattern '" + pattern.str() +
+                        "' must map to a positive integer");
+          config.rankPattern.push_back({pattern.str(), *r});
+        } else {
+          std::optional<double> a = v.getAsNumber();
+          if (!a)
+            return fail("alpha_pattern '" + pattern.str() +
+                        "' must map to a number");
+          config.alphaPattern.push_back({pattern.str(), *a});
+        }
+      }
+    } else if (key == "lora_bias") {
+      config.loraBias = value.getAsBoolean().value_or(false);
+    } else if (key == "fan_in_fan_out") {
+      // Only GPT-2's Conv1D stores weights transposed; on nn.Linear, PEFT
+      // resets it to false, and the factors are saved as usual.
+    } else if (key == "modules_to_save") {
+      if (isNull)
+        continue;
+      bool isString;
+      if (llvm::Error e = strings(key, value, config.modulesToSave, isString))
+        return std::move(e);
+    } else if (key == "bias") {
+      std::optional<StringRef> b = value.getAsString();
+      if (!b || !llvm::is_contained({"none", "all", "lora_only"}, *b))
+        return fail("bias must be \"none\", \"all\" or \"lora_only\"");
+      config.bias = b->str();
+    } else if (key == "init_lora_weights") {
+      if (std::optional<bool> b = value.getAsBoolean()) {
+        config.initLoraWeights = *b ? "true" : "false";
+      } else if (value.getAsString() == StringRef("gaussian")) {
+        config.initLoraWeights = "gaussian";
+      } else {
+        std::string what = value.getAsString().value_or("?").str();
+        return notSupported(
+            key, "'" + what +
+                     "' (initializations other than true, false and "
+                     "gaussian; PiSSA, OLoRA, CorDA and LoftQ also change "
+                     "the base weights)");
+      }
+    } else if (key == "use_dora") {
+      if (!isFalse())
+        return notSupported(key, "DoRA");
+    } else if (key == "use_qalora") {
+      if (!isFalse())
+        return notSupported(key, "QALoRA");
+    } else if (key == "ensure_weight_tying") {
+      if (!isFalse())
+        return notSupported(key, "tying modules_to_save copies");
+    } else if (key == "trainable_token_indices") {
+      if (!isEmpty())
+        return notSupported(key, "training embedding rows (trainable tokens)");
+    } else if (key == "target_parameters") {
+      if (!isEmpty())
+        return notSupported(key, "LoRA on parameters (MoE experts)");
+    } else if (key == "layer_replication") {
+      if (!isEmpty())
+        return notSupported(key, "layer replication");
+    } else if (key == "alora_invocation_tokens") {
+      if (!isEmpty())
+        return notSupported(key, "activated LoRA (aLoRA)");
+    } else if (key == "megatron_config") {
+      if (!isEmpty())
+        return notSupported(key, "Megatron parallel linears");
+    } else if (llvm::is_contained({"loftq_config", "eva_config", "corda_config",
+                                   "lora_ga_config", "velora_config",
+                                   "monteclora_config", "arrow_config",
+                                   "kasa_config", "use_bdlora"},
+                                  key)) {
+      if (!isEmpty())
+        return notSupported(key, "this LoRA variant");
+    } else {
+      return fail("unknown field '" + key +
+                  "' (not a field of peft 0.21's LoraConfig)");
+    }
+  }
+  if (!rank)
     return fail("r must be a positive integer");
   if (!alpha)
-    return fail("lora_alpha must be a number");
+    alpha = 8; // PEFT's default lora_alpha
   config.rank = *rank;
   config.alpha = *alpha;
-  const llvm::json::Value *targets = json->get("target_modules");
-  if (!targets)
+  if (!sawTargets)
     return fail("no target_modules");
-  if (std::optional<llvm::StringRef> text = targets->getAsString()) {
-    if (*text != "all-linear")
-      return fail("target_modules '" + *text +
-                  "' is a regular expression; give a list of module names");
-    config.targets = "all-linear";
-  } else if (const llvm::json::Array *names = targets->getAsArray()) {
-    for (const llvm::json::Value &name : *names) {
-      std::optional<llvm::StringRef> text = name.getAsString();
-      if (!text)
-        return fail("target_modules holds a non-string");
-      config.targets += (config.targets.empty() ? "" : ",") + text->str();
-    }
-    if (config.targets.empty())
-      return fail("target_modules is empty");
-  } else {
-    return fail("target_modules must be a list of module names or "
-                "\"all-linear\"");
-  }
   return config;
 }

@@ -14,7 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/GlobPattern.h"
+#include "llvm/Support/Path.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_TPAPPLYPLAN
@@ -77,6 +77,8 @@ Value parameterOf(Value v) {
 struct LoRABranch {
   LinearOp a, b;
   AddOp sum;
+  /// lora_B's bias (lora_bias), or null.
+  Value bias;
 };
 
 struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
@@ -180,6 +182,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     }
     bool colwise = entry->style == ParallelStyle::Colwise ||
                    entry->style == ParallelStyle::ColwiseGatherOutput;
+    if (fqn.ends_with(".lora_B.bias")) {
+      // Placed as the bias of the linear it adapts.
+      placement.dim = colwise ? 0 : -1;
+      return placement;
+    }
     if (auto emb = dyn_cast<EmbeddingOp>(user)) {
       placement.dim = colwise ? 1 : 0;
       return placement;
@@ -258,53 +265,92 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   /// The linear whose module output `v` is: its result, or with LoRA the
   /// sum of base and LoRA.
   LinearOp moduleLinear(Value v) {
+    if (auto biased = v.getDefiningOp<BiasAddOp>())
+      v = biased.getX();
     if (Operation *base = loraBaseOfSum.lookup(v.getDefiningOp()))
       return cast<LinearOp>(base);
     return v.getDefiningOp<LinearOp>();
   }
 
-  /// Whether the linear of `module` gets LoRA.
-  bool isLoRATarget(StringRef module, LinearOp linear) {
-    if (loraTargets == "all-linear")
-      // PEFT's all-linear: every linear but the output projection.
-      return module != "lm_head" &&
-             !llvm::any_of(linear->getUsers(),
-                           [](Operation *u) { return isa<func::ReturnOp>(u); });
-    SmallVector<StringRef> names;
-    StringRef(loraTargets).split(names, ',', -1, /*KeepEmpty=*/false);
-    StringRef last = StringRef(module).rsplit('.').second;
-    if (last.empty())
-      last = module;
-    return llvm::any_of(names, [&](StringRef name) {
-      llvm::Expected<llvm::GlobPattern> glob =
-          llvm::GlobPattern::create(name.trim());
-      if (!glob) {
-        llvm::consumeError(glob.takeError());
-        return name.trim() == last;
-      }
-      return glob->match(last);
-    });
+  /// The LoRA configuration: PEFT's (lora-adapter) or the lora-* options.
+  FailureOr<LoRAConfig> loraConfig(func::FuncOp func) {
+    if (loraAdapter.empty()) {
+      if (loraRank < 1)
+        return func.emitError() << "lora-rank must be positive, got "
+                                << static_cast<int64_t>(loraRank);
+      return LoRAConfig::fromOptions(loraRank, loraAlpha, loraTargets);
+    }
+    SmallString<256> config(loraAdapter);
+    llvm::sys::path::append(config, "adapter_config.json");
+    llvm::Expected<LoRAConfig> read = readPEFTConfig(config);
+    if (!read)
+      return func.emitError()
+             << "lora-adapter: " << llvm::toString(read.takeError());
+    return std::move(*read);
   }
 
   /// Adds lora_A / lora_B parameters and the LoRA branch to every targeted
-  /// linear (before placements: the factors are placed with their linear).
+  /// linear (before placements: the factors are placed with their linear),
+  /// and points the parameters the adapter replaces at its tensors.
   LogicalResult insertLoRA(func::FuncOp func) {
-    if (loraRank < 1)
-      return func.emitError() << "lora-rank must be positive, got "
-                              << static_cast<int64_t>(loraRank);
-    std::optional<llvm::StringMap<SafetensorsTensor>> adapter;
+    FailureOr<LoRAConfig> config = loraConfig(func);
+    if (failed(config))
+      return failure();
+    bool fromPEFT = !loraAdapter.empty();
     SmallString<256> adapterPath(loraWeights);
-    if (!loraWeights.empty()) {
+    if (fromPEFT) {
+      adapterPath = loraAdapter;
+      llvm::sys::path::append(adapterPath, "adapter_model.safetensors");
+    }
+    std::optional<llvm::StringMap<SafetensorsTensor>> adapter;
+    if (!adapterPath.empty()) {
       llvm::Expected<llvm::StringMap<SafetensorsTensor>> index =
-          readSafetensorsIndex(loraWeights);
+          readSafetensorsIndex(adapterPath);
       if (!index)
         return func.emitError()
-               << "lora-weights: " << llvm::toString(index.takeError());
+               << (fromPEFT ? "lora-adapter: " : "lora-weights: ")
+               << llvm::toString(index.takeError());
       adapter = std::move(*index);
       llvm::sys::fs::make_absolute(adapterPath);
     }
     MLIRContext *ctx = func.getContext();
     OpBuilder builder(ctx);
+    auto sourceOf = [&](const llvm::StringMapEntry<SafetensorsTensor> &entry) {
+      return SourceAttr::get(ctx, entry.getKey(), adapterPath,
+                             entry.second.offset, entry.second.length, false);
+    };
+    /// The adapter tensor of a new parameter, checked against its type.
+    auto sourceFor = [&](Operation *at, const auto *entry, StringRef what,
+                         RankedTensorType type,
+                         int64_t rank) -> FailureOr<SourceAttr> {
+      if (!entry)
+        return at->emitError()
+               << "lora-weights '" << adapterPath << "': no " << what;
+      const SafetensorsTensor &t = entry->second;
+      if (t.dtype != "F32" || ArrayRef<int64_t>(t.shape) != type.getShape()) {
+        InFlightDiagnostic d =
+            at->emitError() << "lora-weights '" << adapterPath << "': tensor '"
+                            << entry->getKey() << "' is " << t.dtype << " [";
+        llvm::interleaveComma(t.shape, d);
+        d << "], expected F32 [";
+        llvm::interleaveComma(type.getShape(), d);
+        return d << "] (lora-rank " << rank << ")";
+      }
+      return sourceOf(*entry);
+    };
+    auto addParam = [&](Operation *at, const Twine &fqn, RankedTensorType type,
+                        SourceAttr source) -> Value {
+      NamedAttrList attrs;
+      attrs.set(TPDialect::kFqnAttrName, builder.getStringAttr(fqn));
+      if (source)
+        attrs.set(TPDialect::kSourceAttrName, source);
+      unsigned index = func.getNumArguments();
+      if (failed(func.insertArgument(index, type, attrs.getDictionary(ctx),
+                                     at->getLoc())))
+        return Value();
+      return func.getArgument(index);
+    };
+
     SmallVector<LinearOp> linears;
     func.walk([&](LinearOp linear) { linears.push_back(linear); });
     for (LinearOp linear : linears) {
@@ -315,51 +361,56 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (!fqn)
         continue;
       std::string module = moduleOf(fqn.getValue());
-      if (!isLoRATarget(module, linear))
+      bool isOutput = module == "lm_head" ||
+                      llvm::any_of(linear->getUsers(), [](Operation *u) {
+                        return isa<func::ReturnOp>(u);
+                      });
+      llvm::Expected<std::optional<LoRAConfig::ModuleLoRA>> lora =
+          config->lookup(module, isOutput);
+      if (!lora)
+        return linear.emitError() << llvm::toString(lora.takeError());
+      if (!*lora)
         continue;
       RankedTensorType wType = linear.getWeight().getType();
-      int64_t rank = loraRank;
-      auto addFactor = [&](StringRef factor,
-                           ArrayRef<int64_t> shape) -> FailureOr<Value> {
-        auto type = RankedTensorType::get(shape, wType.getElementType());
-        NamedAttrList attrs;
-        attrs.set(TPDialect::kFqnAttrName,
-                  builder.getStringAttr(module + "." + factor + ".weight"));
+      Type elementType = wType.getElementType();
+      int64_t rank = (*lora)->rank;
+      Value factors[2];
+      static constexpr StringRef kFactors[] = {"lora_A", "lora_B"};
+      for (auto [i, factor] : llvm::enumerate(kFactors)) {
+        auto type = RankedTensorType::get(
+            i == 0 ? ArrayRef<int64_t>{rank, wType.getDimSize(1)}
+                   : ArrayRef<int64_t>{wType.getDimSize(0), rank},
+            elementType);
+        SourceAttr source;
         if (adapter) {
-          const auto *entry = findLoRAFactor(*adapter, module, factor);
-          if (!entry)
-            return linear.emitError()
-                   << "lora-weights '" << loraWeights << "': no " << factor
-                   << " for '" << module << "' (looked for 'base_model.model."
-                   << module << "." << factor << ".weight' and '" << module
-                   << "." << factor << ".weight')";
-          const SafetensorsTensor &t = entry->second;
-          if (t.dtype != "F32" || ArrayRef<int64_t>(t.shape) != shape) {
-            InFlightDiagnostic d = linear.emitError()
-                                   << "lora-weights '" << loraWeights
-                                   << "': tensor '" << entry->getKey()
-                                   << "' is " << t.dtype << " [";
-            llvm::interleaveComma(t.shape, d);
-            d << "], expected F32 [";
-            llvm::interleaveComma(shape, d);
-            return d << "] (lora-rank " << rank << ")";
-          }
-          attrs.set(TPDialect::kSourceAttrName,
-                    SourceAttr::get(ctx, entry->getKey(), adapterPath, t.offset,
-                                    t.length, false));
+          FailureOr<SourceAttr> found = sourceFor(
+              linear, findLoRAFactor(*adapter, module, factor),
+              (Twine(factor) + " for '" + module +
+               "' (looked for 'base_model.model." + module + "." + factor +
+               ".weight' and '" + module + "." + factor + ".weight')")
+                  .str(),
+              type, rank);
+          if (failed(found))
+            return failure();
+          source = *found;
         }
-        unsigned index = func.getNumArguments();
-        if (failed(func.insertArgument(index, type, attrs.getDictionary(ctx),
-                                       linear.getLoc())))
+        factors[i] =
+            addParam(linear, module + "." + factor + ".weight", type, source);
+        if (!factors[i])
           return failure();
-        return Value(func.getArgument(index));
-      };
-      FailureOr<Value> a = addFactor("lora_A", {rank, wType.getDimSize(1)});
-      if (failed(a))
-        return failure();
-      FailureOr<Value> b = addFactor("lora_B", {wType.getDimSize(0), rank});
-      if (failed(b))
-        return failure();
+      }
+      Value bias;
+      if (config->loraBias) {
+        auto type = RankedTensorType::get({wType.getDimSize(0)}, elementType);
+        FailureOr<SourceAttr> found = sourceFor(
+            linear, findLoRAFactor(*adapter, module, "lora_B", "bias"),
+            "lora_B bias for '" + module + "' (lora_bias: true)", type, rank);
+        if (failed(found))
+          return failure();
+        bias = addParam(linear, module + ".lora_B.bias", type, *found);
+        if (!bias)
+          return failure();
+      }
       auto xType = cast<RankedTensorType>(linear.getX().getType());
       SmallVector<int64_t> shape(xType.getShape());
       shape.back() = rank;
@@ -367,52 +418,104 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       builder.setInsertionPointAfter(linear);
       auto down = LinearOp::create(
           builder, loc, RankedTensorType::get(shape, xType.getElementType()),
-          linear.getX(), *a, Value(), LinearFormAttr());
-      auto scaled = ScaleOp::create(
-          builder, loc, down.getResult(),
-          builder.getF64FloatAttr(static_cast<double>(loraAlpha) / rank));
-      auto up =
-          LinearOp::create(builder, loc, linear.getResult().getType(),
-                           scaled.getResult(), *b, Value(), LinearFormAttr());
+          linear.getX(), factors[0], Value(), LinearFormAttr());
+      FloatAttr scale = builder.getF64FloatAttr((*lora)->scale);
+      auto scaled = ScaleOp::create(builder, loc, down.getResult(), scale);
+      auto up = LinearOp::create(builder, loc, linear.getResult().getType(),
+                                 scaled.getResult(), factors[1], Value(),
+                                 LinearFormAttr());
       auto sum =
           AddOp::create(builder, loc, linear.getResult(), up.getResult());
-      linear.getResult().replaceAllUsesExcept(sum.getResult(), sum);
-      loras[linear] = {down, up, sum};
+      Value output = sum.getResult();
+      if (bias) {
+        // PEFT scales lora_B's output, bias included. Added to the whole
+        // module output (after its layout annotation), so once per token.
+        auto scaledBias = ScaleOp::create(builder, loc, bias, scale);
+        output = BiasAddOp::create(builder, loc, output, scaledBias);
+      }
+      linear.getResult().replaceAllUsesExcept(output, sum);
+      loras[linear] = {down, up, sum, bias};
       loraBaseOfSum[sum] = linear;
       loraA.insert(down);
       loraB.insert(up);
     }
     if (loras.empty())
-      func.emitWarning() << "lora-targets '" << loraTargets
-                         << "' match no linear";
+      func.emitWarning() << config->origin << " match no linear";
     if (!adapter)
       return success();
+    if (fromPEFT && failed(replaceBaseTensors(func, *adapter, sourceOf)))
+      return failure();
     // What the adapter holds but the program does not use: DoRA and
-    // embedding LoRA would change the result, factors of other linears
-    // were probably meant to be targeted.
+    // embedding LoRA would change the result; with PEFT's configuration,
+    // any tensor PEFT loads would.
     llvm::StringSet<> used;
-    for (auto &[base, branch] : loras)
-      for (LinearOp factor : {branch.a, branch.b})
-        if (auto source = func.getArgAttrOfType<SourceAttr>(
-                cast<BlockArgument>(factor.getWeight()).getArgNumber(),
-                TPDialect::kSourceAttrName))
+    for (BlockArgument arg : func.getArguments())
+      if (auto source = func.getArgAttrOfType<SourceAttr>(
+              arg.getArgNumber(), TPDialect::kSourceAttrName))
+        if (source.getFile() == adapterPath)
           used.insert(source.getInitializer());
     SmallVector<StringRef> unused;
     for (const auto &entry : *adapter) {
       StringRef key = entry.getKey();
       if (key.contains("lora_magnitude") || key.contains("lora_embedding"))
         return func.emitError()
-               << "lora-weights '" << loraWeights << "': tensor '" << key
+               << "lora-weights '" << adapterPath << "': tensor '" << key
                << "' is DoRA or embedding LoRA, which is not supported";
       if (!used.contains(key))
         unused.push_back(key);
     }
-    if (!unused.empty()) {
-      llvm::sort(unused);
-      func.emitWarning() << "lora-weights '" << loraWeights
-                         << "': " << unused.size()
-                         << " tensors adapt no targeted "
-                         << "linear (first: '" << unused.front() << "')";
+    if (unused.empty())
+      return success();
+    llvm::sort(unused);
+    if (fromPEFT)
+      return func.emitError()
+             << "lora-adapter '" << loraAdapter << "': " << unused.size()
+             << " tensors that PEFT would load are not used (first: '"
+             << unused.front()
+             << "'): the configuration does not describe this file, or it "
+                "adapts what tp-opt does not (a non-linear module, a Mamba2 "
+                "mixer projection, a copy of a tied lm_head)";
+    func.emitWarning() << "lora-weights '" << adapterPath
+                       << "': " << unused.size()
+                       << " tensors adapt no targeted "
+                       << "linear (first: '" << unused.front() << "')";
+    return success();
+  }
+
+  /// PEFT saves the base tensors an adapter trained (biases under `bias`,
+  /// modules_to_save copies) and loads them over the model's: those
+  /// parameters read the adapter's tensors instead.
+  template <typename SourceOf>
+  LogicalResult
+  replaceBaseTensors(func::FuncOp func,
+                     const llvm::StringMap<SafetensorsTensor> &adapter,
+                     SourceOf sourceOf) {
+    llvm::StringMap<BlockArgument> byFqn;
+    for (BlockArgument arg : func.getArguments())
+      if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       TPDialect::kFqnAttrName))
+        byFqn[fqn.getValue()] = arg;
+    for (const auto &entry : adapter) {
+      std::string replaced = replacedParameter(entry.getKey());
+      if (replaced.empty())
+        continue;
+      auto it = byFqn.find(replaced);
+      if (it == byFqn.end())
+        continue; // reported as unused
+      BlockArgument arg = it->second;
+      auto type = cast<RankedTensorType>(arg.getType());
+      const SafetensorsTensor &t = entry.second;
+      if (t.dtype != "F32" || ArrayRef<int64_t>(t.shape) != type.getShape()) {
+        InFlightDiagnostic d = func.emitError()
+                               << "lora-adapter '" << loraAdapter
+                               << "': tensor '" << entry.getKey()
+                               << "' replaces parameter '" << replaced << "' "
+                               << type << ", but is " << t.dtype << " [";
+        llvm::interleaveComma(t.shape, d);
+        return d << "]";
+      }
+      func.setArgAttr(arg.getArgNumber(), TPDialect::kSourceAttrName,
+                      sourceOf(entry));
     }
     return success();
   }
@@ -452,7 +555,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     OpBuilder builder(func.getContext());
     builder.setInsertionPointToStart(getOperation().getBody());
     shard::GridOp::create(builder, func.getLoc(), "tp", ArrayRef<int64_t>{tp});
-    if (loraRank != 0 && failed(insertLoRA(func)))
+    if ((loraRank != 0 || !loraAdapter.empty()) && failed(insertLoRA(func)))
       return failure();
     Placements placements;
     if (failed(choosePlacements(func, plan, placements)) ||
@@ -550,10 +653,13 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                 if (!proj)
                   continue;
                 auto lora = loras.find(proj);
-                Value loraB =
-                    lora == loras.end() ? Value() : lora->second.b.getWeight();
-                for (Value param :
-                     {Value(proj.getWeight()), Value(proj.getBias()), loraB}) {
+                Value loraB, loraBias;
+                if (lora != loras.end()) {
+                  loraB = lora->second.b.getWeight();
+                  loraBias = lora->second.bias;
+                }
+                for (Value param : {Value(proj.getWeight()),
+                                    Value(proj.getBias()), loraB, loraBias}) {
                   if (!param)
                     continue;
                   auto it = placements.find(param);

@@ -144,6 +144,21 @@ def build(arch):
     return config, hf
 
 
+def rebuild_checked(arch, out):
+    """The model of `arch` rebuilt, with the padded reference inputs and
+    logits in `out`/ref; exits when it no longer reproduces them."""
+    _, hf = build(arch)
+    ids, mask = inputs_for(REF_SHAPES["b3_s12_pad"], True, 11)
+    ref = np.load(os.path.join(out, "ref", "logits_b3_s12_pad.npy"))
+    with torch.no_grad():
+        base = hf(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    drift = np.abs(base.numpy() - ref).max()
+    if drift > 1e-5:
+        sys.exit(f"{arch}: rebuilt model differs from the exported one "
+                 f"({drift:.3g}); rerun generate.py first")
+    return hf, ids, mask, ref
+
+
 def export_all(arch, out):
     config, hf = build(arch)
     model = LogitsOnly(hf).eval()

@@ -30,15 +30,7 @@ RANK, ALPHA = 8, 16
 
 
 def make_lora(arch, out):
-    config, hf = generate.build(arch)
-    ids, mask = generate.inputs_for(generate.REF_SHAPES["b3_s12_pad"], True, 11)
-    ref = np.load(os.path.join(out, "ref", "logits_b3_s12_pad.npy"))
-    with torch.no_grad():
-        base = hf(input_ids=ids, attention_mask=mask, use_cache=False).logits
-    drift = np.abs(base.numpy() - ref).max()
-    if drift > 1e-5:
-        sys.exit(f"{arch}: rebuilt model differs from the exported one "
-                 f"({drift:.3g}); rerun generate.py first")
+    hf, ids, mask, ref = generate.rebuild_checked(arch, out)
 
     g = torch.Generator().manual_seed(4321)
     tensors, targets = {}, set()

@@ -51,11 +51,6 @@ static const std::string archHelp = "Expected architecture: auto, " +
                                     " (auto accepts what raising detects)";
 static cl::opt<std::string> arch("arch", cl::init("auto"), cl::desc(archHelp),
                                  cl::cat(tpcCategory));
-static cl::opt<std::string> loraAdapter(
-    "lora-adapter",
-    cl::desc("A PEFT adapter directory: rank, alpha and targets from its "
-             "adapter_config.json, factors from adapter_model.safetensors"),
-    cl::value_desc("dir"), cl::cat(tpcCategory));
 enum class Emit { Mlir, Cpp, Exe };
 static cl::opt<Emit> emit(
     "emit", cl::init(Emit::Exe), cl::desc("What to produce"),
@@ -164,9 +159,9 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   return publish(tempExe, exe);
 }
 
-/// --lora-adapter DIR: rank, alpha and targets from PEFT's
-/// adapter_config.json, the factors from adapter_model.safetensors.
-static LogicalResult readLoRAAdapter(tp::TPCompileOptions &opts) {
+/// --lora-adapter DIR: PEFT's adapter_config.json is read (and refused
+/// early, by field) here; the plan pass reads it again when it adds LoRA.
+static LogicalResult checkLoRAAdapter(tp::TPCompileOptions &opts) {
   if (opts.loraRank.getNumOccurrences() || opts.loraAlpha.getNumOccurrences() ||
       opts.loraWeights.getNumOccurrences() ||
       opts.loraTargets.getNumOccurrences()) {
@@ -175,19 +170,14 @@ static LogicalResult readLoRAAdapter(tp::TPCompileOptions &opts) {
                     "--lora-rank/--lora-alpha/--lora-weights/--lora-targets\n";
     return failure();
   }
-  SmallString<256> config(loraAdapter), weights(loraAdapter);
+  SmallString<256> config(opts.loraAdapter);
   llvm::sys::path::append(config, "adapter_config.json");
-  llvm::sys::path::append(weights, "adapter_model.safetensors");
   llvm::Expected<tp::LoRAConfig> lora = tp::readPEFTConfig(config);
   if (!lora) {
     llvm::errs() << "tpc: error: --lora-adapter: "
                  << llvm::toString(lora.takeError()) << "\n";
     return failure();
   }
-  opts.loraRank = lora->rank;
-  opts.loraAlpha = lora->alpha;
-  opts.loraTargets = lora->targets;
-  opts.loraWeights = std::string(weights);
   return success();
 }
 
@@ -210,7 +200,7 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
   if (opts.sp && opts.tp < 2)
     return fail("--sp shards the sequence over the tensor-parallel ranks: it "
                 "needs --tp 2 or more");
-  if (!loraAdapter.empty() && failed(readLoRAAdapter(opts)))
+  if (!opts.loraAdapter.empty() && failed(checkLoRAAdapter(opts)))
     return failure();
   if (opts.loraRank < 0 || (opts.loraRank > 0) != !opts.loraWeights.empty())
     return fail("LoRA needs both --lora-rank R (positive) and --lora-weights "

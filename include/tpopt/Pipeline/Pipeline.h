@@ -57,6 +57,13 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       *this, "lora-weights",
       llvm::cl::desc("The LoRA adapter (PEFT's adapter_model.safetensors)"),
       llvm::cl::value_desc("adapter.safetensors")};
+  Option<std::string> loraAdapter{
+      *this, "lora-adapter",
+      llvm::cl::desc("A PEFT adapter directory: its adapter_config.json "
+                     "read as PEFT reads it (rank and alpha per module, "
+                     "targets, rsLoRA, lora_bias, modules_to_save, ...), "
+                     "its factors from adapter_model.safetensors"),
+      llvm::cl::value_desc("dir")};
   Option<std::string> modelPath{
       *this, "model-path",
       llvm::cl::desc("The model file the program reads its weights from "
@@ -65,7 +72,9 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
 
   /// Whether the program is partitioned: a plan applies at tp > 1, and
   /// with LoRA (a plan on one rank) at any tp.
-  bool isDistributed() const { return tp > 1 || loraRank > 0; }
+  bool isDistributed() const {
+    return tp > 1 || loraRank > 0 || !loraAdapter.empty();
+  }
 
   /// Registers these options as flags of the running tool too (in
   /// `category`), so that a driver's flags and the pipeline's options are

@@ -26,6 +26,10 @@ int64_t PartitionState::getParamSplitDim(Value v) const {
 void PartitionState::propagate(Value from, Value result) {
   result.setType(from.getType());
   setLayout(result, getLayout(from));
+  // A parameter through a per-element op (LoRA's scaled lora_B bias) is
+  // still held as the parameter is.
+  if (int64_t dim = getParamSplitDim(from); dim >= 0)
+    setParamSplitDim(result, dim);
 }
 
 void PartitionState::markPartial(Value v) {

@@ -57,7 +57,7 @@ public:
   void setParamSplitDim(Value v, int64_t dim) { paramSplit[v] = dim; }
 
   /// `result` takes the local type and the layout of `from` (ops that act
-  /// per element or per token).
+  /// per element or per token), and its split when `from` is a parameter.
   void propagate(Value from, Value result);
 
   /// `v` is a partial sum: it stays pending when read once (its reader may
