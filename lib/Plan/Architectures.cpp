@@ -24,17 +24,21 @@ constexpr StringRef kGemmaNorms[] = {
 
 // lm_head keeps vocab-sharded logits (C(out=S(-1))); the partitioned
 // program gathers them.
-Plan llamaPlan(StringRef, bool sp) {
-  return buildDecoderPlan("llama", ParallelStyle::Colwise, kLlamaNorms, sp);
+Plan llamaPlan(StringRef root, bool sp) {
+  return buildDecoderPlan("llama", root, ParallelStyle::Colwise, kLlamaNorms,
+                          sp);
 }
-Plan qwen2Plan(StringRef, bool sp) {
-  return buildDecoderPlan("qwen2", ParallelStyle::Colwise, kLlamaNorms, sp);
+Plan qwen2Plan(StringRef root, bool sp) {
+  return buildDecoderPlan("qwen2", root, ParallelStyle::Colwise, kLlamaNorms,
+                          sp);
 }
-Plan qwen3Plan(StringRef, bool sp) {
-  return buildDecoderPlan("qwen3", ParallelStyle::Colwise, kLlamaNorms, sp);
+Plan qwen3Plan(StringRef root, bool sp) {
+  return buildDecoderPlan("qwen3", root, ParallelStyle::Colwise, kLlamaNorms,
+                          sp);
 }
-Plan gemma3Plan(StringRef, bool sp) {
-  return buildDecoderPlan("gemma3", ParallelStyle::Colwise, kGemmaNorms, sp);
+Plan gemma3Plan(StringRef root, bool sp) {
+  return buildDecoderPlan("gemma3", root, ParallelStyle::Colwise, kGemmaNorms,
+                          sp);
 }
 
 Plan nemotronHPlan(StringRef root, bool) {
@@ -44,15 +48,17 @@ Plan nemotronHPlan(StringRef root, bool) {
   return Plan{"nemotron_h",
               {{"lm_head", S::Colwise},
                {root.str() + ".layers.*.mixer.up_proj", S::Colwise},
-               {root.str() + ".layers.*.mixer.down_proj", S::Rowwise}}};
+               {root.str() + ".layers.*.mixer.down_proj", S::Rowwise}},
+              "built-in plan 'nemotron_h' (NeMo AutoModel's "
+              "NemotronHParallelizationStrategy)"};
 }
 
 constexpr StringLiteral kNemotronHTypes[] = {"nemotron_h"};
 constexpr StringLiteral kGemma3Types[] = {"gemma3", "gemma3_text"};
 constexpr StringLiteral kQwen3Types[] = {"qwen3"};
 constexpr StringLiteral kQwen2Types[] = {"qwen2"};
-constexpr StringLiteral kLlamaTypes[] = {"llama"};
-constexpr StringLiteral kQwen3ClassPlanNorms[] = {"q_norm", "k_norm"};
+// Mistral is a Llama decoder (a sliding window when its config sets one).
+constexpr StringLiteral kLlamaTypes[] = {"llama", "mistral"};
 
 // Most specific first: Mamba layers or `backbone.` names are NemotronH;
 // Gemma's offset norms or scaled embedding; per-head q/k norms are Qwen3;
@@ -60,8 +66,7 @@ constexpr StringLiteral kQwen3ClassPlanNorms[] = {"q_norm", "k_norm"};
 const Architecture kArchitectures[] = {
     {"nemotron_h", kNemotronHTypes,
      [](const ArchitectureTraits &t) { return t.mamba || t.backboneNames; },
-     nemotronHPlan, /*hasHFClassPlan=*/false, /*hfClassPlanNorms=*/{},
-     /*noSequenceParallel=*/
+     nemotronHPlan, /*noSequenceParallel=*/
      "NemotronH does not support sequence parallelism (its Mamba mixers run "
      "on whole sequences)",
      /*tiedEmbeddings=*/true,
@@ -70,21 +75,17 @@ const Architecture kArchitectures[] = {
      [](const ArchitectureTraits &t) {
        return t.normWeightOffset || t.embeddingScale;
      },
-     gemma3Plan, /*hasHFClassPlan=*/true, /*hfClassPlanNorms=*/{},
-     /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
+     gemma3Plan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
      /*perHeadNorms=*/true},
     {"qwen3", kQwen3Types, [](const ArchitectureTraits &t) { return t.qkNorm; },
-     qwen3Plan, /*hasHFClassPlan=*/true, kQwen3ClassPlanNorms,
-     /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
+     qwen3Plan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
      /*perHeadNorms=*/true},
     {"qwen2", kQwen2Types,
      [](const ArchitectureTraits &t) { return t.attentionBias; }, qwen2Plan,
-     /*hasHFClassPlan=*/true, /*hfClassPlanNorms=*/{},
      /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
      /*perHeadNorms=*/false},
     {"llama", kLlamaTypes, [](const ArchitectureTraits &) { return true; },
-     llamaPlan, /*hasHFClassPlan=*/true, /*hfClassPlanNorms=*/{},
-     /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
+     llamaPlan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
      /*perHeadNorms=*/false},
 };
 

@@ -22,6 +22,8 @@ llvm::StringRef mlir::tp::stringifyParallelStyle(ParallelStyle style) {
     return "sequence_parallel";
   case ParallelStyle::ReplicatedWithGradAllreduce:
     return "replicated_with_grad_allreduce";
+  case ParallelStyle::Replicate:
+    return "replicate";
   }
   return "?";
 }
@@ -69,7 +71,8 @@ bool Plan::isSequenceParallel() const {
   });
 }
 
-Plan mlir::tp::buildDecoderPlan(llvm::StringRef name, ParallelStyle lmHead,
+Plan mlir::tp::buildDecoderPlan(llvm::StringRef name, llvm::StringRef root,
+                                ParallelStyle lmHead,
                                 llvm::ArrayRef<llvm::StringRef> layerNorms,
                                 bool sp) {
   using S = ParallelStyle;
@@ -79,28 +82,31 @@ Plan mlir::tp::buildDecoderPlan(llvm::StringRef name, ParallelStyle lmHead,
   // projections (lm_head's C(in=S(1)) included) gather it back.
   // Llama: plain Rowwise embedding; Qwen and Gemma3: VocabParallelEmbedding,
   // the same placement (vocabulary split, partial sums reduced).
-  std::vector<PlanEntry> entries{{"model.embed_tokens", S::Rowwise, sp}};
+  std::string layers = root.str() + ".layers.*.";
+  std::vector<PlanEntry> entries{
+      {root.str() + ".embed_tokens", S::Rowwise, sp}};
   for (const char *proj : {"q_proj", "k_proj", "v_proj"})
-    entries.push_back(
-        {std::string("model.layers.*.self_attn.") + proj, S::Colwise});
-  entries.push_back({"model.layers.*.self_attn.o_proj", S::Rowwise, sp});
-  entries.push_back({"model.layers.*.mlp.gate_proj", S::Colwise});
-  entries.push_back({"model.layers.*.mlp.up_proj", S::Colwise});
-  entries.push_back({"model.layers.*.mlp.down_proj", S::Rowwise, sp});
+    entries.push_back({layers + "self_attn." + proj, S::Colwise});
+  entries.push_back({layers + "self_attn.o_proj", S::Rowwise, sp});
+  entries.push_back({layers + "mlp.gate_proj", S::Colwise});
+  entries.push_back({layers + "mlp.up_proj", S::Colwise});
+  entries.push_back({layers + "mlp.down_proj", S::Rowwise, sp});
   if (sp) {
     for (llvm::StringRef norm : layerNorms)
-      entries.push_back(
-          {("model.layers.*." + norm).str(), S::SequenceParallel});
-    entries.push_back({"model.norm", S::SequenceParallel});
+      entries.push_back({layers + norm.str(), S::SequenceParallel});
+    entries.push_back({root.str() + ".norm", S::SequenceParallel});
   }
   entries.push_back({"lm_head", lmHead});
-  return Plan{name.str(), std::move(entries)};
+  std::string source = "built-in plan '" + name.str() +
+                       "' (NeMo AutoModel's optimized plan" +
+                       (sp ? ", sequence-parallel form" : "") + ")";
+  return Plan{name.str(), std::move(entries), std::move(source)};
 }
 
 llvm::Expected<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
                                               llvm::StringRef root, bool sp) {
   if (name == "default")
-    return buildDecoderPlan("default", ParallelStyle::ColwiseGatherOutput,
+    return buildDecoderPlan("default", root, ParallelStyle::ColwiseGatherOutput,
                             {"input_layernorm", "post_attention_layernorm"},
                             sp);
   if (const Architecture *arch = lookupArchitecture(name)) {
@@ -113,121 +119,9 @@ llvm::Expected<Plan> mlir::tp::getBuiltinPlan(llvm::StringRef name,
                                  ", default, hf:CONFIG.json, file:PLAN.json)");
 }
 
-namespace {
-
-/// JSON objects are unordered: when two keys match one module, the one with
-/// fewer wildcards (the more specific) comes first, deterministically.
-bool moreSpecific(llvm::StringRef a, llvm::StringRef b) {
+bool mlir::tp::isMoreSpecificPattern(llvm::StringRef a, llvm::StringRef b) {
   return std::make_pair(llvm::count(a, '*'), a) <
          std::make_pair(llvm::count(b, '*'), b);
-}
-
-/// The `base_model_tp_plan` transformers' config classes declare (keys
-/// relative to the inner model).
-std::vector<std::pair<std::string, std::string>>
-hfClassPlan(llvm::StringRef modelType) {
-  std::vector<std::pair<std::string, std::string>> plan;
-  const Architecture *arch = lookupArchitectureByModelType(modelType);
-  if (!arch || !arch->hasHFClassPlan)
-    return plan;
-  for (const char *proj : {"q_proj", "k_proj", "v_proj"})
-    plan.push_back({std::string("layers.*.self_attn.") + proj, "colwise"});
-  plan.push_back({"layers.*.self_attn.o_proj", "rowwise"});
-  for (llvm::StringRef norm : arch->hfClassPlanNorms)
-    plan.push_back({("layers.*.self_attn." + norm).str(),
-                    "replicated_with_grad_allreduce"});
-  plan.push_back({"layers.*.mlp.gate_proj", "colwise"});
-  plan.push_back({"layers.*.mlp.up_proj", "colwise"});
-  plan.push_back({"layers.*.mlp.down_proj", "rowwise"});
-  return plan;
-}
-
-} // namespace
-
-llvm::Expected<Plan> mlir::tp::loadHFPlan(llvm::StringRef configPath) {
-  llvm::Expected<llvm::json::Object> config = readJSONObject(configPath);
-  if (!config)
-    return config.takeError();
-  std::vector<std::pair<std::string, std::string>> strings;
-  if (const llvm::json::Value *value = config->get("base_model_tp_plan")) {
-    const llvm::json::Object *plan = value->getAsObject();
-    if (!plan)
-      return llvm::createStringError("'" + configPath +
-                                     "': base_model_tp_plan is not an object");
-    for (const auto &[key, style] : *plan) {
-      std::optional<llvm::StringRef> s = style.getAsString();
-      if (!s)
-        return llvm::createStringError("'" + configPath + "': plan key '" +
-                                       key.str() +
-                                       "' does not map to a style string");
-      strings.push_back({key.str(), s->str()});
-    }
-    llvm::sort(strings, [](const auto &a, const auto &b) {
-      return moreSpecific(a.first, b.first);
-    });
-  } else {
-    llvm::StringRef modelType =
-        config->getString("model_type").value_or("<none>");
-    strings = hfClassPlan(modelType);
-    if (strings.empty())
-      return llvm::createStringError(
-          "'" + configPath +
-          "' has no base_model_tp_plan and transformers declares none for "
-          "model_type '" +
-          modelType + "'");
-  }
-
-  using S = ParallelStyle;
-  Plan plan{"hf:" + configPath.str(), {}};
-  bool hasEmbedding = false;
-  for (const auto &[key, style] : strings) {
-    std::string pattern = "model." + key;
-    bool embedding = key == "embed_tokens";
-    hasEmbedding |= embedding;
-    std::optional<S> translated;
-    if (style == "colwise")
-      translated = S::Colwise;
-    else if (style == "rowwise" ||
-             (embedding &&
-              (style == "rowwise_rep" || style == "embedding_rowwise")))
-      translated = S::Rowwise;
-    else if (style == "colwise_rep" || style == "colwise_gather_output")
-      translated = S::ColwiseGatherOutput;
-    else if (style == "replicated_with_grad_allreduce")
-      translated = S::ReplicatedWithGradAllreduce;
-    if (translated) {
-      plan.entries.push_back({pattern, *translated});
-      continue;
-    }
-    static const char *known[] = {"rowwise_rep",
-                                  "rowwise_split_input",
-                                  "embedding_rowwise",
-                                  "local_colwise",
-                                  "local_rowwise",
-                                  "local_packed_rowwise",
-                                  "local",
-                                  "gather",
-                                  "replicate",
-                                  "sequence_parallel",
-                                  "packed_colwise",
-                                  "packed_rowwise",
-                                  "grouped_gemm",
-                                  "ep_router",
-                                  "moe_tp_experts",
-                                  "moe_identity_expert",
-                                  "mla_kv_a_proj",
-                                  "all_reduce"};
-    bool isKnown = llvm::is_contained(known, style) ||
-                   llvm::StringRef(style).starts_with("megamoe_");
-    return llvm::createStringError(
-        "'" + configPath + "': plan key '" + key + "': " +
-        (isKnown ? "style '" + style + "' is not supported yet"
-                 : "unknown style '" + style + "'"));
-  }
-  if (!hasEmbedding)
-    plan.entries.push_back({"model.embed_tokens", S::Rowwise});
-  plan.entries.push_back({"lm_head", S::Colwise});
-  return plan;
 }
 
 llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
@@ -237,7 +131,9 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
   if (object->empty())
     return llvm::createStringError("'" + path + "' is an empty plan");
   using S = ParallelStyle;
-  Plan plan{"file:" + path.str(), {}};
+  Plan plan{"file:" + path.str(),
+            {},
+            "JSON plan '" + path.str() + "' (used verbatim)"};
   for (const auto &[keyRef, value] : *object) {
     std::string key = keyRef.str();
     auto fail = [&](const std::string &what) {
@@ -311,7 +207,7 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
     plan.entries.push_back({key, *translated, sequenceOut});
   }
   llvm::sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {
-    return moreSpecific(a.pattern, b.pattern);
+    return isMoreSpecificPattern(a.pattern, b.pattern);
   });
   return plan;
 }

@@ -227,6 +227,23 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
         local = *scattered;
         state.setLayout(local, split);
       }
+    } else if (annotated.getAnnotateForUsers() && dims->size() == 1 &&
+               ((*dims)[0] == 1 || (*dims)[0] == rank - 1) &&
+               (in == ShardLayout::Replicated ||
+                in == ((*dims)[0] == rank - 1 ? ShardLayout::SplitLast
+                                              : ShardLayout::SplitSequence))) {
+      // Wanted split by its users (a row-split linear with a replicated
+      // input, transformers' rowwise_rep; a sequence-parallel norm): a
+      // replicated value is sliced locally, a split one stays.
+      if (in == ShardLayout::Replicated) {
+        int64_t axis = (*dims)[0];
+        FailureOr<Value> block = state.sliced(annotated, src, axis);
+        if (failed(block))
+          return failure();
+        local = *block;
+        state.setLayout(local, axis == rank - 1 ? ShardLayout::SplitLast
+                                                : ShardLayout::SplitSequence);
+      }
     } else {
       return annotated.emitError("tp-partition: unsupported activation "
                                  "annotation (a sequence- or last-dimension-"

@@ -90,8 +90,11 @@ void writeParameters(func::FuncOp func, raw_ostream &os, uint64_t &localBytes,
                     stringifyGradReduction(placement ? placement.getGrad()
                                                      : GradReduction::Mean)
                         .str();
+    // A parameter no plan key places is replicated by default.
+    StringRef key = placement ? placement.getKey() : "";
     os << "] | " << where << " | " << gradClass << " | "
-       << (placement ? placement.getKey() : "") << " | " << bytes << " |\n";
+       << (key.empty() ? "(no key: replicated)" : key) << " | " << bytes
+       << " |\n";
   }
 }
 
@@ -141,7 +144,12 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
                     ranks, sharded, replicated, localBytes / 1048576.0,
                     globalBytes / 1048576.0, collectives)
           .str();
-  report.markdown = "# Plan report\n\n" + report.summary + "\n\n" + table;
+  std::string source = "(no plan applied)";
+  if (auto attr =
+          module->getAttrOfType<StringAttr>(TPDialect::kPlanSourceAttrName))
+    source = attr.getValue().str();
+  report.markdown = "# Plan report\n\n" + report.summary +
+                    "\n\nPlan: " + source + "\n\n" + table;
   return report;
 }
 

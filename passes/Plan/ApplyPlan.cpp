@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -107,28 +108,38 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         return signalPassFailure();
       planName = config->architecture.value_or("");
     }
-    bool backbone = llvm::any_of(func.getArguments(), [&](BlockArgument a) {
-      auto fqn = func.getArgAttrOfType<StringAttr>(a.getArgNumber(),
-                                                   TPDialect::kFqnAttrName);
-      return fqn && fqn.getValue().starts_with("backbone.");
-    });
+    std::string root = innerModelPrefix(func);
     if (tp < 1) {
       module.emitError() << "tp must be at least 1, got "
                          << static_cast<int64_t>(tp);
       return signalPassFailure();
     }
-    FailureOr<Plan> p = loadPlan(planName, backbone);
+    FailureOr<Plan> p = loadPlan(planName, root);
     if (failed(p)) {
       module.emitError() << "plan '" << planName << "': " << planError;
       return signalPassFailure();
     }
+    module->setAttr(TPDialect::kPlanSourceAttrName,
+                    StringAttr::get(module.getContext(), p->source));
     if (failed(apply(func, *p)))
       signalPassFailure();
   }
 
+  /// The inner model's path, where the decoder layers live: "model",
+  /// "backbone" (NemotronH's remote code), "model.language_model" (Gemma3
+  /// inside Gemma3ForConditionalGeneration).
+  static std::string innerModelPrefix(func::FuncOp func) {
+    for (BlockArgument arg : func.getArguments())
+      if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       TPDialect::kFqnAttrName))
+        if (size_t at = fqn.getValue().find(".layers."); at != StringRef::npos)
+          return fqn.getValue().take_front(at).str();
+    return "model";
+  }
+
   /// The plan named `planName` (built-in, hf: or file:); failure with
   /// `planError` set.
-  FailureOr<Plan> loadPlan(StringRef planName, bool backbone) {
+  FailureOr<Plan> loadPlan(StringRef planName, StringRef root) {
     auto fail = [&](const Twine &why) -> FailureOr<Plan> {
       planError = why.str();
       return failure();
@@ -140,7 +151,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         return fail("transformers' base_model_tp_plan has no sequence-"
                     "parallel form (use a built-in plan, or a JSON plan with "
                     "shard(1) layouts)");
-      p = loadHFPlan(name);
+      p = loadHFPlan(name, root);
     } else if (name.consume_front("file:")) {
       p = loadJSONPlan(name);
       if (p && sp && !p->isSequenceParallel())
@@ -148,7 +159,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                     "module nor shard(1) layout (a JSON plan is used "
                     "verbatim)");
     } else {
-      p = getBuiltinPlan(planName, backbone ? "backbone" : "model", sp);
+      p = getBuiltinPlan(planName, root, sp);
     }
     if (!p)
       return fail(llvm::toString(p.takeError()));
@@ -171,8 +182,14 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     Placement placement;
     if (!entry)
       return placement;
+    if (!entry->unsupported.empty())
+      return user->emitError() << "plan key '" << entry->pattern << "': style '"
+                               << entry->styleName << "' ("
+                               << entry->unsupported << ") is not supported";
     entries[user] = entry;
     placement.key = entry->pattern;
+    if (entry->style == ParallelStyle::Replicate)
+      return placement;
     // Replicated, but each rank sees part of the heads or of the sequence:
     // the gradients are partial sums.
     if (entry->style == ParallelStyle::ReplicatedWithGradAllreduce ||
@@ -219,6 +236,19 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     OpBuilder builder(func.getContext());
     llvm::DenseMap<Value, Value> gathered;
     func.walk([&](Operation *op) {
+      // transformers' sequence_parallel norm takes its input onto the
+      // sequence shards (a replicated one is sliced; built-in and JSON SP
+      // plans bring it there by their reduce-scatters).
+      if (auto norm = dyn_cast<RmsNormOp>(op)) {
+        const PlanEntry *entry = entries.lookup(op);
+        if (entry && entry->shardsInput &&
+            norm.getX().getType().getRank() == 3) {
+          builder.setInsertionPoint(op);
+          norm.getXMutable().assign(
+              annotateValue(builder, norm.getX(), 1, /*forUsers=*/true));
+        }
+        return;
+      }
       if (!isa<EmbeddingOp, LinearOp>(op) || loraA.contains(op) ||
           loraB.contains(op))
         return;
@@ -241,6 +271,18 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
           auto annotated =
               annotateValue(builder, result, *splitDim, /*forUsers=*/false);
           result.replaceAllUsesExcept(annotated.getResult(), annotated);
+        }
+        // Rowwise with a replicated input (transformers' rowwise_rep,
+        // rowwise_split_input): each rank takes its block of the input.
+        if (auto linear = dyn_cast<LinearOp>(op);
+            linear && entry->inputReplicated) {
+          builder.setInsertionPoint(op);
+          auto xType = cast<RankedTensorType>(linear.getX().getType());
+          auto split = annotateValue(builder, linear.getX(),
+                                     xType.getRank() - 1, /*forUsers=*/true);
+          linear.getXMutable().assign(split);
+          if (auto lora = loras.find(op); lora != loras.end())
+            lora->second.a.getXMutable().assign(split);
         }
       }
       auto linear = dyn_cast<LinearOp>(op);
@@ -594,10 +636,37 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       }
       placements[arg] = chosen.value_or(Placement());
     }
-    for (const PlanEntry &entry : plan.entries)
-      if (!usedKeys.contains(entry.pattern))
+    // A key on a module that only holds others (transformers' local_params
+    // and all_reduce on an attention or MLP block, MoE expert containers)
+    // names no parameter's own module.
+    llvm::StringSet<> modules;
+    for (BlockArgument arg : func.getArguments())
+      if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       TPDialect::kFqnAttrName))
+        modules.insert(moduleOf(fqn.getValue()));
+    auto holdsModules = [&](StringRef pattern) {
+      size_t depth = llvm::count(pattern, '.') + 1;
+      return llvm::any_of(modules.keys(), [&](StringRef module) {
+        SmallVector<StringRef> parts;
+        module.split(parts, '.');
+        return parts.size() > depth &&
+               matchesModulePattern(
+                   pattern, llvm::join(ArrayRef(parts).take_front(depth), "."));
+      });
+    };
+    for (const PlanEntry &entry : plan.entries) {
+      if (usedKeys.contains(entry.pattern))
+        continue;
+      if (!holdsModules(entry.pattern)) {
         func.emitWarning() << "plan key '" << entry.pattern
                            << "' matches no module";
+        continue;
+      }
+      if (!entry.unsupported.empty())
+        return func.emitError() << "plan key '" << entry.pattern << "': style '"
+                                << entry.styleName << "' (" << entry.unsupported
+                                << ") is not supported";
+    }
 
     return success();
   }

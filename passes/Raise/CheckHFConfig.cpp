@@ -141,15 +141,20 @@ struct TPCheckHFConfigPass
     ModuleOp module = getOperation();
     const llvm::json::Array *layerTypes = json.getArray("layer_types");
     std::optional<int64_t> window = json.getInteger("sliding_window");
-    if (!layerTypes || !window)
+    if (!window || json.getBoolean("use_sliding_window") == false)
       return success();
     SmallVector<AttentionOp> attentions;
     module.walk([&](AttentionOp op) { attentions.push_back(op); });
     SmallVector<StringRef> kinds;
-    for (const llvm::json::Value &v : *layerTypes)
-      if (std::optional<StringRef> s = v.getAsString())
-        if (*s == "sliding_attention" || *s == "full_attention")
-          kinds.push_back(*s);
+    if (layerTypes) {
+      for (const llvm::json::Value &v : *layerTypes)
+        if (std::optional<StringRef> s = v.getAsString())
+          if (*s == "sliding_attention" || *s == "full_attention")
+            kinds.push_back(*s);
+    } else {
+      // No layer_types (Mistral): the window applies to every layer.
+      kinds.assign(attentions.size(), "sliding_attention");
+    }
     if (kinds.size() != attentions.size())
       return fail(Twine(kinds.size()) +
                   " attention layers in layer_types but " +

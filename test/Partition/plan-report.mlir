@@ -6,9 +6,10 @@
 // per token and one all-gather of the 8-float output.
 // CHECK: # Plan report
 // CHECK: tp=2: 2 parameters split, 1 replicated; 0.000 MiB of 0.000 MiB of parameters per rank; 2 collectives per forward pass
+// CHECK: Plan: (no plan applied)
 // CHECK: | `model.layers.0.mlp.up_proj.weight` | [8, 4] | split(0) | sharded | model.layers.*.mlp.up_proj | 64 |
 // CHECK: | `model.layers.0.mlp.down_proj.weight` | [4, 8] | split(1) | sharded | model.layers.*.mlp.down_proj | 64 |
-// CHECK: | `model.norm.weight` | [4] | replicated | replicated, grad sum |  | 16 |
+// CHECK: | `model.norm.weight` | [4] | replicated | replicated, grad sum | (no key: replicated) | 16 |
 // CHECK: | all_gather, layer 0 | 1 | 32 |
 // CHECK: | all_reduce, layer 0 | 1 | 16 |
 module {

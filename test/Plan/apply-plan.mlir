@@ -10,8 +10,8 @@
 // RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:%t/hf_plan.json tp=2" --verify-diagnostics | FileCheck %t/hf.mlir
 // RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:%t/hf_class.json tp=2" --verify-diagnostics | FileCheck %t/hf.mlir
 // RUN: tp-opt %t/hferr.mlir "--tp-apply-plan=plan=hf:%t/hf_unknown.json" --verify-diagnostics
-// RUN: tp-opt %t/hferr2.mlir "--tp-apply-plan=plan=hf:%t/hf_local.json" --verify-diagnostics
-// RUN: tp-opt %t/hferr3.mlir "--tp-apply-plan=plan=hf:%t/hf_nemotron.json" --verify-diagnostics
+// RUN: tp-opt %t/hferr2.mlir "--tp-apply-plan=plan=hf:%t/hf_packed.json" --verify-diagnostics
+// RUN: tp-opt %t/hfnemotron.mlir "--tp-apply-plan=plan=hf:%t/hf_nemotron.json" --verify-diagnostics | FileCheck %t/hfnemotron.mlir
 // RUN: tp-opt %t/hferr4.mlir "--tp-apply-plan=plan=hf:%t/missing.json" --verify-diagnostics
 // RUN: tp-opt %t/json.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2" --verify-diagnostics | FileCheck %t/json.mlir
 // RUN: tp-opt %t/jsonerr.mlir "--tp-apply-plan=plan=file:%t/plan.json sp=true" --verify-diagnostics
@@ -153,8 +153,8 @@ module {
 {"model_type": "qwen3", "hidden_size": 64}
 //--- hf_unknown.json
 {"model_type": "llama", "base_model_tp_plan": {"layers.*.mlp.up_proj": "columnwise"}}
-//--- hf_local.json
-{"base_model_tp_plan": {"layers.*.mlp.up_proj": "local_colwise"}}
+//--- hf_packed.json
+{"model_type": "phi3", "base_model_tp_plan": {"layers.*.mlp.gate_up_proj": "packed_colwise"}}
 //--- hf_nemotron.json
 {"model_type": "nemotron_h", "mamba_num_heads": 8}
 //--- hf.mlir
@@ -187,19 +187,32 @@ module {
 }
 
 //--- hferr2.mlir
-// expected-error-re @+1 {{plan key 'layers.*.mlp.up_proj': style 'local_colwise' is not supported yet}}
-module {
-  func.func @forward() {
-    return
-  }
+// A style tp-opt does not implement is refused where it places a module.
+func.func @forward(%x: tensor<?x?x64xf32>,
+    %w: tensor<256x64xf32> {tp.fqn = "model.layers.0.mlp.gate_up_proj.weight"}) -> tensor<?x?x256xf32> {
+  // expected-error @+1 {{plan key 'model.layers.*.mlp.gate_up_proj': style 'packed_colwise' (fused projections (gate_up_proj, qkv_proj), which tp-opt does not raise) is not supported}}
+  %y = tp.linear %x, %w : (tensor<?x?x64xf32>, tensor<256x64xf32>) -> tensor<?x?x256xf32>
+  return %y : tensor<?x?x256xf32>
 }
 
-//--- hferr3.mlir
-// expected-error-re @+1 {{'{{.*}}hf_nemotron.json' has no base_model_tp_plan and transformers declares none for model_type 'nemotron_h'}}
-module {
-  func.func @forward() {
-    return
-  }
+//--- hfnemotron.mlir
+// transformers' NemotronHConfig plan: the embeddings vocabulary-split
+// (embedding_rowwise, under the inner model's prefix); its MoE expert keys
+// match no module of a dense model (warnings, not errors); no lm_head entry.
+// CHECK: tp.fqn = "model.embeddings.weight", tp.placement = #tp.placement<split(0), key = "model.embeddings">
+// CHECK-SAME: tp.fqn = "model.layers.0.mixer.up_proj.weight", tp.placement = #tp.placement<replicated, grad = mean>
+// CHECK-SAME: tp.fqn = "lm_head.weight", tp.placement = #tp.placement<replicated, grad = mean>
+// expected-warning @+3 {{plan key 'model.layers.*.mixer.experts.up_proj' matches no module}}
+// expected-warning @+2 {{plan key 'model.layers.*.mixer.experts.down_proj' matches no module}}
+// expected-warning @+1 {{plan key 'model.layers.*.mixer.experts' matches no module}}
+func.func @forward(%ids: tensor<?x?xi64>,
+    %emb: tensor<128x64xf32> {tp.fqn = "model.embeddings.weight"},
+    %up: tensor<64x64xf32> {tp.fqn = "model.layers.0.mixer.up_proj.weight"},
+    %head: tensor<128x64xf32> {tp.fqn = "lm_head.weight"}) -> tensor<?x?x128xf32> {
+  %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<128x64xf32>) -> tensor<?x?x64xf32>
+  %u = tp.linear %h, %up : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %l = tp.linear %u, %head : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
+  return %l : tensor<?x?x128xf32>
 }
 
 //--- hferr4.mlir

@@ -24,16 +24,19 @@ TEST(TPUtils, ElementByteSize) {
 TEST(TPUtils, TensorByteSize) {
   MLIRContext ctx;
   Builder b(&ctx);
-  EXPECT_EQ(tp::getTensorByteSize(RankedTensorType::get({128, 64}, b.getBF16Type())),
-            128u * 64u * 2u);
-  EXPECT_EQ(tp::getTensorByteSize(RankedTensorType::get({}, b.getF32Type())), 4u);
-  EXPECT_EQ(tp::getTensorByteSize(RankedTensorType::get({0, 7}, b.getF32Type())), 0u);
-  EXPECT_EQ(tp::getTensorByteSize(
-                RankedTensorType::get({ShapedType::kDynamic, 4}, b.getF32Type())),
+  EXPECT_EQ(
+      tp::getTensorByteSize(RankedTensorType::get({128, 64}, b.getBF16Type())),
+      128u * 64u * 2u);
+  EXPECT_EQ(tp::getTensorByteSize(RankedTensorType::get({}, b.getF32Type())),
+            4u);
+  EXPECT_EQ(
+      tp::getTensorByteSize(RankedTensorType::get({0, 7}, b.getF32Type())), 0u);
+  EXPECT_EQ(tp::getTensorByteSize(RankedTensorType::get(
+                {ShapedType::kDynamic, 4}, b.getF32Type())),
             std::nullopt);
   // 2^62 elements of 8 bytes overflow 64 bits.
-  EXPECT_EQ(tp::getTensorByteSize(
-                RankedTensorType::get({int64_t(1) << 31, int64_t(1) << 31}, b.getI64Type())),
+  EXPECT_EQ(tp::getTensorByteSize(RankedTensorType::get(
+                {int64_t(1) << 31, int64_t(1) << 31}, b.getI64Type())),
             std::nullopt);
 }
 

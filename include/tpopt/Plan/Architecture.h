@@ -49,11 +49,6 @@ struct Architecture {
   /// The built-in plan (AutoModel's optimized plan), or its sequence-
   /// parallel form; `root` is the block container ("model" or "backbone").
   Plan (*builtinPlan)(llvm::StringRef root, bool sequenceParallel);
-  /// transformers declares a `base_model_tp_plan` on the config class
-  /// (used when a config.json carries none), with these attention norms
-  /// as `replicated_with_grad_allreduce`.
-  bool hasHFClassPlan;
-  llvm::ArrayRef<llvm::StringLiteral> hfClassPlanNorms;
   /// Why it has no sequence-parallel plan; empty when it has one.
   llvm::StringLiteral noSequenceParallel;
   /// Whether its graphs may tie lm_head to the embedding, and may have

@@ -36,6 +36,10 @@ enum class ParallelStyle {
   /// Parameters replicated with partial gradients, summed over the group
   /// (HF replicated_with_grad_allreduce: per-head q/k norms).
   ReplicatedWithGradAllreduce,
+  /// Parameters replicated, named by the plan; activations untouched (HF
+  /// replicate; local_params and all_reduce, which tp-opt's local-tensor
+  /// programs satisfy as they are).
+  Replicate,
 };
 
 llvm::StringRef stringifyParallelStyle(ParallelStyle style);
@@ -47,11 +51,26 @@ struct PlanEntry {
   /// Rowwise with output_layouts=Shard(1): the partial output is
   /// reduce-scattered on the sequence instead of all-reduced.
   bool outputSequenceSharded = false;
+  /// Rowwise with input_layouts=Replicate (HF rowwise_rep,
+  /// rowwise_split_input): each rank slices its block of the input.
+  bool inputReplicated = false;
+  /// SequenceParallel that takes its input onto the sequence shards itself
+  /// (transformers' sequence_parallel redistributes a replicated input).
+  bool shardsInput = false;
+  /// The style as the plan spells it (for diagnostics).
+  std::string styleName = "";
+  /// Set for a style tp-opt does not implement: why. Placing a module with
+  /// it is an error naming the key and the style; a key that matches no
+  /// module is only a warning.
+  std::string unsupported = "";
 };
 
 struct Plan {
   std::string name;
   std::vector<PlanEntry> entries;
+  /// Where the plan came from, for the report: built-in, a config file's
+  /// base_model_tp_plan, transformers' class table, or a JSON file.
+  std::string source = "";
 
   /// The first entry whose pattern matches the module FQN.
   const PlanEntry *lookup(llvm::StringRef module) const;
@@ -65,11 +84,17 @@ llvm::Expected<llvm::json::Object> readJSONObject(llvm::StringRef path);
 /// `*` matches exactly one dot-separated component.
 bool matchesModulePattern(llvm::StringRef pattern, llvm::StringRef module);
 
-/// The dense decoder plan AutoModel's optimized plans share: embedding
+/// JSON objects are unordered: when two keys match one module, the one with
+/// fewer wildcards (the more specific) comes first, deterministically.
+bool isMoreSpecificPattern(llvm::StringRef a, llvm::StringRef b);
+
+/// The dense decoder plan AutoModel's optimized plans share, under the
+/// inner model `root` ("model", "model.language_model"): embedding
 /// and o/down projections Rowwise, q/k/v and gate/up Colwise, `lmHead` for
 /// lm_head; with `sequenceParallel`, `layerNorms` (and model.norm) run on
 /// sequence shards and the Rowwise outputs reduce-scatter onto them.
-Plan buildDecoderPlan(llvm::StringRef name, ParallelStyle lmHead,
+Plan buildDecoderPlan(llvm::StringRef name, llvm::StringRef root,
+                      ParallelStyle lmHead,
                       llvm::ArrayRef<llvm::StringRef> layerNorms,
                       bool sequenceParallel);
 
@@ -78,20 +103,47 @@ Plan buildDecoderPlan(llvm::StringRef name, ParallelStyle lmHead,
 /// `sequenceParallel`, AutoModel's SP form: embedding and o/down
 /// projections reduce-scatter onto the sequence, the norms run on sequence
 /// shards, and column-split projections gather the sequence back;
-/// NemotronH has none (an error). `root` is NemotronH's block
-/// container: "model" in transformers 5, "backbone" in the older remote
-/// code.
+/// NemotronH has none (an error). `root` is the inner model's path:
+/// "model", "model.language_model" (Gemma3 inside
+/// Gemma3ForConditionalGeneration), or "backbone" (NemotronH's older remote
+/// code).
 llvm::Expected<Plan> getBuiltinPlan(llvm::StringRef name, llvm::StringRef root,
                                     bool sequenceParallel);
 
-/// The HF plan of a transformers `config.json`: its `base_model_tp_plan`,
-/// or when it has none, the plan transformers' class declares for its
-/// `model_type` (llama, qwen2, qwen3, gemma3/gemma3_text). Keys are relative
-/// to the inner model and get the `model.` prefix; `model.embed_tokens` is
-/// added as the vocabulary-split embedding when absent and `lm_head` is
-/// column-split with sharded logits (../shared/spec/tp-semantics.md 2.2).
-/// An error names the file and the key.
-llvm::Expected<Plan> loadHFPlan(llvm::StringRef configPath);
+/// One entry of a plan as transformers writes it: module key, style name.
+struct HFPlanKey {
+  llvm::StringLiteral key;
+  llvm::StringLiteral style;
+};
+
+/// The plans transformers declares for one model_type: its config class's
+/// `base_model_tp_plan` (keys relative to the inner model) and its
+/// causal-LM class's `_tp_plan` (lm_head). The table is compared with
+/// transformers itself by tp-unittests (test/models/hf_tp_plans.json).
+struct HFClassPlan {
+  llvm::StringLiteral modelType;
+  llvm::StringLiteral configClass;
+  llvm::ArrayRef<HFPlanKey> basePlan;
+  llvm::StringLiteral causalLMClass;
+  llvm::ArrayRef<HFPlanKey> causalLMPlan;
+};
+
+/// The model_types whose transformers plans tp-opt knows.
+llvm::ArrayRef<HFClassPlan> getHFClassPlans();
+const HFClassPlan *lookupHFClassPlan(llvm::StringRef modelType);
+
+/// The HF plan of a transformers `config.json`, resolved as transformers,
+/// AutoModel and NeMo RL do (../shared/spec/tp-semantics.md 2.2): the
+/// file's `base_model_tp_plan`, or when it has none the one transformers'
+/// config class declares for its `model_type`; its keys re-prefixed with
+/// `innerPrefix` (the inner model's path: "model", "backbone",
+/// "model.language_model"); the causal-LM class's `_tp_plan` added
+/// (lm_head column-split with sharded logits); a vocabulary-split embedding
+/// added when no entry places it. Every transformers 5.23 style is either
+/// translated or marked unsupported with the reason (an error only where
+/// it places a module). An error names the file and the key.
+llvm::Expected<Plan> loadHFPlan(llvm::StringRef configPath,
+                                llvm::StringRef innerPrefix = "model");
 
 /// A user's JSON plan: an object from module FQN globs (`*` matches one
 /// path component) to a style string or to an object with "style" and the

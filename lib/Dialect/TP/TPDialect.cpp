@@ -105,6 +105,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
              << "point (\"forward\"), got " << attr.getValue();
     return success();
   }
+  if (attr.getName() == kPlanSourceAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << kPlanSourceAttrName << "' must be a string on a module";
+    return success();
+  }
   if (attr.getName() == ModelConfig::kAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!dict)

@@ -92,6 +92,17 @@ FailureOr<Value> PartitionState::gathered(Operation *op, Value v, int64_t dim) {
       builder.getDenseI16ArrayAttr({0}), v, builder.getIndexAttr(dim)));
 }
 
+FailureOr<Value> PartitionState::sliced(Operation *op, Value v, int64_t dim) {
+  FailureOr<RankedTensorType> type =
+      resized(op, v.getType(), dim, /*gather=*/false);
+  if (failed(type))
+    return failure();
+  return Value(shard::AllSliceOp::create(
+      builder, op->getLoc(), *type,
+      FlatSymbolRefAttr::get(builder.getContext(), "tp"),
+      builder.getDenseI16ArrayAttr({0}), v, builder.getIndexAttr(dim)));
+}
+
 FailureOr<Value> PartitionState::reduceScattered(Operation *op, Value v,
                                                  int64_t dim) {
   FailureOr<RankedTensorType> type =

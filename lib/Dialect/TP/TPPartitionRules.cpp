@@ -33,9 +33,14 @@ LogicalResult EmbeddingOp::partition(PartitionState &state) {
   int64_t d = state.getParamSplitDim(getTable());
   if (d < 0)
     return success();
-  if (d != 0)
-    return emitError("tp-partition: an embedding split on its hidden "
-                     "dimension is not supported");
+  if (d == 1) {
+    // Hidden features split (transformers' embedding_colwise): each rank
+    // looks up its slice of every vector.
+    getResult().setType(
+        withLast(getResult().getType(), getTable().getType().getDimSize(1)));
+    state.setLayout(getResult(), ShardLayout::SplitLast);
+    return success();
+  }
   setVocabParallel(true);
   state.markPartial(getResult());
   return success();

@@ -318,6 +318,21 @@ struct ReduceScatterRuntimeCall
   }
 };
 
+constexpr RuntimeSignature kAllSlice[] = {{"tprt::all_slice", kTensorAndI64}};
+
+struct AllSliceRuntimeCall
+    : public RuntimeCallOpInterface::ExternalModel<AllSliceRuntimeCall,
+                                                   shard::AllSliceOp> {
+  static ArrayRef<RuntimeSignature> getRuntimeSignatures() { return kAllSlice; }
+  LogicalResult buildRuntimeCall(Operation *op, RuntimeCall &call) const {
+    auto slice = cast<shard::AllSliceOp>(op);
+    call.callee(kAllSlice[0])
+        .tensor(slice.getInput())
+        .i64(slice.getSliceAxis().getSExtValue());
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::tp::registerShardRuntimeCallModels(DialectRegistry &registry) {
@@ -325,5 +340,6 @@ void mlir::tp::registerShardRuntimeCallModels(DialectRegistry &registry) {
     shard::AllReduceOp::attachInterface<AllReduceRuntimeCall>(*ctx);
     shard::AllGatherOp::attachInterface<AllGatherRuntimeCall>(*ctx);
     shard::ReduceScatterOp::attachInterface<ReduceScatterRuntimeCall>(*ctx);
+    shard::AllSliceOp::attachInterface<AllSliceRuntimeCall>(*ctx);
   });
 }

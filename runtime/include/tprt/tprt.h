@@ -180,6 +180,9 @@ Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
 Tensor all_reduce_sum(Context &ctx, const Tensor &x);
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
+/// shard.all_slice: this rank's block r of `axis` of a replicated tensor,
+/// without communication (the dimension must divide by the ranks).
+Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
 /// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm).
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,

@@ -177,6 +177,24 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
+Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
+  requireF32(x, "all_slice", "the input");
+  AxisView v(x, axis, "all_slice");
+  int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
+  if (v.n % ranks)
+    fatal("all_slice: dimension " + std::to_string(axis) + " of " +
+          x.describe() + " is not divisible by " + std::to_string(ranks) +
+          " ranks");
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] /= ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  int64_t chunk = v.n / ranks * v.inner;
+  for (int64_t i = 0; i < v.outer; ++i)
+    std::copy_n(x.f32() + (i * ranks + rank) * chunk, chunk,
+                out.f32() + i * chunk);
+  return out;
+}
+
 Tensor linear(Context &, const Tensor &x, const Tensor &w) {
   requireF32(x, "linear", "the input");
   requireF32(w, "linear", "the weight");

@@ -76,6 +76,8 @@ public:
   /// All ranks' blocks of `v` along `dim`, concatenated (at the builder's
   /// insertion point).
   FailureOr<Value> gathered(Operation *op, Value v, int64_t dim);
+  /// This rank's block of replicated `v` along `dim` (no communication).
+  FailureOr<Value> sliced(Operation *op, Value v, int64_t dim);
   /// The reduce-scatter of partial sum `v` along `dim`.
   FailureOr<Value> reduceScattered(Operation *op, Value v, int64_t dim);
 
