@@ -12,6 +12,8 @@
 // RUN: tp-opt %t/hferr.mlir "--tp-apply-plan=plan=hf:%t/hf_unknown.json" --verify-diagnostics
 // RUN: tp-opt %t/hferr2.mlir "--tp-apply-plan=plan=hf:%t/hf_packed.json" --verify-diagnostics
 // RUN: tp-opt %t/hfnemotron.mlir "--tp-apply-plan=plan=hf:%t/hf_nemotron.json" --verify-diagnostics | FileCheck %t/hfnemotron.mlir
+// RUN: sed -e 's/"model\./"backbone./' %t/hfnemotron.mlir > %t/hfbackbone.mlir
+// RUN: tp-opt %t/hfbackbone.mlir "--tp-apply-plan=plan=hf:%t/hf_nemotron.json" 2>&1 | FileCheck %t/hfnemotron.mlir --check-prefix=BACKBONE
 // RUN: tp-opt %t/hferr4.mlir "--tp-apply-plan=plan=hf:%t/missing.json" --verify-diagnostics
 // RUN: tp-opt %t/json.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2" --verify-diagnostics | FileCheck %t/json.mlir
 // RUN: tp-opt %t/jsonerr.mlir "--tp-apply-plan=plan=file:%t/plan.json sp=true" --verify-diagnostics
@@ -202,6 +204,9 @@ func.func @forward(%x: tensor<?x?x64xf32>,
 // CHECK: tp.fqn = "model.embeddings.weight", tp.placement = #tp.placement<split(0), key = "model.embeddings">
 // CHECK-SAME: tp.fqn = "model.layers.0.mixer.up_proj.weight", tp.placement = #tp.placement<replicated, grad = mean>
 // CHECK-SAME: tp.fqn = "lm_head.weight", tp.placement = #tp.placement<replicated, grad = mean>
+// Under the remote code's `backbone.` names, the keys follow the prefix.
+// BACKBONE: warning: plan key 'backbone.layers.*.mixer.experts.up_proj' matches no module
+// BACKBONE: tp.fqn = "backbone.embeddings.weight", tp.placement = #tp.placement<split(0), key = "backbone.embeddings">
 // expected-warning @+3 {{plan key 'model.layers.*.mixer.experts.up_proj' matches no module}}
 // expected-warning @+2 {{plan key 'model.layers.*.mixer.experts.down_proj' matches no module}}
 // expected-warning @+1 {{plan key 'model.layers.*.mixer.experts' matches no module}}
