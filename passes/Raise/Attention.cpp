@@ -270,6 +270,28 @@ FailureOr<bool> softmax(Raiser &r, NodeOp node, ArrayRef<Abstract *> in,
   return true;
 }
 
+/// SDPA's guard (TorchScript export): where(isnan(probs), 0, probs). A
+/// fully masked row is NaN there; tp.attention gives such rows (padding
+/// queries, whose outputs no kept position reads) zeros too.
+FailureOr<bool> probsIsNaN(Raiser &r, NodeOp, ArrayRef<Abstract *> in,
+                           Abstract &out) {
+  if (!isKind(in, 0, Abstract::Probs))
+    return false;
+  out = r.derived(Abstract::ProbsIsNaN, *in[0]);
+  return true;
+}
+
+FailureOr<bool> probsNaNGuard(Raiser &, NodeOp node, ArrayRef<Abstract *> in,
+                              Abstract &out) {
+  if (in.size() != 3 || !isKind(in, 0, Abstract::ProbsIsNaN) ||
+      Raiser::scalarOf(in[1]) != 0.0 || !isKind(in, 2, Abstract::Probs) ||
+      node.getInputs()[0].getDefiningOp<NodeOp>().getInputs()[0] !=
+          node.getInputs()[2])
+    return false;
+  out = *in[2];
+  return true;
+}
+
 /// softmax(scores) v completes the block.
 FailureOr<bool> probsTimesValues(Raiser &r, NodeOp node,
                                  ArrayRef<Abstract *> in, Abstract &out) {
@@ -321,6 +343,9 @@ void mlir::tp::raise::registerAttentionRecognizers(RecognizerTable &table) {
   table.add("Add", "attention-mask", Stage::OnActivations, additiveMask);
   table.add("Where", "attention-mask", Stage::OnActivations, whereMask);
   table.add("Softmax", "attention-softmax", Stage::OnActivations, softmax);
+  table.add("IsNaN", "attention-nan-guard", Stage::OnActivations, probsIsNaN);
+  table.add("Where", "attention-nan-guard", Stage::OnActivations,
+            probsNaNGuard);
   table.add("MatMul", "attention", Stage::OnActivations, probsTimesValues);
   table.add("Unsqueeze", "repeat-kv-unsqueeze", Stage::OnActivations,
             kvUnsqueeze);

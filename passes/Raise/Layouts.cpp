@@ -78,6 +78,8 @@ FailureOr<bool> transpose(Raiser &r, NodeOp node, ArrayRef<Abstract *> in,
     act.layout = Layout::KeyT;
   else if (act.layout == Layout::Heads && p == ArrayRef<int64_t>{0, 2, 3, 1})
     act.layout = Layout::KeyT;
+  else if (act.layout == Layout::FlatHeadsT && p == ArrayRef<int64_t>{0, 2, 1})
+    act.layout = Layout::FlatKeyT;
   else
     return r.nodeError(node) << "unsupported transpose of an activation";
   out = r.makeAct(act, r.logicalShape(act));
@@ -122,6 +124,19 @@ FailureOr<bool> reshape(Raiser &r, NodeOp node, ArrayRef<Abstract *> in,
     act.headDim = 0;
     out = r.makeAct(act, r.logicalShape(act));
     return true;
+  }
+  // The dynamo exporter's SDPA transposes k as [B*H, S, D] -> [B*H, D, S]
+  // and back to [B, H, D, S].
+  if (isAct(in, 0)) {
+    Activation flat = act;
+    if (act.layout == Layout::HeadsT)
+      flat.layout = Layout::FlatHeadsT;
+    else if (act.layout == Layout::FlatKeyT)
+      flat.layout = Layout::KeyT;
+    if (flat.layout != act.layout && s == r.logicalShape(flat)) {
+      out = r.makeAct(flat, s);
+      return true;
+    }
   }
   return r.nodeError(node) << "unsupported reshape of an activation to ["
                            << llvm::make_range(s.begin(), s.end()) << "]";

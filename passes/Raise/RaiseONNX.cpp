@@ -69,6 +69,7 @@ StringRef mlir::tp::raise::kindName(Abstract::Kind kind) {
   case Abstract::Scores:
   case Abstract::MaskedScores:
   case Abstract::Probs:
+  case Abstract::ProbsIsNaN:
     return "partial-attention";
   case Abstract::KVCache:
     return "kv-cache";

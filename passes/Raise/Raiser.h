@@ -39,6 +39,9 @@ enum class Layout {
   Heads,  // [B, S, H, D]
   HeadsT, // [B, H, S, D]
   KeyT,   // [B, H, D, S]
+  // Batch and heads flattened (the dynamo exporter's SDPA transposes k so).
+  FlatHeadsT, // [B*H, S, D]
+  FlatKeyT,   // [B*H, D, S]
 };
 
 struct Activation {
@@ -74,6 +77,7 @@ struct Abstract {
     Scores,         // `number` * q k^T
     MaskedScores,   // scores + table
     Probs,          // softmax(scores)
+    ProbsIsNaN,     // IsNaN(probs): SDPA's guard for fully masked rows
     KVCache,        // a present key/value output, which the program drops
   };
   Kind kind = Concrete;
@@ -234,6 +238,10 @@ public:
       return {probeBatch, heads, probeSeq, act.headDim};
     case Layout::KeyT:
       return {probeBatch, heads, act.headDim, probeSeq};
+    case Layout::FlatHeadsT:
+      return {probeBatch * heads, probeSeq, act.headDim};
+    case Layout::FlatKeyT:
+      return {probeBatch * heads, act.headDim, probeSeq};
     case Layout::Packed:
       break;
     }

@@ -78,3 +78,44 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
   %o = onnx.node "MatMul"(%p, %q) {domain = "", name = "/model/attn/MatMul_1", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<?x?x4xf32>
   return %o : tensor<?x?x4xf32>
 }
+
+// -----
+
+// SDPA as the exporters write it: k transposed through a [batch * heads,
+// seq, head_dim] reshape (dynamo), sqrt(scale) on each of q and k^T, and
+// softmax guarded by where(isnan(p), 0, p) (fully masked rows). One head of
+// 4 features: the guard is dropped (tp.attention gives such rows zeros).
+// CHECK-LABEL: func.func @forward
+// CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} {head_dim = 4 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 2.500000e-01 : f64}
+// CHECK-NOT: onnx.node
+func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+    %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>}) -> tensor<?x?x4xf32> {
+  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  %shape = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant", onnx_attrs = {value = dense<[0, 0, 1, 4]> : tensor<4xi64>}, scope = "model.attn"} : () -> tensor<4xi64>
+  %heads = onnx.node "Reshape"(%h, %shape) {domain = "", name = "/model/attn/Reshape", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<4xi64>) -> tensor<*xf32>
+  %q = onnx.node "Transpose"(%heads) {domain = "", name = "/model/attn/Transpose", onnx_attrs = {perm = array<i64: 0, 2, 1, 3>}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
+  %qShape = onnx.node "Shape"(%q) {domain = "", name = "/model/attn/Shape_0", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<4xi64>
+  %last2 = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_1", onnx_attrs = {value = dense<[2, 3]> : tensor<2xi64>}, scope = "model.attn"} : () -> tensor<2xi64>
+  %sd = onnx.node "Gather"(%qShape, %last2) {domain = "", name = "/model/attn/Gather_0", onnx_attrs = {}, scope = "model.attn"} : (tensor<4xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %minus1 = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_6", onnx_attrs = {value = dense<[-1]> : tensor<1xi64>}, scope = "model.attn"} : () -> tensor<1xi64>
+  %flatShape = onnx.node "Concat"(%minus1, %sd) {domain = "", name = "/model/attn/Concat", onnx_attrs = {axis = 0 : i64}, scope = "model.attn"} : (tensor<1xi64>, tensor<2xi64>) -> tensor<3xi64>
+  %flat = onnx.node "Reshape"(%q, %flatShape) {domain = "", name = "/model/attn/Reshape_1", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<3xi64>) -> tensor<*xf32>
+  %flatT = onnx.node "Transpose"(%flat) {domain = "", name = "/model/attn/Transpose_1", onnx_attrs = {perm = array<i64: 0, 2, 1>}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
+  %ktShape = onnx.node "Shape"(%q) {domain = "", name = "/model/attn/Shape", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<4xi64>
+  %perm = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_2", onnx_attrs = {value = dense<[0, 1, 3, 2]> : tensor<4xi64>}, scope = "model.attn"} : () -> tensor<4xi64>
+  %ktDims = onnx.node "Gather"(%ktShape, %perm) {domain = "", name = "/model/attn/Gather", onnx_attrs = {}, scope = "model.attn"} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %kt = onnx.node "Reshape"(%flatT, %ktDims) {domain = "", name = "/model/attn/Reshape_2", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<4xi64>) -> tensor<*xf32>
+  %root = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_3", onnx_attrs = {value = dense<0.5> : tensor<f32>}, scope = "model.attn"} : () -> tensor<f32>
+  %qs = onnx.node "Mul"(%q, %root) {domain = "", name = "/model/attn/Mul", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %ks = onnx.node "Mul"(%kt, %root) {domain = "", name = "/model/attn/Mul_1", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %scores = onnx.node "MatMul"(%qs, %ks) {domain = "", name = "/model/attn/MatMul", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %p = onnx.node "Softmax"(%scores) {domain = "", name = "/model/attn/Softmax", onnx_attrs = {axis = -1 : i64}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
+  %nan = onnx.node "IsNaN"(%p) {domain = "", name = "/model/attn/IsNaN", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xi1>
+  %zero = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_4", onnx_attrs = {value = dense<0.0> : tensor<f32>}, scope = "model.attn"} : () -> tensor<f32>
+  %guarded = onnx.node "Where"(%nan, %zero, %p) {domain = "", name = "/model/attn/Where", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xi1>, tensor<f32>, tensor<*xf32>) -> tensor<*xf32>
+  %o = onnx.node "MatMul"(%guarded, %q) {domain = "", name = "/model/attn/MatMul_1", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %back = onnx.node "Transpose"(%o) {domain = "", name = "/model/attn/Transpose_2", onnx_attrs = {perm = array<i64: 0, 2, 1, 3>}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
+  %packShape = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_5", onnx_attrs = {value = dense<[0, 0, 4]> : tensor<3xi64>}, scope = "model.attn"} : () -> tensor<3xi64>
+  %y = onnx.node "Reshape"(%back, %packShape) {domain = "", name = "/model/attn/Reshape_3", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  return %y : tensor<?x?x4xf32>
+}

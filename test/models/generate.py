@@ -128,10 +128,12 @@ def inputs_for(shape, padded, seed):
     return ids, mask
 
 
-def build(arch):
-    """The HF model of `arch` with the weights every export holds."""
+def build(arch, attn="eager"):
+    """The HF model of `arch` with the weights every export holds, with the
+    attention implementation `attn` (eager, or transformers' default sdpa:
+    make_sdpa.py)."""
     config, cls = ARCHS[arch]()
-    config._attn_implementation = "eager"
+    config._attn_implementation = attn
     torch.manual_seed(1234)
     hf = cls(config).eval()
     # Random (not default) norm weights so that a wrong norm parameter or
