@@ -9,6 +9,7 @@
 #include "tpopt/Plan/Architecture.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 using namespace mlir::tp;
 using llvm::StringLiteral;
@@ -131,4 +132,47 @@ std::string mlir::tp::getArchitectureNames() {
     if (!llvm::is_contained(order, StringRef(arch.name)))
       names += ", " + arch.name.str();
   return names;
+}
+
+namespace {
+
+/// Architectures users bring that tp-opt does not compile, and what they
+/// need that it lacks.
+constexpr std::pair<StringLiteral, StringLiteral> kUnsupportedModelTypes[] = {
+    {"phi3", "its fused qkv_proj and gate_up_proj are not raised"},
+    {"phi", "its parallel attention/MLP block and LayerNorm are not raised"},
+    {"gpt2", "its Conv1D projections, learned positions and LayerNorm are "
+             "not raised"},
+    {"gemma2", "its attention soft-capping layout is not raised (Gemma3 is)"},
+    {"gemma", "its blocks are not raised (Gemma3 is)"},
+    {"mixtral", "its MoE experts are not supported"},
+    {"qwen2_moe", "its MoE experts are not supported"},
+    {"qwen3_moe", "its MoE experts are not supported"},
+    {"deepseek_v3", "its MoE experts and multi-head latent attention are not "
+                    "supported"},
+    {"falcon", "its fused query_key_value projection is not raised"},
+    {"gpt_neox", "its fused query_key_value projection is not raised"},
+};
+
+} // namespace
+
+std::string mlir::tp::whyModelTypeIsUnsupported(StringRef modelType) {
+  if (lookupArchitectureByModelType(modelType))
+    return "";
+  // In the order users know the architectures.
+  std::string accepted, names = getArchitectureNames();
+  llvm::SmallVector<StringRef> ordered;
+  StringRef(names).split(ordered, ", ");
+  for (StringRef name : ordered)
+    for (StringRef type : lookupArchitecture(name)->modelTypes)
+      accepted += (accepted.empty() ? "" : ", ") + type.str();
+  for (const auto &[type, why] : kUnsupportedModelTypes)
+    if (type == modelType)
+      return (modelType + " is not supported: " + why +
+              " (tp-opt compiles the model_types " + accepted + ")")
+          .str();
+  return ("model_type '" + modelType +
+          "' is not an architecture tp-opt compiles (model_types " + accepted +
+          ")")
+      .str();
 }

@@ -315,6 +315,23 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     emitc::VerbatimOp::create(
         builder, func.getLoc(),
         "const int tprt_model_tp_size = " + std::to_string(tpSize) + ";");
+    // Sequence parallelism splits dim 1 of 3-D activations: the input's
+    // sequence must divide by the ranks (main checks it up front).
+    bool splitsSequence = false;
+    func.walk([&](Operation *op) {
+      int64_t axis = -1;
+      if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op))
+        axis = scatter.getScatterAxis().getSExtValue();
+      else if (auto slice = dyn_cast<shard::AllSliceOp>(op))
+        axis = slice.getSliceAxis().getSExtValue();
+      if (axis == 1 &&
+          cast<ShapedType>(op->getOperand(0).getType()).getRank() == 3)
+        splitsSequence = true;
+    });
+    emitc::VerbatimOp::create(builder, func.getLoc(),
+                              "const int tprt_model_sequence_multiple = " +
+                                  std::to_string(splitsSequence ? tpSize : 1) +
+                                  ";");
     emitc::VerbatimOp::create(builder, func.getLoc(),
                               weightFileTable(func, path));
 

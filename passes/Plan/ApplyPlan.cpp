@@ -93,6 +93,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     loraB.clear();
     loraBaseOfSum.clear();
     planError.clear();
+    reportedViolations.clear();
     ModuleOp module = getOperation();
     FailureOr<func::FuncOp> entry = requireEntry<func::FuncOp>(
         module, kForwardEntry,
@@ -582,13 +583,19 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     }
   }
 
+  /// Whether `size` divides by tp; a violation is reported once per plan
+  /// key and cut (not once per layer), and every distinct one is reported.
   LogicalResult checkDivisible(Operation *op, StringRef key, StringRef what,
                                int64_t size) {
     if (size % static_cast<int64_t>(tp) == 0)
       return success();
-    return op->emitError() << "plan key '" << key << "': " << size << " "
-                           << what << " are not divisible by tp "
-                           << static_cast<int64_t>(tp);
+    std::string message =
+        ("plan key '" + key + "': " + Twine(size) + " " + what +
+         " are not divisible by tp " + Twine(static_cast<int64_t>(tp)))
+            .str();
+    if (reportedViolations.insert(message).second)
+      op->emitError() << message;
+    return failure();
   }
 
   using Placements = llvm::DenseMap<Value, Placement>;
@@ -600,9 +607,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     if ((loraRank != 0 || !loraAdapter.empty()) && failed(insertLoRA(func)))
       return failure();
     Placements placements;
-    if (failed(choosePlacements(func, plan, placements)) ||
-        failed(checkHeads(func, placements)) ||
-        failed(checkSplits(func, placements)))
+    if (failed(choosePlacements(func, plan, placements)))
+      return failure();
+    // Every violation is reported, heads and splits alike.
+    bool headsOk = succeeded(checkHeads(func, placements));
+    if (!headsOk | failed(checkSplits(func, placements)))
       return failure();
     annotateParams(func, placements);
     annotateLoRABranches(placements);
@@ -621,16 +630,30 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (!fqn)
         continue;
       std::optional<Placement> chosen;
+      Operation *chosenBy = nullptr;
       for (OpOperand &use : arg.getUses()) {
         FailureOr<Placement> p = placementFor(arg, use, fqn.getValue(), plan);
         if (failed(p))
           return failure();
+        // "split on dim 0 by plan key 'lm_head' (tp.linear)", or
+        // "replicated, no plan key places its tp.embedding".
+        auto describe = [](const Placement &placement, Operation *user) {
+          std::string opName = user->getName().getStringRef().str();
+          std::string where =
+              placement.dim < 0
+                  ? "replicated"
+                  : "split on dim " + std::to_string(placement.dim);
+          if (placement.key.empty())
+            return where + " (no plan key places its " + opName + ")";
+          return where + " by plan key '" + placement.key + "' (" + opName +
+                 ")";
+        };
         if (chosen && !(*chosen == *p))
-          return func.emitError()
-                 << "tied parameter '" << fqn.getValue() << "' is split on dim "
-                 << chosen->dim << " by '" << chosen->key << "' and on dim "
-                 << p->dim << " by '" << p->key << "'";
+          return func.emitError() << "tied parameter '" << fqn.getValue()
+                                  << "' is " << describe(*chosen, chosenBy)
+                                  << " and " << describe(*p, use.getOwner());
         chosen = *p;
+        chosenBy = use.getOwner();
         if (!p->key.empty())
           usedKeys.insert(p->key);
       }
@@ -688,6 +711,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     };
     // Heads first: they decide KV-head replication, which changes what the
     // k and v projections cut.
+    bool violated = false;
     WalkResult walk = func.walk([&](AttentionOp att) {
       Operation *op = att;
       {
@@ -701,19 +725,22 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         LinearOp q = projOf(att.getQ()), k = projOf(att.getK());
         if (q)
           if (auto p = splitOf(q.getWeight()))
-            if (failed(checkDivisible(op, p->key, "attention heads",
-                                      att.getNumHeadsAttr().getInt())))
-              return WalkResult::interrupt();
+            violated |= failed(checkDivisible(op, p->key, "attention heads",
+                                              att.getNumHeadsAttr().getInt()));
         if (k)
           if (auto p = splitOf(k.getWeight())) {
             int64_t kv = att.getNumKvHeadsAttr().getInt();
             if (kv % tp != 0) {
               if (tp % kv != 0) {
-                op->emitError()
-                    << "plan key '" << p->key << "': " << kv
-                    << " KV heads are not divisible by tp "
-                    << static_cast<int64_t>(tp) << " (nor tp by them)";
-                return WalkResult::interrupt();
+                std::string message =
+                    ("plan key '" + p->key + "': " + Twine(kv) +
+                     " KV heads are not divisible by tp " +
+                     Twine(static_cast<int64_t>(tp)) + " (nor tp by them)")
+                        .str();
+                if (reportedViolations.insert(message).second)
+                  op->emitError() << message;
+                violated = true;
+                return WalkResult::advance();
               }
               // Fewer KV heads than ranks: every rank of a query group
               // holds that group's KV head.
@@ -748,9 +775,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       }
       return WalkResult::advance();
     });
-    if (walk.wasInterrupted())
-      return failure();
-    return success();
+    return failure(walk.wasInterrupted() || violated);
   }
 
   /// What each split cuts (features, vocabulary rows, LoRA ranks) divides
@@ -759,7 +784,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     auto splitOf = [&](Value v) {
       return TPApplyPlanPass::splitOf(placements, v);
     };
-    WalkResult walk = func.walk([&](Operation *op) {
+    bool violated = false;
+    func.walk([&](Operation *op) {
       if (auto linear = dyn_cast<LinearOp>(op)) {
         auto p = splitOf(linear.getWeight());
         if (p && p->replicas == 1) {
@@ -773,24 +799,18 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
           if (fqn && isLoRAFactor(fqn.getValue()) &&
               (p->dim == 0) == fqn.getValue().ends_with(".lora_A.weight"))
             what = "LoRA rank dimensions";
-          if (failed(checkDivisible(op, p->key, what, w.getDimSize(p->dim))))
-            return WalkResult::interrupt();
+          violated |=
+              failed(checkDivisible(op, p->key, what, w.getDimSize(p->dim)));
         }
       } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
         if (auto p = splitOf(emb.getTable())) {
           StringRef what = p->dim == 0 ? "vocabulary rows" : "hidden features";
-          if (failed(
-                  checkDivisible(op, p->key, what,
-                                 emb.getTable().getType().getDimSize(p->dim))))
-            return WalkResult::interrupt();
+          violated |= failed(checkDivisible(
+              op, p->key, what, emb.getTable().getType().getDimSize(p->dim)));
         }
       }
-      return WalkResult::advance();
     });
-    if (walk.wasInterrupted())
-      return failure();
-
-    return success();
+    return failure(violated);
   }
 
   /// A shard.shard per parameter, and the placement attributes.
@@ -842,6 +862,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   llvm::DenseMap<Operation *, Operation *> loraBaseOfSum;
   /// Why the plan could not be loaded.
   std::string planError;
+  /// Divisibility violations already reported (once per key and cut).
+  llvm::StringSet<> reportedViolations;
 };
 
 } // namespace

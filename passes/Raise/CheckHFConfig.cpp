@@ -70,9 +70,7 @@ struct TPCheckHFConfigPass
       return success();
     const Architecture *arch = lookupArchitectureByModelType(*modelType);
     if (!arch)
-      return fail("model_type '" + *modelType +
-                  "' is not an architecture tp-opt compiles (" +
-                  getArchitectureNames() + ")");
+      return fail(whyModelTypeIsUnsupported(*modelType));
     if (config.architecture && *config.architecture != arch->name)
       return fail("model_type '" + *modelType + "' is " + arch->name +
                   " but the graph is a " + *config.architecture);

@@ -176,6 +176,22 @@ int main(int argc, char **argv) try {
       m[i] = 1;
   }
 
+  // Every rank reads the same input, so every rank takes this exit: one
+  // message (rank 0) and a clean shutdown instead of an error inside the
+  // first collective on each rank.
+  if (ids.dim(1) % tprt_model_sequence_multiple != 0) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "tprt: error: the input's sequence length %lld is not a "
+                   "multiple of %d: with sequence parallelism each of the %d "
+                   "ranks holds an equal share of the sequence (pad the "
+                   "input, or compile without --sp)\n",
+                   static_cast<long long>(ids.dim(1)),
+                   tprt_model_sequence_multiple, tprt_model_tp_size);
+    MPI_Finalize();
+    return 1;
+  }
+
   tprt::Context ctx(rank, size, weights, baseName(tprt_model_path));
   checkWeightFiles(ctx);
   tprt::Tensor logits = tprt_model_forward(ctx, ids, attentionMask);

@@ -6,6 +6,7 @@
 // CHECK: emitc.include "tprt/tprt.h"
 // CHECK: emitc.verbatim "const char *const tprt_model_path = \22m.onnx\22;"
 // CHECK: emitc.verbatim "const int tprt_model_tp_size = 1;"
+// CHECK: emitc.verbatim "const int tprt_model_sequence_multiple = 1;"
 // CHECK: emitc.func @tprt_model_forward(%[[CTX:.*]]: !emitc.opaque<"tprt::Context&">, %[[IDS:.*]]: !emitc.opaque<"tprt::Tensor">, %[[MASK:.*]]: !emitc.opaque<"tprt::Tensor">) -> !emitc.opaque<"tprt::Tensor">
 // CHECK: %[[E:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22m.onnx\22">, 0, 256, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{16, 4}">, false, -1 : i32, 1, 1]}
 // CHECK: %[[W:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.up.weight\22">, #emitc.opaque<"\22onnx::MatMul_3\22">, #emitc.opaque<"\22m.onnx\22">, 272, 128, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{8, 4}">, true, -1 : i32, 1, 1]}

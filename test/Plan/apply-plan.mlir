@@ -6,6 +6,8 @@
 // RUN: tp-opt %t/kv3.mlir "--tp-apply-plan=plan=llama tp=3" --verify-diagnostics
 // RUN: tp-opt %t/width.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
 // RUN: tp-opt %t/vocab.mlir "--tp-apply-plan=plan=llama tp=4" --verify-diagnostics
+// RUN: tp-opt %t/every.mlir "--tp-apply-plan=plan=llama tp=6" --verify-diagnostics
+// RUN: tp-opt %t/tied.mlir "--tp-apply-plan=plan=file:%t/plan_head.json tp=2" --verify-diagnostics
 // RUN: tp-opt %t/options.mlir "--tp-apply-plan=plan=mistral" --verify-diagnostics
 // RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:%t/hf_plan.json tp=2" --verify-diagnostics | FileCheck %t/hf.mlir
 // RUN: tp-opt %t/hf.mlir "--tp-apply-plan=plan=hf:%t/hf_class.json tp=2" --verify-diagnostics | FileCheck %t/hf.mlir
@@ -60,14 +62,16 @@ func.func @forward(%x: tensor<?x?x64xf32>,
 }
 
 //--- heads.mlir
-// 12 features split 6 ways, but 4 heads of 3 do not.
+// 12 features split 6 ways, but 4 heads of 3 do not (both the query and
+// the KV heads: each is reported).
 // expected-warning @+1 {{matches no module}}
 func.func @forward(%x: tensor<?x?x12xf32>,
     %wq: tensor<12x12xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
     %wk: tensor<12x12xf32> {tp.fqn = "model.layers.0.self_attn.k_proj.weight"}) -> tensor<?x?x12xf32> {
   %q = tp.linear %x, %wq : (tensor<?x?x12xf32>, tensor<12x12xf32>) -> tensor<?x?x12xf32>
   %k = tp.linear %x, %wk : (tensor<?x?x12xf32>, tensor<12x12xf32>) -> tensor<?x?x12xf32>
-  // expected-error @+1 {{plan key 'model.layers.*.self_attn.q_proj': 4 attention heads are not divisible by tp 6}}
+  // expected-error @+2 {{plan key 'model.layers.*.self_attn.q_proj': 4 attention heads are not divisible by tp 6}}
+  // expected-error @+1 {{plan key 'model.layers.*.self_attn.k_proj': 4 KV heads are not divisible by tp 6 (nor tp by them)}}
   %a = tp.attention %q, %k, %k {head_dim = 3 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 0.5 : f64} : (tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
   return %a : tensor<?x?x12xf32>
 }
@@ -134,6 +138,39 @@ func.func @forward(%ids: tensor<?x?xi64>,
   // expected-error @+1 {{plan key 'model.embed_tokens': 130 vocabulary rows are not divisible by tp 4}}
   %h = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<130x64xf32>) -> tensor<?x?x64xf32>
   return %h : tensor<?x?x64xf32>
+}
+
+//--- every.mlir
+// Every distinct violation is reported, once per plan key and cut (layer 1
+// repeats layer 0's heads): the heads and the vocabulary.
+// expected-warning @+1 {{matches no module}}
+func.func @forward(%ids: tensor<?x?xi64>,
+    %e: tensor<130x12xf32> {tp.fqn = "model.embed_tokens.weight"},
+    %wq0: tensor<12x12xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+    %wq1: tensor<12x12xf32> {tp.fqn = "model.layers.1.self_attn.q_proj.weight"}) -> tensor<?x?x12xf32> {
+  // expected-error @+1 {{plan key 'model.embed_tokens': 130 vocabulary rows are not divisible by tp 6}}
+  %x = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<130x12xf32>) -> tensor<?x?x12xf32>
+  %q0 = tp.linear %x, %wq0 : (tensor<?x?x12xf32>, tensor<12x12xf32>) -> tensor<?x?x12xf32>
+  // expected-error @+2 {{plan key 'model.layers.*.self_attn.q_proj': 4 attention heads are not divisible by tp 6}}
+  // expected-error @+1 {{plan key 'model.layers.*.self_attn.q_proj': 4 KV heads are not divisible by tp 6 (nor tp by them)}}
+  %a0 = tp.attention %q0, %q0, %q0 {head_dim = 3 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 0.5 : f64} : (tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  %q1 = tp.linear %a0, %wq1 : (tensor<?x?x12xf32>, tensor<12x12xf32>) -> tensor<?x?x12xf32>
+  %a1 = tp.attention %q1, %q1, %q1 {head_dim = 3 : i64, num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 0.5 : f64} : (tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  return %a1 : tensor<?x?x12xf32>
+}
+
+//--- plan_head.json
+{"lm_head": "colwise"}
+
+//--- tied.mlir
+// A tied table the plan splits for lm_head but leaves to the embedding:
+// both sides are named, the one no key places as such.
+// expected-error @+1 {{tied parameter 'model.embed_tokens.weight' is split on dim 0 by plan key 'lm_head' (tp.linear) and replicated (no plan key places its tp.embedding)}}
+func.func @forward(%ids: tensor<?x?xi64>,
+    %e: tensor<128x64xf32> {tp.fqn = "model.embed_tokens.weight"}) -> tensor<?x?x128xf32> {
+  %x = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<128x64xf32>) -> tensor<?x?x64xf32>
+  %l = tp.linear %x, %e : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
+  return %l : tensor<?x?x128xf32>
 }
 
 //--- options.mlir

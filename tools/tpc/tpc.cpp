@@ -202,6 +202,19 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
                 "needs --tp 2 or more");
   if (!opts.loraAdapter.empty() && failed(checkLoRAAdapter(opts)))
     return failure();
+  // An architecture tp-opt does not compile is named before raising fails
+  // somewhere inside it.
+  if (!opts.hfConfig.empty()) {
+    llvm::Expected<llvm::json::Object> config =
+        tp::readJSONObject(opts.hfConfig);
+    if (!config)
+      return fail("--hf-config: " + llvm::toString(config.takeError()));
+    if (std::optional<StringRef> type = config->getString("model_type")) {
+      std::string why = tp::whyModelTypeIsUnsupported(*type);
+      if (!why.empty())
+        return fail("--hf-config '" + opts.hfConfig + "': " + why);
+    }
+  }
   if (opts.loraRank < 0 || (opts.loraRank > 0) != !opts.loraWeights.empty())
     return fail("LoRA needs both --lora-rank R (positive) and --lora-weights "
                 "adapter_model.safetensors");

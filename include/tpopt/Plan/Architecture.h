@@ -70,6 +70,12 @@ const Architecture *lookupArchitectureByModelType(llvm::StringRef modelType);
 /// The first architecture that recognises `traits`.
 const Architecture &recognizeArchitecture(const ArchitectureTraits &traits);
 
+/// Why a HF `model_type` is refused: known architectures say what they
+/// need that tp-opt lacks ("phi3 is not supported: its fused qkv_proj and
+/// gate_up_proj are not raised ..."); others that tp-opt does not compile
+/// them. Empty for a model_type of a supported architecture.
+std::string whyModelTypeIsUnsupported(llvm::StringRef modelType);
+
 /// "llama, qwen2, qwen3, gemma3, nemotron_h": for help texts and errors.
 std::string getArchitectureNames();
 

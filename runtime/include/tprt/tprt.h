@@ -264,6 +264,10 @@ extern const char *const tprt_model_path;
 /// Defined by the generated program: the ranks of its tensor-parallel group
 /// (main refuses to run it on another number).
 extern const int tprt_model_tp_size;
+/// Defined by the generated program: what the sequence length must be a
+/// multiple of (tp when sequence parallelism splits it, else 1); main
+/// checks the input before the forward starts.
+extern const int tprt_model_sequence_multiple;
 /// Defined by the generated program: a hash of the program itself; the
 /// ranks compare theirs before the first collective.
 extern const uint64_t tprt_model_fingerprint;
