@@ -53,7 +53,8 @@ struct TPCheckHFConfigPass
       return signalPassFailure();
     if (failed(checkArchitecture(*json, *config)) ||
         failed(checkSizes(*json, *config)) ||
-        failed(checkFloats(*json, *config)) || failed(checkWindows(*json)))
+        failed(checkFloats(*json, *config)) ||
+        failed(checkRopeScaling(*json)) || failed(checkWindows(*json)))
       return signalPassFailure();
   }
 
@@ -132,6 +133,79 @@ struct TPCheckHFConfigPass
       return check("sliding_attention rope_theta", localTheta,
                    config.ropeLocalBaseFreq);
     return success();
+  }
+
+  /// RoPE scaling: the config's rope_type and parameters (rope_parameters,
+  /// or the older rope_scaling) against what raising read off the tables.
+  LogicalResult checkRopeScaling(const llvm::json::Object &json) {
+    const llvm::json::Object *rope = json.getObject("rope_parameters");
+    if (!rope)
+      rope = json.getObject("rope_scaling");
+    if (!rope)
+      return success();
+    auto typeOf = [](const llvm::json::Object &o) {
+      std::optional<StringRef> t = o.getString("rope_type");
+      if (!t)
+        t = o.getString("type");
+      return t.value_or("default");
+    };
+    auto supported = [&](StringRef type) -> LogicalResult {
+      if (type == "default" || type == "linear" || type == "llama3")
+        return success();
+      return fail("rope_type '" + type +
+                  "' is not supported yet (tp-opt implements default, "
+                  "linear and llama3)");
+    };
+    // Per layer type (Gemma3): only what tp-opt can run is accepted.
+    bool perLayerType = false;
+    for (StringRef kind : {"full_attention", "sliding_attention"})
+      if (const llvm::json::Object *sub = rope->getObject(kind)) {
+        perLayerType = true;
+        if (failed(supported(typeOf(*sub))))
+          return failure();
+      }
+    if (perLayerType)
+      return success();
+    StringRef type = typeOf(*rope);
+    if (failed(supported(type)))
+      return failure();
+    WalkResult walk = getOperation().walk([&](RotaryOp op) {
+      StringRef got = op.getRopeType().value_or("default");
+      if (got != type) {
+        (void)fail("rope_type is '" + type + "' in the config but '" + got +
+                   "' in the graph's rotary tables");
+        return WalkResult::interrupt();
+      }
+      auto same = [&](StringRef key, std::optional<double> want,
+                      std::optional<double> have) {
+        if (!want || !have ||
+            std::fabs(*want - *have) <= 1e-6 * std::max(1.0, *want))
+          return true;
+        (void)fail(Twine(key) + " is " + llvm::formatv("{0}", *want) +
+                   " in the config but " + llvm::formatv("{0}", *have) +
+                   " in the graph's rotary tables");
+        return false;
+      };
+      auto attr = [](std::optional<APFloat> v) -> std::optional<double> {
+        if (!v)
+          return std::nullopt;
+        return v->convertToDouble();
+      };
+      std::optional<double> maxPositions;
+      if (auto m = op.getOriginalMaxPositionEmbeddings())
+        maxPositions = static_cast<double>(*m);
+      if (!same("factor", rope->getNumber("factor"), attr(op.getFactor())) ||
+          !same("low_freq_factor", rope->getNumber("low_freq_factor"),
+                attr(op.getLowFreqFactor())) ||
+          !same("high_freq_factor", rope->getNumber("high_freq_factor"),
+                attr(op.getHighFreqFactor())) ||
+          !same("original_max_position_embeddings",
+                rope->getNumber("original_max_position_embeddings"),
+                maxPositions))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
   }
 
   /// Sliding windows: check the windows the graph shows, supply the rest.

@@ -82,6 +82,11 @@ void ConfigReader::readAttention(AttentionOp att) {
         window ? config.ropeLocalBaseFreq : config.ropeTheta;
     if (!theta)
       theta = rot.getTheta().convertToDouble();
+    if (std::optional<StringRef> type = rot.getRopeType();
+        type && !config.ropeType) {
+      config.ropeType = type->str();
+      config.ropeFactor = rot.getFactor()->convertToDouble();
+    }
   }
 }
 

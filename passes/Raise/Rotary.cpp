@@ -10,6 +10,8 @@
 
 #include "Raiser.h"
 
+#include "tprt/Rope.h"
+
 using namespace mlir;
 using namespace mlir::tp;
 using namespace mlir::tp::raise;
@@ -47,41 +49,119 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
                               "reads (batch "
                            << probeBatch << ", " << probeSeq << " positions)";
   };
-  // Fit the lowest frequency at position 1, then check every entry.
-  double theta = 10000.0;
-  if (half >= 2) {
-    std::optional<double> s1 = tableAt(sinT, x.layout, 0, 1, half - 1),
-                          c1 = tableAt(cosT, x.layout, 0, 1, half - 1);
+  // The angle of feature i at position 1 is its frequency.
+  auto frequencyAt = [&](int64_t i) -> std::optional<double> {
+    std::optional<double> s1 = tableAt(sinT, x.layout, 0, 1, i),
+                          c1 = tableAt(cosT, x.layout, 0, 1, i);
     if (!s1 || !c1)
-      return shortTables();
-    double f = std::atan2(*s1, *c1);
-    if (!(f > 0))
-      return nodeError(node) << "cannot read a rotary frequency from the "
-                                "cos/sin tables";
-    theta = ropeThetaFromAngle(f, half - 1, d);
+      return std::nullopt;
+    return std::atan2(*s1, *c1);
+  };
+  std::optional<double> f0 = frequencyAt(0), f1 = frequencyAt(1),
+                        fLow = frequencyAt(half - 1);
+  if (!f0 || !f1 || !fLow)
+    return shortTables();
+  if (half >= 2 && (!(*f1 > 0) || !(*fLow > 0)))
+    return nodeError(node) << "cannot read a rotary frequency from the "
+                              "cos/sin tables";
+
+  // Every table entry against RoPE with `theta` and `scaling`; the first
+  // mismatch, if any.
+  struct Mismatch {
+    int64_t b, p, i;
+    double c, s;
+  };
+  auto check = [&](double theta, const tprt::RopeScaling &scaling)
+      -> FailureOr<std::optional<Mismatch>> {
+    SmallVector<float> freq(half);
+    tprt::ropeInverseFrequencies(freq.data(), d, theta, scaling);
+    for (int64_t b = 0; b < probeBatch; ++b)
+      for (int64_t p = 0; p < probeSeq; ++p)
+        for (int64_t i = 0; i < d; ++i) {
+          float angle = static_cast<float>(p) * freq[i % half];
+          std::optional<double> cv = tableAt(cosT, x.layout, b, p, i),
+                                sv = tableAt(sinT, x.layout, b, p, i);
+          if (!cv || !sv)
+            return failure();
+          if (std::fabs(*cv - std::cos(angle)) > 1e-4 ||
+              std::fabs(*sv - std::sin(angle)) > 1e-4)
+            return std::optional<Mismatch>(Mismatch{b, p, i, *cv, *sv});
+        }
+    return std::optional<Mismatch>();
+  };
+
+  // The rope types transformers' Llama-family checkpoints use, each with
+  // its parameters read off the tables: unscaled (theta from the lowest
+  // frequency); linear (f0 = 1 / factor); llama3 (the highest frequencies
+  // kept: theta from f1; the lowest divided by factor; Llama 3.x's
+  // low_freq_factor 1, high_freq_factor 4 and 8192 original positions).
+  struct Candidate {
+    double theta;
+    tprt::RopeScaling scaling;
+  };
+  SmallVector<Candidate> candidates;
+  // One frequency pair carries no theta (its frequency is 1 whatever it is).
+  candidates.push_back(
+      {half >= 2 ? ropeThetaFromAngle(*fLow, half - 1, d) : 10000.0, {}});
+  if (half >= 2 && std::fabs(*f0 - 1.0) > 1e-6 && *f0 > 0) {
+    double factor = roundSignificant(1.0 / *f0);
+    tprt::RopeScaling linear;
+    linear.type = tprt::RopeType::Linear;
+    linear.factor = factor;
+    candidates.push_back(
+        {ropeThetaFromAngle(*fLow * factor, half - 1, d), linear});
   }
-  for (int64_t b = 0; b < probeBatch; ++b)
-    for (int64_t p = 0; p < probeSeq; ++p)
-      for (int64_t i = 0; i < d; ++i) {
-        float freq = static_cast<float>(
-            std::pow(theta, -2.0 * static_cast<double>(i % half) / d));
-        float angle = static_cast<float>(p) * freq;
-        std::optional<double> cv = tableAt(cosT, x.layout, b, p, i),
-                              sv = tableAt(sinT, x.layout, b, p, i);
-        if (!cv || !sv)
-          return shortTables();
-        double c = *cv, s = *sv;
-        if (std::fabs(c - std::cos(angle)) > 1e-4 ||
-            std::fabs(s - std::sin(angle)) > 1e-4)
-          return nodeError(node)
-                 << "the rotary tables do not match RoPE with theta " << theta
-                 << " at positions 0..seq-1 (batch " << b << ", position " << p
-                 << ", feature " << i << ": cos " << c << ", sin " << s << ")";
-      }
+  if (half >= 2) {
+    double theta = ropeThetaFromAngle(*f1, 1, d);
+    double unscaledLow = std::pow(theta, -2.0 * (half - 1) / d);
+    tprt::RopeScaling llama3;
+    llama3.type = tprt::RopeType::Llama3;
+    llama3.factor = roundSignificant(unscaledLow / *fLow);
+    if (llama3.factor > 1.0 + 1e-6)
+      candidates.push_back({theta, llama3});
+  }
+  std::optional<Mismatch> firstMismatch;
+  const Candidate *found = nullptr;
+  for (const Candidate &c : candidates) {
+    FailureOr<std::optional<Mismatch>> m = check(c.theta, c.scaling);
+    if (failed(m))
+      return shortTables();
+    if (!*m) {
+      found = &c;
+      break;
+    }
+    if (!firstMismatch)
+      firstMismatch = *m;
+  }
+  if (!found) {
+    const Mismatch &m = *firstMismatch;
+    return nodeError(node)
+           << "the rotary tables do not match RoPE with theta "
+           << candidates.front().theta << " at positions 0..seq-1 (batch "
+           << m.b << ", position " << m.p << ", feature " << m.i << ": cos "
+           << m.c << ", sin " << m.s
+           << "), nor linear or llama3 scaling with parameters read from the "
+              "tables (other rope types are not supported yet)";
+  }
+  StringAttr ropeType;
+  FloatAttr factor, lowFreqFactor, highFreqFactor;
+  IntegerAttr originalMax;
+  if (found->scaling.type != tprt::RopeType::Default) {
+    bool llama3 = found->scaling.type == tprt::RopeType::Llama3;
+    ropeType = builder.getStringAttr(llama3 ? "llama3" : "linear");
+    factor = builder.getF64FloatAttr(found->scaling.factor);
+    if (llama3) {
+      lowFreqFactor = builder.getF64FloatAttr(found->scaling.lowFreqFactor);
+      highFreqFactor = builder.getF64FloatAttr(found->scaling.highFreqFactor);
+      originalMax =
+          builder.getI64IntegerAttr(found->scaling.originalMaxPositions);
+    }
+  }
   Value y = RotaryOp::create(builder, node.getLoc(), x.value.getType(), x.value,
                              builder.getI64IntegerAttr(d),
-                             builder.getF64FloatAttr(theta), IntegerAttr(),
-                             UnitAttr());
+                             builder.getF64FloatAttr(found->theta),
+                             IntegerAttr(), UnitAttr(), ropeType, factor,
+                             lowFreqFactor, highFreqFactor, originalMax);
   Activation result = x;
   result.value = y;
   out = makeAct(result, cosPart.shape);

@@ -153,12 +153,55 @@ TEST(Kernels, RotaryMatchesComplexRotation) {
   Tensor x = randomTensor({2, 7, 3 * 8}, 8);
   for (bool interleaved : {false, true})
     for (int64_t rot : {8, 4})
-      expectClose(rotary(ctx(), x, 8, rot, 10000.0, interleaved),
+      expectClose(rotary(ctx(), x, 8, rot, 10000.0, interleaved, 0, 1.0, 1.0,
+                         4.0, 8192),
                   naiveRotary(x, 8, rot, 10000.0, interleaved), 1e-4);
   // Sequence length 1: position 0 is the identity.
   Tensor one = randomTensor({1, 1, 16}, 9);
-  expectClose(rotary(ctx(), one, 16, 16, 500000.0, false),
-              std::vector<double>(one.f32(), one.f32() + 16), 0);
+  expectClose(
+      rotary(ctx(), one, 16, 16, 500000.0, false, 0, 1.0, 1.0, 4.0, 8192),
+      std::vector<double>(one.f32(), one.f32() + 16), 0);
+}
+
+TEST(Kernels, RotaryLlama3ScalingAtLongPositions) {
+  // Llama 3.1's scaling, from its definition in double precision (HF's
+  // _compute_llama3_parameters), at positions where each band matters.
+  const double theta = 500000.0, factor = 8.0, low = 1.0, high = 4.0,
+               context = 8192.0;
+  const int64_t headDim = 16, seq = 6000;
+  std::vector<double> freq(headDim / 2);
+  for (int64_t i = 0; i < headDim / 2; ++i) {
+    double f = std::pow(theta, -2.0 * i / headDim);
+    double wavelen = 2 * M_PI / f;
+    if (wavelen > context / low)
+      f /= factor;
+    else if (wavelen >= context / high) {
+      double smooth = (context / wavelen - low) / (high - low);
+      f = (1 - smooth) * f / factor + smooth * f;
+    }
+    freq[i] = f;
+  }
+  Tensor x = randomTensor({1, seq, headDim}, 11);
+  std::vector<double> want(x.f32(), x.f32() + x.numel());
+  for (int64_t p = 0; p < seq; ++p)
+    for (int64_t i = 0; i < headDim / 2; ++i) {
+      double angle = p * freq[i];
+      int64_t a = p * headDim + i, c = a + headDim / 2;
+      double re = x.f32()[a], im = x.f32()[c];
+      want[a] = re * std::cos(angle) - im * std::sin(angle);
+      want[c] = re * std::sin(angle) + im * std::cos(angle);
+    }
+  // f32 angles at position 6000 carry about 6000 * 2^-24 rad of rounding.
+  expectClose(rotary(ctx(), x, headDim, headDim, theta, false, 2, factor, low,
+                     high, 8192),
+              want, 2e-3);
+  // Unscaled RoPE is far from it there.
+  Tensor plain =
+      rotary(ctx(), x, headDim, headDim, theta, false, 0, 1.0, 1.0, 4.0, 8192);
+  double worst = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    worst = std::max(worst, std::fabs(plain.f32()[i] - want[i]));
+  EXPECT_GT(worst, 0.1);
 }
 
 /// Attention with an explicit visibility matrix and double precision.

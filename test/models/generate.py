@@ -101,6 +101,27 @@ ARCHS = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "gemma3": gemma3,
          "nemotron_h": nemotron_h}
 
 
+def llama_rope(rope_parameters):
+    """The Llama above with RoPE scaling (make_rope.py)."""
+    config, cls = llama()
+    config.rope_parameters = rope_parameters
+    return config, cls
+
+
+# RoPE-scaled variants, exported by make_rope.py (not by default).
+ROPE_VARIANTS = {
+    # Llama 3.1's (theta 500000, factor 8, low 1, high 4, 8192 positions):
+    # with head_dim 16, frequencies in all three bands.
+    "llama_rope_llama3": lambda: llama_rope({
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}),
+    "llama_rope_linear": lambda: llama_rope({
+        "rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}),
+}
+ARCHS.update(ROPE_VARIANTS)
+
+
 class LogitsOnly(torch.nn.Module):
     """Exposes (input_ids, attention_mask) -> logits. The HF model's children
     are registered directly so that parameter FQNs and module scopes are the
@@ -228,7 +249,8 @@ def export_all(arch, out):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    parser.add_argument("--arch", nargs="*", default=list(ARCHS))
+    parser.add_argument("--arch", nargs="*",
+                        default=[a for a in ARCHS if a not in ROPE_VARIANTS])
     args = parser.parse_args()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     for arch in args.arch:

@@ -228,7 +228,40 @@ LogicalResult RotaryOp::verify() {
   }
   if (rotaryDim % 2 != 0)
     return emitOpError("the rotated width must be even, got ") << rotaryDim;
-  return verifyPositive(*this, "theta", getThetaAttr().getValueAsDouble());
+  if (failed(verifyPositive(*this, "theta", getThetaAttr().getValueAsDouble())))
+    return failure();
+  // Each rope_type takes exactly its parameters.
+  std::optional<StringRef> type = getRopeType();
+  bool linear = type == "linear", llama3 = type == "llama3";
+  if (type && !linear && !llama3)
+    return emitOpError("rope_type '")
+           << *type << "' is not one tp-opt implements (linear, llama3)";
+  auto check = [&](StringRef name, Attribute attr, bool wanted,
+                   double value) -> LogicalResult {
+    if (!attr && wanted)
+      return emitOpError("rope_type '") << *type << "' needs " << name;
+    if (attr && !wanted)
+      return emitOpError(name) << " without a rope_type that takes it";
+    if (attr && !(value > 0))
+      return emitOpError(name) << " must be positive, got " << value;
+    return success();
+  };
+  auto value = [](std::optional<APFloat> v) {
+    return v ? v->convertToDouble() : 0.0;
+  };
+  if (failed(check("factor", getFactorAttr(), linear || llama3,
+                   value(getFactor()))) ||
+      failed(check("low_freq_factor", getLowFreqFactorAttr(), llama3,
+                   value(getLowFreqFactor()))) ||
+      failed(check("high_freq_factor", getHighFreqFactorAttr(), llama3,
+                   value(getHighFreqFactor()))) ||
+      failed(check("original_max_position_embeddings",
+                   getOriginalMaxPositionEmbeddingsAttr(), llama3,
+                   getOriginalMaxPositionEmbeddings().value_or(0))))
+    return failure();
+  if (llama3 && !(*getLowFreqFactor() < *getHighFreqFactor()))
+    return emitOpError("low_freq_factor must be below high_freq_factor");
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

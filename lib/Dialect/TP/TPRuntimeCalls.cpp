@@ -103,8 +103,8 @@ LogicalResult RmsNormOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kRotaryParams[] = {kTensor, kI64, kI64, kF64,
-                                               kBool};
+static constexpr RuntimeArg kRotaryParams[] = {kTensor, kI64, kI64, kF64, kBool,
+                                               kI64,    kF64, kF64, kF64, kI64};
 static constexpr RuntimeSignature kRotary[] = {{"tprt::rotary", kRotaryParams}};
 
 ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }
@@ -117,6 +117,18 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
       .i64(rotaryDim ? rotaryDim.getInt() : 0)
       .f64(getTheta().convertToDouble())
       .flag(getInterleaved());
+  // tprt::RopeType: 0 default, 1 linear, 2 llama3.
+  std::optional<StringRef> type = getRopeType();
+  auto value = [](std::optional<APFloat> v, double fallback) {
+    return v ? v->convertToDouble() : fallback;
+  };
+  call.i64(!type               ? 0
+           : *type == "linear" ? 1
+                               : 2)
+      .f64(value(getFactor(), 1.0))
+      .f64(value(getLowFreqFactor(), 1.0))
+      .f64(value(getHighFreqFactor(), 4.0))
+      .i64(getOriginalMaxPositionEmbeddings().value_or(8192));
   return success();
 }
 

@@ -201,9 +201,12 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                 double offset, int64_t group);
 /// RoPE on packed heads [B, S, H * headDim] at positions 0..S-1; the first
 /// `rotaryDim` features of each head rotate (rotate_half pairing unless
-/// `interleaved`).
+/// `interleaved`). The frequencies are transformers' for `ropeType`
+/// (tprt::RopeType in Rope.h) with its parameters.
 Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
-              double theta, bool interleaved);
+              double theta, bool interleaved, int64_t ropeType, double factor,
+              double lowFreqFactor, double highFreqFactor,
+              int64_t originalMaxPositions);
 /// Grouped-query attention on packed heads. `keyMask` [B, Skv] (non-zero =
 /// keep) may be undefined. `window` 0 and `softcap` 0 mean none.
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -294,7 +295,9 @@ Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
 }
 
 Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
-              double theta, bool interleaved) {
+              double theta, bool interleaved, int64_t ropeType, double factor,
+              double lowFreqFactor, double highFreqFactor,
+              int64_t originalMaxPositions) {
   requireF32(x, "rotary", "the input");
   if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
     fatal("rotary: input " + x.describe() + " is not [B, S, H * " +
@@ -304,10 +307,12 @@ Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
   // As HF computes it: f32 inverse frequencies, f32 angle = position * freq.
+  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Llama3))
+    fatal("rotary: unknown rope type " + std::to_string(ropeType));
+  RopeScaling scaling{static_cast<RopeType>(ropeType), factor, lowFreqFactor,
+                      highFreqFactor, originalMaxPositions};
   std::vector<float> freq(half);
-  for (int64_t i = 0; i < half; ++i)
-    freq[i] = 1.0f / static_cast<float>(std::pow(
-                         theta, static_cast<double>(2 * i) / rotaryDim));
+  ropeInverseFrequencies(freq.data(), rotaryDim, theta, scaling);
   std::vector<float> cosT(seq * half), sinT(seq * half);
   for (int64_t p = 0; p < seq; ++p)
     for (int64_t i = 0; i < half; ++i) {

@@ -200,6 +200,38 @@ func.func @rotary_theta(%x: tensor<2x8x64xf32>) {
 
 // -----
 
+func.func @rotary_yarn(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rope_type 'yarn' is not one tp-opt implements (linear, llama3)}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "yarn", factor = 4.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_llama3_params(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rope_type 'llama3' needs low_freq_factor}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 5.0e5 : f64, rope_type = "llama3", factor = 8.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_stray_factor(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{factor without a rope_type that takes it}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, factor = 8.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_bands(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{low_freq_factor must be below high_freq_factor}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 5.0e5 : f64, rope_type = "llama3", factor = 8.0 : f64, low_freq_factor = 4.0 : f64, high_freq_factor = 1.0 : f64, original_max_position_embeddings = 8192 : i64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
 func.func @rotary_head_dim(%x: tensor<2x8x64xf32>) {
   // expected-error @+1 {{'head_dim' must be positive, got 0}}
   %0 = tp.rotary %x {head_dim = 0 : i64, theta = 1.0e4 : f64} : tensor<2x8x64xf32>

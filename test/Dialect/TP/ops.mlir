@@ -32,6 +32,8 @@ func.func @blocks(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>,
   %qn = tp.rms_norm %q, %qnorm {epsilon = 1.0e-6 : f64, group_size = 16 : i64} : (tensor<?x?x64xf32>, tensor<16xf32>) -> tensor<?x?x64xf32>
   // CHECK: tp.rotary %{{.*}} {head_dim = 16 : i64, theta = 1.000000e+04 : f64} : tensor<?x?x64xf32>
   %qr = tp.rotary %qn {head_dim = 16 : i64, theta = 10000.0 : f64} : tensor<?x?x64xf32>
+  // CHECK: tp.rotary %{{.*}} {factor = 8.000000e+00 : f64, head_dim = 16 : i64, high_freq_factor = 4.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, original_max_position_embeddings = 8192 : i64, rope_type = "llama3", theta = 5.000000e+05 : f64} : tensor<?x?x64xf32>
+  %ql = tp.rotary %qn {head_dim = 16 : i64, theta = 5.0e5 : f64, rope_type = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_position_embeddings = 8192 : i64} : tensor<?x?x64xf32>
   // CHECK: tp.rotary %{{.*}} {head_dim = 16 : i64, interleaved, rotary_dim = 8 : i64, theta = 1.000000e+06 : f64} : tensor<?x?x32xf32>
   %kr = tp.rotary %k {head_dim = 16 : i64, rotary_dim = 8 : i64, theta = 1.0e6 : f64, interleaved} : tensor<?x?x32xf32>
   // CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[MASK]] {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f64, sliding_window = 512 : i64, softcap = 5.000000e+01 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>

@@ -140,17 +140,45 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
     `rotary_dim` features of each head rotate (all of them when absent). The
     pairing is the HuggingFace `rotate_half` one (feature `i` with
     `i + rotary_dim / 2`) unless `interleaved` is set (pairs `2i, 2i + 1`).
-    Frequencies are `theta ^ (-2i / rotary_dim)`.
+    Frequencies are `theta ^ (-2i / rotary_dim)`, scaled as transformers'
+    `rope_type` says (its ROPE_INIT_FUNCTIONS, float32, `tprt/Rope.h`):
+    - absent (`default`): unscaled;
+    - `linear`: every frequency divided by `factor`;
+    - `llama3`: with wavelength `2 pi / f`, frequencies whose wavelength
+      exceeds `original_max_position_embeddings / low_freq_factor` are
+      divided by `factor`, those below `.. / high_freq_factor` kept, and
+      those between blended with `s = (original_max_position_embeddings /
+      wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)`
+      as `(1 - s) f / factor + s f`.
 
     ```mlir
     %q2 = tp.rotary %q {head_dim = 16 : i64, theta = 1.0e+04 : f64}
         : tensor<?x?x64xf32>
+    %k2 = tp.rotary %k {head_dim = 16 : i64, theta = 5.0e+05 : f64,
+        rope_type = "llama3", factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+        high_freq_factor = 4.0 : f64,
+        original_max_position_embeddings = 8192 : i64} : tensor<?x?x32xf32>
     ```
   }];
   let arguments = (ins TP_FloatTensor:$x, I64Attr:$head_dim, F64Attr:$theta,
                    OptionalAttr<I64Attr>:$rotary_dim,
-                   UnitAttr:$interleaved);
+                   UnitAttr:$interleaved,
+                   OptionalAttr<StrAttr>:$rope_type,
+                   OptionalAttr<F64Attr>:$factor,
+                   OptionalAttr<F64Attr>:$low_freq_factor,
+                   OptionalAttr<F64Attr>:$high_freq_factor,
+                   OptionalAttr<I64Attr>:$original_max_position_embeddings);
   let results = (outs TP_FloatTensor:$result);
+  let builders = [
+    // Unscaled RoPE.
+    OpBuilder<(ins "Type":$type, "Value":$x, "IntegerAttr":$head_dim,
+                   "FloatAttr":$theta, "IntegerAttr":$rotary_dim,
+                   "UnitAttr":$interleaved), [{
+      build($_builder, $_state, type, x, head_dim, theta, rotary_dim,
+            interleaved, StringAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
+            IntegerAttr());
+    }]>
+  ];
   let assemblyFormat = "$x attr-dict `:` type($x)";
   let hasVerifier = 1;
 }

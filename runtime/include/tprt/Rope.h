@@ -1,0 +1,72 @@
+//===- Rope.h - RoPE inverse frequencies ----------------------*- C++ -*-===//
+//
+// Header-only and dependency-free: raising (passes/Raise/Rotary.cpp) checks
+// an export's cos/sin tables against these frequencies, and the runtime's
+// rotary kernel rotates with the same ones, so what was checked is what
+// runs. The arithmetic follows transformers' ROPE_INIT_FUNCTIONS
+// (modeling_rope_utils.py) in float32, in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPRT_ROPE_H
+#define TPRT_ROPE_H
+
+#include <cmath>
+#include <cstdint>
+
+namespace tprt {
+
+/// transformers' rope_type values tp-opt implements.
+enum class RopeType : int64_t {
+  Default = 0,
+  /// inv_freq / factor (position interpolation).
+  Linear = 1,
+  /// Llama 3.1's: low frequencies / factor, high ones kept, a smooth blend
+  /// between (low_freq_factor, high_freq_factor,
+  /// original_max_position_embeddings).
+  Llama3 = 2,
+};
+
+struct RopeScaling {
+  RopeType type = RopeType::Default;
+  double factor = 1.0;
+  double lowFreqFactor = 1.0;
+  double highFreqFactor = 4.0;
+  int64_t originalMaxPositions = 8192;
+};
+
+/// The `rotaryDim / 2` inverse frequencies of RoPE with base `theta`.
+inline void ropeInverseFrequencies(float *out, int64_t rotaryDim, double theta,
+                                   const RopeScaling &s) {
+  int64_t half = rotaryDim / 2;
+  for (int64_t i = 0; i < half; ++i)
+    out[i] = 1.0f / static_cast<float>(std::pow(
+                        theta, static_cast<double>(2 * i) / rotaryDim));
+  if (s.type == RopeType::Linear) {
+    for (int64_t i = 0; i < half; ++i)
+      out[i] = out[i] / static_cast<float>(s.factor);
+  } else if (s.type == RopeType::Llama3) {
+    const float factor = static_cast<float>(s.factor);
+    const float low = static_cast<float>(s.lowFreqFactor);
+    const float high = static_cast<float>(s.highFreqFactor);
+    const float context = static_cast<float>(s.originalMaxPositions);
+    const float lowWavelen = static_cast<float>(
+        static_cast<double>(s.originalMaxPositions) / s.lowFreqFactor);
+    const float highWavelen = static_cast<float>(
+        static_cast<double>(s.originalMaxPositions) / s.highFreqFactor);
+    const float twoPi = static_cast<float>(2 * M_PI);
+    for (int64_t i = 0; i < half; ++i) {
+      float f = out[i], wavelen = twoPi / f;
+      if (wavelen > lowWavelen) {
+        out[i] = f / factor;
+      } else if (!(wavelen < highWavelen)) {
+        float smooth = (context / wavelen - low) / (high - low);
+        out[i] = (1 - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
+}
+
+} // namespace tprt
+
+#endif // TPRT_ROPE_H

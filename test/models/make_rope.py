@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Llama with transformers' RoPE scaling types (generate.ROPE_VARIANTS):
+builds each variant from its config (random weights, generate.py's seed),
+and writes VARIANT/ as generate.py writes an architecture, with the
+TorchScript (folded) and dynamo exports only:
+  config.json, ts_fold.onnx, dynamo.onnx, ref/{input_ids,attention_mask,
+  logits}_{b1_s5,b3_s12_pad}.npy (PyTorch's logits)
+
+Needs the model tools (scripts/setup.sh --models).
+"""
+import argparse
+import contextlib
+import io
+import os
+import sys
+import warnings
+
+import numpy as np
+import torch
+
+import generate
+
+warnings.filterwarnings("ignore")
+
+
+def make_variant(name, out):
+    config, hf = generate.build(name)
+    model = generate.LogitsOnly(hf).eval()
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        f.write(config.to_json_string())
+    ids, mask = generate.inputs_for(generate.TRACE_SHAPE, False, 0)
+    names = dict(input_names=["input_ids", "attention_mask"],
+                 output_names=["logits"])
+    axes = {n: {0: "batch", 1: "seq"}
+            for n in ["input_ids", "attention_mask", "logits"]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.onnx.export(model, (ids, mask), os.path.join(out, "ts_fold.onnx"),
+                          dynamo=False, opset_version=17,
+                          do_constant_folding=True, dynamic_axes=axes, **names)
+        program = torch.onnx.export(
+            model, (ids, mask), dynamo=True,
+            dynamic_shapes={"input_ids": {0: "batch", 1: "seq"},
+                            "attention_mask": {0: "batch", 1: "seq"}},
+            **names)
+        program.save(os.path.join(out, "dynamo.onnx"))
+    ref = os.path.join(out, "ref")
+    os.makedirs(ref, exist_ok=True)
+    for i, (tag, shape) in enumerate(generate.REF_SHAPES.items()):
+        ids_r, mask_r = generate.inputs_for(shape, tag.endswith("pad"), 10 + i)
+        with torch.no_grad():
+            logits = model(ids_r, mask_r).float().numpy()
+        np.save(os.path.join(ref, f"input_ids_{tag}.npy"), ids_r.numpy())
+        np.save(os.path.join(ref, f"attention_mask_{tag}.npy"), mask_r.numpy())
+        np.save(os.path.join(ref, f"logits_{tag}.npy"), logits)
+    print(f"  {name}: {hf.model.rotary_emb.inv_freq.tolist()}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--variant", nargs="*", default=list(generate.ROPE_VARIANTS))
+    args = parser.parse_args()
+    for name in args.variant:
+        make_variant(name, os.path.join(args.out, name))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
