@@ -63,7 +63,8 @@ constexpr StringLiteral kLlamaTypes[] = {"llama", "mistral"};
 
 // Most specific first: Mamba layers or `backbone.` names are NemotronH;
 // Gemma's offset norms or scaled embedding; per-head q/k norms are Qwen3;
-// a query bias is Qwen2; any other decoder is Llama.
+// a query bias without an output-projection bias is Qwen2 (Llama's
+// attention_bias biases o_proj too); any other decoder is Llama.
 const Architecture kArchitectures[] = {
     {"nemotron_h", kNemotronHTypes,
      [](const ArchitectureTraits &t) { return t.mamba || t.backboneNames; },
@@ -82,7 +83,10 @@ const Architecture kArchitectures[] = {
      qwen3Plan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
      /*perHeadNorms=*/true},
     {"qwen2", kQwen2Types,
-     [](const ArchitectureTraits &t) { return t.attentionBias; }, qwen2Plan,
+     [](const ArchitectureTraits &t) {
+       return t.attentionBias && !t.outputProjectionBias;
+     },
+     qwen2Plan,
      /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
      /*perHeadNorms=*/false},
     {"llama", kLlamaTypes, [](const ArchitectureTraits &) { return true; },

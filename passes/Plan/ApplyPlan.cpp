@@ -200,9 +200,14 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     }
     bool colwise = entry->style == ParallelStyle::Colwise ||
                    entry->style == ParallelStyle::ColwiseGatherOutput;
+    // A row-split module's bias is added after the reduction: replicated,
+    // and under sequence parallelism (reduce-scatter onto the sequence) it
+    // meets only this rank's positions, so its gradient is a partial sum.
+    bool sequenceShardedBias = !colwise && entry->outputSequenceSharded;
     if (fqn.ends_with(".lora_B.bias")) {
       // Placed as the bias of the linear it adapts.
       placement.dim = colwise ? 0 : -1;
+      placement.gradSum = sequenceShardedBias;
       return placement;
     }
     if (auto emb = dyn_cast<EmbeddingOp>(user)) {
@@ -210,10 +215,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       return placement;
     }
     if (auto linear = dyn_cast<LinearOp>(user)) {
-      if (use.get() == linear.getWeight())
+      if (use.get() == linear.getWeight()) {
         placement.dim = colwise ? 0 : 1;
-      else
+      } else {
         placement.dim = colwise ? 0 : -1; // Rowwise bias: replicated
+        placement.gradSum = sequenceShardedBias;
+      }
       return placement;
     }
     return user->emitError() << "plan key '" << entry->pattern << "' ("

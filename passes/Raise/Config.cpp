@@ -112,6 +112,8 @@ void ConfigReader::readDecoder() {
       StringRef fqn = fqnOf(lin.getWeight());
       if (fqn.ends_with("q_proj.weight") && lin.getBias())
         traits.attentionBias = true;
+      if (fqn.ends_with("o_proj.weight") && lin.getBias())
+        traits.outputProjectionBias = true;
       if ((fqn.ends_with(".gate_proj.weight") ||
            fqn.ends_with(".up_proj.weight")) &&
           !config.intermediateSize)

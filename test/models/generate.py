@@ -101,15 +101,21 @@ ARCHS = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "gemma3": gemma3,
          "nemotron_h": nemotron_h}
 
 
-def llama_rope(rope_parameters):
-    """The Llama above with RoPE scaling (make_rope.py)."""
+def llama_with(**changes):
+    """The Llama above with some config fields changed (make_variants.py)."""
     config, cls = llama()
-    config.rope_parameters = rope_parameters
+    for key, value in changes.items():
+        setattr(config, key, value)
     return config, cls
 
 
-# RoPE-scaled variants, exported by make_rope.py (not by default).
-ROPE_VARIANTS = {
+def llama_rope(rope_parameters):
+    return llama_with(rope_parameters=rope_parameters)
+
+
+# Variants of the Llama that real checkpoints have, exported by
+# make_variants.py (not by default).
+VARIANTS = {
     # Llama 3.1's (theta 500000, factor 8, low 1, high 4, 8192 positions):
     # with head_dim 16, frequencies in all three bands.
     "llama_rope_llama3": lambda: llama_rope({
@@ -118,8 +124,14 @@ ROPE_VARIANTS = {
         "original_max_position_embeddings": 8192}),
     "llama_rope_linear": lambda: llama_rope({
         "rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}),
+    # Biases on every projection, the row-split o_proj and down_proj too.
+    "llama_bias": lambda: llama_with(attention_bias=True, mlp_bias=True),
+    # Tied embeddings (Llama 3.2's small checkpoints) and a head_dim that is
+    # not hidden / heads (24, not 16: q and o are 96 wide).
+    "llama_tied_headdim": lambda: llama_with(tie_word_embeddings=True,
+                                             head_dim=24),
 }
-ARCHS.update(ROPE_VARIANTS)
+ARCHS.update(VARIANTS)
 
 
 class LogitsOnly(torch.nn.Module):
@@ -250,7 +262,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument("--arch", nargs="*",
-                        default=[a for a in ARCHS if a not in ROPE_VARIANTS])
+                        default=[a for a in ARCHS if a not in VARIANTS])
     args = parser.parse_args()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     for arch in args.arch:

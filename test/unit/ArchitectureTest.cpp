@@ -14,6 +14,10 @@ TEST(ArchitectureTest, RecognisesMostSpecificFirst) {
   ArchitectureTraits bias;
   bias.attentionBias = true;
   EXPECT_EQ(recognizeArchitecture(bias).name, "qwen2");
+  // Llama's attention_bias biases o_proj as well; Qwen2 never does.
+  ArchitectureTraits llamaBias = bias;
+  llamaBias.outputProjectionBias = true;
+  EXPECT_EQ(recognizeArchitecture(llamaBias).name, "llama");
   ArchitectureTraits qk = bias;
   qk.qkNorm = true;
   EXPECT_EQ(recognizeArchitecture(qk).name, "qwen3");

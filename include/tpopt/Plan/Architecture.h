@@ -36,6 +36,9 @@ struct ArchitectureTraits {
   bool qkNorm = false;
   /// A bias on the query projection.
   bool attentionBias = false;
+  /// A bias on the attention output projection (Llama's attention_bias
+  /// biases o_proj too; Qwen2's q/k/v only).
+  bool outputProjectionBias = false;
 };
 
 struct Architecture {
