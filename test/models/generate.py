@@ -109,6 +109,14 @@ def llama_with(**changes):
     return config, cls
 
 
+def variant_of(base, **changes):
+    """Architecture `base` (a function above) with config fields changed."""
+    config, cls = base()
+    for key, value in changes.items():
+        setattr(config, key, value)
+    return config, cls
+
+
 def llama_rope(rope_parameters):
     return llama_with(rope_parameters=rope_parameters)
 
@@ -130,6 +138,13 @@ VARIANTS = {
     # not hidden / heads (24, not 16: q and o are 96 wide).
     "llama_tied_headdim": lambda: llama_with(tie_word_embeddings=True,
                                              head_dim=24),
+    # Qwen2.5 / Qwen3 small checkpoints tie their embeddings.
+    "qwen2_tied": lambda: variant_of(qwen2, tie_word_embeddings=True),
+    "qwen3_tied": lambda: variant_of(qwen3, tie_word_embeddings=True),
+    # Gemma3's real pattern: five sliding-window layers, then a global one.
+    "gemma3_6layers": lambda: variant_of(
+        gemma3, num_hidden_layers=6,
+        layer_types=["sliding_attention"] * 5 + ["full_attention"]),
 }
 ARCHS.update(VARIANTS)
 
