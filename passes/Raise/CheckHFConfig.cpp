@@ -156,56 +156,68 @@ struct TPCheckHFConfigPass
                   "' is not supported yet (tp-opt implements default, "
                   "linear and llama3)");
     };
-    // Per layer type (Gemma3): only what tp-opt can run is accepted.
-    bool perLayerType = false;
-    for (StringRef kind : {"full_attention", "sliding_attention"})
-      if (const llvm::json::Object *sub = rope->getObject(kind)) {
-        perLayerType = true;
-        if (failed(supported(typeOf(*sub))))
-          return failure();
-      }
-    if (perLayerType)
-      return success();
-    StringRef type = typeOf(*rope);
-    if (failed(supported(type)))
+    // Per layer type (Gemma3: linear scaling on the global layers of its
+    // larger checkpoints), or one set of parameters for every layer.
+    const llvm::json::Object *perKind[2] = {
+        rope->getObject("full_attention"),
+        rope->getObject("sliding_attention")};
+    bool perLayerType = perKind[0] || perKind[1];
+    for (const llvm::json::Object *sub : perKind)
+      if (sub && failed(supported(typeOf(*sub))))
+        return failure();
+    if (!perLayerType && failed(supported(typeOf(*rope))))
       return failure();
-    WalkResult walk = getOperation().walk([&](RotaryOp op) {
-      StringRef got = op.getRopeType().value_or("default");
-      if (got != type) {
-        (void)fail("rope_type is '" + type + "' in the config but '" + got +
-                   "' in the graph's rotary tables");
-        return WalkResult::interrupt();
+    WalkResult walk = getOperation().walk([&](AttentionOp att) {
+      auto op = att.getQ().getDefiningOp<RotaryOp>();
+      if (!op)
+        return WalkResult::advance();
+      const llvm::json::Object *params = rope;
+      if (perLayerType) {
+        params = perKind[att.getSlidingWindow() ? 1 : 0];
+        if (!params)
+          return WalkResult::advance();
       }
-      auto same = [&](StringRef key, std::optional<double> want,
-                      std::optional<double> have) {
-        if (!want || !have ||
-            std::fabs(*want - *have) <= 1e-6 * std::max(1.0, *want))
-          return true;
-        (void)fail(Twine(key) + " is " + llvm::formatv("{0}", *want) +
-                   " in the config but " + llvm::formatv("{0}", *have) +
-                   " in the graph's rotary tables");
-        return false;
-      };
-      auto attr = [](std::optional<APFloat> v) -> std::optional<double> {
-        if (!v)
-          return std::nullopt;
-        return v->convertToDouble();
-      };
-      std::optional<double> maxPositions;
-      if (auto m = op.getOriginalMaxPositionEmbeddings())
-        maxPositions = static_cast<double>(*m);
-      if (!same("factor", rope->getNumber("factor"), attr(op.getFactor())) ||
-          !same("low_freq_factor", rope->getNumber("low_freq_factor"),
-                attr(op.getLowFreqFactor())) ||
-          !same("high_freq_factor", rope->getNumber("high_freq_factor"),
-                attr(op.getHighFreqFactor())) ||
-          !same("original_max_position_embeddings",
-                rope->getNumber("original_max_position_embeddings"),
-                maxPositions))
+      if (failed(checkRotary(op, *params, typeOf(*params))))
         return WalkResult::interrupt();
       return WalkResult::advance();
     });
     return failure(walk.wasInterrupted());
+  }
+
+  /// One tp.rotary against the config's rope_type and parameters.
+  LogicalResult checkRotary(RotaryOp op, const llvm::json::Object &rope,
+                            StringRef type) {
+    StringRef got = op.getRopeType().value_or("default");
+    if (got != type)
+      return fail("rope_type is '" + type + "' in the config but '" + got +
+                  "' in the graph's rotary tables");
+    auto same = [&](StringRef key, std::optional<double> want,
+                    std::optional<double> have) -> LogicalResult {
+      if (!want || !have ||
+          std::fabs(*want - *have) <= 1e-6 * std::max(1.0, *want))
+        return success();
+      return fail(Twine(key) + " is " + llvm::formatv("{0}", *want) +
+                  " in the config but " + llvm::formatv("{0}", *have) +
+                  " in the graph's rotary tables");
+    };
+    auto attr = [](std::optional<APFloat> v) -> std::optional<double> {
+      if (!v)
+        return std::nullopt;
+      return v->convertToDouble();
+    };
+    std::optional<double> maxPositions;
+    if (auto m = op.getOriginalMaxPositionEmbeddings())
+      maxPositions = static_cast<double>(*m);
+    if (failed(
+            same("factor", rope.getNumber("factor"), attr(op.getFactor()))) ||
+        failed(same("low_freq_factor", rope.getNumber("low_freq_factor"),
+                    attr(op.getLowFreqFactor()))) ||
+        failed(same("high_freq_factor", rope.getNumber("high_freq_factor"),
+                    attr(op.getHighFreqFactor()))))
+      return failure();
+    return same("original_max_position_embeddings",
+                rope.getNumber("original_max_position_embeddings"),
+                maxPositions);
   }
 
   /// Sliding windows: check the windows the graph shows, supply the rest.

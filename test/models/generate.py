@@ -141,6 +141,12 @@ VARIANTS = {
     # Qwen2.5 / Qwen3 small checkpoints tie their embeddings.
     "qwen2_tied": lambda: variant_of(qwen2, tie_word_embeddings=True),
     "qwen3_tied": lambda: variant_of(qwen3, tie_word_embeddings=True),
+    # Gemma3 4B and larger: linear scaling (factor 8) on the global layers
+    # only.
+    "gemma3_linear_global": lambda: variant_of(gemma3, rope_parameters={
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "linear", "factor": 8.0,
+                           "rope_theta": 1000000.0}}),
     # Gemma3's real pattern: five sliding-window layers, then a global one.
     "gemma3_6layers": lambda: variant_of(
         gemma3, num_hidden_layers=6,
