@@ -91,6 +91,27 @@ int main(int argc, char **argv) {
           ok &= full.f32()[(b * 2 * n + s) * 3 + h] == sum;
         }
     check(ok, "all_gather on dim 1");
+    // shard.all_slice: rank r's block of a replicated tensor, on dim 1 and
+    // on the last dim, without communication; gathering it back is the
+    // identity.
+    tprt::Tensor rows = tprt::all_slice(ctx, x, 1);
+    ok = rows.shape() == std::vector<int64_t>{2, 2, 3};
+    for (int b = 0; ok && b < 2; ++b)
+      for (int s = 0; s < 2; ++s)
+        for (int h = 0; h < 3; ++h)
+          ok &= rows.f32()[(b * 2 + s) * 3 + h] == value(r, b, 2 * r + s, h);
+    check(ok, "all_slice on dim 1");
+    tprt::Tensor wide =
+        tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3 * n});
+    for (int i = 0; i < 2 * 3 * n; ++i)
+      wide.f32()[i] = float(i);
+    tprt::Tensor cols = tprt::all_slice(ctx, wide, 1);
+    tprt::Tensor back = tprt::all_gather(ctx, cols, 1);
+    ok = cols.shape() == std::vector<int64_t>{2, 3} &&
+         back.shape() == wide.shape();
+    for (int i = 0; ok && i < 2 * 3 * n; ++i)
+      ok &= back.f32()[i] == wide.f32()[i];
+    check(ok, "all_slice then all_gather on the last dim");
   }
 
   int total = 0;
