@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Partition/PlanReport.h"
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
@@ -15,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
@@ -148,8 +150,20 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   if (auto attr =
           module->getAttrOfType<StringAttr>(TPDialect::kPlanSourceAttrName))
     source = attr.getValue().str();
+  // What raising read off the graph that the plan does not show: the RoPE
+  // scaling the tables carry.
+  std::string rope;
+  if (auto dict = module->getAttrOfType<DictionaryAttr>(ModelConfig::kAttrName);
+      dict && succeeded(ModelConfig::verify(
+                  dict, [&] { return module.emitError(); }))) {
+    ModelConfig config = ModelConfig::fromAttr(dict);
+    if (config.ropeType)
+      llvm::raw_string_ostream(rope) << llvm::format(
+          "RoPE: %s, factor %g, theta %g\n\n", config.ropeType->c_str(),
+          config.ropeFactor.value_or(1.0), config.ropeTheta.value_or(0.0));
+  }
   report.markdown = "# Plan report\n\n" + report.summary +
-                    "\n\nPlan: " + source + "\n\n" + table;
+                    "\n\nPlan: " + source + "\n\n" + rope + table;
   return report;
 }
 
