@@ -56,6 +56,9 @@ def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
            "Sequence length at which side computations are evaluated">,
     Option<"trace", "trace", "bool", /*default=*/"false",
            "A remark on every node saying which recogniser raised it as what">,
+    Option<"hfConfig", "hf-config", "std::string", /*default=*/"\"\"",
+           "A transformers config.json whose rope_parameters give the RoPE "
+           "scaling types the tables cannot tell (yarn)">,
   ];
   let dependentDialects = ["::mlir::tp::TPDialect", "::mlir::func::FuncDialect"];
 }

@@ -25,6 +25,7 @@ void mlir::tp::buildTPRaisePipeline(OpPassManager &pm,
                                     const TPCompileOptions &options) {
   TPRaiseONNXOptions raise;
   raise.probeSeq = options.probeSeq;
+  raise.hfConfig = options.hfConfig;
   pm.addPass(createTPRaiseONNX(raise));
   pm.addPass(createTPVerifyParams());
   if (!options.hfConfig.empty()) {

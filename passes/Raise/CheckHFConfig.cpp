@@ -150,11 +150,12 @@ struct TPCheckHFConfigPass
       return t.value_or("default");
     };
     auto supported = [&](StringRef type) -> LogicalResult {
-      if (type == "default" || type == "linear" || type == "llama3")
+      if (type == "default" || type == "linear" || type == "llama3" ||
+          type == "yarn")
         return success();
       return fail("rope_type '" + type +
                   "' is not supported yet (tp-opt implements default, "
-                  "linear and llama3)");
+                  "linear, llama3 and yarn)");
     };
     // Per layer type (Gemma3: linear scaling on the global layers of its
     // larger checkpoints), or one set of parameters for every layer.
@@ -215,9 +216,25 @@ struct TPCheckHFConfigPass
         failed(same("high_freq_factor", rope.getNumber("high_freq_factor"),
                     attr(op.getHighFreqFactor()))))
       return failure();
-    return same("original_max_position_embeddings",
-                rope.getNumber("original_max_position_embeddings"),
-                maxPositions);
+    if (failed(same("original_max_position_embeddings",
+                    rope.getNumber("original_max_position_embeddings"),
+                    maxPositions)) ||
+        failed(same("attention_factor", rope.getNumber("attention_factor"),
+                    attr(op.getAttentionFactor()))))
+      return failure();
+    if (type != "yarn")
+      return success();
+    // transformers' `or` defaults: 0 and null mean 32 and 1.
+    auto orDefault = [&](StringRef key, double fallback) {
+      double v = rope.getNumber(key).value_or(0);
+      return v ? v : fallback;
+    };
+    if (failed(same("beta_fast", orDefault("beta_fast", 32),
+                    attr(op.getBetaFast()))) ||
+        failed(same("beta_slow", orDefault("beta_slow", 1),
+                    attr(op.getBetaSlow()))))
+      return failure();
+    return success();
   }
 
   /// Sliding windows: check the windows the graph shows, supply the rest.

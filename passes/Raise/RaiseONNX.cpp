@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Raiser.h"
+#include "tpopt/Plan/Plan.h"
 
 #include "tpopt/Passes.h"
 
@@ -571,13 +572,89 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
       getOperation().emitError("probe-seq must be >= 4 and probe-batch >= 1");
       return signalPassFailure();
     }
+    std::optional<tprt::RopeScaling> configRope;
+    double configTheta = 0;
+    if (!hfConfig.empty() && failed(readConfigRope(configRope, configTheta)))
+      return signalPassFailure();
     for (func::FuncOp func : graphs) {
-      Raiser raiser(func, probeBatch, probeSeq, trace);
+      Raiser raiser(func, probeBatch, probeSeq, trace, configRope, configTheta);
       if (failed(raiser.run()))
         return signalPassFailure();
     }
     // The module-level ONNX bookkeeping is no longer meaningful.
     getOperation()->removeAttr("onnx.opset_import");
+  }
+
+  /// YaRN's parameters from the config's rope_parameters (or rope_scaling),
+  /// with transformers' defaults (_compute_yarn_parameters); nothing for the
+  /// other types, which the tables show.
+  LogicalResult readConfigRope(std::optional<tprt::RopeScaling> &rope,
+                               double &theta) {
+    llvm::Expected<llvm::json::Object> file = readJSONObject(hfConfig);
+    if (!file) {
+      getOperation().emitError()
+          << "hf-config: " << llvm::toString(file.takeError());
+      return failure();
+    }
+    const llvm::json::Object *json = &*file;
+    if (const llvm::json::Object *text = json->getObject("text_config"))
+      json = text;
+    const llvm::json::Object *params = json->getObject("rope_parameters");
+    if (!params)
+      params = json->getObject("rope_scaling");
+    if (!params)
+      return success();
+    std::optional<StringRef> type = params->getString("rope_type");
+    if (!type)
+      type = params->getString("type");
+    if (type != StringRef("yarn"))
+      return success();
+    auto fail = [&](const Twine &what) {
+      getOperation().emitError()
+          << "hf-config '" << hfConfig << "': yarn " << what;
+      return failure();
+    };
+    tprt::RopeScaling yarn;
+    yarn.type = tprt::RopeType::Yarn;
+    std::optional<double> base = params->getNumber("rope_theta");
+    if (!base)
+      base = json->getNumber("rope_theta");
+    std::optional<int64_t> original =
+        params->getInteger("original_max_position_embeddings");
+    if (!base || !original)
+      return fail("needs rope_theta and original_max_position_embeddings");
+    theta = *base;
+    yarn.originalMaxPositions = *original;
+    std::optional<double> factor = params->getNumber("factor");
+    if (!factor) {
+      std::optional<int64_t> max = json->getInteger("max_position_embeddings");
+      if (!max)
+        return fail("needs factor or max_position_embeddings");
+      factor = static_cast<double>(*max) / *original;
+    }
+    yarn.factor = *factor;
+    auto mscale = [](double scale, double m) {
+      return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
+    if (std::optional<double> a = params->getNumber("attention_factor")) {
+      yarn.attentionFactor = *a;
+    } else {
+      std::optional<double> m = params->getNumber("mscale"),
+                            all = params->getNumber("mscale_all_dim");
+      yarn.attentionFactor = m && all && *m && *all
+                                 ? mscale(*factor, *m) / mscale(*factor, *all)
+                                 : mscale(*factor, 1);
+    }
+    // `or` in transformers: 0 and null both take the default.
+    yarn.betaFast = params->getNumber("beta_fast").value_or(0);
+    if (!yarn.betaFast)
+      yarn.betaFast = 32;
+    yarn.betaSlow = params->getNumber("beta_slow").value_or(0);
+    if (!yarn.betaSlow)
+      yarn.betaSlow = 1;
+    yarn.truncate = params->getBoolean("truncate").value_or(true);
+    rope = yarn;
+    return success();
   }
 };
 

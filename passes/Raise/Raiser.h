@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "tprt/Rope.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -168,9 +169,12 @@ inline std::optional<SmallVector<int64_t>> intsAttr(NodeOp node,
 /// state.
 class Raiser {
 public:
-  Raiser(func::FuncOp source, int64_t probeBatch, int64_t probeSeq, bool trace)
+  Raiser(func::FuncOp source, int64_t probeBatch, int64_t probeSeq, bool trace,
+         std::optional<tprt::RopeScaling> configRope = std::nullopt,
+         double configTheta = 0)
       : source(source), ctx(source.getContext()), builder(ctx),
-        probeBatch(probeBatch), probeSeq(probeSeq), trace(trace) {}
+        probeBatch(probeBatch), probeSeq(probeSeq), trace(trace),
+        configRope(configRope), configTheta(configTheta) {}
 
   LogicalResult run();
 
@@ -340,6 +344,10 @@ public:
   int64_t probeBatch, probeSeq;
   /// Remarks saying which recogniser took each node.
   bool trace;
+  /// RoPE scaling a --hf-config states that tables alone cannot tell
+  /// (YaRN), with its base.
+  std::optional<tprt::RopeScaling> configRope;
+  double configTheta;
   Type elementType;
   func::FuncOp target;
   /// Node-based so that pointers to abstract values survive insertions.

@@ -75,6 +75,7 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
       -> FailureOr<std::optional<Mismatch>> {
     SmallVector<float> freq(half);
     tprt::ropeInverseFrequencies(freq.data(), d, theta, scaling);
+    float amplitude = static_cast<float>(scaling.attentionFactor);
     for (int64_t b = 0; b < probeBatch; ++b)
       for (int64_t p = 0; p < probeSeq; ++p)
         for (int64_t i = 0; i < d; ++i) {
@@ -83,8 +84,8 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
                                 sv = tableAt(sinT, x.layout, b, p, i);
           if (!cv || !sv)
             return failure();
-          if (std::fabs(*cv - std::cos(angle)) > 1e-4 ||
-              std::fabs(*sv - std::sin(angle)) > 1e-4)
+          if (std::fabs(*cv - std::cos(angle) * amplitude) > 1e-4 ||
+              std::fabs(*sv - std::sin(angle) * amplitude) > 1e-4)
             return std::optional<Mismatch>(Mismatch{b, p, i, *cv, *sv});
         }
     return std::optional<Mismatch>();
@@ -120,6 +121,10 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     if (llama3.factor > 1.0 + 1e-6)
       candidates.push_back({theta, llama3});
   }
+  // YaRN's ramp is set by parameters the tables cannot tell apart: taken
+  // from --hf-config.
+  if (configRope)
+    candidates.push_back({configTheta, *configRope});
   std::optional<Mismatch> firstMismatch;
   const Candidate *found = nullptr;
   for (const Candidate &c : candidates) {
@@ -141,27 +146,44 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
            << m.b << ", position " << m.p << ", feature " << m.i << ": cos "
            << m.c << ", sin " << m.s
            << "), nor linear or llama3 scaling with parameters read from the "
-              "tables (other rope types are not supported yet)";
+              "tables"
+           << (configRope ? ", nor the config's yarn scaling"
+                          : " (yarn needs --hf-config; other rope types are "
+                            "not supported yet)");
   }
   StringAttr ropeType;
-  FloatAttr factor, lowFreqFactor, highFreqFactor;
+  FloatAttr factor, lowFreqFactor, highFreqFactor, betaFast, betaSlow,
+      attentionFactor;
   IntegerAttr originalMax;
-  if (found->scaling.type != tprt::RopeType::Default) {
-    bool llama3 = found->scaling.type == tprt::RopeType::Llama3;
-    ropeType = builder.getStringAttr(llama3 ? "llama3" : "linear");
-    factor = builder.getF64FloatAttr(found->scaling.factor);
+  BoolAttr truncate;
+  const tprt::RopeScaling &scaling = found->scaling;
+  if (scaling.type != tprt::RopeType::Default) {
+    bool llama3 = scaling.type == tprt::RopeType::Llama3;
+    bool yarn = scaling.type == tprt::RopeType::Yarn;
+    ropeType = builder.getStringAttr(llama3 ? "llama3"
+                                     : yarn ? "yarn"
+                                            : "linear");
+    factor = builder.getF64FloatAttr(scaling.factor);
+    if (llama3 || yarn)
+      originalMax = builder.getI64IntegerAttr(scaling.originalMaxPositions);
     if (llama3) {
-      lowFreqFactor = builder.getF64FloatAttr(found->scaling.lowFreqFactor);
-      highFreqFactor = builder.getF64FloatAttr(found->scaling.highFreqFactor);
-      originalMax =
-          builder.getI64IntegerAttr(found->scaling.originalMaxPositions);
+      lowFreqFactor = builder.getF64FloatAttr(scaling.lowFreqFactor);
+      highFreqFactor = builder.getF64FloatAttr(scaling.highFreqFactor);
+    }
+    if (yarn) {
+      betaFast = builder.getF64FloatAttr(scaling.betaFast);
+      betaSlow = builder.getF64FloatAttr(scaling.betaSlow);
+      attentionFactor = builder.getF64FloatAttr(scaling.attentionFactor);
+      if (!scaling.truncate)
+        truncate = builder.getBoolAttr(false);
     }
   }
   Value y = RotaryOp::create(builder, node.getLoc(), x.value.getType(), x.value,
                              builder.getI64IntegerAttr(d),
                              builder.getF64FloatAttr(found->theta),
                              IntegerAttr(), UnitAttr(), ropeType, factor,
-                             lowFreqFactor, highFreqFactor, originalMax);
+                             lowFreqFactor, highFreqFactor, originalMax,
+                             betaFast, betaSlow, truncate, attentionFactor);
   Activation result = x;
   result.value = y;
   out = makeAct(result, cosPart.shape);

@@ -1,5 +1,6 @@
 //===- KernelsTest.cpp - tprt kernels against naive references ------------===//
 
+#include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
 #include "gtest/gtest.h"
@@ -154,13 +155,13 @@ TEST(Kernels, RotaryMatchesComplexRotation) {
   for (bool interleaved : {false, true})
     for (int64_t rot : {8, 4})
       expectClose(rotary(ctx(), x, 8, rot, 10000.0, interleaved, 0, 1.0, 1.0,
-                         4.0, 8192),
+                         4.0, 8192, 32.0, 1.0, true, 1.0),
                   naiveRotary(x, 8, rot, 10000.0, interleaved), 1e-4);
   // Sequence length 1: position 0 is the identity.
   Tensor one = randomTensor({1, 1, 16}, 9);
-  expectClose(
-      rotary(ctx(), one, 16, 16, 500000.0, false, 0, 1.0, 1.0, 4.0, 8192),
-      std::vector<double>(one.f32(), one.f32() + 16), 0);
+  expectClose(rotary(ctx(), one, 16, 16, 500000.0, false, 0, 1.0, 1.0, 4.0,
+                     8192, 32.0, 1.0, true, 1.0),
+              std::vector<double>(one.f32(), one.f32() + 16), 0);
 }
 
 TEST(Kernels, RotaryLlama3ScalingAtLongPositions) {
@@ -193,15 +194,31 @@ TEST(Kernels, RotaryLlama3ScalingAtLongPositions) {
     }
   // f32 angles at position 6000 carry about 6000 * 2^-24 rad of rounding.
   expectClose(rotary(ctx(), x, headDim, headDim, theta, false, 2, factor, low,
-                     high, 8192),
+                     high, 8192, 32.0, 1.0, true, 1.0),
               want, 2e-3);
   // Unscaled RoPE is far from it there.
-  Tensor plain =
-      rotary(ctx(), x, headDim, headDim, theta, false, 0, 1.0, 1.0, 4.0, 8192);
+  Tensor plain = rotary(ctx(), x, headDim, headDim, theta, false, 0, 1.0, 1.0,
+                        4.0, 8192, 32.0, 1.0, true, 1.0);
   double worst = 0;
   for (int64_t i = 0; i < x.numel(); ++i)
     worst = std::max(worst, std::fabs(plain.f32()[i] - want[i]));
   EXPECT_GT(worst, 0.1);
+}
+
+TEST(Kernels, YarnFrequenciesMatchTransformers) {
+  // transformers 5.23's inv_freq for rope_type yarn, theta 1e4, factor 4,
+  // 4096 original positions, head_dim 16 (test/models/qwen2_rope_yarn).
+  const double hf[] = {1.0,         0.31622776389,  0.10000000149,
+                       0.025693506, 0.00624999963,  0.0013834965648,
+                       0.000250000, 7.905694656e-05};
+  tprt::RopeScaling yarn;
+  yarn.type = tprt::RopeType::Yarn;
+  yarn.factor = 4.0;
+  yarn.originalMaxPositions = 4096;
+  float freq[8];
+  tprt::ropeInverseFrequencies(freq, 16, 10000.0, yarn);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_NEAR(freq[i], hf[i], 1e-6 * hf[i]) << "frequency " << i;
 }
 
 /// Attention with an explicit visibility matrix and double precision.

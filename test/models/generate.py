@@ -132,6 +132,11 @@ VARIANTS = {
         "original_max_position_embeddings": 8192}),
     "llama_rope_linear": lambda: llama_rope({
         "rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}),
+    # Qwen2.5's long-context scaling: YaRN (factor 4 over 4096 original
+    # positions: with head_dim 16 its ramp spans dimensions 2 to 6).
+    "qwen2_rope_yarn": lambda: variant_of(qwen2, rope_parameters={
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 4096}),
     # Biases on every projection, the row-split o_proj and down_proj too.
     "llama_bias": lambda: llama_with(attention_bias=True, mlp_bias=True),
     # Tied embeddings (Llama 3.2's small checkpoints) and a head_dim that is

@@ -232,10 +232,11 @@ LogicalResult RotaryOp::verify() {
     return failure();
   // Each rope_type takes exactly its parameters.
   std::optional<StringRef> type = getRopeType();
-  bool linear = type == "linear", llama3 = type == "llama3";
-  if (type && !linear && !llama3)
+  bool linear = type == "linear", llama3 = type == "llama3",
+       yarn = type == "yarn";
+  if (type && !linear && !llama3 && !yarn)
     return emitOpError("rope_type '")
-           << *type << "' is not one tp-opt implements (linear, llama3)";
+           << *type << "' is not one tp-opt implements (linear, llama3, yarn)";
   auto check = [&](StringRef name, Attribute attr, bool wanted,
                    double value) -> LogicalResult {
     if (!attr && wanted)
@@ -249,16 +250,24 @@ LogicalResult RotaryOp::verify() {
   auto value = [](std::optional<APFloat> v) {
     return v ? v->convertToDouble() : 0.0;
   };
-  if (failed(check("factor", getFactorAttr(), linear || llama3,
+  if (failed(check("factor", getFactorAttr(), linear || llama3 || yarn,
                    value(getFactor()))) ||
+      failed(
+          check("beta_fast", getBetaFastAttr(), yarn, value(getBetaFast()))) ||
+      failed(
+          check("beta_slow", getBetaSlowAttr(), yarn, value(getBetaSlow()))) ||
+      failed(check("attention_factor", getAttentionFactorAttr(), yarn,
+                   value(getAttentionFactor()))) ||
       failed(check("low_freq_factor", getLowFreqFactorAttr(), llama3,
                    value(getLowFreqFactor()))) ||
       failed(check("high_freq_factor", getHighFreqFactorAttr(), llama3,
                    value(getHighFreqFactor()))) ||
       failed(check("original_max_position_embeddings",
-                   getOriginalMaxPositionEmbeddingsAttr(), llama3,
+                   getOriginalMaxPositionEmbeddingsAttr(), llama3 || yarn,
                    getOriginalMaxPositionEmbeddings().value_or(0))))
     return failure();
+  if (getTruncateAttr() && !yarn)
+    return emitOpError("truncate without a rope_type that takes it");
   if (llama3 && !(*getLowFreqFactor() < *getHighFreqFactor()))
     return emitOpError("low_freq_factor must be below high_freq_factor");
   return success();

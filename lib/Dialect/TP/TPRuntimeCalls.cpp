@@ -103,8 +103,9 @@ LogicalResult RmsNormOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kRotaryParams[] = {kTensor, kI64, kI64, kF64, kBool,
-                                               kI64,    kF64, kF64, kF64, kI64};
+static constexpr RuntimeArg kRotaryParams[] = {
+    kTensor, kI64, kI64, kF64, kBool, kI64,  kF64,
+    kF64,    kF64, kI64, kF64, kF64,  kBool, kF64};
 static constexpr RuntimeSignature kRotary[] = {{"tprt::rotary", kRotaryParams}};
 
 ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }
@@ -117,18 +118,23 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
       .i64(rotaryDim ? rotaryDim.getInt() : 0)
       .f64(getTheta().convertToDouble())
       .flag(getInterleaved());
-  // tprt::RopeType: 0 default, 1 linear, 2 llama3.
+  // tprt::RopeType: 0 default, 1 linear, 2 llama3, 3 yarn.
   std::optional<StringRef> type = getRopeType();
   auto value = [](std::optional<APFloat> v, double fallback) {
     return v ? v->convertToDouble() : fallback;
   };
   call.i64(!type               ? 0
            : *type == "linear" ? 1
-                               : 2)
+           : *type == "llama3" ? 2
+                               : 3)
       .f64(value(getFactor(), 1.0))
       .f64(value(getLowFreqFactor(), 1.0))
       .f64(value(getHighFreqFactor(), 4.0))
-      .i64(getOriginalMaxPositionEmbeddings().value_or(8192));
+      .i64(getOriginalMaxPositionEmbeddings().value_or(8192))
+      .f64(value(getBetaFast(), 32.0))
+      .f64(value(getBetaSlow(), 1.0))
+      .flag(getTruncate().value_or(true))
+      .f64(value(getAttentionFactor(), 1.0));
   return success();
 }
 

@@ -11,6 +11,7 @@
 #ifndef TPRT_ROPE_H
 #define TPRT_ROPE_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -25,6 +26,11 @@ enum class RopeType : int64_t {
   /// between (low_freq_factor, high_freq_factor,
   /// original_max_position_embeddings).
   Llama3 = 2,
+  /// YaRN: frequencies blended between kept and / factor over a ramp of
+  /// dimensions set by beta_fast, beta_slow and
+  /// original_max_position_embeddings; cos and sin scaled by
+  /// attention_factor.
+  Yarn = 3,
 };
 
 struct RopeScaling {
@@ -33,6 +39,11 @@ struct RopeScaling {
   double lowFreqFactor = 1.0;
   double highFreqFactor = 4.0;
   int64_t originalMaxPositions = 8192;
+  double betaFast = 32.0;
+  double betaSlow = 1.0;
+  bool truncate = true;
+  /// Multiplies cos and sin (YaRN's mscale); 1 for the other types.
+  double attentionFactor = 1.0;
 };
 
 /// The `rotaryDim / 2` inverse frequencies of RoPE with base `theta`.
@@ -45,6 +56,34 @@ inline void ropeInverseFrequencies(float *out, int64_t rotaryDim, double theta,
   if (s.type == RopeType::Linear) {
     for (int64_t i = 0; i < half; ++i)
       out[i] = out[i] / static_cast<float>(s.factor);
+  } else if (s.type == RopeType::Yarn) {
+    // The dimension at which a frequency makes `rotations` turns over the
+    // original context, in double as Python computes it.
+    auto correctionDim = [&](double rotations) {
+      return (rotaryDim * std::log(static_cast<double>(s.originalMaxPositions) /
+                                   (rotations * 2 * M_PI))) /
+             (2 * std::log(theta));
+    };
+    double low = correctionDim(s.betaFast), high = correctionDim(s.betaSlow);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, static_cast<double>(rotaryDim - 1));
+    if (low == high)
+      high += 0.001;
+    const float factor = static_cast<float>(s.factor);
+    for (int64_t i = 0; i < half; ++i) {
+      float posFreq = 1.0f / out[i];
+      float extrapolation = 1.0f / posFreq;
+      float interpolation = 1.0f / (factor * posFreq);
+      float ramp = (static_cast<float>(i) - static_cast<float>(low)) /
+                   static_cast<float>(high - low);
+      ramp = std::min(std::max(ramp, 0.0f), 1.0f);
+      float keep = 1.0f - ramp;
+      out[i] = interpolation * (1.0f - keep) + extrapolation * keep;
+    }
   } else if (s.type == RopeType::Llama3) {
     const float factor = static_cast<float>(s.factor);
     const float low = static_cast<float>(s.lowFreqFactor);

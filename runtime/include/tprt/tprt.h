@@ -206,7 +206,8 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
 Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
-              int64_t originalMaxPositions);
+              int64_t originalMaxPositions, double betaFast, double betaSlow,
+              bool truncate, double attentionFactor);
 /// Grouped-query attention on packed heads. `keyMask` [B, Skv] (non-zero =
 /// keep) may be undefined. `window` 0 and `softcap` 0 mean none.
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,

@@ -297,7 +297,8 @@ Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
 Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
-              int64_t originalMaxPositions) {
+              int64_t originalMaxPositions, double betaFast, double betaSlow,
+              bool truncate, double attentionFactor) {
   requireF32(x, "rotary", "the input");
   if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
     fatal("rotary: input " + x.describe() + " is not [B, S, H * " +
@@ -307,18 +308,27 @@ Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
   // As HF computes it: f32 inverse frequencies, f32 angle = position * freq.
-  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Llama3))
+  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Yarn))
     fatal("rotary: unknown rope type " + std::to_string(ropeType));
-  RopeScaling scaling{static_cast<RopeType>(ropeType), factor, lowFreqFactor,
-                      highFreqFactor, originalMaxPositions};
+  RopeScaling scaling{static_cast<RopeType>(ropeType),
+                      factor,
+                      lowFreqFactor,
+                      highFreqFactor,
+                      originalMaxPositions,
+                      betaFast,
+                      betaSlow,
+                      truncate,
+                      attentionFactor};
+  // HF multiplies cos and sin (in f32) by the attention factor.
+  const float amplitude = static_cast<float>(attentionFactor);
   std::vector<float> freq(half);
   ropeInverseFrequencies(freq.data(), rotaryDim, theta, scaling);
   std::vector<float> cosT(seq * half), sinT(seq * half);
   for (int64_t p = 0; p < seq; ++p)
     for (int64_t i = 0; i < half; ++i) {
       float angle = static_cast<float>(p) * freq[i];
-      cosT[p * half + i] = std::cos(angle);
-      sinT[p * half + i] = std::sin(angle);
+      cosT[p * half + i] = std::cos(angle) * amplitude;
+      sinT[p * half + i] = std::sin(angle) * amplitude;
     }
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.f32();

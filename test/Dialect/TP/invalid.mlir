@@ -200,9 +200,9 @@ func.func @rotary_theta(%x: tensor<2x8x64xf32>) {
 
 // -----
 
-func.func @rotary_yarn(%x: tensor<2x8x64xf32>) {
-  // expected-error @+1 {{rope_type 'yarn' is not one tp-opt implements (linear, llama3)}}
-  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "yarn", factor = 4.0 : f64} : tensor<2x8x64xf32>
+func.func @rotary_dynamic(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rope_type 'dynamic' is not one tp-opt implements (linear, llama3, yarn)}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "dynamic", factor = 4.0 : f64} : tensor<2x8x64xf32>
   return
 }
 
@@ -211,6 +211,14 @@ func.func @rotary_yarn(%x: tensor<2x8x64xf32>) {
 func.func @rotary_llama3_params(%x: tensor<2x8x64xf32>) {
   // expected-error @+1 {{rope_type 'llama3' needs low_freq_factor}}
   %0 = tp.rotary %x {head_dim = 16 : i64, theta = 5.0e5 : f64, rope_type = "llama3", factor = 8.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_yarn_params(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rope_type 'yarn' needs beta_fast}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "yarn", factor = 4.0 : f64, original_max_position_embeddings = 4096 : i64} : tensor<2x8x64xf32>
   return
 }
 

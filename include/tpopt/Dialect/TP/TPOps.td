@@ -149,7 +149,13 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
       divided by `factor`, those below `.. / high_freq_factor` kept, and
       those between blended with `s = (original_max_position_embeddings /
       wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)`
-      as `(1 - s) f / factor + s f`.
+      as `(1 - s) f / factor + s f`;
+    - `yarn`: with `low` and `high` the dimensions where a frequency makes
+      `beta_fast` and `beta_slow` turns over
+      `original_max_position_embeddings` positions (floored and ceiled
+      unless `truncate = false`), a ramp `r = clamp((i - low) / (high -
+      low), 0, 1)` blends `f` into `f / factor` as `r f / factor + (1 - r)
+      f`; cos and sin are multiplied by `attention_factor`.
 
     ```mlir
     %q2 = tp.rotary %q {head_dim = 16 : i64, theta = 1.0e+04 : f64}
@@ -167,7 +173,11 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
                    OptionalAttr<F64Attr>:$factor,
                    OptionalAttr<F64Attr>:$low_freq_factor,
                    OptionalAttr<F64Attr>:$high_freq_factor,
-                   OptionalAttr<I64Attr>:$original_max_position_embeddings);
+                   OptionalAttr<I64Attr>:$original_max_position_embeddings,
+                   OptionalAttr<F64Attr>:$beta_fast,
+                   OptionalAttr<F64Attr>:$beta_slow,
+                   OptionalAttr<BoolAttr>:$truncate,
+                   OptionalAttr<F64Attr>:$attention_factor);
   let results = (outs TP_FloatTensor:$result);
   let builders = [
     // Unscaled RoPE.
@@ -176,7 +186,7 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
                    "UnitAttr":$interleaved), [{
       build($_builder, $_state, type, x, head_dim, theta, rotary_dim,
             interleaved, StringAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
-            IntegerAttr());
+            IntegerAttr(), FloatAttr(), FloatAttr(), BoolAttr(), FloatAttr());
     }]>
   ];
   let assemblyFormat = "$x attr-dict `:` type($x)";
