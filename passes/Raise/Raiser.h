@@ -22,6 +22,7 @@
 #include "mlir/IR/Builders.h"
 #include "tprt/Rope.h"
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
@@ -184,8 +185,31 @@ public:
     auto diag = node.emitError()
                 << "cannot raise node '" << node.getName() << "' ("
                 << node.getOpType() << ", scope '"
-                << (scope.empty() ? std::string("<none>") : scope) << "'): ";
+                << (scope.empty() ? std::string("<none>") : scope) << "'"
+                << decoderBlockOf(scope) << "): ";
     return diag;
+  }
+  /// Which decoder block a scope is in (", layer 3's block 'self_attn'"),
+  /// with what tp-opt knows it cannot raise there.
+  static std::string decoderBlockOf(StringRef scope) {
+    SmallVector<StringRef> parts;
+    scope.split(parts, '.');
+    for (size_t i = 0; i + 2 < parts.size(); ++i) {
+      if (parts[i] != "layers" && parts[i] != "h")
+        continue;
+      std::string block =
+          (", layer " + parts[i + 1] + "'s block '" +
+           llvm::join(ArrayRef(parts).drop_front(i + 2), ".") + "'")
+              .str();
+      if (llvm::any_of(ArrayRef(parts).drop_front(i + 2), [](StringRef p) {
+            return p == "qkv_proj" || p == "gate_up_proj" ||
+                   p == "query_key_value";
+          }))
+        block += ": a fused projection (Phi-3, Falcon, GPT-NeoX), which "
+                 "tp-opt does not raise";
+      return block;
+    }
+    return "";
   }
 
   // Abstract value helpers.

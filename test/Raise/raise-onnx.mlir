@@ -119,3 +119,15 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
   %y = onnx.node "Reshape"(%back, %packShape) {domain = "", name = "/model/attn/Reshape_3", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
   return %y : tensor<?x?x4xf32>
 }
+
+// -----
+
+// A failure inside a decoder layer names the layer and block; a fused
+// projection (Phi-3's qkv_proj) says that tp-opt does not raise those.
+func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+    %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>}) -> tensor<?x?x4xf32> {
+  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  // expected-error @+1 {{cannot raise node '/model/layers.2/self_attn/qkv_proj/Celu' (Celu, scope 'model.layers.2.self_attn.qkv_proj', layer 2's block 'self_attn.qkv_proj': a fused projection (Phi-3, Falcon, GPT-NeoX), which tp-opt does not raise): no building block matches it}}
+  %c = onnx.node "Celu"(%h) {domain = "", name = "/model/layers.2/self_attn/qkv_proj/Celu", onnx_attrs = {}, scope = "model.layers.2.self_attn.qkv_proj"} : (tensor<*xf32>) -> tensor<?x?x4xf32>
+  return %c : tensor<?x?x4xf32>
+}
