@@ -152,12 +152,17 @@ VARIANTS = {
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
         "full_attention": {"rope_type": "linear", "factor": 8.0,
                            "rope_theta": 1000000.0}}),
+    # NemotronH under the remote code's names (backbone.embeddings,
+    # backbone.layers.N.mixer, backbone.norm_f): see VARIANT_ROOTS.
+    "nemotron_h_backbone": nemotron_h,
     # Gemma3's real pattern: five sliding-window layers, then a global one.
     "gemma3_6layers": lambda: variant_of(
         gemma3, num_hidden_layers=6,
         layer_types=["sliding_attention"] * 5 + ["full_attention"]),
 }
 ARCHS.update(VARIANTS)
+# Variants exported with the inner model under another name.
+VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
 
 
 class LogitsOnly(torch.nn.Module):
@@ -165,10 +170,12 @@ class LogitsOnly(torch.nn.Module):
     are registered directly so that parameter FQNs and module scopes are the
     HF ones (model.layers.0...), not prefixed by this wrapper."""
 
-    def __init__(self, hf):
+    def __init__(self, hf, root=None):
         super().__init__()
         for name, child in hf.named_children():
-            self.add_module(name, child)
+            # `root` renames the inner model (NemotronH's remote code calls
+            # it `backbone`).
+            self.add_module(root if root and name == "model" else name, child)
         object.__setattr__(self, "hf", hf)
 
     def forward(self, input_ids, attention_mask):

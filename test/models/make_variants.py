@@ -27,7 +27,7 @@ warnings.filterwarnings("ignore")
 
 def make_variant(name, out):
     config, hf = generate.build(name)
-    model = generate.LogitsOnly(hf).eval()
+    model = generate.LogitsOnly(hf, generate.VARIANT_ROOTS.get(name)).eval()
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
         f.write(config.to_json_string())
