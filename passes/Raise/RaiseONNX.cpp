@@ -602,6 +602,12 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
     const llvm::json::Object *params = json->getObject("rope_parameters");
     if (!params)
       params = json->getObject("rope_scaling");
+    // The base, for tables too coarse to read it from exactly (bf16).
+    if (std::optional<double> t = json->getNumber("rope_theta"))
+      theta = *t;
+    if (params)
+      if (std::optional<double> t = params->getNumber("rope_theta"))
+        theta = *t;
     if (!params)
       return success();
     std::optional<StringRef> type = params->getString("rope_type");

@@ -65,6 +65,30 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     return nodeError(node) << "cannot read a rotary frequency from the "
                               "cos/sin tables";
 
+  // Tables of a bf16 or f16 checkpoint hold that type's rounding: they are
+  // compared within it, and theta is also read where the angle is large and
+  // rounded to the values checkpoints use.
+  auto allRepresentable = [&](const llvm::fltSemantics &sem) {
+    for (const ProbeTensor *t : {&cosT, &sinT})
+      for (double v : t->data) {
+        llvm::APFloat f(static_cast<float>(v));
+        bool lost = false;
+        f.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+        if (lost)
+          return false;
+      }
+    return true;
+  };
+  double tolerance = 1e-4;
+  bool lowPrecision = false;
+  if (allRepresentable(llvm::APFloat::BFloat())) {
+    tolerance = 8e-3;
+    lowPrecision = true;
+  } else if (allRepresentable(llvm::APFloat::IEEEhalf())) {
+    tolerance = 1e-3;
+    lowPrecision = true;
+  }
+
   // Every table entry against RoPE with `theta` and `scaling`; the first
   // mismatch, if any.
   struct Mismatch {
@@ -84,8 +108,8 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
                                 sv = tableAt(sinT, x.layout, b, p, i);
           if (!cv || !sv)
             return failure();
-          if (std::fabs(*cv - std::cos(angle) * amplitude) > 1e-4 ||
-              std::fabs(*sv - std::sin(angle) * amplitude) > 1e-4)
+          if (std::fabs(*cv - std::cos(angle) * amplitude) > tolerance ||
+              std::fabs(*sv - std::sin(angle) * amplitude) > tolerance)
             return std::optional<Mismatch>(Mismatch{b, p, i, *cv, *sv});
         }
     return std::optional<Mismatch>();
@@ -120,6 +144,24 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     llama3.factor = roundSignificant(unscaledLow / *fLow);
     if (llama3.factor > 1.0 + 1e-6)
       candidates.push_back({theta, llama3});
+  }
+  if (lowPrecision && half >= 2) {
+    // f1 from the largest position whose angle stays below 3 (no wrap),
+    // theta rounded to 1, 2 and 3 significant digits; and the config's.
+    int64_t p =
+        std::min<int64_t>(probeSeq - 1, std::max<int64_t>(1, 3.0 / *f1));
+    std::optional<double> sp = tableAt(sinT, x.layout, 0, p, 1),
+                          cp = tableAt(cosT, x.layout, 0, p, 1);
+    if (sp && cp) {
+      double theta = std::pow(std::atan2(*sp, *cp) / p, -d / 2.0);
+      for (int digits = 1; digits <= 3; ++digits) {
+        double scale =
+            std::pow(10.0, std::floor(std::log10(theta)) - (digits - 1));
+        candidates.push_back({std::round(theta / scale) * scale, {}});
+      }
+    }
+    if (configTheta > 0)
+      candidates.push_back({configTheta, {}});
   }
   // YaRN's ramp is set by parameters the tables cannot tell apart: taken
   // from --hf-config.

@@ -163,6 +163,12 @@ VARIANTS = {
 ARCHS.update(VARIANTS)
 # Variants exported with the inner model under another name.
 VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
+# Checkpoints in bf16 / f16, as from_pretrained(dtype=...) builds them (the
+# rotary inverse frequencies stay float32): the Llama's weights rounded.
+VARIANTS["llama_bf16"] = llama
+VARIANTS["llama_f16"] = llama
+ARCHS.update(VARIANTS)
+VARIANT_DTYPES = {"llama_bf16": torch.bfloat16, "llama_f16": torch.float16}
 
 
 class LogitsOnly(torch.nn.Module):

@@ -6,7 +6,9 @@ embeddings with head_dim != hidden / heads): builds each from its config
 writes an architecture, with the TorchScript (folded) and dynamo exports
 only:
   config.json, ts_fold.onnx, dynamo.onnx, ref/{input_ids,attention_mask,
-  logits}_{b1_s5,b3_s12_pad}.npy (PyTorch's logits)
+  logits}_{b1_s5,b3_s12_pad}.npy (PyTorch's logits); for bf16 / f16
+  checkpoints also ref/logits_upcast_*.npy (PyTorch in float32 on the
+  rounded weights)
 
 Needs the model tools (scripts/setup.sh --models).
 """
@@ -27,6 +29,22 @@ warnings.filterwarnings("ignore")
 
 def make_variant(name, out):
     config, hf = generate.build(name)
+    dtype = generate.VARIANT_DTYPES.get(name)
+    upcast = None
+    if dtype:
+        # As from_pretrained(dtype=...) builds it, with the weights rounded;
+        # and the float32 model on those rounded weights (what tp-opt, which
+        # computes in float32, must match exactly).
+        rounded = {k: v.to(dtype) for k, v in hf.state_dict().items()}
+        hf = type(hf)._from_config(config, dtype=dtype)
+        hf.load_state_dict(rounded, strict=False)
+        hf.eval()
+        upcast = type(hf)._from_config(config, dtype=torch.float32)
+        upcast.load_state_dict({k: v.float() for k, v in rounded.items()},
+                               strict=False)
+        upcast = generate.LogitsOnly(upcast.eval()).eval()
+        # _from_config records its dtype in the config: the checkpoint's.
+        config.dtype = dtype
     model = generate.LogitsOnly(hf, generate.VARIANT_ROOTS.get(name)).eval()
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
@@ -55,6 +73,10 @@ def make_variant(name, out):
         np.save(os.path.join(ref, f"input_ids_{tag}.npy"), ids_r.numpy())
         np.save(os.path.join(ref, f"attention_mask_{tag}.npy"), mask_r.numpy())
         np.save(os.path.join(ref, f"logits_{tag}.npy"), logits)
+        if upcast is not None:
+            with torch.no_grad():
+                np.save(os.path.join(ref, f"logits_upcast_{tag}.npy"),
+                        upcast(ids_r, mask_r).float().numpy())
     print(f"  {name}: written")
 
 
