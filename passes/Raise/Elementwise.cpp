@@ -142,14 +142,48 @@ FailureOr<bool> Raiser::extendElementwise(NodeOp node, ArrayRef<Abstract *> in,
 }
 
 std::optional<std::pair<StringRef, double>> Raiser::recognizeFunction(int id) {
-  auto matches = [&](llvm::function_ref<double(double)> f) {
+  // A bf16 / f16 checkpoint's export holds its constants in that type
+  // (GELU's 0.044715 becomes 0.04467...): such a function is matched within
+  // that type's rounding, the closest known one winning.
+  bool roundedConstants = false, anyConstant = false;
+  {
+    SmallVector<int> stack{id};
+    bool allBF16 = true, allHalf = true;
+    while (!stack.empty()) {
+      const Expr &e = exprs[stack.pop_back_val()];
+      if (e.op == Expr::Const && e.value != std::trunc(e.value)) {
+        anyConstant = true;
+        for (auto [sem, all] :
+             {std::pair(&llvm::APFloat::BFloat(), &allBF16),
+              std::pair(&llvm::APFloat::IEEEhalf(), &allHalf)}) {
+          llvm::APFloat f(static_cast<float>(e.value));
+          bool lost = false;
+          f.convert(*sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+          *all &= !lost;
+        }
+      }
+      if (e.lhs >= 0)
+        stack.push_back(e.lhs);
+      if (e.rhs >= 0)
+        stack.push_back(e.rhs);
+    }
+    roundedConstants = anyConstant && (allBF16 || allHalf);
+  }
+  const double tolerance = roundedConstants ? 1e-2 : 1e-5;
+  // The largest relative error of f against the expression on [-6, 6].
+  auto worstError = [&](llvm::function_ref<double(double)> f) {
+    double worst = 0;
     for (int i = 0; i <= 96; ++i) {
       double x = -6.0 + i * 0.125;
       double got = evalExpr(id, x), want = f(x);
-      if (!(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want))))
-        return false;
+      double err = std::fabs(got - want) / std::max(1.0, std::fabs(want));
+      if (!(err <= worst))
+        worst = std::isnan(err) ? INFINITY : err;
     }
-    return true;
+    return worst;
+  };
+  auto matches = [&](llvm::function_ref<double(double)> f) {
+    return worstError(f) <= 1e-5;
   };
   // f = c * g for a known activation g (c = 1 mostly; exporters may fold a
   // following constant factor into the chain).
@@ -167,15 +201,23 @@ std::optional<std::pair<StringRef, double>> Raiser::recognizeFunction(int id) {
        [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
       {"relu_squared", [](double x) { return x > 0 ? x * x : 0.0; }},
   };
+  std::optional<std::pair<StringRef, double>> best;
+  double bestError = INFINITY;
   for (const auto &entry : known) {
     // Named, not structured bindings: the lambda below captures them.
     const char *name = entry.first;
     Fn g = entry.second;
     double factor = evalExpr(id, 1.5) / g(1.5);
-    if (std::isfinite(factor) && factor != 0.0 &&
-        matches([&](double x) { return factor * g(x); }))
-      return std::make_pair(StringRef(name), roundSignificant(factor));
+    if (!std::isfinite(factor) || factor == 0.0)
+      continue;
+    double err = worstError([&](double x) { return factor * g(x); });
+    if (err <= tolerance && err < bestError) {
+      bestError = err;
+      best = std::make_pair(StringRef(name), roundSignificant(factor));
+    }
   }
+  if (best)
+    return best;
   // cap * tanh(x / cap), Gemma's logit soft-capping: the cap is where the
   // function saturates; the result is the cap, not a factor.
   double cap = evalExpr(id, 1e9);

@@ -109,7 +109,9 @@ def TP_RmsNormOp : TP_Op<"rms_norm",
     Computes `x / sqrt(mean(x^2) + epsilon) * (weight_offset + weight)` over
     groups of `group_size` consecutive elements of the last dimension (the
     whole last dimension when `group_size` is absent). The mean is taken in
-    f32 whatever the element type.
+    f32 whatever the element type. The weight may be of another float type
+    than `x` (a bf16 checkpoint's weight scaling a row its export computes
+    in f32).
 
     `weight_offset = 1.0` is Gemma's `(1 + w)` form; `group_size = head_dim`
     is the per-head q_norm / k_norm of Qwen3 and Gemma3 applied to packed
@@ -251,7 +253,9 @@ def TP_Mamba2MixerOp : TP_Op<"mamba2_mixer",
     6. `out_proj(y)` (`out_proj_weight` `[hidden, I]`).
 
     With `folded_a`, the `a_log` operand holds `A = -exp(A_log)` itself: an
-    exporter folded the expression into the stored constant.
+    exporter folded the expression into the stored constant. The parameters
+    may be of different float types (a bf16 checkpoint keeps `a_log` and `d`
+    in f32); the computation is f32.
   }];
   let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$in_proj_weight,
                    TP_FloatTensor:$conv_weight, TP_FloatTensor:$conv_bias,
