@@ -369,23 +369,30 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       return SourceAttr::get(ctx, entry.getKey(), adapterPath,
                              entry.second.offset, entry.second.length, false);
     };
-    /// The adapter tensor of a new parameter, checked against its type.
+    /// The adapter tensor of a new parameter, checked against its shape;
+    /// `type` takes the tensor's float type (an adapter may be saved in
+    /// another type than its base model).
     auto sourceFor = [&](Operation *at, const auto *entry, StringRef what,
-                         RankedTensorType type,
+                         RankedTensorType &type,
                          int64_t rank) -> FailureOr<SourceAttr> {
       if (!entry)
         return at->emitError()
                << "lora-weights '" << adapterPath << "': no " << what;
       const SafetensorsTensor &t = entry->second;
-      if (t.dtype != "F32" || ArrayRef<int64_t>(t.shape) != type.getShape()) {
+      Type stored = t.dtype == "F32"    ? Type(builder.getF32Type())
+                    : t.dtype == "BF16" ? Type(builder.getBF16Type())
+                    : t.dtype == "F16"  ? Type(builder.getF16Type())
+                                        : Type();
+      if (!stored || ArrayRef<int64_t>(t.shape) != type.getShape()) {
         InFlightDiagnostic d =
             at->emitError() << "lora-weights '" << adapterPath << "': tensor '"
                             << entry->getKey() << "' is " << t.dtype << " [";
         llvm::interleaveComma(t.shape, d);
-        d << "], expected F32 [";
+        d << "], expected F32, BF16 or F16 [";
         llvm::interleaveComma(type.getShape(), d);
         return d << "] (lora-rank " << rank << ")";
       }
+      type = RankedTensorType::get(type.getShape(), stored);
       return sourceOf(*entry);
     };
     auto addParam = [&](Operation *at, const Twine &fqn, RankedTensorType type,

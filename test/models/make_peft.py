@@ -14,7 +14,9 @@ the `b3_s12_pad` inputs:
   ARCH/peft/CASE/adapter_config.json, adapter_model.safetensors
   ARCH/peft/CASE/logits_b3_s12_pad.npy
 
-and peft_matching.json: for configurations of target_modules,
+llama_bf16/peft/names_layers_logits_b3_s12_pad.npy (the names_layers
+adapter, float32, on the Llama's bf16 checkpoint: PEFT in float32 on its
+rounded weights), and peft_matching.json: for configurations of target_modules,
 exclude_modules, layers_to_transform / layers_pattern, modules_to_save,
 rank_pattern and alpha_pattern, PEFT's own answer (check_target_module_exists,
 get_pattern_key) for each of a list of module names: whether it is adapted,
@@ -169,6 +171,27 @@ def write_matching_table(root):
           f"{len(MATCH_KEYS)} modules")
 
 
+def write_bf16_base_reference(root):
+    """PEFT's logits for the names_layers adapter (float32) on the Llama's
+    bf16 checkpoint (make_variants.py's llama_bf16) computed in float32:
+    what tp-opt, which reads each tensor in its own type, must give."""
+    config, hf = generate.build("llama")
+    rounded = {k: v.to(torch.bfloat16).float()
+               for k, v in hf.state_dict().items()}
+    base = type(hf)._from_config(config, dtype=torch.float32)
+    base.load_state_dict(rounded, strict=False)
+    model = PeftModel.from_pretrained(
+        base.eval(), os.path.join(root, "llama", "peft", "names_layers")).eval()
+    ids, mask = generate.inputs_for(generate.REF_SHAPES["b3_s12_pad"], True, 11)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask,
+                       use_cache=False).logits.float().numpy()
+    out = os.path.join(root, "llama_bf16", "peft")
+    os.makedirs(out, exist_ok=True)
+    np.save(os.path.join(out, "names_layers_logits_b3_s12_pad.npy"), logits)
+    print("  llama_bf16/peft: names_layers on the bf16 checkpoint")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
@@ -178,6 +201,7 @@ def main():
         arch, kwargs = CASES[name]
         make_case(name, arch, kwargs, args.out)
     write_matching_table(args.out)
+    write_bf16_base_reference(args.out)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ func.func @linear_bias(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>, %b: tenso
 // -----
 
 func.func @linear_elem(%x: tensor<2x8x64xbf16>, %w: tensor<128x64xf32>) {
+  // A weight of another type is fine; a result of another type is not.
   // expected-error @+1 {{element types differ: 'bf16' vs 'f32'}}
   %0 = tp.linear %x, %w : (tensor<2x8x64xbf16>, tensor<128x64xf32>) -> tensor<2x8x128xf32>
   return

@@ -57,7 +57,9 @@ def TP_LinearOp : TP_Op<"linear",
   let description = [{
     Applies a linear layer with `weight` in canonical `[out, in]` orientation
     to the last dimension of `x` (`[..., in]`), adding the optional `bias`
-    (`[out]`). The result is `[..., out]`.
+    (`[out]`). The result is `[..., out]`, of `x`'s element type; `weight`
+    and `bias` may be stored in another float type (a float32 LoRA adapter
+    on a bf16 checkpoint), the product being computed in f32.
 
     `form`, chosen by `tp-lower-linear` (the TPLinear dispatch), says how it
     runs: `linear` flattens the leading dimensions, multiplies and restores
