@@ -274,6 +274,28 @@ LoRAConfig::lookup(StringRef module, bool isOutputLayer) const {
   return std::optional<ModuleLoRA>(ModuleLoRA{*r, *a, scale});
 }
 
+/// LoraConfig fields tp-opt refuses unless they hold PEFT's default (off),
+/// with what they would turn on.
+static constexpr std::pair<StringRef, StringRef> kUnsupportedUnlessOff[] = {
+    {"use_dora", "DoRA"},
+    {"use_qalora", "QALoRA"},
+    {"ensure_weight_tying", "tying modules_to_save copies"},
+    {"trainable_token_indices", "training embedding rows (trainable tokens)"},
+    {"target_parameters", "LoRA on parameters (MoE experts)"},
+    {"layer_replication", "layer replication"},
+    {"alora_invocation_tokens", "activated LoRA (aLoRA)"},
+    {"megatron_config", "Megatron parallel linears"},
+    {"loftq_config", "this LoRA variant"},
+    {"eva_config", "this LoRA variant"},
+    {"corda_config", "this LoRA variant"},
+    {"lora_ga_config", "this LoRA variant"},
+    {"velora_config", "this LoRA variant"},
+    {"monteclora_config", "this LoRA variant"},
+    {"arrow_config", "this LoRA variant"},
+    {"kasa_config", "this LoRA variant"},
+    {"use_bdlora", "this LoRA variant"},
+};
+
 llvm::Expected<LoRAConfig> mlir::tp::readPEFTConfig(StringRef path) {
   llvm::Expected<llvm::json::Object> json = readJSONObject(path);
   if (!json)
@@ -319,9 +341,10 @@ llvm::Expected<LoRAConfig> mlir::tp::readPEFTConfig(StringRef path) {
   for (const auto &[keyRef, value] : *json) {
     StringRef key = keyRef;
     bool isNull = value.kind() == llvm::json::Value::Null;
-    auto isFalse = [&] { return isNull || value.getAsBoolean() == false; };
-    auto isEmpty = [&] {
-      if (isNull)
+    // PEFT's default for the features tp-opt does not implement: null,
+    // false, or an empty object or list.
+    auto isOff = [&] {
+      if (isNull || value.getAsBoolean() == false)
         return true;
       if (const llvm::json::Object *o = value.getAsObject())
         return o->empty();
@@ -458,37 +481,12 @@ llvm::Expected<LoRAConfig> mlir::tp::readPEFTConfig(StringRef path) {
                      "gaussian; PiSSA, OLoRA, CorDA and LoftQ also change "
                      "the base weights)");
       }
-    } else if (key == "use_dora") {
-      if (!isFalse())
-        return notSupported(key, "DoRA");
-    } else if (key == "use_qalora") {
-      if (!isFalse())
-        return notSupported(key, "QALoRA");
-    } else if (key == "ensure_weight_tying") {
-      if (!isFalse())
-        return notSupported(key, "tying modules_to_save copies");
-    } else if (key == "trainable_token_indices") {
-      if (!isEmpty())
-        return notSupported(key, "training embedding rows (trainable tokens)");
-    } else if (key == "target_parameters") {
-      if (!isEmpty())
-        return notSupported(key, "LoRA on parameters (MoE experts)");
-    } else if (key == "layer_replication") {
-      if (!isEmpty())
-        return notSupported(key, "layer replication");
-    } else if (key == "alora_invocation_tokens") {
-      if (!isEmpty())
-        return notSupported(key, "activated LoRA (aLoRA)");
-    } else if (key == "megatron_config") {
-      if (!isEmpty())
-        return notSupported(key, "Megatron parallel linears");
-    } else if (llvm::is_contained({"loftq_config", "eva_config", "corda_config",
-                                   "lora_ga_config", "velora_config",
-                                   "monteclora_config", "arrow_config",
-                                   "kasa_config", "use_bdlora"},
-                                  key)) {
-      if (!isEmpty())
-        return notSupported(key, "this LoRA variant");
+    } else if (const auto *off =
+                   llvm::find_if(kUnsupportedUnlessOff,
+                                 [&](const auto &f) { return f.first == key; });
+               off != std::end(kUnsupportedUnlessOff)) {
+      if (!isOff())
+        return notSupported(key, off->second);
     } else {
       return fail("unknown field '" + key +
                   "' (not a field of peft 0.21's LoraConfig)");

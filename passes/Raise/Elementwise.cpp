@@ -145,30 +145,20 @@ std::optional<std::pair<StringRef, double>> Raiser::recognizeFunction(int id) {
   // A bf16 / f16 checkpoint's export holds its constants in that type
   // (GELU's 0.044715 becomes 0.04467...): such a function is matched within
   // that type's rounding, the closest known one winning.
-  bool roundedConstants = false, anyConstant = false;
-  {
-    SmallVector<int> stack{id};
-    bool allBF16 = true, allHalf = true;
-    while (!stack.empty()) {
-      const Expr &e = exprs[stack.pop_back_val()];
-      if (e.op == Expr::Const && e.value != std::trunc(e.value)) {
-        anyConstant = true;
-        for (auto [sem, all] :
-             {std::pair(&llvm::APFloat::BFloat(), &allBF16),
-              std::pair(&llvm::APFloat::IEEEhalf(), &allHalf)}) {
-          llvm::APFloat f(static_cast<float>(e.value));
-          bool lost = false;
-          f.convert(*sem, llvm::APFloat::rmNearestTiesToEven, &lost);
-          *all &= !lost;
-        }
-      }
-      if (e.lhs >= 0)
-        stack.push_back(e.lhs);
-      if (e.rhs >= 0)
-        stack.push_back(e.rhs);
-    }
-    roundedConstants = anyConstant && (allBF16 || allHalf);
+  SmallVector<double> constants; // the non-integer ones
+  for (SmallVector<int> stack{id}; !stack.empty();) {
+    const Expr &e = exprs[stack.pop_back_val()];
+    if (e.op == Expr::Const && e.value != std::trunc(e.value))
+      constants.push_back(e.value);
+    if (e.lhs >= 0)
+      stack.push_back(e.lhs);
+    if (e.rhs >= 0)
+      stack.push_back(e.rhs);
   }
+  bool roundedConstants =
+      !constants.empty() &&
+      (allRepresentableIn(constants, llvm::APFloat::BFloat()) ||
+       allRepresentableIn(constants, llvm::APFloat::IEEEhalf()));
   const double tolerance = roundedConstants ? 1e-2 : 1e-5;
   // The largest relative error of f against the expression on [-6, 6].
   auto worstError = [&](llvm::function_ref<double(double)> f) {

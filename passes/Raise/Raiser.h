@@ -148,6 +148,19 @@ inline double ropeThetaFromAngle(double angle, int64_t i, int64_t rot) {
       std::pow(angle, -static_cast<double>(rot) / (2.0 * i)));
 }
 
+/// Whether every value, as a float, is exactly a `sem` value (bf16, f16):
+/// the rounding a bf16 / f16 checkpoint's export leaves in its constants
+/// and tables.
+inline bool allRepresentableIn(ArrayRef<double> values,
+                               const llvm::fltSemantics &sem) {
+  return llvm::all_of(values, [&](double v) {
+    llvm::APFloat f(static_cast<float>(v));
+    bool lost = false;
+    f.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+    return !lost;
+  });
+}
+
 /// Whether input `i` exists and has abstract kind `kind`.
 inline bool isKind(ArrayRef<Abstract *> in, unsigned i, Abstract::Kind kind) {
   return i < in.size() && in[i] && in[i]->kind == kind;

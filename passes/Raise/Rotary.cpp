@@ -69,15 +69,8 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   // compared within it, and theta is also read where the angle is large and
   // rounded to the values checkpoints use.
   auto allRepresentable = [&](const llvm::fltSemantics &sem) {
-    for (const ProbeTensor *t : {&cosT, &sinT})
-      for (double v : t->data) {
-        llvm::APFloat f(static_cast<float>(v));
-        bool lost = false;
-        f.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
-        if (lost)
-          return false;
-      }
-    return true;
+    return allRepresentableIn(cosT.data, sem) &&
+           allRepresentableIn(sinT.data, sem);
   };
   double tolerance = 1e-4;
   bool lowPrecision = false;

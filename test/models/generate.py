@@ -222,6 +222,32 @@ def build(arch, attn="eager"):
     return config, hf
 
 
+def export_folded_and_dynamo(model, out, dynamo_opsets=(None,)):
+    """`model` (a LogitsOnly) exported to out/ts_fold.onnx (TorchScript,
+    opset 17, constant folding) and, per entry of `dynamo_opsets`, to
+    out/dynamo.onnx (the dynamo exporter's default opset: None) or
+    out/dynamo_opsetN.onnx, traced at TRACE_SHAPE with dynamic batch and
+    sequence."""
+    ids, mask = inputs_for(TRACE_SHAPE, False, 0)
+    names = dict(input_names=["input_ids", "attention_mask"],
+                 output_names=["logits"])
+    axes = {n: {0: "batch", 1: "seq"}
+            for n in ["input_ids", "attention_mask", "logits"]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.onnx.export(model, (ids, mask), os.path.join(out, "ts_fold.onnx"),
+                          dynamo=False, opset_version=17,
+                          do_constant_folding=True, dynamic_axes=axes, **names)
+        for opset in dynamo_opsets:
+            extra = {} if opset is None else {"opset_version": opset}
+            program = torch.onnx.export(
+                model, (ids, mask), dynamo=True,
+                dynamic_shapes={"input_ids": {0: "batch", 1: "seq"},
+                                "attention_mask": {0: "batch", 1: "seq"}},
+                **extra, **names)
+            name = "dynamo.onnx" if opset is None else f"dynamo_opset{opset}.onnx"
+            program.save(os.path.join(out, name))
+
+
 def rebuild_checked(arch, out):
     """The model of `arch` rebuilt, with the padded reference inputs and
     logits in `out`/ref; exits when it no longer reproduces them."""

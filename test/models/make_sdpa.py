@@ -20,8 +20,6 @@ keeps, and writes ARCH/sdpa/:
 Needs the model tools (scripts/setup.sh --models).
 """
 import argparse
-import contextlib
-import io
 import os
 import sys
 import warnings
@@ -48,28 +46,7 @@ def make_sdpa(arch, out):
                  f"({drift:.3g}) where the mask keeps positions")
     sdpa = os.path.join(out, "sdpa")
     os.makedirs(sdpa, exist_ok=True)
-    trace_ids, trace_mask = generate.inputs_for(generate.TRACE_SHAPE, False, 0)
-    names = dict(input_names=["input_ids", "attention_mask"],
-                 output_names=["logits"])
-    axes = {n: {0: "batch", 1: "seq"}
-            for n in ["input_ids", "attention_mask", "logits"]}
-    with contextlib.redirect_stdout(io.StringIO()):
-        torch.onnx.export(model, (trace_ids, trace_mask),
-                          os.path.join(sdpa, "ts_fold.onnx"), dynamo=False,
-                          opset_version=17, do_constant_folding=True,
-                          dynamic_axes=axes, **names)
-        program = torch.onnx.export(
-            model, (trace_ids, trace_mask), dynamo=True,
-            dynamic_shapes={"input_ids": {0: "batch", 1: "seq"},
-                            "attention_mask": {0: "batch", 1: "seq"}},
-            **names)
-        program.save(os.path.join(sdpa, "dynamo.onnx"))
-        program = torch.onnx.export(
-            model, (trace_ids, trace_mask), dynamo=True, opset_version=23,
-            dynamic_shapes={"input_ids": {0: "batch", 1: "seq"},
-                            "attention_mask": {0: "batch", 1: "seq"}},
-            **names)
-        program.save(os.path.join(sdpa, "dynamo_opset23.onnx"))
+    generate.export_folded_and_dynamo(model, sdpa, dynamo_opsets=(None, 23))
     np.save(os.path.join(sdpa, "logits_b3_s12_pad.npy"), logits)
     print(f"  {arch}: sdpa exports written; max |sdpa - eager| at kept "
           f"positions {drift:.3g}")

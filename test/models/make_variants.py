@@ -13,8 +13,6 @@ only:
 Needs the model tools (scripts/setup.sh --models).
 """
 import argparse
-import contextlib
-import io
 import os
 import sys
 import warnings
@@ -49,21 +47,7 @@ def make_variant(name, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
         f.write(config.to_json_string())
-    ids, mask = generate.inputs_for(generate.TRACE_SHAPE, False, 0)
-    names = dict(input_names=["input_ids", "attention_mask"],
-                 output_names=["logits"])
-    axes = {n: {0: "batch", 1: "seq"}
-            for n in ["input_ids", "attention_mask", "logits"]}
-    with contextlib.redirect_stdout(io.StringIO()):
-        torch.onnx.export(model, (ids, mask), os.path.join(out, "ts_fold.onnx"),
-                          dynamo=False, opset_version=17,
-                          do_constant_folding=True, dynamic_axes=axes, **names)
-        program = torch.onnx.export(
-            model, (ids, mask), dynamo=True,
-            dynamic_shapes={"input_ids": {0: "batch", 1: "seq"},
-                            "attention_mask": {0: "batch", 1: "seq"}},
-            **names)
-        program.save(os.path.join(out, "dynamo.onnx"))
+    generate.export_folded_and_dynamo(model, out)
     ref = os.path.join(out, "ref")
     os.makedirs(ref, exist_ok=True)
     for i, (tag, shape) in enumerate(generate.REF_SHAPES.items()):
