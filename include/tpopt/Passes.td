@@ -166,6 +166,41 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
+  let summary = "Add the training step: forward, loss and backward";
+  let description = [{
+    Adds `func.func @train_step` (`tp.entry = "train_step"`) beside the
+    forward: a copy of `@forward` (with its plan annotations), the causal-LM
+    loss `tp.cross_entropy` of its logits against the input ids shifted by
+    one (positions whose attention mask is 0 ignored), and the reverse-mode
+    derivative of that summed loss, built by asking each op for its VJP
+    (`AutodiffOpInterface`) from the last op to the first, and summing the
+    cotangents of a value read several times with `tp.add`. Each trainable
+    parameter's gradient ends in a `tp.accumulate_grad`, which adds it to
+    the runtime's gradient buffer of that FQN; the step returns the loss
+    sum. The division by the number of label tokens and the optimizer
+    update happen at the optimizer boundary, after the micro-batches of a
+    step have accumulated.
+
+    Runs on the global program, after `tp-apply-plan` and before
+    `tp-partition`, which then partitions forward and backward with the same
+    rules, so every backward collective comes from the plan. The backward
+    reads the forward values its rules need (`getSavedForBackward`): in the
+    IR, they are the forward values the backward ops use.
+
+    Trainable are all parameters, or only the LoRA factors (`lora_A`,
+    `lora_B`) when the program has them, as PEFT trains; the others get no
+    gradient. Training needs f32 parameters; an op without a backward
+    (`tp.mamba2_mixer`) or an activation annotation of sequence parallelism
+    is refused, naming it.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "The optimizer the step feeds: adamw (torch.optim.AdamW) or sgd "
+           "(torch.optim.SGD with momentum)">,
+  ];
+}
+
 def TPPartition : Pass<"tp-partition", "ModuleOp"> {
   let summary = "Partition an annotated program into the program of one rank";
   let description = [{

@@ -54,6 +54,13 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
   TPLowerLinearOptions linear;
   linear.asyncTP = options.asyncTP;
   pm.addNestedPass<func::FuncOp>(createTPLowerLinear(linear));
+  // On the global program: partition then derives the backward's
+  // collectives from the same rules as the forward's.
+  if (options.train) {
+    TPBuildTrainStepOptions step;
+    step.optimizer = options.optimizer;
+    pm.addPass(createTPBuildTrainStep(step));
+  }
   if (options.isDistributed())
     pm.addPass(createTPPartition());
 }

@@ -72,26 +72,26 @@ const Architecture kArchitectures[] = {
      "NemotronH does not support sequence parallelism (its Mamba mixers run "
      "on whole sequences)",
      /*tiedEmbeddings=*/true,
-     /*perHeadNorms=*/false},
+     /*perHeadNorms=*/false, /*defaultPadTokenId=*/0},
     {"gemma3", kGemma3Types,
      [](const ArchitectureTraits &t) {
        return t.normWeightOffset || t.embeddingScale;
      },
      gemma3Plan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
-     /*perHeadNorms=*/true},
+     /*perHeadNorms=*/true, /*defaultPadTokenId=*/0, /*offsetNorms=*/true},
     {"qwen3", kQwen3Types, [](const ArchitectureTraits &t) { return t.qkNorm; },
      qwen3Plan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
-     /*perHeadNorms=*/true},
+     /*perHeadNorms=*/true, /*defaultPadTokenId=*/-1},
     {"qwen2", kQwen2Types,
      [](const ArchitectureTraits &t) {
        return t.attentionBias && !t.outputProjectionBias;
      },
      qwen2Plan,
      /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
-     /*perHeadNorms=*/false},
+     /*perHeadNorms=*/false, /*defaultPadTokenId=*/-1},
     {"llama", kLlamaTypes, [](const ArchitectureTraits &) { return true; },
      llamaPlan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
-     /*perHeadNorms=*/false},
+     /*perHeadNorms=*/false, /*defaultPadTokenId=*/-1},
 };
 
 } // namespace

@@ -86,9 +86,12 @@ std::optional<unsigned> inputIndex(func::FuncOp func, unsigned index) {
   return std::nullopt;
 }
 
-/// An `emitc.call_opaque` of `call` with the converted `operands` of its op.
-Value emitCall(OpBuilder &b, const RuntimeCall &call, ValueRange operands,
-               Value context, Type tensorType) {
+/// An `emitc.call_opaque` of `call` with the converted `operands` of its op;
+/// its results, one `tprt::Tensor` per result of the op (several are taken
+/// from the `tprt::Tensors` the function returns).
+SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
+                            ValueRange operands, Value context,
+                            Type tensorType) {
   Operation *op = call.getOp();
   MLIRContext *ctx = b.getContext();
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
@@ -131,10 +134,26 @@ Value emitCall(OpBuilder &b, const RuntimeCall &call, ValueRange operands,
              isa<IndexType>(cast<TypedAttr>(attr).getType());
     args.push_back(attr);
   }
-  return emitc::CallOpaqueOp::create(b, op->getLoc(), TypeRange{tensorType},
-                                     call.getSignature()->callee, callOperands,
-                                     plain ? ArrayAttr() : b.getArrayAttr(args))
-      .getResult(0);
+  unsigned results = call.getSignature()->results;
+  SmallVector<Type> types;
+  if (results == 1)
+    types.push_back(tensorType);
+  else if (results > 1)
+    types.push_back(emitc::OpaqueType::get(ctx, "tprt::Tensors"));
+  auto callOp = emitc::CallOpaqueOp::create(
+      b, op->getLoc(), types, call.getSignature()->callee, callOperands,
+      plain ? ArrayAttr() : b.getArrayAttr(args));
+  if (results <= 1)
+    return SmallVector<Value>(callOp.getResults());
+  SmallVector<Value> taken;
+  for (unsigned i = 0; i < results; ++i)
+    taken.push_back(
+        emitc::CallOpaqueOp::create(
+            b, op->getLoc(), TypeRange{tensorType}, "tprt::take",
+            callOp.getResult(0),
+            b.getArrayAttr({b.getIndexAttr(0), b.getI64IntegerAttr(i)}))
+            .getResult(0));
+  return taken;
 }
 
 /// The runtime call of parameter `index` of `func`; failure if it is not a
@@ -206,16 +225,23 @@ struct RuntimeCallLowering
     auto entry = op->getParentOfType<emitc::FuncOp>();
     if (!entry)
       return rewriter.notifyMatchFailure(op, "not in the entry function yet");
-    Value result =
-        emitCall(rewriter, call, operands, entry.getArgument(0),
-                 getTypeConverter()->convertType(op->getResult(0).getType()));
-    rewriter.replaceOp(op, result);
+    Type tensor = emitc::OpaqueType::get(getContext(), "tprt::Tensor");
+    rewriter.replaceOp(
+        op, emitCall(rewriter, call, operands, entry.getArgument(0), tensor));
     return success();
   }
 };
 
-/// func.func @forward -> emitc.func @tprt_model_forward; parameters become
-/// load_param calls at its start, inputs its arguments.
+/// The C++ function of each entry point, by its role.
+StringRef entryFunctionName(func::FuncOp func) {
+  auto role = func->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
+  return role && role.getValue() == kTrainStepEntry ? "tprt_model_train_step"
+                                                    : "tprt_model_forward";
+}
+
+/// func.func @forward -> emitc.func @tprt_model_forward (and the training
+/// step -> tprt_model_train_step); parameters become load_param calls at
+/// its start, inputs its arguments.
 struct EntryLowering : public OpConversionPattern<func::FuncOp> {
   using OpConversionPattern::OpConversionPattern;
 
@@ -228,7 +254,7 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
         {emitc::OpaqueType::get(ctx, "tprt::Context&"), tensor, tensor},
         {tensor});
     auto entry = emitc::FuncOp::create(rewriter, func.getLoc(),
-                                       "tprt_model_forward", type);
+                                       entryFunctionName(func), type);
     Block *body =
         rewriter.createBlock(&entry.getBody(), {}, type.getInputs(),
                              {func.getLoc(), func.getLoc(), func.getLoc()});
@@ -242,7 +268,7 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
       if (failed(call))
         return failure();
       replacements.push_back(
-          emitCall(rewriter, *call, {}, body->getArgument(0), tensor));
+          emitCall(rewriter, *call, {}, body->getArgument(0), tensor)[0]);
     }
     rewriter.inlineBlockBefore(&func.getBody().front(), body, body->end(),
                                replacements);
@@ -270,7 +296,8 @@ LogicalResult checkLowerable(func::FuncOp func) {
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       if (ret.getNumOperands() != 1)
-        return ret.emitError("the program must return exactly the logits");
+        return ret.emitError("an entry point must return exactly one tensor "
+                             "(the logits, or the training step's loss)");
       continue;
     }
     auto callable = dyn_cast<RuntimeCallOpInterface>(op);
@@ -294,7 +321,12 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     if (failed(entry))
       return signalPassFailure();
     func::FuncOp func = *entry;
-    if (failed(checkLowerable(func)))
+    FailureOr<FunctionOpInterface> trainStep =
+        lookupEntry(module, kTrainStepEntry);
+    if (failed(trainStep) || failed(checkLowerable(func)))
+      return signalPassFailure();
+    auto train = dyn_cast_or_null<func::FuncOp>(trainStep->getOperation());
+    if (train && failed(checkLowerable(train)))
       return signalPassFailure();
 
     std::string path = modelPath;
@@ -334,6 +366,15 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
                                   ";");
     emitc::VerbatimOp::create(builder, func.getLoc(),
                               weightFileTable(func, path));
+    // A training program names its optimizer (main's --train reads it).
+    if (train) {
+      auto optimizer =
+          train->getAttrOfType<StringAttr>(TPDialect::kOptimizerAttrName);
+      emitc::VerbatimOp::create(
+          builder, func.getLoc(),
+          "const char *const tprt_model_optimizer = " +
+              quoted(optimizer ? optimizer.getValue() : "adamw") + ";");
+    }
 
     MLIRContext *ctx = &getContext();
     RuntimeTypeConverter converter(ctx);

@@ -45,11 +45,32 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                        "axis and func.func @forward (run tp-apply-plan)");
       return signalPassFailure();
     }
+    // The training step (when there is one) is partitioned by the same
+    // rules: its backward collectives follow from the forward's layouts.
+    FailureOr<FunctionOpInterface> trainStep =
+        lookupEntry(module, kTrainStepEntry);
+    if (failed(trainStep))
+      return signalPassFailure();
+    SmallVector<func::FuncOp, 2> funcs = {func};
+    if (*trainStep) {
+      auto train = dyn_cast<func::FuncOp>(trainStep->getOperation());
+      if (!train) {
+        trainStep->getOperation()->emitError(
+            "tp-partition: the training step must be a func.func");
+        return signalPassFailure();
+      }
+      funcs.push_back(train);
+    }
     // Both ends are checked here, not only by the pass manager: MLIR is
     // built without assertions, and a rewrite on invalid IR fails late.
-    PartitionState state(module.getContext(), grid.getShape()[0]);
-    if (failed(verify(module)) || failed(partition(func, state)) ||
-        failed(verify(module)))
+    if (failed(verify(module)))
+      return signalPassFailure();
+    for (func::FuncOp f : funcs) {
+      PartitionState state(module.getContext(), grid.getShape()[0]);
+      if (failed(partition(f, state)))
+        return signalPassFailure();
+    }
+    if (failed(verify(module)))
       signalPassFailure();
   }
 

@@ -56,6 +56,11 @@ struct TPCheckHFConfigPass
         failed(checkFloats(*json, *config)) ||
         failed(checkRopeScaling(*json)) || failed(checkWindows(*json)))
       return signalPassFailure();
+    // The graph does not show it; training needs it.
+    if (std::optional<int64_t> pad = json->getInteger("pad_token_id")) {
+      config->padTokenId = *pad;
+      config->write(module);
+    }
   }
 
   LogicalResult fail(const Twine &message) {

@@ -213,12 +213,12 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
         truncate = builder.getBoolAttr(false);
     }
   }
-  Value y = RotaryOp::create(builder, node.getLoc(), x.value.getType(), x.value,
-                             builder.getI64IntegerAttr(d),
-                             builder.getF64FloatAttr(found->theta),
-                             IntegerAttr(), UnitAttr(), ropeType, factor,
-                             lowFreqFactor, highFreqFactor, originalMax,
-                             betaFast, betaSlow, truncate, attentionFactor);
+  Value y = RotaryOp::create(
+      builder, node.getLoc(), x.value.getType(), x.value,
+      builder.getI64IntegerAttr(d), builder.getF64FloatAttr(found->theta),
+      IntegerAttr(), UnitAttr(), ropeType, factor, lowFreqFactor,
+      highFreqFactor, originalMax, betaFast, betaSlow, truncate,
+      attentionFactor, UnitAttr());
   Activation result = x;
   result.value = y;
   out = makeAct(result, cosPart.shape);

@@ -2,13 +2,19 @@
 //
 //   model --input ids.npy [--attention-mask mask.npy] --output logits.npy
 //         [--weights MODEL.onnx] [--threads T] [--bench N]
+//   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
+//         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
+//         B1,B2 --eps --momentum] [--save DIR] [--log train.jsonl]
+//         [--weights MODEL.onnx] [--threads T]
 //
 // Each MPI rank runs tprt_model_forward on the same inputs; rank 0 writes
 // the logits. --bench N runs N more timed forward passes (parameters are
-// read once, by the first) and prints their median time.
+// read once, by the first) and prints their median time. --train runs the
+// training loop of a program compiled with tpc --train (tprt/Train.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "tprt/Train.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -31,8 +37,13 @@ void usage(const char *argv0) {
   std::fprintf(stderr,
                "usage: %s --input ids.npy [--attention-mask mask.npy] "
                "--output logits.npy [--weights MODEL.onnx] [--threads T] "
-               "[--bench N]\n",
-               argv0);
+               "[--bench N]\n"
+               "       %s --train --data tokens.npy [--data-mask mask.npy] "
+               "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
+               "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
+               "[--momentum M] [--save DIR] [--log train.jsonl] "
+               "[--weights MODEL.onnx] [--threads T]\n",
+               argv0, argv0);
 }
 
 std::string baseName(const std::string &path) {
@@ -49,6 +60,19 @@ long long intOption(const std::string &name, const std::string &text,
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
     tprt::fatal(name + " takes an integer from " + std::to_string(lo) + " to " +
+                std::to_string(hi) + ", got '" + text + "'");
+  return v;
+}
+
+/// The number of option `name`, finite and within [lo, hi].
+double realOption(const std::string &name, const std::string &text, double lo,
+                  double hi) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !(v >= lo) ||
+      !(v <= hi))
+    tprt::fatal(name + " takes a number from " + std::to_string(lo) + " to " +
                 std::to_string(hi) + ", got '" + text + "'");
   return v;
 }
@@ -120,6 +144,8 @@ int main(int argc, char **argv) try {
 
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
+  bool training = false;
+  tprt::TrainOptions train;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -141,6 +167,37 @@ int main(int argc, char **argv) try {
       threads = static_cast<int>(intOption(arg, value(), 1, 1024));
     else if (arg == "--bench")
       bench = static_cast<int>(intOption(arg, value(), 0, 1000000));
+    else if (arg == "--train")
+      training = true;
+    else if (arg == "--data")
+      train.data = value();
+    else if (arg == "--data-mask")
+      train.dataMask = value();
+    else if (arg == "--steps")
+      train.steps = intOption(arg, value(), 1, 1LL << 40);
+    else if (arg == "--micro-batch")
+      train.microBatch = intOption(arg, value(), 1, 1LL << 30);
+    else if (arg == "--grad-accum")
+      train.gradAccum = intOption(arg, value(), 1, 1LL << 30);
+    else if (arg == "--lr")
+      train.lr = realOption(arg, value(), 0, 1e6);
+    else if (arg == "--weight-decay")
+      train.weightDecay = realOption(arg, value(), 0, 1e6);
+    else if (arg == "--eps")
+      train.eps = realOption(arg, value(), 0, 1);
+    else if (arg == "--momentum")
+      train.momentum = realOption(arg, value(), 0, 1);
+    else if (arg == "--betas") {
+      std::string text = value();
+      size_t comma = text.find(',');
+      if (comma == std::string::npos)
+        tprt::fatal("--betas takes two numbers B1,B2, got '" + text + "'");
+      train.beta1 = realOption(arg, text.substr(0, comma), 0, 0.999999);
+      train.beta2 = realOption(arg, text.substr(comma + 1), 0, 0.999999999);
+    } else if (arg == "--save")
+      train.save = value();
+    else if (arg == "--log")
+      train.log = value();
     else if (arg == "--help" || arg == "-h") {
       usage(argv[0]);
       MPI_Finalize();
@@ -150,12 +207,24 @@ int main(int argc, char **argv) try {
       tprt::fatal("unknown argument '" + arg + "'");
     }
   }
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  if (training) {
+    if (train.data.empty() || !input.empty() || !output.empty() || bench) {
+      usage(argv[0]);
+      tprt::fatal("--train takes --data (not --input, --output or --bench)");
+    }
+    train.optimizer = tprt_model_optimizer ? tprt_model_optimizer : "adamw";
+    tprt::Context ctx(rank, size, weights, baseName(tprt_model_path));
+    checkWeightFiles(ctx);
+    int status = tprt::train(ctx, train);
+    MPI_Finalize();
+    return status;
+  }
   if (input.empty() || output.empty()) {
     usage(argv[0]);
     tprt::fatal("--input and --output are required");
   }
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
 
   tprt::Tensor ids = tprt::readNpy(input);
   if (ids.dtype() != tprt::DType::I64 || ids.rank() != 2)

@@ -43,6 +43,6 @@ module {
 
 // The entry returns the logits alone.
 func.func @forward(%x: tensor<4xf32> {onnx.name = "input_ids"}) -> (tensor<4xf32>, tensor<4xf32>) {
-  // expected-error @+1 {{the program must return exactly the logits}}
+  // expected-error @+1 {{an entry point must return exactly one tensor (the logits, or the training step's loss)}}
   return %x, %x : tensor<4xf32>, tensor<4xf32>
 }

@@ -49,8 +49,8 @@ int main(int argc, char **argv) {
   unsigned count = 0;
   for (const tp::RuntimeSignature &signature :
        tp::getAllRuntimeSignatures(&context)) {
-    os << "[[maybe_unused]] tprt::Tensor (*const check" << count++
-       << ")(tprt::Context &";
+    os << "[[maybe_unused]] " << tp::getRuntimeReturnCppType(signature)
+       << " (*const check" << count++ << ")(tprt::Context &";
     for (tp::RuntimeArg param : signature.params)
       os << ", " << tp::getRuntimeArgCppType(param);
     os << ") = &" << signature.callee << ";\n";

@@ -215,6 +215,14 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
         return fail("--hf-config '" + opts.hfConfig + "': " + why);
     }
   }
+  if (opts.optimizer != "adamw" && opts.optimizer != "sgd")
+    return fail("--optimizer must be adamw or sgd, got '" + opts.optimizer +
+                "'");
+  if (opts.optimizer.getNumOccurrences() && !opts.train)
+    return fail("--optimizer needs --train");
+  if (opts.train && opts.sp)
+    return fail("--train with --sp: sequence parallelism in training is not "
+                "supported yet");
   if (opts.loraRank < 0 || (opts.loraRank > 0) != !opts.loraWeights.empty())
     return fail("LoRA needs both --lora-rank R (positive) and --lora-weights "
                 "adapter_model.safetensors");

@@ -64,6 +64,16 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "targets, rsLoRA, lora_bias, modules_to_save, ...), "
                      "its factors from adapter_model.safetensors"),
       llvm::cl::value_desc("dir")};
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("Also compile the training step "
+                                    "(forward, loss, backward) and its "
+                                    "optimizer"),
+                     llvm::cl::init(false)};
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("With --train: adamw (torch.optim.AdamW) or sgd "
+                     "(torch.optim.SGD with momentum)"),
+      llvm::cl::init("adamw")};
   Option<std::string> modelPath{
       *this, "model-path",
       llvm::cl::desc("The model file the program reads its weights from "

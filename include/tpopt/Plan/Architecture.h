@@ -59,6 +59,12 @@ struct Architecture {
   /// architecture does not have).
   bool tiedEmbeddings;
   bool perHeadNorms;
+  /// transformers' default pad_token_id of its config (-1: none): the
+  /// embedding's padding_idx, whose row PyTorch never trains.
+  int64_t defaultPadTokenId;
+  /// Whether its RMS norms scale by `1 + w` (Gemma): a graph whose norms
+  /// have no offset was exported with `1 + w` folded into the weights.
+  bool offsetNorms = false;
 };
 
 /// Every supported architecture, in recognition order.

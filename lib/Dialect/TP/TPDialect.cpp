@@ -102,7 +102,17 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     if (!role || !isEntryRole(role.getValue()))
       return op->emitOpError()
              << "'" << kEntryAttrName << "' must be the role of an entry "
-             << "point (\"forward\"), got " << attr.getValue();
+             << "point (\"forward\", \"train_step\"), got " << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == kOptimizerAttrName) {
+    auto name = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !name ||
+        (name.getValue() != "adamw" && name.getValue() != "sgd"))
+      return op->emitOpError()
+             << "'" << kOptimizerAttrName
+             << "' must be \"adamw\" or \"sgd\" on a function, got "
+             << attr.getValue();
     return success();
   }
   if (attr.getName() == kPlanSourceAttrName) {

@@ -3,6 +3,7 @@
 #include "tpopt/Dialect/TP/TPInterfaces.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -146,6 +147,12 @@ StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
   return "";
 }
 
+StringRef mlir::tp::getRuntimeReturnCppType(const RuntimeSignature &signature) {
+  return signature.results == 0   ? "void"
+         : signature.results == 1 ? "tprt::Tensor"
+                                  : "tprt::Tensors";
+}
+
 /// Whether `arg` can be passed as a parameter of `kind`.
 static bool matches(const RuntimeCall::Arg &arg, RuntimeArg kind) {
   switch (kind) {
@@ -182,6 +189,12 @@ LogicalResult RuntimeCall::verify() const {
     if (!matches(arg, kind))
       return op->emitError() << "argument " << i << " of " << signature->callee
                              << " is not a " << getRuntimeArgCppType(kind);
+  // A parameter's load is asked for by the function, not by an op.
+  if (!isa<FunctionOpInterface>(op) &&
+      signature->results != op->getNumResults())
+    return op->emitError() << signature->callee << " returns "
+                           << signature->results << " tensors for "
+                           << op->getNumResults() << " results";
   return success();
 }
 

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <cmath>
 
@@ -279,54 +280,66 @@ LogicalResult RotaryOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::verify() {
-  auto q = getQ().getType();
-  auto k = getK().getType();
-  auto v = getV().getType();
+/// q, k, v, the mask and the attributes of tp.attention and its backward.
+template <typename AttentionLikeOp>
+static LogicalResult verifyAttentionOperands(AttentionLikeOp op) {
+  auto q = op.getQ().getType();
+  auto k = op.getK().getType();
+  auto v = op.getV().getType();
   if (q.getRank() != 3 || k.getRank() != 3 || v.getRank() != 3)
-    return emitOpError("q, k and v must be [batch, seq, heads * head_dim]");
-  if (getResult().getType() != q)
-    return emitOpError("result type ")
-           << getResult().getType() << " differs from q's " << q;
-  int64_t heads = getNumHeadsAttr().getInt();
-  int64_t kvHeads = getNumKvHeadsAttr().getInt();
-  int64_t headDim = getHeadDimAttr().getInt();
-  if (failed(verifyPositive(*this, "num_heads", heads)) ||
-      failed(verifyPositive(*this, "num_kv_heads", kvHeads)) ||
-      failed(verifyPositive(*this, "head_dim", headDim)) ||
-      failed(verifyPositive(*this, "scale", getScaleAttr().getValueAsDouble())))
+    return op.emitOpError("q, k and v must be [batch, seq, heads * head_dim]");
+  int64_t heads = op.getNumHeadsAttr().getInt();
+  int64_t kvHeads = op.getNumKvHeadsAttr().getInt();
+  int64_t headDim = op.getHeadDimAttr().getInt();
+  if (failed(verifyPositive(op.getOperation(), "num_heads", heads)) ||
+      failed(verifyPositive(op.getOperation(), "num_kv_heads", kvHeads)) ||
+      failed(verifyPositive(op.getOperation(), "head_dim", headDim)) ||
+      failed(verifyPositive(op.getOperation(), "scale",
+                            op.getScaleAttr().getValueAsDouble())))
     return failure();
   if (heads % kvHeads != 0)
-    return emitOpError("num_heads ")
+    return op.emitOpError("num_heads ")
            << heads << " is not a multiple of num_kv_heads " << kvHeads;
   if (!dimsAgree(q.getDimSize(2), heads * headDim))
-    return emitOpError("q has ")
+    return op.emitOpError("q has ")
            << dimStr(q.getDimSize(2))
            << " features, expected num_heads * head_dim = " << heads * headDim;
   for (auto [name, type] : {std::make_pair("k", k), std::make_pair("v", v)})
     if (!dimsAgree(type.getDimSize(2), kvHeads * headDim))
-      return emitOpError() << name << " has " << dimStr(type.getDimSize(2))
-                           << " features, expected num_kv_heads * head_dim = "
-                           << kvHeads * headDim;
+      return op.emitOpError()
+             << name << " has " << dimStr(type.getDimSize(2))
+             << " features, expected num_kv_heads * head_dim = "
+             << kvHeads * headDim;
   if (!dimsAgree(q.getDimSize(0), k.getDimSize(0)) ||
       !dimsAgree(k.getDimSize(0), v.getDimSize(0)))
-    return emitOpError("q, k and v have different batch sizes");
+    return op.emitOpError("q, k and v have different batch sizes");
   if (!dimsAgree(k.getDimSize(1), v.getDimSize(1)))
-    return emitOpError("k and v have different sequence lengths");
-  if (Value mask = getKeyMask()) {
+    return op.emitOpError("k and v have different sequence lengths");
+  if (Value mask = op.getKeyMask()) {
     auto maskType = cast<RankedTensorType>(mask.getType());
     if (maskType.getRank() != 2 ||
         !dimsAgree(maskType.getDimSize(0), k.getDimSize(0)) ||
         !dimsAgree(maskType.getDimSize(1), k.getDimSize(1)))
-      return emitOpError("key mask must be [batch, seq_kv], got ") << maskType;
+      return op.emitOpError("key mask must be [batch, seq_kv], got ")
+             << maskType;
   }
-  if (auto window = getSlidingWindowAttr())
-    if (failed(verifyPositive(*this, "sliding_window", window.getInt())))
+  if (auto window = op.getSlidingWindowAttr())
+    if (failed(verifyPositive(op.getOperation(), "sliding_window",
+                              window.getInt())))
       return failure();
-  if (auto softcap = getSoftcapAttr())
-    if (failed(verifyPositive(*this, "softcap", softcap.getValueAsDouble())))
+  if (auto softcap = op.getSoftcapAttr())
+    if (failed(verifyPositive(op.getOperation(), "softcap",
+                              softcap.getValueAsDouble())))
       return failure();
-  return verifySameElementType(*this, {getQ(), getK(), getV()});
+  return verifySameElementType(op.getOperation(),
+                               {op.getQ(), op.getK(), op.getV()});
+}
+
+LogicalResult AttentionOp::verify() {
+  if (getResult().getType() != getQ().getType())
+    return emitOpError("result type ")
+           << getResult().getType() << " differs from q's " << getQ().getType();
+  return verifyAttentionOperands(*this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -409,3 +422,103 @@ LogicalResult SoftcapOp::verify() {
 
 #define GET_OP_CLASSES
 #include "tpopt/Dialect/TP/TPOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Training step ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::verify() {
+  auto logits = getLogits().getType();
+  auto ids = getIds().getType();
+  auto mask = cast<RankedTensorType>(getMask().getType());
+  auto lse = getLse().getType();
+  if (logits.getRank() != 3 || ids.getRank() != 2 || mask.getRank() != 2 ||
+      lse.getRank() != 2)
+    return emitOpError("expected logits [batch, seq, vocab], ids, mask and "
+                       "lse [batch, seq]");
+  for (int64_t d = 0; d < 2; ++d)
+    if (!dimsAgree(logits.getDimSize(d), ids.getDimSize(d)) ||
+        !dimsAgree(ids.getDimSize(d), mask.getDimSize(d)) ||
+        !dimsAgree(ids.getDimSize(d), lse.getDimSize(d)))
+      return emitOpError("dimension ")
+             << d << " of logits, ids, mask and lse differ";
+  if (!lse.getElementType().isF32())
+    return emitOpError("lse must be f32, got ") << lse;
+  return success();
+}
+
+LogicalResult LinearGradInputOp::verify() {
+  auto dy = getDy().getType();
+  auto w = getWeight().getType();
+  auto dx = getResult().getType();
+  if (w.getRank() != 2 || dy.getRank() < 1 || dx.getRank() != dy.getRank())
+    return emitOpError("expected dy [..., out], weight [out, in] and a "
+                       "result of dy's rank");
+  if (failed(verifyLeadingDims(*this, dy, dx, dy.getRank() - 1, "dy",
+                               "the result")))
+    return failure();
+  if (!dimsAgree(dy.getShape().back(), w.getDimSize(0)) ||
+      !dimsAgree(dx.getShape().back(), w.getDimSize(1)))
+    return emitOpError("dy ")
+           << dy << " and result " << dx << " do not match weight " << w;
+  return success();
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  auto dy = getDy().getType();
+  auto x = getX().getType();
+  auto dw = getResult().getType();
+  if (dw.getRank() != 2 || dy.getRank() != x.getRank() || dy.getRank() < 1)
+    return emitOpError("expected dy [..., out], x [..., in] and a result "
+                       "[out, in]");
+  if (failed(verifyLeadingDims(*this, dy, x, dy.getRank() - 1, "dy", "x")))
+    return failure();
+  if (!dimsAgree(dy.getShape().back(), dw.getDimSize(0)) ||
+      !dimsAgree(x.getShape().back(), dw.getDimSize(1)))
+    return emitOpError("result ")
+           << dw << " is not [dy's last, x's last] of " << dy << ", " << x;
+  return success();
+}
+
+LogicalResult SumLeadingOp::verify() {
+  auto x = getX().getType();
+  auto r = getResult().getType();
+  if (x.getRank() < 1 || r.getRank() != 1 ||
+      !dimsAgree(x.getShape().back(), r.getDimSize(0)))
+    return emitOpError("result ") << r << " is not the last dimension of " << x;
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (getDx().getType() != getX().getType() ||
+      getDy().getType() != getX().getType())
+    return emitOpError("x, dy and dx must have one type");
+  if (getDweight().getType() != getWeight().getType())
+    return emitOpError("dweight must have the weight's type");
+  if (auto group = getGroupSizeAttr())
+    return verifyPositive(*this, "group_size", group.getInt());
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (getDout().getType() != getQ().getType() ||
+      getDq().getType() != getQ().getType() ||
+      getDk().getType() != getK().getType() ||
+      getDv().getType() != getV().getType())
+    return emitOpError("dout and dq must have q's type, dk k's and dv v's");
+  return verifyAttentionOperands(*this);
+}
+
+LogicalResult AccumulateGradOp::verify() {
+  auto arg = dyn_cast<BlockArgument>(getParam());
+  auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp())
+                  : FunctionOpInterface();
+  auto fqn = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      TPDialect::kFqnAttrName)
+                  : StringAttr();
+  if (!fqn || fqn.getValue() != getFqn())
+    return emitOpError("the parameter must be the argument of the function "
+                       "whose tp.fqn is '")
+           << getFqn() << "'";
+  return success();
+}

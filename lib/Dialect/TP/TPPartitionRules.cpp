@@ -8,6 +8,8 @@
 
 #include "tpopt/Dialect/TP/TPOps.h"
 
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
 using namespace mlir;
 using namespace mlir::tp;
 
@@ -22,8 +24,10 @@ static RankedTensorType withLast(Type type, int64_t last) {
 /// Elementwise binary ops need their operands held alike.
 static LogicalResult partitionElementwise(Operation *op,
                                           PartitionState &state) {
+  Value first = op->getOperand(0);
   for (Value operand : op->getOperands().drop_front())
-    if (state.getLayout(operand) != state.getLayout(op->getOperand(0)))
+    if (state.getLayout(operand) != state.getLayout(first) ||
+        state.getParamSplitDim(operand) != state.getParamSplitDim(first))
       return op->emitError("tp-partition: operands are split differently");
   state.propagate(op->getOperand(0), op->getResult(0));
   return success();
@@ -101,36 +105,46 @@ LogicalResult RotaryOp::partition(PartitionState &state) {
   return success();
 }
 
-LogicalResult AttentionOp::partition(PartitionState &state) {
-  ShardLayout q = state.getLayout(getQ()), k = state.getLayout(getK()),
-              v = state.getLayout(getV());
-  if (q != k || k != v)
-    return emitError("tp-partition: q, k and v are split differently");
+/// tp.attention and its backward on one rank: q, k, v (and the output
+/// gradient) held alike; on split heads, this rank's head counts.
+template <typename AttentionLikeOp>
+static LogicalResult partitionAttention(AttentionLikeOp op,
+                                        PartitionState &state,
+                                        ArrayRef<Value> operands) {
+  ShardLayout q = state.getLayout(op.getQ());
+  for (Value v : operands)
+    if (state.getLayout(v) != q)
+      return op.emitError("tp-partition: q, k and v are split differently");
   if (q == ShardLayout::SplitSequence)
-    return emitError("tp-partition: attention needs whole sequences (causal "
-                     "attention on sequence shards is wrong); gather before "
-                     "the q/k/v projections");
-  state.propagate(getQ(), getResult());
+    return op.emitError("tp-partition: attention needs whole sequences "
+                        "(causal attention on sequence shards is wrong); "
+                        "gather before the q/k/v projections");
   if (q != ShardLayout::SplitLast)
     return success();
   // This rank's heads are what its projections produce (KV heads may be
   // shared by a query group).
   int64_t ranks = state.getRanks();
-  int64_t d = getHeadDim(), heads = getNumHeads(), kv = getNumKvHeads();
-  int64_t qf = getQ().getType().getShape().back(),
-          kf = getK().getType().getShape().back();
+  int64_t d = op.getHeadDim(), heads = op.getNumHeads(),
+          kv = op.getNumKvHeads();
+  int64_t qf = op.getQ().getType().getShape().back(),
+          kf = op.getK().getType().getShape().back();
   int64_t localHeads = qf / d, localKv = kf / d;
   if (qf % d || kf % d || heads != localHeads * ranks || localKv < 1 ||
       localHeads % localKv ||
       (kv % ranks == 0 ? localKv * ranks != kv : localKv != 1 || ranks % kv))
-    return emitError() << "tp-partition: " << heads << " heads / " << kv
-                       << " KV heads do not split into " << ranks
-                       << " (this rank's projections give " << qf << " and "
-                       << kf << " features)";
-  Builder b(getContext());
-  setNumHeadsAttr(b.getI64IntegerAttr(localHeads));
-  setNumKvHeadsAttr(b.getI64IntegerAttr(localKv));
+    return op.emitError() << "tp-partition: " << heads << " heads / " << kv
+                          << " KV heads do not split into " << ranks
+                          << " (this rank's projections give " << qf << " and "
+                          << kf << " features)";
+  Builder b(op.getContext());
+  op.setNumHeadsAttr(b.getI64IntegerAttr(localHeads));
+  op.setNumKvHeadsAttr(b.getI64IntegerAttr(localKv));
   return success();
+}
+
+LogicalResult AttentionOp::partition(PartitionState &state) {
+  state.propagate(getQ(), getResult());
+  return partitionAttention(*this, state, {getK(), getV()});
 }
 
 LogicalResult Mamba2MixerOp::partition(PartitionState &state) {
@@ -159,4 +173,163 @@ bool AddOp::keepsPartialSums(const PartitionState &state) {
 
 LogicalResult MulOp::partition(PartitionState &state) {
   return partitionElementwise(*this, state);
+}
+
+//===----------------------------------------------------------------------===//
+// Training step
+//===----------------------------------------------------------------------===//
+
+/// The layout of a gradient that sums over every token: split like the
+/// parameter it is the gradient of (`splitDim`), replicated, or, when the
+/// tokens themselves are split over the ranks, a partial sum.
+static LogicalResult setTokenSumLayout(Operation *op, PartitionState &state,
+                                       Value result, ShardLayout tokens,
+                                       int64_t splitDim) {
+  if (tokens == ShardLayout::SplitSequence) {
+    if (splitDim >= 0)
+      return op->emitError("tp-partition: a gradient both split and summed "
+                           "over sequence shards");
+    state.markPartial(result);
+    return success();
+  }
+  if (splitDim >= 0)
+    state.setParamSplitDim(result, splitDim);
+  return success();
+}
+
+LogicalResult CrossEntropyOp::partition(PartitionState &state) {
+  ShardLayout in = state.getLayout(getLogits());
+  if (in == ShardLayout::SplitSequence)
+    return emitError("tp-partition: the loss needs whole sequences (each "
+                     "position's label is the next token)");
+  // Split on the vocabulary: the op's own reductions make both results
+  // whole on every rank.
+  setVocabParallel(in == ShardLayout::SplitLast);
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::partition(PartitionState &state) {
+  setVocabParallel(state.getLayout(getLogits()) == ShardLayout::SplitLast);
+  state.propagate(getLogits(), getResult());
+  return success();
+}
+
+LogicalResult LinearGradInputOp::partition(PartitionState &state) {
+  int64_t d = state.getParamSplitDim(getWeight());
+  ShardLayout dy = state.getLayout(getDy());
+  auto local = withLast(getDy().getType(), getWeight().getType().getDimSize(1));
+  getResult().setType(local);
+  if (d < 0) {
+    if (dy == ShardLayout::SplitLast)
+      return emitError("tp-partition: the gradient of a replicated linear's "
+                       "output is split on its last dimension");
+    state.setLayout(getResult(), dy);
+  } else if (d == 0) {
+    if (dy != ShardLayout::SplitLast)
+      return emitError("tp-partition: a column-split linear's output "
+                       "gradient must be split on its last dimension");
+    state.markPartial(getResult());
+  } else {
+    if (dy != ShardLayout::Replicated)
+      return emitError("tp-partition: a row-split linear's output gradient "
+                       "must be replicated");
+    state.setLayout(getResult(), ShardLayout::SplitLast);
+  }
+  return success();
+}
+
+LogicalResult LinearGradWeightOp::partition(PartitionState &state) {
+  ShardLayout dy = state.getLayout(getDy()), x = state.getLayout(getX());
+  getResult().setType(RankedTensorType::get(
+      {getDy().getType().getShape().back(), getX().getType().getShape().back()},
+      getResult().getType().getElementType()));
+  if (dy == ShardLayout::SplitLast && x != ShardLayout::SplitLast)
+    return setTokenSumLayout(*this, state, getResult(), x, 0);
+  if (x == ShardLayout::SplitLast && dy != ShardLayout::SplitLast)
+    return setTokenSumLayout(*this, state, getResult(), dy, 1);
+  if (dy != x || dy == ShardLayout::SplitLast)
+    return emitError("tp-partition: a weight gradient from an output "
+                     "gradient and an input split differently");
+  return setTokenSumLayout(*this, state, getResult(), dy, -1);
+}
+
+LogicalResult SumLeadingOp::partition(PartitionState &state) {
+  ShardLayout in = state.getLayout(getX());
+  getResult().setType(
+      RankedTensorType::get({getX().getType().getShape().back()},
+                            getResult().getType().getElementType()));
+  return setTokenSumLayout(*this, state, getResult(), in,
+                           in == ShardLayout::SplitLast ? 0 : -1);
+}
+
+LogicalResult EmbeddingGradOp::partition(PartitionState &state) {
+  int64_t d = state.getParamSplitDim(getTable());
+  ShardLayout dy = state.getLayout(getDy());
+  getResult().setType(getTable().getType());
+  if (dy != (d == 1 ? ShardLayout::SplitLast : ShardLayout::Replicated))
+    return emitError("tp-partition: the embedding's output gradient is not "
+                     "held as its table is split");
+  setVocabParallel(d == 0);
+  if (d >= 0)
+    state.setParamSplitDim(getResult(), d);
+  return success();
+}
+
+LogicalResult RmsNormGradOp::partition(PartitionState &state) {
+  ShardLayout x = state.getLayout(getX());
+  if (state.getLayout(getDy()) != x)
+    return emitError("tp-partition: the norm's input and output gradient "
+                     "are split differently");
+  if (x == ShardLayout::SplitLast && !getGroupSizeAttr())
+    return emitError("tp-partition: a norm over a split last dimension needs "
+                     "its whole row");
+  state.propagate(getX(), getDx());
+  // Each rank's rows (its heads, or its share of the sequence) give part of
+  // the weight's gradient.
+  if (x != ShardLayout::Replicated)
+    state.markPartial(getDweight());
+  return success();
+}
+
+LogicalResult AttentionGradOp::partition(PartitionState &state) {
+  state.propagate(getQ(), getDq());
+  state.propagate(getK(), getDk());
+  state.propagate(getV(), getDv());
+  return partitionAttention(*this, state, {getK(), getV(), getDout()});
+}
+
+LogicalResult SiluGradOp::partition(PartitionState &state) {
+  return partitionElementwise(*this, state);
+}
+
+LogicalResult ReluSquaredGradOp::partition(PartitionState &state) {
+  return partitionElementwise(*this, state);
+}
+
+LogicalResult GeluGradOp::partition(PartitionState &state) {
+  return partitionElementwise(*this, state);
+}
+
+LogicalResult SoftcapGradOp::partition(PartitionState &state) {
+  return partitionElementwise(*this, state);
+}
+
+LogicalResult AccumulateGradOp::partition(PartitionState &state) {
+  int64_t d = state.getParamSplitDim(getParam());
+  if (state.getLayout(getGrad()) != ShardLayout::Replicated ||
+      state.getParamSplitDim(getGrad()) != d)
+    return emitError("tp-partition: the gradient is not held as its "
+                     "parameter is (split on dim ")
+           << d << ")";
+  auto arg = cast<BlockArgument>(getParam());
+  auto func = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  auto placement = func.getArgAttrOfType<PlacementAttr>(
+      arg.getArgNumber(), TPDialect::kPlacementAttrName);
+  if (placement && placement.getReplicas() > 1)
+    return emitError("tp-partition: training a parameter whose blocks are "
+                     "shared by several ranks (KV heads fewer than the "
+                     "ranks) is not supported yet");
+  // The gradient norm sums a split gradient's squares over the ranks.
+  setSplitDim(d);
+  return success();
 }

@@ -104,8 +104,8 @@ LogicalResult RmsNormOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeArg kRotaryParams[] = {
-    kTensor, kI64, kI64, kF64, kBool, kI64,  kF64,
-    kF64,    kF64, kI64, kF64, kF64,  kBool, kF64};
+    kTensor, kI64, kI64, kF64, kBool, kI64, kF64, kF64,
+    kF64,    kI64, kF64, kF64, kBool, kF64, kBool};
 static constexpr RuntimeSignature kRotary[] = {{"tprt::rotary", kRotaryParams}};
 
 ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }
@@ -134,7 +134,8 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
       .f64(value(getBetaFast(), 32.0))
       .f64(value(getBetaSlow(), 1.0))
       .flag(getTruncate().value_or(true))
-      .f64(value(getAttentionFactor(), 1.0));
+      .f64(value(getAttentionFactor(), 1.0))
+      .flag(getTranspose());
   return success();
 }
 
@@ -271,6 +272,224 @@ ArrayRef<RuntimeSignature> ScaleOp::getRuntimeSignatures() { return kScale; }
 
 LogicalResult ScaleOp::buildRuntimeCall(RuntimeCall &call) {
   call.callee(kScale[0]).tensor(getX()).f64(getFactor().convertToDouble());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Training step
+//===----------------------------------------------------------------------===//
+
+static constexpr RuntimeSignature kCrossEntropy[] = {
+    {"tprt::cross_entropy", kThreeTensors, 2},
+    {"tprt::cross_entropy_vocab_parallel", kThreeTensors, 2}};
+
+ArrayRef<RuntimeSignature> CrossEntropyOp::getRuntimeSignatures() {
+  return kCrossEntropy;
+}
+
+LogicalResult CrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kCrossEntropy[getVocabParallel() ? 1 : 0])
+      .tensor(getLogits())
+      .tensor(getIds())
+      .tensor(getMask());
+  return success();
+}
+
+static constexpr RuntimeArg kCrossEntropyGradParams[] = {
+    kTensor, kTensor, kTensor, kTensor, kBool};
+static constexpr RuntimeSignature kCrossEntropyGrad[] = {
+    {"tprt::cross_entropy_grad", kCrossEntropyGradParams}};
+
+ArrayRef<RuntimeSignature> CrossEntropyGradOp::getRuntimeSignatures() {
+  return kCrossEntropyGrad;
+}
+
+LogicalResult CrossEntropyGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kCrossEntropyGrad[0])
+      .tensor(getLogits())
+      .tensor(getIds())
+      .tensor(getMask())
+      .tensor(getLse())
+      .flag(getVocabParallel());
+  return success();
+}
+
+static constexpr RuntimeSignature kLinearGradInput[] = {
+    {"tprt::linear_grad_input", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> LinearGradInputOp::getRuntimeSignatures() {
+  return kLinearGradInput;
+}
+
+LogicalResult LinearGradInputOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kLinearGradInput[0]).tensor(getDy()).tensor(getWeight());
+  return success();
+}
+
+static constexpr RuntimeSignature kLinearGradWeight[] = {
+    {"tprt::linear_grad_weight", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> LinearGradWeightOp::getRuntimeSignatures() {
+  return kLinearGradWeight;
+}
+
+LogicalResult LinearGradWeightOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kLinearGradWeight[0]).tensor(getDy()).tensor(getX());
+  return success();
+}
+
+static constexpr RuntimeSignature kSumLeading[] = {
+    {"tprt::sum_leading", kOneTensor}};
+
+ArrayRef<RuntimeSignature> SumLeadingOp::getRuntimeSignatures() {
+  return kSumLeading;
+}
+
+LogicalResult SumLeadingOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kSumLeading[0]).tensor(getX());
+  return success();
+}
+
+static constexpr RuntimeArg kEmbeddingGradParams[] = {kTensor, kTensor, kTensor,
+                                                      kBool, kI64};
+static constexpr RuntimeSignature kEmbeddingGrad[] = {
+    {"tprt::embedding_grad", kEmbeddingGradParams}};
+
+ArrayRef<RuntimeSignature> EmbeddingGradOp::getRuntimeSignatures() {
+  return kEmbeddingGrad;
+}
+
+LogicalResult EmbeddingGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kEmbeddingGrad[0])
+      .tensor(getIds())
+      .tensor(getDy())
+      .tensor(getTable())
+      .flag(getVocabParallel())
+      .i64(getPaddingIdx().value_or(-1));
+  return success();
+}
+
+static constexpr RuntimeArg kRmsNormGradParams[] = {kTensor, kTensor, kTensor,
+                                                    kF64,    kF64,    kI64};
+static constexpr RuntimeSignature kRmsNormGrad[] = {
+    {"tprt::rms_norm_grad", kRmsNormGradParams, 2}};
+
+ArrayRef<RuntimeSignature> RmsNormGradOp::getRuntimeSignatures() {
+  return kRmsNormGrad;
+}
+
+LogicalResult RmsNormGradOp::buildRuntimeCall(RuntimeCall &call) {
+  IntegerAttr group = getGroupSizeAttr();
+  call.callee(kRmsNormGrad[0])
+      .tensor(getX())
+      .tensor(getWeight())
+      .tensor(getDy())
+      .f64(getEpsilon().convertToDouble())
+      .f64(getWeightOffset().convertToDouble())
+      .i64(group ? group.getInt() : 0);
+  return success();
+}
+
+static constexpr RuntimeArg kAttentionGradParams[] = {
+    kTensor, kTensor, kTensor, kTensor, kOptional, kI64,
+    kI64,    kI64,    kF64,    kBool,   kI64,      kF64};
+static constexpr RuntimeSignature kAttentionGrad[] = {
+    {"tprt::attention_grad", kAttentionGradParams, 3}};
+
+ArrayRef<RuntimeSignature> AttentionGradOp::getRuntimeSignatures() {
+  return kAttentionGrad;
+}
+
+LogicalResult AttentionGradOp::buildRuntimeCall(RuntimeCall &call) {
+  IntegerAttr window = getSlidingWindowAttr();
+  FloatAttr softcap = getSoftcapAttr();
+  call.callee(kAttentionGrad[0])
+      .tensor(getQ())
+      .tensor(getK())
+      .tensor(getV())
+      .tensor(getDout())
+      .tensor(getKeyMask())
+      .i64(getNumHeads())
+      .i64(getNumKvHeads())
+      .i64(getHeadDim())
+      .f64(getScale().convertToDouble())
+      .flag(getCausal())
+      .i64(window ? window.getInt() : 0)
+      .f64(softcap ? softcap.getValueAsDouble() : 0.0);
+  return success();
+}
+
+static constexpr RuntimeSignature kSiluGrad[] = {
+    {"tprt::silu_grad", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> SiluGradOp::getRuntimeSignatures() {
+  return kSiluGrad;
+}
+
+LogicalResult SiluGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kSiluGrad[0]).tensor(getX()).tensor(getDy());
+  return success();
+}
+
+static constexpr RuntimeSignature kReluSquaredGrad[] = {
+    {"tprt::relu_squared_grad", kTwoTensors}};
+
+ArrayRef<RuntimeSignature> ReluSquaredGradOp::getRuntimeSignatures() {
+  return kReluSquaredGrad;
+}
+
+LogicalResult ReluSquaredGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kReluSquaredGrad[0]).tensor(getX()).tensor(getDy());
+  return success();
+}
+
+static constexpr RuntimeArg kTwoTensorsAndBool[] = {kTensor, kTensor, kBool};
+static constexpr RuntimeSignature kGeluGrad[] = {
+    {"tprt::gelu_grad", kTwoTensorsAndBool}};
+
+ArrayRef<RuntimeSignature> GeluGradOp::getRuntimeSignatures() {
+  return kGeluGrad;
+}
+
+LogicalResult GeluGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kGeluGrad[0])
+      .tensor(getX())
+      .tensor(getDy())
+      .flag(getApproximate() == GeluApproximation::Tanh);
+  return success();
+}
+
+static constexpr RuntimeArg kTwoTensorsAndF64[] = {kTensor, kTensor, kF64};
+static constexpr RuntimeSignature kSoftcapGrad[] = {
+    {"tprt::softcap_grad", kTwoTensorsAndF64}};
+
+ArrayRef<RuntimeSignature> SoftcapGradOp::getRuntimeSignatures() {
+  return kSoftcapGrad;
+}
+
+LogicalResult SoftcapGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kSoftcapGrad[0])
+      .tensor(getX())
+      .tensor(getDy())
+      .f64(getCap().convertToDouble());
+  return success();
+}
+
+static constexpr RuntimeArg kAccumulateGradParams[] = {
+    kTensor, kTensor, RuntimeArg::CString, kI64};
+static constexpr RuntimeSignature kAccumulateGrad[] = {
+    {"tprt::accumulate_grad", kAccumulateGradParams, 0}};
+
+ArrayRef<RuntimeSignature> AccumulateGradOp::getRuntimeSignatures() {
+  return kAccumulateGrad;
+}
+
+LogicalResult AccumulateGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAccumulateGrad[0])
+      .tensor(getGrad())
+      .tensor(getParam())
+      .str(getFqn())
+      .i64(getSplitDim());
   return success();
 }
 

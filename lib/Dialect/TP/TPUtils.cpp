@@ -38,7 +38,9 @@ std::optional<uint64_t> mlir::tp::getTensorByteSize(RankedTensorType type) {
   return bytes;
 }
 
-bool mlir::tp::isEntryRole(StringRef role) { return role == kForwardEntry; }
+bool mlir::tp::isEntryRole(StringRef role) {
+  return role == kForwardEntry || role == kTrainStepEntry;
+}
 
 FailureOr<FunctionOpInterface> mlir::tp::lookupEntry(ModuleOp module,
                                                      StringRef role) {

@@ -94,6 +94,8 @@ public:
   virtual int size() const = 0;
   /// In place: every rank ends with the elementwise sum.
   virtual void allReduceSum(float *data, int64_t count) = 0;
+  /// In place: every rank ends with the elementwise maximum.
+  virtual void allReduceMax(float *data, int64_t count) = 0;
   /// `out` holds size() * count elements, rank r's `in` at r * count.
   virtual void allGather(const float *in, float *out, int64_t count) = 0;
   /// `in` holds size() * count elements; rank r gets the sum of block r.
@@ -131,11 +133,35 @@ public:
   Tensor *cachedParam(const std::string &fqn);
   void cacheParam(const std::string &fqn, Tensor value);
 
+  /// How a parameter read by load_param is held: its global shape, and the
+  /// block of it this rank has (shardDim -1: all of it).
+  struct ParamLayout {
+    std::vector<int64_t> shape;
+    int shardDim = -1;
+    int64_t shards = 1, replicas = 1;
+  };
+  const std::map<std::string, ParamLayout> &paramLayouts() const {
+    return layouts_;
+  }
+  void setParamLayout(const std::string &fqn, ParamLayout layout) {
+    layouts_[fqn] = std::move(layout);
+  }
+
+  /// The f32 gradient buffers of the trainable parameters (accumulate_grad),
+  /// by FQN, with the dimension the parameter is split on (-1: replicated).
+  struct GradBuffer {
+    Tensor grad;
+    int64_t splitDim = -1;
+  };
+  std::map<std::string, GradBuffer> &grads() { return grads_; }
+
 private:
   int rank_, worldSize_;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_;
   std::map<std::string, Tensor> params_;
+  std::map<std::string, ParamLayout> layouts_;
+  std::map<std::string, GradBuffer> grads_;
 };
 
 /// Reads one parameter, or this rank's part of it, from its file: `length`
@@ -207,7 +233,7 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
-              bool truncate, double attentionFactor);
+              bool truncate, double attentionFactor, bool transpose = false);
 /// Grouped-query attention on packed heads. `keyMask` [B, Skv] (non-zero =
 /// keep) may be undefined. `window` 0 and `softcap` 0 mean none.
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
@@ -233,6 +259,62 @@ Tensor mul(Context &ctx, const Tensor &a, const Tensor &b);
 Tensor scale(Context &ctx, const Tensor &x, double factor);
 /// cap * tanh(x / cap) (Gemma's final logit soft-capping).
 Tensor softcap(Context &ctx, const Tensor &x, double cap);
+
+//===----------------------------------------------------------------------===//
+// Kernels of the training step (tp.cross_entropy and the backward ops)
+//===----------------------------------------------------------------------===//
+
+/// The results of an op with several (generated code takes them apart).
+using Tensors = std::vector<Tensor>;
+inline Tensor take(const Tensors &results, int64_t index) {
+  return results[index];
+}
+
+/// {loss sum (rank 0), lse [B, S]} of logits [B, S, V] against ids shifted
+/// by one, positions whose next mask entry is 0 ignored (tp.cross_entropy).
+Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
+                      const Tensor &mask);
+/// The same with `logits` this rank's block of the vocabulary: max, sum of
+/// exponentials and target logit all-reduced over the group.
+Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
+                                     const Tensor &ids, const Tensor &mask);
+/// d(loss sum)/d(logits): softmax - onehot at the counted positions.
+Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
+                          const Tensor &mask, const Tensor &lse,
+                          bool vocabParallel);
+/// dy [.., out], w [out, in] -> dy w [.., in].
+Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w);
+/// dy [.., out], x [.., in] -> sum over rows of dy^T x [out, in].
+Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x);
+/// [.., n] -> [n], the sum over every leading position.
+Tensor sum_leading(Context &ctx, const Tensor &x);
+/// dy rows scatter-added into a zero table shaped like `table` (this rank's
+/// block of the vocabulary when `vocabParallel`), but none into row
+/// `paddingIdx` (-1: none).
+Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
+                      const Tensor &table, bool vocabParallel,
+                      int64_t paddingIdx);
+/// {dx, dweight} of rms_norm.
+Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
+                      const Tensor &dy, double eps, double offset,
+                      int64_t group);
+/// {dq, dk, dv} of attention (probabilities recomputed).
+Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
+                       const Tensor &v, const Tensor &dout,
+                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                       int64_t headDim, double scale, bool causal,
+                       int64_t window, double softcap);
+/// dy * f'(x) of the elementwise activations.
+Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy);
+Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy);
+Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
+                 bool tanhApproximation);
+Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
+                    double cap);
+/// Adds `grad` to the gradient buffer of parameter `fqn` (created at zero),
+/// which must have `param`'s shape (tp.accumulate_grad).
+void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
+                     const char *fqn, int64_t splitDim);
 
 //===----------------------------------------------------------------------===//
 // .npy files
@@ -263,6 +345,15 @@ void writeNpy(const std::string &path, const Tensor &tensor);
 /// inputs are handles (Tensor shares its storage): passing one copies no data.
 tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
                                 tprt::Tensor attention_mask);
+/// Defined by a program compiled for training (tpc --train): one
+/// micro-batch's forward, loss and backward; returns the loss summed over
+/// its label tokens and adds the gradients into ctx.grads(). Weak: absent
+/// from a program compiled for inference only.
+[[gnu::weak]] tprt::Tensor tprt_model_train_step(tprt::Context &ctx,
+                                                 tprt::Tensor input_ids,
+                                                 tprt::Tensor attention_mask);
+/// Defined by a training program: its optimizer ("adamw" or "sgd").
+[[gnu::weak]] extern const char *const tprt_model_optimizer;
 /// Defined by the generated program: the model file it was compiled from.
 extern const char *const tprt_model_path;
 /// Defined by the generated program: the ranks of its tensor-parallel group

@@ -27,10 +27,17 @@ public:
   int size() const override { return size_; }
 
   void allReduceSum(float *data, int64_t count) override {
+    allReduce(data, count, MPI_SUM);
+  }
+
+  void allReduceMax(float *data, int64_t count) override {
+    allReduce(data, count, MPI_MAX);
+  }
+
+  void allReduce(float *data, int64_t count, MPI_Op op) {
     for (int64_t done = 0; done < count; done += kChunk) {
       int n = static_cast<int>(std::min(kChunk, count - done));
-      check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, MPI_SUM,
-                          comm_),
+      check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, op, comm_),
             "MPI_Allreduce");
     }
   }
@@ -46,8 +53,8 @@ public:
   void reduceScatterSum(const float *in, float *out, int64_t count) override {
     if (count > kChunk)
       fatal("reduceScatter: blocks over 2^30 elements are not supported");
-    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count),
-                                   MPI_FLOAT, MPI_SUM, comm_),
+    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT,
+                                   MPI_SUM, comm_),
           "MPI_Reduce_scatter_block");
   }
 

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelUtils.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
@@ -17,48 +18,6 @@
 #include <vector>
 
 namespace tprt {
-namespace {
-
-void requireF32(const Tensor &t, const char *op, const char *what) {
-  if (!t.defined() || t.dtype() != DType::F32)
-    fatal(std::string(op) + ": " + what + " must be an f32 tensor, got " +
-          (t.defined() ? t.describe() : "nothing"));
-}
-
-void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {
-  if (a.shape() != b.shape())
-    fatal(std::string(op) + ": shapes differ: " + a.describe() + " vs " +
-          b.describe());
-}
-
-template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
-  requireF32(x, op, "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
-  const float *in = x.f32();
-  float *o = out.f32();
-  int64_t n = x.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    o[i] = fn(in[i]);
-  return out;
-}
-
-template <typename Fn>
-Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
-  requireF32(a, op, "the left operand");
-  requireF32(b, op, "the right operand");
-  requireSameShape(a, b, op);
-  Tensor out = Tensor::uninitialized(DType::F32, a.shape());
-  const float *x = a.f32(), *y = b.f32();
-  float *o = out.f32();
-  int64_t n = a.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    o[i] = fn(x[i], y[i]);
-  return out;
-}
-
-} // namespace
 
 Tensor embedding(Context &, const Tensor &ids, const Tensor &table) {
   if (ids.dtype() != DType::I64)
@@ -298,7 +257,7 @@ Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
-              bool truncate, double attentionFactor) {
+              bool truncate, double attentionFactor, bool transpose) {
   requireF32(x, "rotary", "the input");
   if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
     fatal("rotary: input " + x.describe() + " is not [B, S, H * " +
@@ -328,7 +287,8 @@ Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
     for (int64_t i = 0; i < half; ++i) {
       float angle = static_cast<float>(p) * freq[i];
       cosT[p * half + i] = std::cos(angle) * amplitude;
-      sinT[p * half + i] = std::sin(angle) * amplitude;
+      // The transpose rotates by the opposite angle (the backward).
+      sinT[p * half + i] = std::sin(angle) * amplitude * (transpose ? -1 : 1);
     }
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.f32();

@@ -176,6 +176,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
       readParamBlock(ctx, fqn, initializer, file, offset, length, storedDtype,
                      shape, transposed, shardDim, shards, shardIndex);
   ctx.cacheParam(fqn, value);
+  ctx.setParamLayout(fqn, {shape, shardDim, shards, replicas});
   return value;
 }
 

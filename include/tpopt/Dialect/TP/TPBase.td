@@ -47,6 +47,9 @@ def TP_Dialect : Dialect {
     /// ("forward"; a training step adds "train_step"). Passes find entry
     /// points through it (lookupEntry in TPUtils.h), not by name.
     static constexpr llvm::StringLiteral kEntryAttrName = "tp.entry";
+    /// Function attribute of the training step naming its optimizer
+    /// ("adamw" or "sgd").
+    static constexpr llvm::StringLiteral kOptimizerAttrName = "tp.optimizer";
     /// Module attribute saying where the applied plan came from (a string
     /// for the plan report).
     static constexpr llvm::StringLiteral kPlanSourceAttrName =

@@ -121,12 +121,17 @@ enum class RuntimeArg {
 /// The C++ parameter type of `kind`, as tprt.h declares it.
 StringRef getRuntimeArgCppType(RuntimeArg kind);
 
-/// One runtime function: its qualified name and parameters; every runtime
-/// function returns a `tprt::Tensor`.
+/// One runtime function: its qualified name, its parameters, and how many
+/// tensors it returns: a `tprt::Tensor` for one, `tprt::Tensors` (one per
+/// result of the op) for several, nothing (`void`) for none.
 struct RuntimeSignature {
   StringLiteral callee;
   ArrayRef<RuntimeArg> params;
+  unsigned results = 1;
 };
+
+/// The C++ return type of `signature`, as tprt.h declares it.
+StringRef getRuntimeReturnCppType(const RuntimeSignature &signature);
 
 /// A call an op asks for: one of its signatures and one argument per
 /// parameter, checked against the signature when the call is emitted.

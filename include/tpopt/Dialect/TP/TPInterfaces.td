@@ -71,9 +71,11 @@ def TP_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
     Given the cotangents of the op's results, `buildVJP` builds the
     cotangents of its operands with `builder`, at global shapes, so that
     `tp-partition` derives the backward collectives. Non-differentiable
-    operands (ids, masks) get a null cotangent. `getSavedForBackward` lists
-    the forward values the backward reads, so that the pass decides, in the
-    IR, what the forward keeps or recomputes.
+    operands (ids, masks) get a null cotangent, and a result nothing reads
+    has a null one. A loss (`tp.cross_entropy`) is a root: its VJP is asked
+    with null cotangents and gives the derivative of the loss itself.
+    `getSavedForBackward` lists the forward values the backward reads, so
+    that the pass decides, in the IR, what the forward keeps or recomputes.
   }];
   let methods = [
     InterfaceMethod<[{

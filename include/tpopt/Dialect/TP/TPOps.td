@@ -19,13 +19,16 @@ defvar TP_Partitioned = DeclareOpInterfaceMethods<TP_PartitionOpInterface>;
 defvar TP_PartitionedLinearly =
     DeclareOpInterfaceMethods<TP_PartitionOpInterface, ["keepsPartialSums"]>;
 defvar TP_RuntimeCalled = DeclareOpInterfaceMethods<TP_RuntimeCallOpInterface>;
+// The ops the training step differentiates, each by its own rule
+// (TPAutodiffRules.cpp).
+defvar TP_Differentiable = DeclareOpInterfaceMethods<TP_AutodiffOpInterface>;
 
 //===----------------------------------------------------------------------===//
 // Parameterized blocks
 //===----------------------------------------------------------------------===//
 
 def TP_EmbeddingOp : TP_Op<"embedding",
-    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+    [Pure, TP_Partitioned, TP_RuntimeCalled, TP_Differentiable]> {
   let summary = "Token embedding lookup";
   let description = [{
     Gathers rows of `table` (`[vocab, hidden]`) at `ids`. The result has the
@@ -52,7 +55,7 @@ def TP_EmbeddingOp : TP_Op<"embedding",
 }
 
 def TP_LinearOp : TP_Op<"linear",
-    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+    [Pure, TP_Partitioned, TP_RuntimeCalled, TP_Differentiable]> {
   let summary = "Linear layer y = x W^T + b";
   let description = [{
     Applies a linear layer with `weight` in canonical `[out, in]` orientation
@@ -84,7 +87,8 @@ def TP_LinearOp : TP_Op<"linear",
 }
 
 def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
-                                     TP_Partitioned, TP_RuntimeCalled]> {
+                                     TP_Partitioned, TP_RuntimeCalled,
+                                     TP_Differentiable]> {
   let summary = "Adds a bias to the last dimension";
   let description = [{
     `x + bias` with `bias` (`[features]`) broadcast over the leading
@@ -105,7 +109,7 @@ def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
 }
 
 def TP_RmsNormOp : TP_Op<"rms_norm",
-    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+    [Pure, TP_Partitioned, TP_RuntimeCalled, TP_Differentiable]> {
   let summary = "RMS normalization with weight offset and optional grouping";
   let description = [{
     Computes `x / sqrt(mean(x^2) + epsilon) * (weight_offset + weight)` over
@@ -136,7 +140,8 @@ def TP_RmsNormOp : TP_Op<"rms_norm",
 }
 
 def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
-                                 TP_Partitioned, TP_RuntimeCalled]> {
+                                 TP_Partitioned, TP_RuntimeCalled,
+                                 TP_Differentiable]> {
   let summary = "Rotary position embedding on packed heads";
   let description = [{
     Rotates each head of `x` (`[batch, seq, heads * head_dim]`) by the rotary
@@ -161,6 +166,9 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
       low), 0, 1)` blends `f` into `f / factor` as `r f / factor + (1 - r)
       f`; cos and sin are multiplied by `attention_factor`.
 
+    With `transpose` the rotation is by the opposite angle (its transpose,
+    the backward of the rotation; `attention_factor` still scales).
+
     ```mlir
     %q2 = tp.rotary %q {head_dim = 16 : i64, theta = 1.0e+04 : f64}
         : tensor<?x?x64xf32>
@@ -181,7 +189,8 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
                    OptionalAttr<F64Attr>:$beta_fast,
                    OptionalAttr<F64Attr>:$beta_slow,
                    OptionalAttr<BoolAttr>:$truncate,
-                   OptionalAttr<F64Attr>:$attention_factor);
+                   OptionalAttr<F64Attr>:$attention_factor,
+                   UnitAttr:$transpose);
   let results = (outs TP_FloatTensor:$result);
   let builders = [
     // Unscaled RoPE.
@@ -190,7 +199,8 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
                    "UnitAttr":$interleaved), [{
       build($_builder, $_state, type, x, head_dim, theta, rotary_dim,
             interleaved, StringAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
-            IntegerAttr(), FloatAttr(), FloatAttr(), BoolAttr(), FloatAttr());
+            IntegerAttr(), FloatAttr(), FloatAttr(), BoolAttr(), FloatAttr(),
+            UnitAttr());
     }]>
   ];
   let assemblyFormat = "$x attr-dict `:` type($x)";
@@ -198,7 +208,7 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
 }
 
 def TP_AttentionOp : TP_Op<"attention",
-    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+    [Pure, TP_Partitioned, TP_RuntimeCalled, TP_Differentiable]> {
   let summary = "Grouped-query scaled dot-product attention on packed heads";
   let description = [{
     Multi-head attention with grouped KV heads. `q` is
@@ -285,7 +295,7 @@ def TP_Mamba2MixerOp : TP_Op<"mamba2_mixer",
 
 class TP_UnaryElementwiseOp<string mnemonic, list<Trait> traits = []>
     : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
-                                       TP_RuntimeCalled])> {
+                                       TP_RuntimeCalled, TP_Differentiable])> {
   let arguments = (ins TP_FloatTensor:$x);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
@@ -301,7 +311,7 @@ class TP_UnaryElementwiseOp<string mnemonic, list<Trait> traits = []>
 
 class TP_BinaryElementwiseOp<string mnemonic, list<Trait> traits = []>
     : TP_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
-                                       TP_RuntimeCalled])> {
+                                       TP_RuntimeCalled, TP_Differentiable])> {
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs)";
@@ -364,5 +374,7 @@ def TP_ScaleOp : TP_UnaryElementwiseOp<"scale", [TP_PartitionedLinearly]> {
   let assemblyFormat = "$x `by` $factor attr-dict `:` type($x)";
   let hasVerifier = 1;
 }
+
+include "tpopt/Dialect/TP/TPTrainOps.td"
 
 #endif // TPOPT_DIALECT_TP_TPOPS_TD

@@ -21,6 +21,8 @@ std::optional<uint64_t> getTensorByteSize(RankedTensorType type);
 
 /// The roles of a program's entry points (`tp.entry`).
 inline constexpr llvm::StringLiteral kForwardEntry = "forward";
+/// Forward, loss and backward of one micro-batch (tp-build-train-step).
+inline constexpr llvm::StringLiteral kTrainStepEntry = "train_step";
 
 /// Whether `role` is a role an entry point can have.
 bool isEntryRole(StringRef role);

@@ -1,0 +1,292 @@
+//===- TPTrainOps.td - tp ops of the training step ---------*- tablegen -*-===//
+//
+// The loss, the backward of each building block and the gradient sink that
+// tp-build-train-step writes. Like the forward ops they are at global shapes
+// until tp-partition localizes them, each by a rule of its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPOPT_DIALECT_TP_TPTRAINOPS_TD
+#define TPOPT_DIALECT_TP_TPTRAINOPS_TD
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def TP_CrossEntropyOp : TP_Op<"cross_entropy",
+    [Pure, TP_Partitioned, TP_RuntimeCalled, TP_Differentiable]> {
+  let summary = "Causal-LM token cross-entropy, summed over label tokens";
+  let description = [{
+    The loss `transformers` computes for `labels = input_ids` with `-100`
+    where `mask` is 0, before its division by the number of label tokens:
+    position `t` of row `b` predicts token `ids[b, t + 1]` and counts when
+    `mask[b, t + 1]` is non-zero. `loss` is the sum over those positions of
+    `lse[b, t] - logits[b, t, ids[b, t + 1]]`, where `lse` (the second
+    result, kept for the backward) is `log(sum(exp(logits[b, t, :])))`.
+
+    With `vocab_parallel` (a partitioned program whose logits are split over
+    the vocabulary) each rank holds a contiguous block of the vocabulary:
+    the maximum and the sum of exponentials are all-reduced over the ranks
+    of `@tp` inside the op, and the target logit comes from the rank that
+    owns it, so the full logits are never gathered. Both results are
+    replicated.
+
+    ```mlir
+    %loss, %lse = tp.cross_entropy %logits, %ids, %mask
+        : (tensor<?x?x256xf32>, tensor<?x?xi64>, tensor<?x?xi64>)
+        -> (tensor<f32>, tensor<?x?xf32>)
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$logits, TP_IndexTensor:$ids,
+                   TP_MaskTensor:$mask, UnitAttr:$vocab_parallel);
+  let results = (outs 0DTensorOf<[F32]>:$loss, TP_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $logits `,` $ids `,` $mask attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_CrossEntropyGradOp : TP_Op<"cross_entropy_grad",
+    [Pure, TP_Partitioned, TP_RuntimeCalled,
+     AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Gradient of tp.cross_entropy's loss with respect to the logits";
+  let description = [{
+    The derivative of the summed loss of `tp.cross_entropy` (a seed of 1):
+    `exp(logits - lse) - onehot(ids[b, t + 1])` at the positions the loss
+    counts, zero elsewhere. With `vocab_parallel` each rank writes its block
+    of the vocabulary, without communication (`lse` is already whole).
+
+    ```mlir
+    %dl = tp.cross_entropy_grad %logits, %ids, %mask, %lse
+        : (tensor<?x?x256xf32>, tensor<?x?xi64>, tensor<?x?xi64>,
+           tensor<?x?xf32>) -> tensor<?x?x256xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$logits, TP_IndexTensor:$ids,
+                   TP_MaskTensor:$mask, TP_FloatTensor:$lse,
+                   UnitAttr:$vocab_parallel);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $ids `,` $mask `,` $lse attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Backward of the parameterized blocks
+//===----------------------------------------------------------------------===//
+
+def TP_LinearGradInputOp : TP_Op<"linear_grad_input",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Input gradient of a linear layer: dx = dy W";
+  let description = [{
+    `dy` (`[..., out]`) times `weight` (`[out, in]`): `[..., in]`. Under a
+    column split (`weight` split on `out`, `dy` split on its last
+    dimension) the result is a partial sum over the ranks; under a row
+    split (`weight` split on `in`) it is split on its last dimension.
+
+    ```mlir
+    %dx = tp.linear_grad_input %dy, %w
+        : (tensor<?x?x128xf32>, tensor<128x64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$dy, TP_FloatTensor:$weight);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_LinearGradWeightOp : TP_Op<"linear_grad_weight",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Weight gradient of a linear layer: dW = dy^T x";
+  let description = [{
+    The sum over all leading positions of `dy^T x`: `[out, in]` from `dy`
+    (`[..., out]`) and `x` (`[..., in]`), in f32. Split like the weight:
+    on `out` when `dy` is split on its last dimension, on `in` when `x` is;
+    a partial sum when both are split on the sequence.
+
+    ```mlir
+    %dw = tp.linear_grad_weight %dy, %x
+        : (tensor<?x?x128xf32>, tensor<?x?x64xf32>) -> tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$dy, TP_FloatTensor:$x);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `,` $x attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_SumLeadingOp : TP_Op<"sum_leading",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Sum over every dimension but the last (a bias gradient)";
+  let description = [{
+    `[..., features] -> [features]`, the gradient of a bias added over the
+    leading dimensions.
+
+    ```mlir
+    %db = tp.sum_leading %dy : (tensor<?x?x128xf32>) -> tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def TP_EmbeddingGradOp : TP_Op<"embedding_grad",
+    [Pure, TP_Partitioned, TP_RuntimeCalled,
+     AllTypesMatch<["table", "result"]>]> {
+  let summary = "Gradient of the embedding table: rows scatter-added";
+  let description = [{
+    Adds `dy[i]` (`[..., hidden]`) to row `ids[i]` of a zero `[vocab,
+    hidden]` gradient, except for ids equal to `padding_idx` (PyTorch's
+    `nn.Embedding(padding_idx=...)` never trains that row). `table` is the
+    parameter itself, read for its shape and placement only. With
+    `vocab_parallel` each rank adds only the rows of its block of the
+    vocabulary.
+
+    ```mlir
+    %dt = tp.embedding_grad %ids, %dy, %table
+        : (tensor<?x?xi64>, tensor<?x?x64xf32>, tensor<256x64xf32>)
+        -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$dy,
+                   TP_FloatTensor:$table, UnitAttr:$vocab_parallel,
+                   OptionalAttr<I64Attr>:$padding_idx);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $dy `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def TP_RmsNormGradOp : TP_Op<"rms_norm_grad",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Gradients of tp.rms_norm with respect to x and the weight";
+  let description = [{
+    With `r = 1 / sqrt(mean(x^2) + epsilon)` and `xhat = x r` per group,
+    `dx = r (g - xhat mean(g xhat))` where `g = dy (weight_offset +
+    weight)`, and `dweight = sum(dy xhat)` over all rows and groups. The
+    inverse RMS is recomputed from `x`. Under per-head grouping on split
+    heads, or on a sequence split, `dweight` is a partial sum.
+
+    ```mlir
+    %dx, %dw = tp.rms_norm_grad %x, %w, %dy {epsilon = 1.0e-06 : f64}
+        : (tensor<?x?x64xf32>, tensor<64xf32>, tensor<?x?x64xf32>)
+        -> (tensor<?x?x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
+                   TP_FloatTensor:$dy, F64Attr:$epsilon,
+                   DefaultValuedAttr<F64Attr, "0.0">:$weight_offset,
+                   OptionalAttr<I64Attr>:$group_size);
+  let results = (outs TP_FloatTensor:$dx, TP_FloatTensor:$dweight);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_AttentionGradOp : TP_Op<"attention_grad",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Gradients of tp.attention with respect to q, k and v";
+  let description = [{
+    The backward of `tp.attention` with the same attributes: the
+    probabilities are recomputed from `q` and `k` per (batch, head), then
+    `dv = P^T dout`, `dP = dout v^T`, `dS = P (dP - rowsum(dP P))` (times
+    `1 - tanh^2` of the capped scores with `softcap`), `dq = scale dS k`
+    and `dk = scale dS^T q`, summed over the query heads of a KV group.
+
+    ```mlir
+    %dq, %dk, %dv = tp.attention_grad %q, %k, %v, %do mask %m {causal,
+          head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64,
+          scale = 2.5e-01 : f64}
+        : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>,
+           tensor<?x?x64xf32>, tensor<?x?xi64>)
+        -> (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>)
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$q, TP_FloatTensor:$k, TP_FloatTensor:$v,
+                   TP_FloatTensor:$dout, Optional<TP_MaskTensor>:$key_mask,
+                   I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                   I64Attr:$head_dim, F64Attr:$scale, UnitAttr:$causal,
+                   OptionalAttr<I64Attr>:$sliding_window,
+                   OptionalAttr<F64Attr>:$softcap);
+  let results = (outs TP_FloatTensor:$dq, TP_FloatTensor:$dk,
+                      TP_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $dout (`mask` $key_mask^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward of the elementwise ops: dx = dy * f'(x)
+//===----------------------------------------------------------------------===//
+
+class TP_ElementwiseGradOp<string mnemonic, string forward>
+    : TP_Op<mnemonic, [Pure, SameOperandsAndResultType, TP_RuntimeCalled,
+                       TP_Partitioned]> {
+  let summary = "Gradient of tp." # forward # ": dy * " # forward # "'(x)";
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$dy);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+}
+
+def TP_SiluGradOp : TP_ElementwiseGradOp<"silu_grad", "silu">;
+def TP_ReluSquaredGradOp
+    : TP_ElementwiseGradOp<"relu_squared_grad", "relu_squared">;
+
+def TP_GeluGradOp : TP_ElementwiseGradOp<"gelu_grad", "gelu"> {
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$dy,
+                   TP_GeluApproximationAttr:$approximate);
+  let assemblyFormat = [{
+    $x `,` $dy custom<GeluApproximation>($approximate) attr-dict `:` type($x)
+  }];
+}
+
+def TP_SoftcapGradOp : TP_ElementwiseGradOp<"softcap_grad", "softcap"> {
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$dy, F64Attr:$cap);
+  let assemblyFormat = "$x `,` $dy `cap` $cap attr-dict `:` type($x)";
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient sink
+//===----------------------------------------------------------------------===//
+
+def TP_AccumulateGradOp : TP_Op<"accumulate_grad",
+    [TP_Partitioned, TP_RuntimeCalled, AllTypesMatch<["grad", "param"]>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Adds a parameter's gradient into its gradient buffer";
+  let description = [{
+    The end of the backward for parameter `param` (an argument of the entry
+    function whose `tp.fqn` is `fqn`): `grad`, of the parameter's (local)
+    shape, is added to the runtime's f32 gradient buffer of that FQN, which
+    holds the sum over the micro-batches of an optimizer step until the
+    optimizer boundary consumes it. Only trainable parameters have one.
+    `split_dim` is the dimension `tp-partition` split the parameter on (-1:
+    replicated), which the gradient norm needs.
+
+    A partitioned gradient must be held as its parameter is: split alike,
+    or whole on every rank for a replicated parameter (a partial sum is
+    all-reduced first, the per-parameter reduction that replica-gradient
+    synchronization replaces with buckets).
+
+    ```mlir
+    tp.accumulate_grad %dw into %w {fqn = "lm_head.weight"}
+        : tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$grad, TP_FloatTensor:$param,
+                   StrAttr:$fqn,
+                   DefaultValuedAttr<I64Attr, "-1">:$split_dim);
+  let assemblyFormat = "$grad `into` $param attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+#endif // TPOPT_DIALECT_TP_TPTRAINOPS_TD

@@ -1,0 +1,291 @@
+//===- BuildTrainStep.cpp - forward, loss and backward of one step --------===//
+//
+// Reverse-mode autodiff on the global program: a copy of the forward gets
+// the causal-LM loss, then each op, last to first, is asked for its VJP
+// (AutodiffOpInterface) and the cotangents of a value read several times
+// are summed. It runs before tp-partition, so the backward's collectives
+// come from the same sharding rules as the forward's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tpopt/Dialect/ONNX/ONNXOps.h"
+#include "tpopt/Dialect/TP/ModelConfig.h"
+#include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
+#include "tpopt/Passes.h"
+#include "tpopt/Plan/Architecture.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_TPBUILDTRAINSTEP
+#include "tpopt/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+bool isLoRAFactor(StringRef fqn) {
+  return fqn.ends_with(".lora_A.weight") || fqn.ends_with(".lora_B.weight");
+}
+
+/// The function argument that is graph input `name`, or null.
+Value findInput(func::FuncOp func, StringRef name) {
+  for (BlockArgument arg : func.getArguments())
+    if (auto attr = func.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), onnx_ir::ONNXDialect::kNameAttrName))
+      if (attr.getValue() == name)
+        return arg;
+  return Value();
+}
+
+struct TPBuildTrainStepPass
+    : public tp::impl::TPBuildTrainStepBase<TPBuildTrainStepPass> {
+  using Base::Base;
+
+  /// The embedding's padding_idx, -1 when it has none.
+  int64_t padTokenId = -1;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (optimizer != "adamw" && optimizer != "sgd") {
+      module.emitError("tp-build-train-step: optimizer must be adamw or sgd, "
+                       "got '")
+          << optimizer << "'";
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> forward = requireEntry<func::FuncOp>(
+        module, kForwardEntry, "tp-build-train-step: no func.func @forward");
+    FailureOr<FunctionOpInterface> existing =
+        lookupEntry(module, kTrainStepEntry);
+    if (failed(forward) || failed(existing))
+      return signalPassFailure();
+    if (*existing) {
+      existing->emitError("tp-build-train-step: the module already has a "
+                          "training step");
+      return signalPassFailure();
+    }
+    if (failed(checkDifferentiable(*forward)))
+      return signalPassFailure();
+    // The padding token: the config's, else the architecture's default.
+    FailureOr<ModelConfig> config = ModelConfig::read(module);
+    if (failed(config))
+      return signalPassFailure();
+    const Architecture *arch = config->architecture
+                                   ? lookupArchitecture(*config->architecture)
+                                   : nullptr;
+    padTokenId = config->padTokenId ? *config->padTokenId
+                 : arch             ? arch->defaultPadTokenId
+                                    : -1;
+    if (arch && arch->offsetNorms && failed(checkNormsUnfolded(*forward)))
+      return signalPassFailure();
+    func::FuncOp step = cloneForward(*forward);
+    if (failed(buildStep(step)) || failed(verify(module)))
+      return signalPassFailure();
+  }
+
+  /// A module output's layout as the plan states it: whole (a Rowwise
+  /// output after its all-reduce) or split on the last dimension (a
+  /// Colwise output). The cotangent is held the same way, so the backward
+  /// mirrors it; a sequence split (its backward is a gather) is not.
+  static bool isOutputLayout(shard::ShardOp annotated) {
+    auto sharding = annotated.getSharding().getDefiningOp<shard::ShardingOp>();
+    if (annotated.getAnnotateForUsers() || !sharding)
+      return false;
+    int64_t rank = cast<ShapedType>(annotated.getType()).getRank();
+    for (auto [d, axes] : llvm::enumerate(sharding.getSplitAxes().getAxes()))
+      if (!axes.empty() && static_cast<int64_t>(d) != rank - 1)
+        return false;
+    return true;
+  }
+
+  /// Gemma's norms scale by 1 + w; an export that folded the sum into the
+  /// stored weight cannot train (weight decay and the checkpoint need w).
+  static LogicalResult checkNormsUnfolded(func::FuncOp func) {
+    WalkResult walk = func.walk([&](RmsNormOp norm) {
+      if (norm.getWeightOffset().convertToDouble() != 0.0)
+        return WalkResult::advance();
+      auto arg = dyn_cast<BlockArgument>(norm.getWeight());
+      auto fqn = arg ? func.getArgAttrOfType<StringAttr>(
+                           arg.getArgNumber(), TPDialect::kFqnAttrName)
+                     : StringAttr();
+      norm.emitError() << "tp-build-train-step: the export folded Gemma's 1 "
+                          "+ w into the norm weight '"
+                       << (fqn ? fqn.getValue() : "?")
+                       << "': training needs w itself (export with "
+                          "do_constant_folding=False)";
+      return WalkResult::interrupt();
+    });
+    return failure(walk.wasInterrupted());
+  }
+
+  /// Everything the backward must go through has a rule.
+  LogicalResult checkDifferentiable(func::FuncOp func) {
+    for (Operation &op : func.getBody().front()) {
+      if (isa<AutodiffOpInterface, func::ReturnOp, shard::ShardingOp>(op))
+        continue;
+      if (auto annotated = dyn_cast<shard::ShardOp>(op)) {
+        if (isa<BlockArgument>(annotated.getSrc()) || isOutputLayout(annotated))
+          continue;
+        return op.emitError("tp-build-train-step: this activation "
+                            "annotation (sequence parallelism, or a "
+                            "rowwise_rep input) has no backward yet");
+      }
+      return op.emitError("tp-build-train-step: ")
+             << op.getName() << " has no backward yet";
+    }
+    for (BlockArgument arg : func.getArguments()) {
+      auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   TPDialect::kFqnAttrName);
+      auto type = cast<ShapedType>(arg.getType());
+      if (fqn && !type.getElementType().isF32())
+        return func.emitError()
+               << "tp-build-train-step: parameter '" << fqn.getValue()
+               << "' is " << type.getElementType()
+               << "; training computes f32 parameters only (yet)";
+    }
+    return success();
+  }
+
+  func::FuncOp cloneForward(func::FuncOp forward) {
+    OpBuilder builder(forward);
+    builder.setInsertionPointAfter(forward);
+    auto step = cast<func::FuncOp>(builder.clone(*forward));
+    step.setSymName("train_step");
+    step->setAttr(TPDialect::kEntryAttrName,
+                  builder.getStringAttr(kTrainStepEntry));
+    step->setAttr(TPDialect::kOptimizerAttrName,
+                  builder.getStringAttr(optimizer));
+    return step;
+  }
+
+  /// The parameters that get a gradient: all, or the LoRA factors only.
+  SmallVector<BlockArgument> trainable(func::FuncOp func) {
+    SmallVector<BlockArgument> params, lora;
+    for (BlockArgument arg : func.getArguments()) {
+      auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   TPDialect::kFqnAttrName);
+      if (!fqn)
+        continue;
+      params.push_back(arg);
+      if (isLoRAFactor(fqn.getValue()))
+        lora.push_back(arg);
+    }
+    return lora.empty() ? params : lora;
+  }
+
+  LogicalResult buildStep(func::FuncOp step) {
+    Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value ids = findInput(step, "input_ids");
+    Value mask = findInput(step, "attention_mask");
+    if (ret.getNumOperands() != 1 || !ids || !mask)
+      return step.emitError("tp-build-train-step: the forward must take "
+                            "input_ids and attention_mask and return the "
+                            "logits");
+    Value logits = ret.getOperand(0);
+    auto logitsType = cast<RankedTensorType>(logits.getType());
+    if (logitsType.getRank() != 3)
+      return ret.emitError("tp-build-train-step: the logits must be [batch, "
+                           "seq, vocab], got ")
+             << logitsType;
+
+    OpBuilder b(ret);
+    Location loc = ret.getLoc();
+    auto lseType = RankedTensorType::get(logitsType.getShape().drop_back(),
+                                         b.getF32Type());
+    auto loss = CrossEntropyOp::create(
+        b, loc, RankedTensorType::get({}, b.getF32Type()), lseType, logits, ids,
+        mask, UnitAttr());
+
+    // Which values depend on a trainable parameter: only their ops need a
+    // backward.
+    SmallVector<BlockArgument> params = trainable(step);
+    llvm::DenseSet<Value> needsGrad(params.begin(), params.end());
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : body.without_terminator()) {
+      forwardOps.push_back(&op);
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value v) { return needsGrad.contains(v); }))
+        needsGrad.insert(op.result_begin(), op.result_end());
+    }
+
+    llvm::DenseMap<Value, Value> cotangents;
+    auto addCotangent = [&](Value v, Value grad) {
+      auto [it, inserted] = cotangents.try_emplace(v, grad);
+      if (!inserted)
+        it->second = AddOp::create(b, grad.getLoc(), it->second, grad);
+    };
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      if (!llvm::any_of(op->getOperands(),
+                        [&](Value v) { return needsGrad.contains(v); }))
+        continue;
+      SmallVector<Value> resultGrads;
+      for (Value r : op->getResults())
+        resultGrads.push_back(cotangents.lookup(r));
+      bool isRoot = op == loss.getOperation();
+      if (!isRoot && llvm::all_of(resultGrads, [](Value v) { return !v; }))
+        continue;
+      if (auto annotated = dyn_cast<shard::ShardOp>(op)) {
+        // A parameter's placement: its gradient is the annotated value's.
+        // An output's layout: its cotangent is held alike (partial sums
+        // are completed, or reduce-scattered onto the split).
+        Value grad = resultGrads[0];
+        if (!isa<BlockArgument>(annotated.getSrc()))
+          grad = shard::ShardOp::create(b, annotated.getLoc(), grad,
+                                        annotated.getSharding(),
+                                        /*annotate_for_users=*/false);
+        addCotangent(annotated.getSrc(), grad);
+        continue;
+      }
+      auto differentiable = dyn_cast<AutodiffOpInterface>(op);
+      if (!differentiable)
+        return op->emitError("tp-build-train-step: no backward for ")
+               << op->getName();
+      SmallVector<Value> operandGrads;
+      if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
+        return failure();
+      if (operandGrads.size() != op->getNumOperands())
+        return op->emitError("tp-build-train-step: the VJP gave ")
+               << operandGrads.size() << " cotangents for "
+               << op->getNumOperands() << " operands";
+      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+        if (grad && needsGrad.contains(operand))
+          addCotangent(operand, grad);
+    }
+
+    // nn.Embedding(padding_idx=pad_token_id) never trains that row.
+    if (padTokenId >= 0)
+      step.walk([&](EmbeddingGradOp grad) {
+        grad.setPaddingIdxAttr(b.getI64IntegerAttr(padTokenId));
+      });
+    for (BlockArgument param : params)
+      if (Value grad = cotangents.lookup(param))
+        AccumulateGradOp::create(
+            b, loc, grad, param,
+            step.getArgAttrOfType<StringAttr>(param.getArgNumber(),
+                                              TPDialect::kFqnAttrName),
+            /*split_dim=*/-1);
+    func::ReturnOp::create(b, loc, loss.getLoss());
+    ret.erase();
+    step.setType(
+        b.getFunctionType(step.getArgumentTypes(), {loss.getLoss().getType()}));
+    eraseDeadCode(body);
+    return success();
+  }
+
+  /// Gradients of frozen parameters and inputs that nothing reads.
+  static void eraseDeadCode(Block &body) {
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (op.use_empty() && isPure(&op) &&
+          !op.hasTrait<OpTrait::IsTerminator>())
+        op.erase();
+  }
+};
+
+} // namespace

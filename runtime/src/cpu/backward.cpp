@@ -1,0 +1,318 @@
+//===- backward.cpp - CPU kernels of the backward ops ---------------------===//
+//
+// The VJPs of the forward kernels (kernels.cpp), f32: matrix products on
+// OpenBLAS, the rest OpenMP loops over independent rows, heads or features
+// (never two threads adding into one element).
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelUtils.h"
+#include "tprt/tprt.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tprt {
+
+Tensor linear_grad_input(Context &, const Tensor &dy, const Tensor &w) {
+  requireF32(dy, "linear_grad_input", "dy");
+  requireF32(w, "linear_grad_input", "the weight");
+  if (w.rank() != 2 || dy.rank() < 1 || dy.dim(-1) != w.dim(0))
+    fatal("linear_grad_input: dy " + dy.describe() + " does not match weight " +
+          w.describe());
+  int64_t outF = w.dim(0), in = w.dim(1),
+          rows = dy.numel() / std::max<int64_t>(outF, 1);
+  std::vector<int64_t> shape = dy.shape();
+  shape.back() = in;
+  Tensor dx(DType::F32, shape);
+  if (rows > 0 && outF > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, in, outF, 1.0f,
+                dy.f32(), outF, w.f32(), in, 0.0f, dx.f32(), in);
+  return dx;
+}
+
+Tensor linear_grad_weight(Context &, const Tensor &dy, const Tensor &x) {
+  requireF32(dy, "linear_grad_weight", "dy");
+  requireF32(x, "linear_grad_weight", "x");
+  if (dy.rank() < 1 || x.rank() != dy.rank() ||
+      dy.numel() / std::max<int64_t>(dy.dim(-1), 1) !=
+          x.numel() / std::max<int64_t>(x.dim(-1), 1))
+    fatal("linear_grad_weight: dy " + dy.describe() + " and x " + x.describe() +
+          " have different rows");
+  int64_t outF = dy.dim(-1), in = x.dim(-1),
+          rows = dy.numel() / std::max<int64_t>(outF, 1);
+  Tensor dw(DType::F32, {outF, in});
+  if (rows > 0)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, outF, in, rows, 1.0f,
+                dy.f32(), outF, x.f32(), in, 0.0f, dw.f32(), in);
+  return dw;
+}
+
+Tensor sum_leading(Context &, const Tensor &x) {
+  requireF32(x, "sum_leading", "the input");
+  int64_t n = x.dim(-1), rows = x.numel() / std::max<int64_t>(n, 1);
+  Tensor out(DType::F32, {n});
+  const float *in = x.f32();
+  float *o = out.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      sum += in[r * n + j];
+    o[j] = static_cast<float>(sum);
+  }
+  return out;
+}
+
+Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
+                      const Tensor &table, bool vocabParallel,
+                      int64_t paddingIdx) {
+  requireF32(dy, "embedding_grad", "dy");
+  if (ids.dtype() != DType::I64 || table.rank() != 2 ||
+      dy.numel() != ids.numel() * table.dim(1))
+    fatal("embedding_grad: ids " + ids.describe() + ", dy " + dy.describe() +
+          " and table " + table.describe() + " do not match");
+  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
+  int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
+  Tensor out(DType::F32, table.shape());
+  const int64_t *id = ids.i64();
+  const float *d = dy.f32();
+  float *o = out.f32();
+  // Threads own features: a token repeated in the batch adds into one row.
+#pragma omp parallel for schedule(static)
+  for (int64_t h = 0; h < hidden; ++h)
+    for (int64_t i = 0; i < n; ++i)
+      if (id[i] >= start && id[i] < start + rows && id[i] != paddingIdx)
+        o[(id[i] - start) * hidden + h] += d[i * hidden + h];
+  return out;
+}
+
+Tensors rms_norm_grad(Context &, const Tensor &x, const Tensor &w,
+                      const Tensor &dy, double eps, double offset,
+                      int64_t group) {
+  requireF32(x, "rms_norm_grad", "x");
+  requireF32(w, "rms_norm_grad", "the weight");
+  requireF32(dy, "rms_norm_grad", "dy");
+  requireSameShape(x, dy, "rms_norm_grad");
+  int64_t features = x.dim(-1);
+  if (group == 0)
+    group = features;
+  if (group <= 0 || features % group != 0 || w.numel() != group)
+    fatal("rms_norm_grad: input " + x.describe() + ", weight " + w.describe() +
+          " and group " + std::to_string(group) + " do not match");
+  int64_t groups = x.numel() / group;
+  Tensor dx = Tensor::uninitialized(DType::F32, x.shape());
+  Tensor inv = Tensor::uninitialized(DType::F32, {groups});
+  const float *in = x.f32(), *weight = w.f32(), *d = dy.f32();
+  float *o = dx.f32(), *r = inv.f32();
+  float off = static_cast<float>(offset);
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g) {
+    const float *row = in + g * group, *drow = d + g * group;
+    double sum = 0;
+    for (int64_t i = 0; i < group; ++i)
+      sum += static_cast<double>(row[i]) * row[i];
+    // As the forward computes it.
+    float ri = 1.0f / std::sqrt(static_cast<float>(sum / group) +
+                                static_cast<float>(eps));
+    r[g] = ri;
+    double dot = 0; // mean over the group of g * xhat
+    for (int64_t i = 0; i < group; ++i)
+      dot += static_cast<double>(drow[i]) * (off + weight[i]) * row[i] * ri;
+    float mean = static_cast<float>(dot / group);
+    for (int64_t i = 0; i < group; ++i)
+      o[g * group + i] =
+          ri * (drow[i] * (off + weight[i]) - row[i] * ri * mean);
+  }
+  Tensor dw(DType::F32, w.shape());
+  float *dwp = dw.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < group; ++i) {
+    double sum = 0;
+    for (int64_t g = 0; g < groups; ++g)
+      sum += static_cast<double>(d[g * group + i]) * in[g * group + i] * r[g];
+    dwp[i] = static_cast<float>(sum);
+  }
+  return {dx, dw};
+}
+
+Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
+                       const Tensor &v, const Tensor &dout,
+                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                       int64_t headDim, double scale, bool causal,
+                       int64_t window, double softcap) {
+  requireF32(q, "attention_grad", "q");
+  requireF32(k, "attention_grad", "k");
+  requireF32(v, "attention_grad", "v");
+  requireF32(dout, "attention_grad", "dout");
+  requireSameShape(q, dout, "attention_grad");
+  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
+      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
+      v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
+      heads % kvHeads != 0)
+    fatal("attention_grad: q " + q.describe() + ", k " + k.describe() + ", v " +
+          v.describe() + " do not match " + std::to_string(heads) + " heads, " +
+          std::to_string(kvHeads) + " KV heads of " + std::to_string(headDim));
+  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1),
+          group = heads / kvHeads;
+  const int64_t *mask = nullptr;
+  if (keyMask.defined()) {
+    if (keyMask.dtype() != DType::I64 || keyMask.rank() != 2 ||
+        keyMask.dim(0) != batch || keyMask.dim(1) != skv)
+      fatal("attention_grad: key mask " + keyMask.describe() +
+            " is not int64 [batch, seq_kv]");
+    mask = keyMask.i64();
+  }
+  int64_t queryOffset = skv - sq;
+  Tensor dq(DType::F32, q.shape()), dk(DType::F32, k.shape()),
+      dv(DType::F32, v.shape());
+  const float *qd = q.f32(), *kd = k.f32(), *vd = v.f32(), *dod = dout.f32();
+  float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
+  // One (batch, KV head) per iteration: the query heads of its group add
+  // into the same dk and dv.
+#pragma omp parallel
+  {
+    std::vector<float> p(sq * skv), dp(sq * skv), tanhs(cap > 0 ? sq * skv : 0);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t kvh = 0; kvh < kvHeads; ++kvh) {
+        const float *kh = kd + b * skv * kvStride + kvh * headDim;
+        const float *vh = vd + b * skv * kvStride + kvh * headDim;
+        float *dkh = dk.f32() + b * skv * kvStride + kvh * headDim;
+        float *dvh = dv.f32() + b * skv * kvStride + kvh * headDim;
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          const float *qh = qd + b * sq * qStride + h * headDim;
+          const float *doh = dod + b * sq * qStride + h * headDim;
+          float *dqh = dq.f32() + b * sq * qStride + h * headDim;
+          // The probabilities, as the forward computes them.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
+                      fscale, qh, qStride, kh, kvStride, 0.0f, p.data(), skv);
+          for (int64_t i = 0; i < sq; ++i) {
+            float *row = p.data() + i * skv;
+            int64_t pos = i + queryOffset;
+            float best = ninf;
+            for (int64_t j = 0; j < skv; ++j) {
+              bool visible = (!causal || j <= pos) &&
+                             (window <= 0 || pos - j < window) &&
+                             (!mask || mask[b * skv + j] != 0);
+              float s = row[j];
+              if (cap > 0) {
+                float t = std::tanh(s / cap);
+                tanhs[i * skv + j] = t;
+                s = cap * t;
+              }
+              row[j] = visible ? s : ninf;
+              best = std::max(best, row[j]);
+            }
+            if (best == ninf) {
+              std::fill(row, row + skv, 0.0f);
+              continue;
+            }
+            float total = 0;
+            for (int64_t j = 0; j < skv; ++j) {
+              float e = row[j] == ninf ? 0.0f : std::exp(row[j] - best);
+              row[j] = e;
+              total += e;
+            }
+            float inv = 1.0f / total;
+            for (int64_t j = 0; j < skv; ++j)
+              row[j] *= inv;
+          }
+          // dv += P^T dout; dP = dout v^T.
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, skv, headDim, sq,
+                      1.0f, p.data(), skv, doh, qStride, 1.0f, dvh, kvStride);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
+                      1.0f, doh, qStride, vh, kvStride, 0.0f, dp.data(), skv);
+          // dS = P (dP - rowsum(dP P)), through the cap's tanh.
+          for (int64_t i = 0; i < sq; ++i) {
+            float *prow = p.data() + i * skv, *drow = dp.data() + i * skv;
+            double dot = 0;
+            for (int64_t j = 0; j < skv; ++j)
+              dot += static_cast<double>(prow[j]) * drow[j];
+            float fdot = static_cast<float>(dot);
+            for (int64_t j = 0; j < skv; ++j) {
+              float ds = prow[j] * (drow[j] - fdot);
+              if (cap > 0) {
+                float t = tanhs[i * skv + j];
+                ds *= 1.0f - t * t;
+              }
+              drow[j] = ds;
+            }
+          }
+          // dq = scale dS k; dk += scale dS^T q.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, headDim,
+                      skv, fscale, dp.data(), skv, kh, kvStride, 0.0f, dqh,
+                      qStride);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, skv, headDim, sq,
+                      fscale, dp.data(), skv, qh, qStride, 1.0f, dkh, kvStride);
+        }
+      }
+  }
+  return {dq, dk, dv};
+}
+
+Tensor silu_grad(Context &, const Tensor &x, const Tensor &dy) {
+  return binaryMap(x, dy, "silu_grad", [](float v, float d) {
+    float s = 1.0f / (1.0f + std::exp(-v));
+    return d * s * (1.0f + v * (1.0f - s));
+  });
+}
+
+Tensor relu_squared_grad(Context &, const Tensor &x, const Tensor &dy) {
+  return binaryMap(x, dy, "relu_squared_grad", [](float v, float d) {
+    return v > 0 ? 2.0f * v * d : 0.0f;
+  });
+}
+
+Tensor gelu_grad(Context &, const Tensor &x, const Tensor &dy,
+                 bool tanhApproximation) {
+  if (tanhApproximation)
+    return binaryMap(x, dy, "gelu_grad", [](float v, float d) {
+      const float k = 0.7978845608028654f; // sqrt(2 / pi)
+      float t = std::tanh(k * (v + 0.044715f * v * v * v));
+      return d * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k *
+                                          (1.0f + 3.0f * 0.044715f * v * v));
+    });
+  return binaryMap(x, dy, "gelu_grad", [](float v, float d) {
+    const float invSqrt2Pi = 0.3989422804014327f;
+    return d * (0.5f * (1.0f + std::erf(v * 0.7071067811865476f)) +
+                v * invSqrt2Pi * std::exp(-0.5f * v * v));
+  });
+}
+
+Tensor softcap_grad(Context &, const Tensor &x, const Tensor &dy, double cap) {
+  float c = static_cast<float>(cap);
+  return binaryMap(x, dy, "softcap_grad", [c](float v, float d) {
+    float t = std::tanh(v / c);
+    return d * (1.0f - t * t);
+  });
+}
+
+void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
+                     const char *fqn, int64_t splitDim) {
+  requireF32(grad, "accumulate_grad", "the gradient");
+  if (grad.shape() != param.shape())
+    fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
+          grad.describe() + ", the parameter " + param.describe());
+  Context::GradBuffer &buffer = ctx.grads()[fqn];
+  if (!buffer.grad.defined()) {
+    buffer.grad = Tensor::uninitialized(DType::F32, grad.shape());
+    std::copy_n(grad.f32(), grad.numel(), buffer.grad.f32());
+    buffer.splitDim = splitDim;
+    return;
+  }
+  float *acc = buffer.grad.f32();
+  const float *g = grad.f32();
+  int64_t n = grad.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] += g[i];
+}
+
+} // namespace tprt

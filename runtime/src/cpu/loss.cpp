@@ -1,0 +1,142 @@
+//===- loss.cpp - the causal-LM cross-entropy -----------------------------===//
+//
+// tp.cross_entropy and its gradient. Position t of a row predicts token
+// t + 1 and counts when the mask there is non-zero (transformers' labels
+// with -100 on padding, shifted by one). The vocabulary-parallel form holds
+// one block of the vocabulary per rank: the maximum, the sum of
+// exponentials and the target logit are all-reduced per position, so the
+// logits are never gathered.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelUtils.h"
+#include "tprt/tprt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tprt {
+namespace {
+
+/// The shapes of a loss call: logits [B, S, V], ids and mask [B, S].
+struct LossShape {
+  int64_t batch, seq, vocab;
+  LossShape(const Tensor &logits, const Tensor &ids, const Tensor &mask,
+            const char *op) {
+    requireF32(logits, op, "the logits");
+    if (logits.rank() != 3 || ids.dtype() != DType::I64 ||
+        mask.dtype() != DType::I64 || ids.rank() != 2 ||
+        ids.shape() != mask.shape() || ids.dim(0) != logits.dim(0) ||
+        ids.dim(1) != logits.dim(1))
+      fatal(std::string(op) + ": logits " + logits.describe() + ", ids " +
+            ids.describe() + " and mask " + mask.describe() +
+            " are not [B, S, V], int64 [B, S], int64 [B, S]");
+    batch = logits.dim(0);
+    seq = logits.dim(1);
+    vocab = logits.dim(2);
+  }
+  /// The label of position (b, t), or -1 when it does not count.
+  int64_t label(const Tensor &ids, const Tensor &mask, int64_t b,
+                int64_t t) const {
+    if (t + 1 >= seq || mask.i64()[b * seq + t + 1] == 0)
+      return -1;
+    return ids.i64()[b * seq + t + 1];
+  }
+};
+
+Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
+                     const Tensor &mask, bool vocabParallel) {
+  const char *op =
+      vocabParallel ? "cross_entropy_vocab_parallel" : "cross_entropy";
+  LossShape s(logits, ids, mask, op);
+  int64_t positions = s.batch * s.seq;
+  int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
+  int64_t start = vocabParallel ? ctx.tp().rank() * s.vocab : 0;
+  const float *x = logits.f32();
+  // Per position: the maximum, then the sum of exponentials below it and
+  // the target logit (zero on the ranks that do not own it).
+  Tensor lse = Tensor::uninitialized(DType::F32, {s.batch, s.seq});
+  std::vector<float> sums(positions), targets(positions, 0.0f);
+  float *m = lse.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < positions; ++i) {
+    const float *row = x + i * s.vocab;
+    m[i] = s.vocab ? *std::max_element(row, row + s.vocab)
+                   : -std::numeric_limits<float>::infinity();
+  }
+  if (vocabParallel)
+    ctx.tp().allReduceMax(m, positions);
+  for (int64_t i = 0; i < positions; ++i) {
+    int64_t label = s.label(ids, mask, i / s.seq, i % s.seq);
+    if (label >= s.vocab * ranks || label < -1)
+      fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
+            std::to_string(i / s.seq) + ", position " +
+            std::to_string(i % s.seq + 1) + " is outside the vocabulary [0, " +
+            std::to_string(s.vocab * ranks) + ")");
+    if (label >= start && label < start + s.vocab)
+      targets[i] = x[i * s.vocab + label - start];
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < positions; ++i) {
+    const float *row = x + i * s.vocab;
+    double sum = 0;
+    for (int64_t v = 0; v < s.vocab; ++v)
+      sum += std::exp(row[v] - m[i]);
+    sums[i] = static_cast<float>(sum);
+  }
+  if (vocabParallel) {
+    ctx.tp().allReduceSum(sums.data(), positions);
+    ctx.tp().allReduceSum(targets.data(), positions);
+  }
+  double loss = 0;
+  for (int64_t i = 0; i < positions; ++i) {
+    m[i] += std::log(sums[i]);
+    if (s.label(ids, mask, i / s.seq, i % s.seq) >= 0)
+      loss += static_cast<double>(m[i]) - targets[i];
+  }
+  Tensor total = Tensor::uninitialized(DType::F32, {});
+  *total.f32() = static_cast<float>(loss);
+  return {total, lse};
+}
+
+} // namespace
+
+Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
+                      const Tensor &mask) {
+  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/false);
+}
+
+Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
+                                     const Tensor &ids, const Tensor &mask) {
+  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
+}
+
+Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
+                          const Tensor &mask, const Tensor &lse,
+                          bool vocabParallel) {
+  LossShape s(logits, ids, mask, "cross_entropy_grad");
+  requireF32(lse, "cross_entropy_grad", "lse");
+  if (lse.shape() != ids.shape())
+    fatal("cross_entropy_grad: lse " + lse.describe() + " is not [B, S]");
+  int64_t start = vocabParallel ? ctx.tp().rank() * s.vocab : 0;
+  Tensor out(DType::F32, logits.shape());
+  const float *x = logits.f32(), *l = lse.f32();
+  float *o = out.f32();
+  int64_t positions = s.batch * s.seq;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < positions; ++i) {
+    int64_t label = s.label(ids, mask, i / s.seq, i % s.seq);
+    if (label < 0)
+      continue;
+    for (int64_t v = 0; v < s.vocab; ++v)
+      o[i * s.vocab + v] = std::exp(x[i * s.vocab + v] - l[i]);
+    if (label >= start && label < start + s.vocab)
+      o[i * s.vocab + label - start] -= 1.0f;
+  }
+  return out;
+}
+
+} // namespace tprt

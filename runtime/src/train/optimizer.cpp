@@ -1,0 +1,80 @@
+//===- optimizer.cpp - AdamW and SGD at the optimizer boundary ------------===//
+//
+// The update formulas of torch.optim.AdamW and torch.optim.SGD (the
+// single-tensor implementations PyTorch runs on CPUs), in f32 with the
+// scalar factors in double as Python computes them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/Train.h"
+
+#include <cmath>
+
+namespace tprt {
+
+void Optimizer::step(Context &ctx) {
+  ++step_;
+  const TrainOptions &o = options_;
+  for (auto &[fqn, buffer] : ctx.grads()) {
+    Tensor *param = ctx.cachedParam(fqn);
+    if (!param || param->dtype() != DType::F32 ||
+        param->shape() != buffer.grad.shape())
+      fatal("optimizer: parameter '" + fqn + "' does not match its gradient");
+    float *p = param->f32();
+    const float *g = buffer.grad.f32();
+    int64_t n = param->numel();
+    Tensor &m = first_[fqn];
+    if (!m.defined())
+      m = Tensor(DType::F32, param->shape());
+    float *mp = m.f32();
+    if (o.optimizer == "sgd") {
+      // torch.optim.SGD: weight decay into the gradient, the momentum
+      // buffer starts as the first gradient (dampening 0).
+      float wd = static_cast<float>(o.weightDecay),
+            mom = static_cast<float>(o.momentum), lr = static_cast<float>(o.lr);
+      bool first = step_ == 1;
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        float d = g[i] + wd * p[i];
+        mp[i] = first ? d : mom * mp[i] + d;
+        p[i] -= lr * (o.momentum != 0 ? mp[i] : d);
+      }
+      continue;
+    }
+    Tensor &v = second_[fqn];
+    if (!v.defined())
+      v = Tensor(DType::F32, param->shape());
+    float *vp = v.f32();
+    float decay = static_cast<float>(1.0 - o.lr * o.weightDecay);
+    float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);
+    double correction1 = 1.0 - std::pow(o.beta1, static_cast<double>(step_));
+    double correction2 = 1.0 - std::pow(o.beta2, static_cast<double>(step_));
+    float stepSize = static_cast<float>(o.lr / correction1);
+    float root2 = static_cast<float>(std::sqrt(correction2));
+    float eps = static_cast<float>(o.eps);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] *= decay;
+      mp[i] += (1.0f - b1) * (g[i] - mp[i]); // lerp
+      vp[i] = vp[i] * b2 + (1.0f - b2) * g[i] * g[i];
+      float denom = std::sqrt(vp[i]) / root2 + eps;
+      p[i] -= stepSize * (mp[i] / denom);
+    }
+  }
+}
+
+double gradNorm(Context &ctx) {
+  double split = 0, replicated = 0;
+  for (auto &[fqn, buffer] : ctx.grads()) {
+    const float *g = buffer.grad.f32();
+    double sum = 0;
+    for (int64_t i = 0, n = buffer.grad.numel(); i < n; ++i)
+      sum += static_cast<double>(g[i]) * g[i];
+    (buffer.splitDim >= 0 ? split : replicated) += sum;
+  }
+  float total = static_cast<float>(split);
+  ctx.tp().allReduceSum(&total, 1);
+  return std::sqrt(static_cast<double>(total) + replicated);
+}
+
+} // namespace tprt

@@ -1,0 +1,148 @@
+//===- train.cpp - the training loop of generated executables -------------===//
+//
+// Each optimizer step runs the generated training step on K micro-batches
+// of B sequences (the next rows of the data, every rank of the group the
+// same), which add their gradients into the buffers; then, at the
+// optimizer boundary: the gradients are divided by the step's number of
+// label tokens (AutoModel's num_label_tokens), their norm is taken, and
+// the optimizer updates the parameters in place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/Train.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tprt {
+namespace {
+
+/// Rows [first, first + count) of `t` (wrapping around), a new tensor.
+Tensor takeRows(const Tensor &t, int64_t first, int64_t count) {
+  int64_t rows = t.dim(0), length = t.dim(1);
+  Tensor out = Tensor::uninitialized(t.dtype(), {count, length});
+  for (int64_t r = 0; r < count; ++r)
+    std::copy_n(t.i64() + ((first + r) % rows) * length, length,
+                out.i64() + r * length);
+  return out;
+}
+
+/// Label tokens of a micro-batch: positions whose next token counts.
+int64_t labelTokens(const Tensor &mask) {
+  int64_t count = 0, length = mask.dim(1);
+  for (int64_t r = 0; r < mask.dim(0); ++r)
+    for (int64_t t = 1; t < length; ++t)
+      count += mask.i64()[r * length + t] != 0;
+  return count;
+}
+
+Tensor readTokens(const std::string &path, const char *what) {
+  Tensor t = readNpy(path);
+  if (t.dtype() != DType::I64 || t.rank() != 2 || t.dim(1) < 2)
+    fatal(std::string(what) + " '" + path +
+          "' must be an int64 [sequences, length >= 2] array, got " +
+          t.describe());
+  return t;
+}
+
+/// The checkpoint directory exists (made if needed) and takes files.
+void checkWritable(const std::string &dir) {
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    fatal("--save: cannot create '" + dir + "': " + std::strerror(errno));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fatal("--save: cannot write into '" + dir + "': " + std::strerror(errno));
+}
+
+} // namespace
+
+int train(Context &ctx, const TrainOptions &o) {
+  if (!tprt_model_train_step)
+    fatal("this program was compiled for inference only: compile it with "
+          "tpc --train to use --train");
+  Tensor data = readTokens(o.data, "--data");
+  Tensor mask;
+  if (!o.dataMask.empty()) {
+    mask = readTokens(o.dataMask, "--data-mask");
+    if (mask.shape() != data.shape())
+      fatal("--data-mask '" + o.dataMask + "' is " + mask.describe() +
+            ", the data " + data.describe());
+  } else {
+    mask = Tensor(DType::I64, data.shape());
+    std::fill_n(mask.i64(), mask.numel(), 1);
+  }
+  int64_t perStep = o.microBatch * o.gradAccum;
+  if (data.dim(0) < perStep)
+    fatal("--data '" + o.data + "' has " + std::to_string(data.dim(0)) +
+          " sequences; one step needs " + std::to_string(perStep) +
+          " (--micro-batch " + std::to_string(o.microBatch) +
+          " x --grad-accum " + std::to_string(o.gradAccum) + ")");
+  if (data.dim(1) % tprt_model_sequence_multiple != 0)
+    fatal("--data '" + o.data + "': the sequence length " +
+          std::to_string(data.dim(1)) + " is not a multiple of " +
+          std::to_string(tprt_model_sequence_multiple) +
+          " (sequence parallelism)");
+  if (!o.save.empty() && ctx.rank() == 0)
+    checkWritable(o.save);
+  std::ofstream log;
+  if (!o.log.empty() && ctx.rank() == 0) {
+    log.open(o.log);
+    if (!log)
+      fatal("--log: cannot write '" + o.log + "'");
+  }
+
+  Optimizer optimizer(o);
+  int64_t row = 0;
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    double start = MPI_Wtime();
+    ctx.grads().clear();
+    double loss = 0;
+    int64_t tokens = 0, processed = 0;
+    for (int64_t k = 0; k < o.gradAccum; ++k, row += o.microBatch) {
+      Tensor ids = takeRows(data, row, o.microBatch);
+      Tensor m = takeRows(mask, row, o.microBatch);
+      loss += *tprt_model_train_step(ctx, ids, m).f32();
+      tokens += labelTokens(m);
+      processed += ids.numel();
+    }
+    if (tokens == 0)
+      fatal("step " + std::to_string(step) +
+            " has no label tokens (every mask entry after the first position "
+            "is 0)");
+    // The optimizer boundary.
+    float inverse = static_cast<float>(1.0 / static_cast<double>(tokens));
+    for (auto &entry : ctx.grads()) {
+      float *g = entry.second.grad.f32();
+      for (int64_t i = 0, n = entry.second.grad.numel(); i < n; ++i)
+        g[i] *= inverse;
+    }
+    double norm = gradNorm(ctx);
+    optimizer.step(ctx);
+    double seconds = MPI_Wtime() - start;
+    loss /= static_cast<double>(tokens);
+    if (ctx.rank() == 0) {
+      double speed = processed / seconds;
+      std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.1f\n",
+                  static_cast<long long>(step), loss, norm, speed);
+      std::fflush(stdout);
+      if (log.is_open()) {
+        char line[256];
+        std::snprintf(line, sizeof(line),
+                      "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
+                      "\"tokens_per_s\": %.1f}\n",
+                      static_cast<long long>(step), loss, norm, speed);
+        log << line << std::flush;
+      }
+    }
+  }
+  if (!o.save.empty())
+    saveCheckpoint(ctx, o.save);
+  return 0;
+}
+
+} // namespace tprt
