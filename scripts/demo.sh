@@ -4,6 +4,8 @@
 # and, with the built-in Llama TP plan, for two; run the first directly and
 # the second as two MPI ranks on the reference inputs; print the greedy next
 # tokens, the largest difference from PyTorch's logits and the plan summary.
+# Then compile the training step at tp=2 and train 8 AdamW steps on the same
+# 4 sequences (2 micro-batches of 2), printing the loss as it falls.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -46,3 +48,20 @@ echo "== mpirun -np 2 $out/tp2/model"
 mpirun --allow-run-as-root --oversubscribe -np 2 \
   "$out/tp2/model" "${inputs[@]}" --output "$out/tp2/logits.npy"
 compare "$out/tp2/logits.npy"
+
+echo "== tpc $model --train --tp 2 -o $out/train"
+"$build/bin/tpc" "$model" --hf-config "$root/test/models/llama/config.json" \
+  --train --tp 2 -o "$out/train"
+"$root/.venv/bin/python" - "$root/test/models/llama/train" "$out/train" <<'PY'
+import sys
+import numpy as np
+src, out = sys.argv[1], sys.argv[2]
+np.save(out + "/tokens.npy", np.load(src + "/tokens.npy")[:4])
+np.save(out + "/mask.npy", np.load(src + "/mask.npy")[:4])
+PY
+echo "== mpirun -np 2 $out/train/model --train (8 steps on the same 4 sequences)"
+mpirun --allow-run-as-root --oversubscribe -np 2 \
+  "$out/train/model" --train --data "$out/train/tokens.npy" \
+  --data-mask "$out/train/mask.npy" --steps 8 --micro-batch 2 --grad-accum 2 \
+  --lr 1e-2 --save "$out/train/checkpoint" --log "$out/train/train.jsonl"
+echo "   (weights: $out/train/checkpoint/model.safetensors; log: $out/train/train.jsonl)"

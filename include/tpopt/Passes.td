@@ -220,7 +220,8 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
     `shard.all_gather`ed on its last dimension. Anything else on split data
     is an error naming the op. The partitioned program is verified.
   }];
-  let dependentDialects = ["::mlir::shard::ShardDialect"];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::tp::TPDialect"];
 }
 
 def TPPlanReport : Pass<"tp-plan-report", "ModuleOp"> {

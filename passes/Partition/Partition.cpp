@@ -132,6 +132,12 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                << "dim " << dim << " but placed " << placement;
       int64_t replicas = placement.getReplicas();
       auto type = cast<RankedTensorType>(arg.getType());
+      if (type.isDynamicDim(dim))
+        return func.emitError()
+               << "argument " << arg.getArgNumber() << ": dim " << dim << " of "
+               << type
+               << " is dynamic; only parameters (of static shape) are split "
+                  "by an annotation of the argument";
       if (ranks % replicas || type.getDimSize(dim) % (ranks / replicas))
         return func.emitError()
                << "argument " << arg.getArgNumber() << ": dim " << dim << " of "
@@ -180,6 +186,10 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       if (failed(ok))
         return failure();
     }
+    // What partitioning replaced (tp.hold_like) is left unused.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (!isa<RuntimeCallOpInterface>(op) && isOpTriviallyDead(&op))
+        op.erase();
     func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
                                    func.getResultTypes()));
     return success();

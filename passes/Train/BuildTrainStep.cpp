@@ -89,21 +89,6 @@ struct TPBuildTrainStepPass
       return signalPassFailure();
   }
 
-  /// A module output's layout as the plan states it: whole (a Rowwise
-  /// output after its all-reduce) or split on the last dimension (a
-  /// Colwise output). The cotangent is held the same way, so the backward
-  /// mirrors it; a sequence split (its backward is a gather) is not.
-  static bool isOutputLayout(shard::ShardOp annotated) {
-    auto sharding = annotated.getSharding().getDefiningOp<shard::ShardingOp>();
-    if (annotated.getAnnotateForUsers() || !sharding)
-      return false;
-    int64_t rank = cast<ShapedType>(annotated.getType()).getRank();
-    for (auto [d, axes] : llvm::enumerate(sharding.getSplitAxes().getAxes()))
-      if (!axes.empty() && static_cast<int64_t>(d) != rank - 1)
-        return false;
-    return true;
-  }
-
   /// Gemma's norms scale by 1 + w; an export that folded the sum into the
   /// stored weight cannot train (weight decay and the checkpoint need w).
   static LogicalResult checkNormsUnfolded(func::FuncOp func) {
@@ -129,13 +114,8 @@ struct TPBuildTrainStepPass
     for (Operation &op : func.getBody().front()) {
       if (isa<AutodiffOpInterface, func::ReturnOp, shard::ShardingOp>(op))
         continue;
-      if (auto annotated = dyn_cast<shard::ShardOp>(op)) {
-        if (isa<BlockArgument>(annotated.getSrc()) || isOutputLayout(annotated))
-          continue;
-        return op.emitError("tp-build-train-step: this activation "
-                            "annotation (sequence parallelism, or a "
-                            "rowwise_rep input) has no backward yet");
-      }
+      if (isa<shard::ShardOp>(op))
+        continue;
       return op.emitError("tp-build-train-step: ")
              << op.getName() << " has no backward yet";
     }
@@ -155,6 +135,9 @@ struct TPBuildTrainStepPass
   func::FuncOp cloneForward(func::FuncOp forward) {
     OpBuilder builder(forward);
     builder.setInsertionPointAfter(forward);
+    // Both entry points marked: lookupEntry then finds each by its role.
+    forward->setAttr(TPDialect::kEntryAttrName,
+                     builder.getStringAttr(kForwardEntry));
     auto step = cast<func::FuncOp>(builder.clone(*forward));
     step.setSymName("train_step");
     step->setAttr(TPDialect::kEntryAttrName,
@@ -233,14 +216,13 @@ struct TPBuildTrainStepPass
         continue;
       if (auto annotated = dyn_cast<shard::ShardOp>(op)) {
         // A parameter's placement: its gradient is the annotated value's.
-        // An output's layout: its cotangent is held alike (partial sums
-        // are completed, or reduce-scattered onto the split).
+        // An activation's layout: tp-partition holds the cotangent as the
+        // source is held (the annotation's transpose).
         Value grad = resultGrads[0];
-        if (!isa<BlockArgument>(annotated.getSrc()))
-          grad = shard::ShardOp::create(b, annotated.getLoc(), grad,
-                                        annotated.getSharding(),
-                                        /*annotate_for_users=*/false);
-        addCotangent(annotated.getSrc(), grad);
+        Value src = annotated.getSrc();
+        if (!isa<BlockArgument>(src))
+          grad = HoldLikeOp::create(b, annotated.getLoc(), grad, src);
+        addCotangent(src, grad);
         continue;
       }
       auto differentiable = dyn_cast<AutodiffOpInterface>(op);

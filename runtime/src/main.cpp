@@ -214,7 +214,9 @@ int main(int argc, char **argv) try {
       usage(argv[0]);
       tprt::fatal("--train takes --data (not --input, --output or --bench)");
     }
-    train.optimizer = tprt_model_optimizer ? tprt_model_optimizer : "adamw";
+    // Weak: absent from inference-only programs (train() says so).
+    if (&tprt_model_optimizer)
+      train.optimizer = tprt_model_optimizer;
     tprt::Context ctx(rank, size, weights, baseName(tprt_model_path));
     checkWeightFiles(ctx);
     int status = tprt::train(ctx, train);

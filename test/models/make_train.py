@@ -16,6 +16,12 @@ The gradient norm is taken after accumulation, before the update.
   ARCH/train/reference.json           per-step loss and grad norm
   ARCH/train/final.safetensors        every parameter after the 3 steps
 
+and, for Llama and Qwen2 with the LoRA adapter ARCH/lora loaded by PEFT
+(`PeftModel.from_pretrained(..., is_trainable=True)`: only lora_A and
+lora_B train), the same run on the same data in ARCH/train_lora/ (the
+adapter's factors under their module FQNs, `q_proj.lora_A.weight`, beside
+the unchanged base weights).
+
     .venv/bin/python test/models/make_train.py [--out test/models] [--arch A ...]
 
 Needs the model tools (scripts/setup.sh --models).
@@ -35,6 +41,7 @@ import generate
 warnings.filterwarnings("ignore")
 
 ARCHS = ["llama", "qwen2", "qwen3", "gemma3"]
+LORA_ARCHS = ["llama", "qwen2"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 
 
@@ -47,12 +54,23 @@ def data():
     return ids, mask
 
 
-def train(arch, out):
+def peft_name(name):
+    """PEFT's parameter name as tp-opt (and transformers) name the module's."""
+    return (name.removeprefix("base_model.model.").replace(".default", "")
+            .replace(".base_layer", ""))
+
+
+def train(arch, out, lora=False):
     hf, _, _, _ = generate.rebuild_checked(arch, os.path.join(out, arch))
-    hf.train()
+    model = hf
+    if lora:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(
+            hf, os.path.join(out, arch, "lora"), is_trainable=True)
+    model.train()
     ids, mask = data()
     labels = ids.masked_fill(mask == 0, -100)
-    params = [p for p in hf.parameters() if p.requires_grad]
+    params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01,
                             betas=(0.9, 0.999), eps=1e-8)
     steps = []
@@ -63,7 +81,7 @@ def train(arch, out):
         loss = 0.0
         for k in range(ACCUM):
             r = slice(rows.start + k * BATCH, rows.start + (k + 1) * BATCH)
-            out_k = hf(input_ids=ids[r], attention_mask=mask[r],
+            out_k = model(input_ids=ids[r], attention_mask=mask[r],
                        labels=labels[r], num_items_in_batch=tokens,
                        use_cache=False)
             out_k.loss.backward()
@@ -73,7 +91,7 @@ def train(arch, out):
         opt.step()
         steps.append({"step": step + 1, "loss": loss,
                       "grad_norm": float(norm), "label_tokens": tokens})
-    d = os.path.join(out, arch, "train")
+    d = os.path.join(out, arch, "train_lora" if lora else "train")
     os.makedirs(d, exist_ok=True)
     np.save(os.path.join(d, "tokens.npy"), ids.numpy())
     np.save(os.path.join(d, "mask.npy"), mask.numpy())
@@ -82,10 +100,10 @@ def train(arch, out):
                    "micro_batch": BATCH, "grad_accum": ACCUM,
                    "steps": steps}, f, indent=1)
         f.write("\n")
-    save_file({n: p.detach().contiguous()
-               for n, p in hf.named_parameters()},
+    save_file({peft_name(n): p.detach().contiguous()
+               for n, p in model.named_parameters()},
               os.path.join(d, "final.safetensors"))
-    print(arch, [round(s["loss"], 6) for s in steps])
+    print(arch, "lora" if lora else "", [round(s["loss"], 6) for s in steps])
 
 
 def main():
@@ -95,6 +113,8 @@ def main():
     args = parser.parse_args()
     for arch in args.arch or ARCHS:
         train(arch, args.out)
+        if arch in LORA_ARCHS:
+            train(arch, args.out, lora=True)
 
 
 if __name__ == "__main__":

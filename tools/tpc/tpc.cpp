@@ -220,9 +220,6 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
                 "'");
   if (opts.optimizer.getNumOccurrences() && !opts.train)
     return fail("--optimizer needs --train");
-  if (opts.train && opts.sp)
-    return fail("--train with --sp: sequence parallelism in training is not "
-                "supported yet");
   if (opts.loraRank < 0 || (opts.loraRank > 0) != !opts.loraWeights.empty())
     return fail("LoRA needs both --lora-rank R (positive) and --lora-weights "
                 "adapter_model.safetensors");

@@ -34,7 +34,11 @@ void PartitionState::propagate(Value from, Value result) {
 }
 
 void PartitionState::markPartial(Value v) {
-  if (v.hasOneUse()) {
+  auto readsValue = [](OpOperand &use) {
+    auto op = dyn_cast<PartitionOpInterface>(use.getOwner());
+    return !op || !op.readsOnlyLayout(use);
+  };
+  if (llvm::count_if(v.getUses(), readsValue) <= 1) {
     setLayout(v, ShardLayout::Partial);
     return;
   }

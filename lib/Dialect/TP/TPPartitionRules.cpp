@@ -314,6 +314,62 @@ LogicalResult SoftcapGradOp::partition(PartitionState &state) {
   return partitionElementwise(*this, state);
 }
 
+/// The split dimension of `layout` for a value of `rank` (-1: none).
+static int64_t splitDimOf(ShardLayout layout, int64_t rank) {
+  return layout == ShardLayout::SplitLast       ? rank - 1
+         : layout == ShardLayout::SplitSequence ? 1
+                                                : -1;
+}
+
+bool HoldLikeOp::keepsPartialSums(const PartitionState &) { return true; }
+
+/// `like` tells the layout wanted; its value is not read.
+bool HoldLikeOp::readsOnlyLayout(OpOperand &use) {
+  return use.getOperandNumber() == 1;
+}
+
+LogicalResult HoldLikeOp::partition(PartitionState &state) {
+  ShardLayout have = state.getLayout(getCotangent());
+  ShardLayout want = state.getLayout(getLike());
+  // A partial sum's every part is read whole by the sum.
+  if (want == ShardLayout::Partial)
+    want = ShardLayout::Replicated;
+  int64_t rank = getType().getRank();
+  OpBuilder::InsertionGuard guard(state.getBuilder());
+  state.getBuilder().setInsertionPoint(*this);
+  Value local = getCotangent();
+  if (have == ShardLayout::Partial) {
+    if (want == ShardLayout::Replicated) {
+      local = state.completed(local);
+    } else {
+      FailureOr<Value> scattered =
+          state.reduceScattered(*this, local, splitDimOf(want, rank));
+      if (failed(scattered))
+        return failure();
+      local = *scattered;
+    }
+  } else if (have != want) {
+    if (have != ShardLayout::Replicated) {
+      FailureOr<Value> whole =
+          state.gathered(*this, local, splitDimOf(have, rank));
+      if (failed(whole))
+        return failure();
+      local = *whole;
+    }
+    if (want != ShardLayout::Replicated) {
+      FailureOr<Value> block =
+          state.sliced(*this, local, splitDimOf(want, rank));
+      if (failed(block))
+        return failure();
+      local = *block;
+    }
+  }
+  state.setLayout(local, want);
+  getResult().setType(cast<RankedTensorType>(local.getType()));
+  getResult().replaceAllUsesWith(local);
+  return success();
+}
+
 LogicalResult AccumulateGradOp::partition(PartitionState &state) {
   int64_t d = state.getParamSplitDim(getParam());
   if (state.getLayout(getGrad()) != ShardLayout::Replicated ||

@@ -454,3 +454,59 @@ func.func @softcap_cap(%a: tensor<2x8x64xf32>) {
   %0 = tp.softcap %a cap 0.0 : tensor<2x8x64xf32>
   return
 }
+
+// -----
+
+func.func @cross_entropy_shapes(%l: tensor<2x8x16xf32>, %ids: tensor<2x7xi64>, %m: tensor<2x8xi64>) {
+  // expected-error @+1 {{dimension 1 of logits, ids, mask and lse differ}}
+  %loss, %lse = tp.cross_entropy %l, %ids, %m : (tensor<2x8x16xf32>, tensor<2x7xi64>, tensor<2x8xi64>) -> (tensor<f32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_grad_input_weight(%dy: tensor<2x8x16xf32>, %w: tensor<8x4xf32>) {
+  // expected-error @+1 {{dy 'tensor<2x8x16xf32>' and result 'tensor<2x8x4xf32>' do not match weight 'tensor<8x4xf32>'}}
+  %0 = tp.linear_grad_input %dy, %w : (tensor<2x8x16xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_grad_weight_shape(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{result 'tensor<4x16xf32>' is not [dy's last, x's last] of 'tensor<2x8x16xf32>', 'tensor<2x8x4xf32>'}}
+  %0 = tp.linear_grad_weight %dy, %x : (tensor<2x8x16xf32>, tensor<2x8x4xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @sum_leading_shape(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{result 'tensor<8xf32>' is not the last dimension of 'tensor<2x8x16xf32>'}}
+  %0 = tp.sum_leading %x : (tensor<2x8x16xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_types(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %dy: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{x, dy and dx must have one type}}
+  %dx, %dw = tp.rms_norm_grad %x, %w, %dy {epsilon = 1.0e-6 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_heads(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{num_heads 4 is not a multiple of num_kv_heads 3}}
+  %dq, %dk, %dv = tp.attention_grad %q, %k, %k, %q {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 3 : i64, scale = 2.5e-01 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>)
+  return
+}
+
+// -----
+
+func.func @accumulate_grad_fqn(%g: tensor<4xf32>, %w: tensor<4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{the parameter must be the argument of the function whose tp.fqn is 'b.weight'}}
+  tp.accumulate_grad %g into %w {fqn = "b.weight"} : tensor<4xf32>
+  return
+}

@@ -39,6 +39,11 @@ def TP_PartitionOpInterface : OpInterface<"PartitionOpInterface"> {
       }], "bool", "keepsPartialSums",
       (ins "const ::mlir::tp::PartitionState &":$state), "",
       [{ return false; }]>,
+    InterfaceMethod<[{
+        Whether `use` reads only how its value is held, not the value (it
+        does not make a partial sum a value read twice).
+      }], "bool", "readsOnlyLayout", (ins "::mlir::OpOperand &":$use), "",
+      [{ return false; }]>,
   ];
 }
 

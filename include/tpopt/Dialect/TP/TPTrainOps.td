@@ -256,6 +256,36 @@ def TP_SoftcapGradOp : TP_ElementwiseGradOp<"softcap_grad", "softcap"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Layouts of cotangents
+//===----------------------------------------------------------------------===//
+
+def TP_HoldLikeOp : TP_Op<"hold_like",
+    [Pure, DeclareOpInterfaceMethods<TP_PartitionOpInterface,
+                                     ["keepsPartialSums", "readsOnlyLayout"]>,
+     AllTypesMatch<["cotangent", "like", "result"]>]> {
+  let summary = "A cotangent, held on the ranks as a forward value is";
+  let description = [{
+    The identity on `cotangent`, the backward of an activation's layout
+    annotation (`shard.shard`): the cotangent of the annotated value's
+    source, held as `like` (that source) is held in the forward. Only
+    `tp-partition` knows how that is, so it is the one that gives the
+    annotation its transpose: whole (`like` replicated, or a partial sum
+    whose cotangent every rank's part reads) by an all-reduce of a partial
+    cotangent or an all-gather of a split one; split like `like` by a
+    reduce-scatter of a partial cotangent (the transpose of an all-gather)
+    or a slice of a whole one (the transpose of a slice). The op is gone
+    after partitioning.
+
+    ```mlir
+    %d = tp.hold_like %dy, %x : tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$cotangent, TP_FloatTensor:$like);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$cotangent `,` $like attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Gradient sink
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,212 @@
+//===- GradientsTest.cpp - backward kernels against finite differences ----===//
+//
+// Each backward kernel is the VJP of its forward kernel: for a random
+// cotangent R and a random direction D of each input, the derivative of
+// L(x) = <forward(x), R> along D by central differences (in double, of the
+// f32 kernels) must equal <VJP_x(R), D>.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/tprt.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+using namespace tprt;
+
+namespace {
+
+Context &ctx() {
+  static Context context(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  return context;
+}
+
+Tensor randomTensor(std::vector<int64_t> shape, unsigned seed, float lo = -1.0f,
+                    float hi = 1.0f) {
+  Tensor t(DType::F32, std::move(shape));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.f32()[i] = dist(gen);
+  return t;
+}
+
+double dot(const Tensor &a, const Tensor &b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double sum = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    sum += double(a.f32()[i]) * b.f32()[i];
+  return sum;
+}
+
+/// x + step * d.
+Tensor shifted(const Tensor &x, const Tensor &d, double step) {
+  Tensor out(DType::F32, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    out.f32()[i] = static_cast<float>(x.f32()[i] + step * d.f32()[i]);
+  return out;
+}
+
+/// Checks `grad` (the VJP of `loss` at `inputs[which]`) along a random
+/// direction: (L(x + hD) - L(x - hD)) / 2h = <grad, D>.
+void checkDirectional(std::vector<Tensor> inputs, size_t which,
+                      const std::function<double(std::vector<Tensor> &)> &loss,
+                      const Tensor &grad, unsigned seed, double h = 1e-2,
+                      double tol = 2e-3) {
+  Tensor d = randomTensor(inputs[which].shape(), seed);
+  Tensor x = inputs[which];
+  inputs[which] = shifted(x, d, h);
+  double plus = loss(inputs);
+  inputs[which] = shifted(x, d, -h);
+  double minus = loss(inputs);
+  double numeric = (plus - minus) / (2 * h), analytic = dot(grad, d);
+  EXPECT_NEAR(analytic, numeric, tol * std::max(1.0, std::fabs(numeric)))
+      << "input " << which;
+}
+
+TEST(Gradients, Linear) {
+  Tensor x = randomTensor({2, 3, 8}, 1), w = randomTensor({5, 8}, 2),
+         b = randomTensor({5}, 3), r = randomTensor({2, 3, 5}, 4);
+  auto loss = [&](std::vector<Tensor> &in) {
+    return dot(linear_bias(ctx(), in[0], in[1], in[2]), r);
+  };
+  std::vector<Tensor> inputs = {x, w, b};
+  checkDirectional(inputs, 0, loss, linear_grad_input(ctx(), r, w), 5);
+  checkDirectional(inputs, 1, loss, linear_grad_weight(ctx(), r, x), 6);
+  checkDirectional(inputs, 2, loss, sum_leading(ctx(), r), 7);
+}
+
+TEST(Gradients, RmsNormWithOffsetAndGroups) {
+  for (auto [offset, group] : {std::pair{0.0, int64_t(0)}, {1.0, 4}}) {
+    Tensor x = randomTensor({2, 3, 8}, 11),
+           w = randomTensor({group ? group : 8}, 12, 0.5f, 1.5f),
+           r = randomTensor({2, 3, 8}, 13);
+    auto loss = [&](std::vector<Tensor> &in) {
+      return dot(rms_norm(ctx(), in[0], in[1], 1e-6, offset, group), r);
+    };
+    Tensors grads = rms_norm_grad(ctx(), x, w, r, 1e-6, offset, group);
+    checkDirectional({x, w}, 0, loss, grads[0], 14);
+    checkDirectional({x, w}, 1, loss, grads[1], 15);
+  }
+}
+
+TEST(Gradients, RotaryTransposeIsItsVJP) {
+  Tensor x = randomTensor({2, 5, 32}, 21), r = randomTensor({2, 5, 32}, 22);
+  auto rope = [](const Tensor &t, bool transpose) {
+    return rotary(ctx(), t, 16, 0, 10000.0, false, 0, 1, 1, 4, 8192, 32, 1,
+                  true, 1.0, transpose);
+  };
+  auto loss = [&](std::vector<Tensor> &in) {
+    return dot(rope(in[0], false), r);
+  };
+  checkDirectional({x}, 0, loss, rope(r, true), 23);
+  // And it undoes the rotation.
+  Tensor back = rope(rope(x, false), true);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ASSERT_NEAR(back.f32()[i], x.f32()[i], 1e-5);
+}
+
+TEST(Gradients, Attention) {
+  // GQA (4 heads over 2 KV heads), causal, a sliding window, soft-capping
+  // and a padded key.
+  Tensor q = randomTensor({2, 6, 32}, 31), k = randomTensor({2, 6, 16}, 32),
+         v = randomTensor({2, 6, 16}, 33), r = randomTensor({2, 6, 32}, 34);
+  Tensor mask(DType::I64, {2, 6});
+  for (int64_t i = 0; i < mask.numel(); ++i)
+    mask.i64()[i] = i != 7;
+  for (double softcap : {0.0, 2.0}) {
+    auto loss = [&](std::vector<Tensor> &in) {
+      return dot(attention(ctx(), in[0], in[1], in[2], mask, 4, 2, 8, 0.5, true,
+                           3, softcap),
+                 r);
+    };
+    Tensors grads =
+        attention_grad(ctx(), q, k, v, r, mask, 4, 2, 8, 0.5, true, 3, softcap);
+    for (size_t i = 0; i < 3; ++i)
+      checkDirectional({q, k, v}, i, loss, grads[i], 35 + i);
+  }
+}
+
+TEST(Gradients, Activations) {
+  // Away from 0, where squared ReLU's derivative jumps.
+  Tensor x = randomTensor({3, 7}, 41, 0.1f, 2.0f), r = randomTensor({3, 7}, 42);
+  for (int64_t i = 0; i < x.numel(); i += 2)
+    x.f32()[i] = -x.f32()[i];
+  using Forward = std::function<Tensor(const Tensor &)>;
+  using Backward = std::function<Tensor(const Tensor &, const Tensor &)>;
+  std::vector<std::pair<Forward, Backward>> cases = {
+      {[](const Tensor &t) { return silu(ctx(), t); },
+       [](const Tensor &t, const Tensor &d) { return silu_grad(ctx(), t, d); }},
+      {[](const Tensor &t) { return gelu(ctx(), t, false); },
+       [](const Tensor &t, const Tensor &d) {
+         return gelu_grad(ctx(), t, d, false);
+       }},
+      {[](const Tensor &t) { return gelu(ctx(), t, true); },
+       [](const Tensor &t, const Tensor &d) {
+         return gelu_grad(ctx(), t, d, true);
+       }},
+      {[](const Tensor &t) { return relu_squared(ctx(), t); },
+       [](const Tensor &t, const Tensor &d) {
+         return relu_squared_grad(ctx(), t, d);
+       }},
+      {[](const Tensor &t) { return softcap(ctx(), t, 1.5); },
+       [](const Tensor &t, const Tensor &d) {
+         return softcap_grad(ctx(), t, d, 1.5);
+       }}};
+  for (auto &[forward, backward] : cases) {
+    auto loss = [&](std::vector<Tensor> &in) { return dot(forward(in[0]), r); };
+    checkDirectional({x}, 0, loss, backward(x, r), 43, 1e-3);
+  }
+}
+
+TEST(Gradients, EmbeddingSkipsThePaddingRow) {
+  Tensor ids(DType::I64, {2, 3});
+  int64_t values[] = {1, 4, 1, 0, 2, 4};
+  std::copy(values, values + 6, ids.i64());
+  Tensor table = randomTensor({5, 4}, 51), r = randomTensor({2, 3, 4}, 52);
+  auto loss = [&](std::vector<Tensor> &in) {
+    return dot(embedding(ctx(), ids, in[0]), r);
+  };
+  checkDirectional({table}, 0, loss,
+                   embedding_grad(ctx(), ids, r, table, false, -1), 53);
+  Tensor padded = embedding_grad(ctx(), ids, r, table, false, 0);
+  for (int64_t h = 0; h < 4; ++h) {
+    EXPECT_EQ(padded.f32()[h], 0.0f); // row 0, the padding token
+    // Token 1 appears twice: its row sums both.
+    EXPECT_NEAR(padded.f32()[4 + h], r.f32()[h] + r.f32()[8 + h], 1e-6);
+  }
+}
+
+TEST(Gradients, CrossEntropy) {
+  Tensor logits = randomTensor({2, 5, 7}, 61, -3.0f, 3.0f);
+  Tensor ids(DType::I64, {2, 5}), mask(DType::I64, {2, 5});
+  for (int64_t i = 0; i < 10; ++i) {
+    ids.i64()[i] = (i * 3) % 7;
+    mask.i64()[i] = i < 8; // the last two positions of row 1 are padding
+  }
+  Tensors out = cross_entropy(ctx(), logits, ids, mask);
+  // The loss by hand: positions t < 4 of row 0 and t < 2 of row 1 count.
+  double want = 0;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t + 1 < 5; ++t) {
+      if (!mask.i64()[b * 5 + t + 1])
+        continue;
+      const float *row = logits.f32() + (b * 5 + t) * 7;
+      double sum = 0;
+      for (int64_t v = 0; v < 7; ++v)
+        sum += std::exp(double(row[v]));
+      want += std::log(sum) - row[ids.i64()[b * 5 + t + 1]];
+    }
+  EXPECT_NEAR(out[0].f32()[0], want, 1e-5 * want);
+  auto loss = [&](std::vector<Tensor> &in) {
+    return double(cross_entropy(ctx(), in[0], ids, mask)[0].f32()[0]);
+  };
+  checkDirectional({logits}, 0, loss,
+                   cross_entropy_grad(ctx(), logits, ids, mask, out[1], false),
+                   62);
+}
+
+} // namespace

@@ -1,0 +1,235 @@
+// RUN: split-file %s %t
+// RUN: tp-opt %t/block.mlir --tp-build-train-step | FileCheck %t/block.mlir
+// RUN: tp-opt %t/block.mlir --tp-build-train-step --tp-partition | FileCheck %t/block.mlir --check-prefix=PART
+// RUN: tp-opt %t/block.mlir --tp-build-train-step --tp-partition --tp-to-emitc | FileCheck %t/block.mlir --check-prefix=EMITC
+// RUN: tp-opt %t/lora.mlir --tp-build-train-step="optimizer=sgd" | FileCheck %t/lora.mlir
+// RUN: tp-opt %t/sp.mlir --tp-build-train-step | FileCheck %t/sp.mlir
+// RUN: tp-opt %t/sp.mlir --tp-build-train-step --tp-partition | FileCheck %t/sp.mlir --check-prefix=PART
+// RUN: tp-opt %t/errors.mlir --split-input-file --tp-build-train-step --verify-diagnostics
+
+//--- block.mlir
+// A vocabulary-parallel embedding tied to a column-split head, a column /
+// row-split MLP and a norm, as tp-apply-plan annotates them at tp=2.
+// The training step is the forward, the loss of its logits and the
+// reverse-mode derivative; the forward is kept as it was.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: tp.cross_entropy
+// CHECK: return %{{.*}} : tensor<?x?x16xf32>
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: -> tensor<f32> attributes {tp.entry = "train_step", tp.optimizer = "adamw"}
+// CHECK: %[[H:.*]] = tp.embedding %arg0, %[[E:[^ ]*]]
+// CHECK: %[[A:.*]] = tp.linear %[[H]], %[[U:[^ ]*]]
+// CHECK: %[[S:.*]] = tp.silu %[[A]]
+// CHECK: %[[C:.*]] = tp.linear %[[S]], %[[D:[^ ]*]]
+// CHECK: %[[X:.*]] = tp.add %[[H]], %[[C]]
+// CHECK: %[[Y:.*]] = tp.rms_norm %[[X]], %[[N:[^ ]*]]
+// CHECK: %[[L:.*]] = tp.linear %[[Y]], %[[E]]
+// The loss against the inputs shifted by one, and the last op first.
+// CHECK: %[[LOSS:.*]], %[[LSE:.*]] = tp.cross_entropy %[[L]], %arg0, %arg1 : (tensor<?x?x16xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
+// CHECK: %[[DL:.*]] = tp.cross_entropy_grad %[[L]], %arg0, %arg1, %[[LSE]]
+// CHECK: %[[DY:.*]] = tp.linear_grad_input %[[DL]], %[[E]]
+// CHECK: %[[DHEAD:.*]] = tp.linear_grad_weight %[[DL]], %[[Y]] : (tensor<?x?x16xf32>, tensor<?x?x4xf32>) -> tensor<16x4xf32>
+// CHECK: %[[DX:.*]], %[[DN:.*]] = tp.rms_norm_grad %[[X]], %[[N]], %[[DY]]
+// CHECK: %[[DC:.*]] = tp.linear_grad_input %[[DX]], %[[D]]
+// CHECK: %[[DD:.*]] = tp.linear_grad_weight %[[DX]], %[[S]]
+// CHECK: %[[DA:.*]] = tp.silu_grad %[[A]], %[[DC]]
+// CHECK: %[[DH:.*]] = tp.linear_grad_input %[[DA]], %[[U]]
+// CHECK: %[[DU:.*]] = tp.linear_grad_weight %[[DA]], %[[H]]
+// The residual's two reads: their cotangents are summed.
+// CHECK: %[[DHSUM:.*]] = tp.add %[[DX]], %[[DH]]
+// CHECK: %[[DEMB:.*]] = tp.embedding_grad %arg0, %[[DHSUM]], %[[E]]
+// The tied table: embedding and head gradients are summed.
+// CHECK: %[[DE:.*]] = tp.add %[[DHEAD]], %[[DEMB]]
+// CHECK: tp.accumulate_grad %[[DE]] into %arg2 {fqn = "model.embed_tokens.weight"} : tensor<16x4xf32>
+// CHECK: tp.accumulate_grad %[[DU]] into %arg3 {fqn = "up.weight"}
+// CHECK: tp.accumulate_grad %[[DD]] into %arg4 {fqn = "down.weight"}
+// CHECK: tp.accumulate_grad %[[DN]] into %arg5 {fqn = "norm.weight"}
+// CHECK: return %[[LOSS]] : tensor<f32>
+
+// Partitioned: the loss on this rank's vocabulary block, the column-split
+// gradients' partial sums all-reduced once where their sum is read, each
+// gradient held as its parameter (split_dim for the norm), the norm's
+// weight gradient whole.
+// PART-LABEL: func.func @train_step
+// PART: tp.cross_entropy %{{.*}} {vocab_parallel} : (tensor<?x?x8xf32>
+// PART: tp.cross_entropy_grad {{.*}} {vocab_parallel} : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>, tensor<?x?xf32>) -> tensor<?x?x8xf32>
+// PART: %[[DY:.*]] = tp.linear_grad_input %{{.*}} : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+// PART-NEXT: %[[DYR:.*]] = shard.all_reduce %[[DY]] on @tp
+// PART-NEXT: tp.linear_grad_weight {{.*}} -> tensor<8x4xf32>
+// PART-NEXT: tp.rms_norm_grad %{{.*}}, %{{.*}}, %[[DYR]]
+// PART: tp.linear_grad_input {{.*}} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+// PART-NEXT: tp.linear_grad_weight {{.*}} -> tensor<4x4xf32>
+// PART: tp.linear_grad_input {{.*}} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+// PART-NEXT: shard.all_reduce
+// PART: tp.embedding_grad {{.*}} {vocab_parallel} : (tensor<?x?xi64>, tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+// PART: tp.accumulate_grad {{.*}} into %arg2 {fqn = "model.embed_tokens.weight", split_dim = 0 : i64} : tensor<8x4xf32>
+// PART: tp.accumulate_grad {{.*}} into %arg3 {fqn = "up.weight", split_dim = 0 : i64} : tensor<4x4xf32>
+// PART: tp.accumulate_grad {{.*}} into %arg4 {fqn = "down.weight", split_dim = 1 : i64} : tensor<4x4xf32>
+// PART: tp.accumulate_grad {{.*}} into %arg5 {fqn = "norm.weight"} : tensor<4xf32>
+// PART-NOT: shard.all_gather
+// PART: return
+
+// EMITC: emitc.verbatim "const char *const tprt_model_optimizer = \22adamw\22;"
+// EMITC: emitc.func @tprt_model_forward
+// EMITC: emitc.func @tprt_model_train_step
+// EMITC: %[[CE:.*]] = call_opaque "tprt::cross_entropy_vocab_parallel"
+// EMITC-SAME: -> !emitc.opaque<"tprt::Tensors">
+// EMITC-NEXT: %[[LOSS:.*]] = call_opaque "tprt::take"(%[[CE]]) {args = [0 : index, 0]}
+// EMITC-NEXT: %[[LSE:.*]] = call_opaque "tprt::take"(%[[CE]]) {args = [0 : index, 1]}
+// EMITC: call_opaque "tprt::accumulate_grad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, 0]} : (!emitc.opaque<"tprt::Context&">, !emitc.opaque<"tprt::Tensor">, !emitc.opaque<"tprt::Tensor">) -> ()
+// EMITC: return %[[LOSS]]
+module attributes {onnx.file = "m.onnx", tp.config = {architecture = "llama"}} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "e", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+      %up: tensor<8x4xf32> {tp.fqn = "up.weight", tp.source = #tp.source<initializer = "u", file = "m.onnx", offset = 256, length = 128, transposed = false>},
+      %down: tensor<4x8xf32> {tp.fqn = "down.weight", tp.source = #tp.source<initializer = "d", file = "m.onnx", offset = 384, length = 128, transposed = false>},
+      %nw: tensor<4xf32> {tp.fqn = "norm.weight", tp.source = #tp.source<initializer = "n", file = "m.onnx", offset = 512, length = 16, transposed = false>}) -> tensor<?x?x16xf32> attributes {tp.entry = "forward"} {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %e = shard.shard %emb to %s0 annotate_for_users : tensor<16x4xf32>
+    %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
+    %s2 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %d = shard.shard %down to %s2 annotate_for_users : tensor<4x8xf32>
+    %s3 = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %n = shard.shard %nw to %s3 annotate_for_users : tensor<4xf32>
+    %h = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %a = tp.linear %h, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %b = tp.silu %a : tensor<?x?x8xf32>
+    %c = tp.linear %b, %d : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
+    %x = tp.add %h, %c : tensor<?x?x4xf32>
+    %y = tp.rms_norm %x, %n {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %l = tp.linear %y, %e : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32>
+    return %l : tensor<?x?x16xf32>
+  }
+}
+
+//--- lora.mlir
+// With LoRA factors only they train (PEFT's default): the base weight gets
+// no gradient, and nothing computes one. The config's pad_token_id keeps
+// the embedding's padding row untrained.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tp.optimizer = "sgd"
+// CHECK-NOT: tp.embedding_grad
+// CHECK-NOT: into %arg3
+// CHECK: tp.accumulate_grad %{{.*}} into %arg4 {fqn = "proj.lora_A.weight"}
+// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %arg5 {fqn = "proj.lora_B.weight"}
+// CHECK-NEXT: return
+module attributes {tp.config = {architecture = "llama", pad_token_id = 0 : i64}} {
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight"},
+      %w: tensor<16x4xf32> {tp.fqn = "proj.weight"},
+      %a: tensor<2x4xf32> {tp.fqn = "proj.lora_A.weight"},
+      %b: tensor<16x2xf32> {tp.fqn = "proj.lora_B.weight"}) -> tensor<?x?x16xf32> {
+    %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %base = tp.linear %h, %w : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32>
+    %down = tp.linear %h, %a : (tensor<?x?x4xf32>, tensor<2x4xf32>) -> tensor<?x?x2xf32>
+    %scaled = tp.scale %down by 2.0 : tensor<?x?x2xf32>
+    %up = tp.linear %scaled, %b : (tensor<?x?x2xf32>, tensor<16x2xf32>) -> tensor<?x?x16xf32>
+    %sum = tp.add %base, %up : tensor<?x?x16xf32>
+    return %sum : tensor<?x?x16xf32>
+  }
+}
+
+//--- sp.mlir
+// Sequence parallelism: a row-split output reduce-scattered onto the
+// sequence, a norm on the shards, its output gathered for a column-split
+// linear. The backward holds each cotangent as its source was held in the
+// forward (tp.hold_like), and tp-partition picks the transposes.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DN:.*]] = tp.hold_like %{{.*}}, %[[NORMED:[^ ]*]] : tensor<?x?x4xf32>
+// CHECK: tp.rms_norm_grad %{{.*}}, %{{.*}}, %[[DN]]
+// CHECK: tp.hold_like %{{.*}}, %[[ROW:[^ ]*]] : tensor<?x?x4xf32>
+// The gather's cotangent (a partial sum from the column-split linear) is
+// reduce-scattered onto the sequence; the reduce-scatter's is gathered.
+// PART-LABEL: func.func @train_step
+// PART: %[[GI:.*]] = tp.linear_grad_input {{.*}} -> tensor<?x?x4xf32>
+// PART: %[[RS:.*]] = shard.reduce_scatter %[[GI]] on @tp grid_axes = [0] scatter_axis = 1
+// PART: %[[DX:.*]], %[[DW:.*]] = tp.rms_norm_grad %{{.*}}, %{{.*}}, %[[RS]]
+// PART-NEXT: %[[DWS:.*]] = shard.all_reduce %[[DW]]
+// PART-NEXT: %[[AG:.*]] = shard.all_gather %[[DX]] on @tp grid_axes = [0] gather_axis = 1
+// PART-NEXT: %[[DD:.*]] = tp.linear_grad_weight %[[AG]], %{{.*}} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<4x4xf32>
+// PART: tp.accumulate_grad %[[DD]] into %arg3 {fqn = "down.weight", split_dim = 1 : i64}
+// PART: tp.accumulate_grad %[[DWS]] into %arg4 {fqn = "norm.weight"}
+// PART-NOT: tp.hold_like
+module attributes {tp.config = {architecture = "llama"}} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %up: tensor<8x4xf32> {tp.fqn = "up.weight"},
+      %down: tensor<4x8xf32> {tp.fqn = "down.weight"},
+      %nw: tensor<4xf32> {tp.fqn = "norm.weight"},
+      %head: tensor<16x4xf32> {tp.fqn = "lm_head.weight"},
+      %x: tensor<?x?x8xf32>) -> tensor<?x?x16xf32> {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s0 annotate_for_users : tensor<8x4xf32>
+    %s1 = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %d = shard.shard %down to %s1 annotate_for_users : tensor<4x8xf32>
+    %h = shard.shard %head to %s0 annotate_for_users : tensor<16x4xf32>
+    %s2 = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %n = shard.shard %nw to %s2 annotate_for_users : tensor<4xf32>
+    %x0 = tp.silu %x : tensor<?x?x8xf32>
+    %last = shard.sharding @tp split_axes = [[], [], [0]] : !shard.sharding
+    %silu = shard.shard %x0 to %last annotate_for_users : tensor<?x?x8xf32>
+    %row = tp.linear %silu, %d : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
+    %seq = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %rs = shard.shard %row to %seq : tensor<?x?x4xf32>
+    %normed = tp.rms_norm %rs, %n {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %whole = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %g = shard.shard %normed to %whole annotate_for_users : tensor<?x?x4xf32>
+    %a = tp.linear %g, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %b = tp.linear %g, %h : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32>
+    return %b : tensor<?x?x16xf32>
+  }
+}
+
+//--- errors.mlir
+module attributes {tp.config = {architecture = "llama"}} {
+  // expected-error @+1 {{tp-build-train-step: parameter 'w' is 'bf16'; training computes f32 parameters only (yet)}}
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %w: tensor<16x4xbf16> {tp.fqn = "w"}) -> tensor<?x?x4xbf16> {
+    %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xbf16>) -> tensor<?x?x4xbf16>
+    return %h : tensor<?x?x4xbf16>
+  }
+}
+
+// -----
+
+module attributes {tp.config = {architecture = "llama"}} {
+  // expected-error @+1 {{tp-build-train-step: the forward must take input_ids and attention_mask and return the logits}}
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %w: tensor<16x4xf32> {tp.fqn = "w"}) -> tensor<?x?x4xf32> {
+    %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    return %h : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+// Gemma's norms without their offset: the export folded 1 + w.
+module attributes {tp.config = {architecture = "gemma3"}} {
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %w: tensor<16x4xf32> {tp.fqn = "w"},
+      %n: tensor<4xf32> {tp.fqn = "model.norm.weight"}) -> tensor<?x?x4xf32> {
+    %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    // expected-error @+1 {{tp-build-train-step: the export folded Gemma's 1 + w into the norm weight 'model.norm.weight': training needs w itself (export with do_constant_folding=False)}}
+    %y = tp.rms_norm %h, %n {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    return %y : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+module attributes {tp.config = {architecture = "llama"}} {
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> attributes {tp.entry = "forward"} {
+    return %x : tensor<4xf32>
+  }
+  // expected-error @+1 {{tp-build-train-step: the module already has a training step}}
+  func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> attributes {tp.entry = "train_step"} {
+    return %x : tensor<4xf32>
+  }
+}
