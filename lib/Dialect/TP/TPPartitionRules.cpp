@@ -381,11 +381,22 @@ LogicalResult AccumulateGradOp::partition(PartitionState &state) {
   auto func = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
   auto placement = func.getArgAttrOfType<PlacementAttr>(
       arg.getArgNumber(), TPDialect::kPlacementAttrName);
-  if (placement && placement.getReplicas() > 1)
-    return emitError("tp-partition: training a parameter whose blocks are "
-                     "shared by several ranks (KV heads fewer than the "
-                     "ranks) is not supported yet");
+  // Blocks shared by several ranks: each has its query heads' part.
+  if (placement && placement.getReplicas() > 1) {
+    OpBuilder::InsertionGuard guard(state.getBuilder());
+    state.getBuilder().setInsertionPoint(*this);
+    Value sum = ReplicaSumOp::create(
+        state.getBuilder(), getLoc(), getGrad(),
+        state.getBuilder().getI64IntegerAttr(placement.getReplicas()));
+    state.setParamSplitDim(sum, d);
+    getGradMutable().assign(sum);
+  }
   // The gradient norm sums a split gradient's squares over the ranks.
   setSplitDim(d);
+  return success();
+}
+
+LogicalResult ReplicaSumOp::partition(PartitionState &state) {
+  state.propagate(getX(), getResult());
   return success();
 }

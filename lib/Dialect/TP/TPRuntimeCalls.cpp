@@ -475,6 +475,18 @@ LogicalResult SoftcapGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeSignature kReplicaSum[] = {
+    {"tprt::replica_sum", kTensorAndI64}};
+
+ArrayRef<RuntimeSignature> ReplicaSumOp::getRuntimeSignatures() {
+  return kReplicaSum;
+}
+
+LogicalResult ReplicaSumOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kReplicaSum[0]).tensor(getX()).i64(getReplicas());
+  return success();
+}
+
 static constexpr RuntimeArg kAccumulateGradParams[] = {
     kTensor, kTensor, RuntimeArg::CString, kI64};
 static constexpr RuntimeSignature kAccumulateGrad[] = {

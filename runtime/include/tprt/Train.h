@@ -41,8 +41,9 @@ private:
 };
 
 /// The 2-norm of all gradients, each element counted once: a split
-/// gradient's squares are summed over the ranks, a replicated one's taken
-/// from this rank (they are equal on all).
+/// gradient's squares are summed over the ranks (divided by the ranks that
+/// share its block), a replicated one's taken from this rank (they are
+/// equal on all).
 double gradNorm(Context &ctx);
 
 /// Writes every parameter, whole (gathered on rank 0), as DIR/

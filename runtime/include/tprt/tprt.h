@@ -311,6 +311,9 @@ Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                  bool tanhApproximation);
 Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                     double cap);
+/// Ranks r * replicas ... r * replicas + replicas - 1 hold the same block
+/// of a parameter: each gets the sum of their `x` (tp.replica_sum).
+Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas);
 /// Adds `grad` to the gradient buffer of parameter `fqn` (created at zero),
 /// which must have `param`'s shape (tp.accumulate_grad).
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,

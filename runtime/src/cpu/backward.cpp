@@ -294,6 +294,22 @@ Tensor softcap_grad(Context &, const Tensor &x, const Tensor &dy, double cap) {
   });
 }
 
+Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
+  requireF32(x, "replica_sum", "the input");
+  int64_t ranks = ctx.tp().size(), n = x.numel();
+  if (replicas < 1 || ranks % replicas)
+    fatal("replica_sum: " + std::to_string(replicas) +
+          " replicas do not divide the " + std::to_string(ranks) + " ranks");
+  // Each block's slot of one all-reduce: the ranks sharing it add into it.
+  int64_t slot = ctx.tp().rank() / replicas;
+  std::vector<float> slots((ranks / replicas) * n, 0.0f);
+  std::copy_n(x.f32(), n, slots.data() + slot * n);
+  ctx.tp().allReduceSum(slots.data(), static_cast<int64_t>(slots.size()));
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  std::copy_n(slots.data() + slot * n, n, out.f32());
+  return out;
+}
+
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim) {
   requireF32(grad, "accumulate_grad", "the gradient");

@@ -70,6 +70,11 @@ double gradNorm(Context &ctx) {
     double sum = 0;
     for (int64_t i = 0, n = buffer.grad.numel(); i < n; ++i)
       sum += static_cast<double>(g[i]) * g[i];
+    // A block that several ranks hold (KV heads fewer than the ranks) is
+    // counted once.
+    auto layout = ctx.paramLayouts().find(fqn);
+    if (layout != ctx.paramLayouts().end())
+      sum /= static_cast<double>(layout->second.replicas);
     (buffer.splitDim >= 0 ? split : replicated) += sum;
   }
   float total = static_cast<float>(split);

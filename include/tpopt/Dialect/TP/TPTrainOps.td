@@ -285,6 +285,25 @@ def TP_HoldLikeOp : TP_Op<"hold_like",
   let assemblyFormat = "$cotangent `,` $like attr-dict `:` type($result)";
 }
 
+def TP_ReplicaSumOp : TP_Op<"replica_sum",
+    [Pure, SameOperandsAndResultType, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Sum of a block's gradient over the ranks that share it";
+  let description = [{
+    In a partitioned program whose parameter blocks are each held by
+    `replicas` consecutive ranks of `@tp` (KV heads fewer than the ranks),
+    each rank's gradient of its block is the part its own query heads
+    contribute; every rank gets the sum over the ranks holding the same
+    block. `tp-partition` adds it before `tp.accumulate_grad`.
+
+    ```mlir
+    %g = tp.replica_sum %dk {replicas = 2 : i64} : tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, I64Attr:$replicas);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
 //===----------------------------------------------------------------------===//
 // Gradient sink
 //===----------------------------------------------------------------------===//
