@@ -20,10 +20,12 @@
 #include <algorithm>
 #include <cblas.h>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <malloc.h>
+#include <memory>
 #include <mpi.h>
 #include <omp.h>
 #include <string>
@@ -108,6 +110,34 @@ void checkWeightFiles(tprt::Context &ctx) {
                   "' is not the weights file the program was "
                   "compiled against (same size, different content)");
   }
+}
+
+/// --weights: another copy of the model file (checked against the one the
+/// program was compiled with), or a checkpoint (`model.safetensors`, as
+/// `--train --save` writes it) that every parameter is read from by FQN.
+bool isCheckpoint(const std::string &weights) {
+  const std::string suffix = ".safetensors";
+  return weights.size() >= suffix.size() &&
+         weights.compare(weights.size() - suffix.size(), suffix.size(),
+                         suffix) == 0;
+}
+
+/// The context of this rank, reading parameters from `weights`.
+std::unique_ptr<tprt::Context> makeContext(int rank, int size,
+                                           const std::string &weights) {
+  bool checkpoint = isCheckpoint(weights);
+  auto ctx = std::make_unique<tprt::Context>(
+      rank, size, checkpoint ? tprt_model_path : weights,
+      baseName(tprt_model_path));
+  if (!checkpoint) {
+    checkWeightFiles(*ctx);
+    return ctx;
+  }
+  char real[PATH_MAX];
+  if (!::realpath(weights.c_str(), real))
+    tprt::fatal("cannot open the checkpoint '" + weights + "'");
+  ctx->useCheckpoint(real);
+  return ctx;
 }
 
 } // namespace
@@ -217,9 +247,8 @@ int main(int argc, char **argv) try {
     // Weak: absent from inference-only programs (train() says so).
     if (&tprt_model_optimizer)
       train.optimizer = tprt_model_optimizer;
-    tprt::Context ctx(rank, size, weights, baseName(tprt_model_path));
-    checkWeightFiles(ctx);
-    int status = tprt::train(ctx, train);
+    std::unique_ptr<tprt::Context> ctx = makeContext(rank, size, weights);
+    int status = tprt::train(*ctx, train);
     MPI_Finalize();
     return status;
   }
@@ -263,8 +292,8 @@ int main(int argc, char **argv) try {
     return 1;
   }
 
-  tprt::Context ctx(rank, size, weights, baseName(tprt_model_path));
-  checkWeightFiles(ctx);
+  std::unique_ptr<tprt::Context> context = makeContext(rank, size, weights);
+  tprt::Context &ctx = *context;
   tprt::Tensor logits = tprt_model_forward(ctx, ids, attentionMask);
   if (rank == 0)
     tprt::writeNpy(output, logits);

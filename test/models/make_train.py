@@ -15,6 +15,9 @@ The gradient norm is taken after accumulation, before the update.
   ARCH/train/tokens.npy, mask.npy     int64 [12, 12] (micro-batches in order)
   ARCH/train/reference.json           per-step loss and grad norm
   ARCH/train/final.safetensors        every parameter after the 3 steps
+  ARCH/train/final_logits_b3_s12_pad.npy
+                                      the trained model's logits at
+                                      ref/input_ids_b3_s12_pad.npy
 
 and, for Llama and Qwen2 with the LoRA adapter ARCH/lora loaded by PEFT
 (`PeftModel.from_pretrained(..., is_trainable=True)`: only lora_A and
@@ -100,6 +103,15 @@ def train(arch, out, lora=False):
                    "micro_batch": BATCH, "grad_accum": ACCUM,
                    "steps": steps}, f, indent=1)
         f.write("\n")
+    # The trained model's logits at generate.py's padded reference inputs
+    # (a checkpoint reloaded at any tp must give them).
+    model.eval()
+    ids_ref, mask_ref = generate.inputs_for(generate.REF_SHAPES["b3_s12_pad"],
+                                            True, 11)
+    with torch.no_grad():
+        logits = model(input_ids=ids_ref, attention_mask=mask_ref,
+                       use_cache=False).logits
+    np.save(os.path.join(d, "final_logits_b3_s12_pad.npy"), logits.numpy())
     save_file({peft_name(n): p.detach().contiguous()
                for n, p in model.named_parameters()},
               os.path.join(d, "final.safetensors"))

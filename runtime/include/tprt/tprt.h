@@ -108,6 +108,23 @@ public:
 std::unique_ptr<Communicator> createMpiCommunicator(int color);
 
 //===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+/// One tensor of a .safetensors file: its type, shape and byte range
+/// (`offset` from the start of the file; `begin`, `end` as the header says).
+struct SafetensorsEntry {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0, offset = 0;
+};
+
+/// The tensors of a .safetensors file by name; a malformed header is an
+/// error naming the file and the byte.
+std::map<std::string, SafetensorsEntry>
+readSafetensorsIndex(const std::string &path);
+
+//===----------------------------------------------------------------------===//
 // Context and parameters
 //===----------------------------------------------------------------------===//
 
@@ -127,6 +144,18 @@ public:
   /// an absolute path as is (a LoRA adapter), otherwise relative to the
   /// model's directory.
   std::string resolve(const std::string &file) const;
+
+  /// Reads every parameter from the checkpoint `path` (a model.safetensors
+  /// that `model --train --save` wrote, or transformers): by FQN, whole
+  /// tensors in canonical orientation, this rank's block sliced out.
+  void useCheckpoint(const std::string &path) {
+    checkpointPath_ = path;
+    checkpoint_ = readSafetensorsIndex(path);
+  }
+  const std::string &checkpointPath() const { return checkpointPath_; }
+  const std::map<std::string, SafetensorsEntry> &checkpoint() const {
+    return checkpoint_;
+  }
 
   /// Parameters read so far, by FQN: a program that runs several forward
   /// passes reads each parameter once.
@@ -162,6 +191,8 @@ private:
   std::map<std::string, Tensor> params_;
   std::map<std::string, ParamLayout> layouts_;
   std::map<std::string, GradBuffer> grads_;
+  std::string checkpointPath_;
+  std::map<std::string, SafetensorsEntry> checkpoint_;
 };
 
 /// Reads one parameter, or this rank's part of it, from its file: `length`

@@ -154,6 +154,13 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
   return canonical;
 }
 
+static std::string joinDims(const std::vector<int64_t> &shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out;
+}
+
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
@@ -161,6 +168,23 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   int64_t replicas) {
   if (Tensor *cached = ctx.cachedParam(fqn))
     return *cached;
+  // From a checkpoint: the tensor of that name, whole and canonical.
+  if (!ctx.checkpointPath().empty()) {
+    auto entry = ctx.checkpoint().find(fqn);
+    if (entry == ctx.checkpoint().end())
+      fatal("checkpoint '" + ctx.checkpointPath() + "' has no tensor '" + fqn +
+            "'");
+    if (entry->second.shape != shape)
+      fatal("checkpoint '" + ctx.checkpointPath() + "': tensor '" + fqn +
+            "' is [" + joinDims(entry->second.shape) +
+            "], the program's parameter [" + joinDims(shape) + "]");
+    file = ctx.checkpointPath().c_str();
+    initializer = fqn;
+    offset = entry->second.offset;
+    length = entry->second.end - entry->second.begin;
+    storedDtype = entry->second.dtype;
+    transposed = false;
+  }
   int64_t shardIndex = 0;
   if (shardDim >= 0) {
     // main checked the ranks against the program's tp size; a parameter
