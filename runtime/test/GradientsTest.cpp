@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestTensors.h"
 #include "tprt/tprt.h"
 
 #include "gtest/gtest.h"
@@ -16,23 +17,10 @@
 #include <random>
 
 using namespace tprt;
+using tprt::test::ctx;
+using tprt::test::randomTensor;
 
 namespace {
-
-Context &ctx() {
-  static Context context(0, 1, "/nonexistent/model.onnx", "model.onnx");
-  return context;
-}
-
-Tensor randomTensor(std::vector<int64_t> shape, unsigned seed, float lo = -1.0f,
-                    float hi = 1.0f) {
-  Tensor t(DType::F32, std::move(shape));
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.f32()[i] = dist(gen);
-  return t;
-}
 
 double dot(const Tensor &a, const Tensor &b) {
   EXPECT_EQ(a.shape(), b.shape());

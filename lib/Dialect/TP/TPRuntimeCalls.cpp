@@ -149,21 +149,27 @@ ArrayRef<RuntimeSignature> AttentionOp::getRuntimeSignatures() {
   return kAttention;
 }
 
+/// The attributes tp.attention and its backward pass after their tensors.
+template <typename AttentionLikeOp>
+static void addAttentionAttrs(RuntimeCall &call, AttentionLikeOp op) {
+  IntegerAttr window = op.getSlidingWindowAttr();
+  FloatAttr softcap = op.getSoftcapAttr();
+  call.i64(op.getNumHeads())
+      .i64(op.getNumKvHeads())
+      .i64(op.getHeadDim())
+      .f64(op.getScale().convertToDouble())
+      .flag(op.getCausal())
+      .i64(window ? window.getInt() : 0)
+      .f64(softcap ? softcap.getValueAsDouble() : 0.0);
+}
+
 LogicalResult AttentionOp::buildRuntimeCall(RuntimeCall &call) {
-  IntegerAttr window = getSlidingWindowAttr();
-  FloatAttr softcap = getSoftcapAttr();
   call.callee(kAttention[0])
       .tensor(getQ())
       .tensor(getK())
       .tensor(getV())
-      .tensor(getKeyMask())
-      .i64(getNumHeads())
-      .i64(getNumKvHeads())
-      .i64(getHeadDim())
-      .f64(getScale().convertToDouble())
-      .flag(getCausal())
-      .i64(window ? window.getInt() : 0)
-      .f64(softcap ? softcap.getValueAsDouble() : 0.0);
+      .tensor(getKeyMask());
+  addAttentionAttrs(call, *this);
   return success();
 }
 
@@ -401,21 +407,13 @@ ArrayRef<RuntimeSignature> AttentionGradOp::getRuntimeSignatures() {
 }
 
 LogicalResult AttentionGradOp::buildRuntimeCall(RuntimeCall &call) {
-  IntegerAttr window = getSlidingWindowAttr();
-  FloatAttr softcap = getSoftcapAttr();
   call.callee(kAttentionGrad[0])
       .tensor(getQ())
       .tensor(getK())
       .tensor(getV())
       .tensor(getDout())
-      .tensor(getKeyMask())
-      .i64(getNumHeads())
-      .i64(getNumKvHeads())
-      .i64(getHeadDim())
-      .f64(getScale().convertToDouble())
-      .flag(getCausal())
-      .i64(window ? window.getInt() : 0)
-      .f64(softcap ? softcap.getValueAsDouble() : 0.0);
+      .tensor(getKeyMask());
+  addAttentionAttrs(call, *this);
   return success();
 }
 

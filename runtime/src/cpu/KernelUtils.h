@@ -10,6 +10,9 @@
 
 #include "tprt/tprt.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
 namespace tprt {
@@ -52,6 +55,89 @@ Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
     o[i] = fn(x[i], y[i]);
   return out;
 }
+
+/// The shapes of an attention call (forward or backward), checked: q
+/// [B, Sq, heads * headDim], k and v [B, Skv, kvHeads * headDim], the key
+/// mask int64 [B, Skv] or undefined. Queries are the last Sq positions of
+/// the keys (Sq == Skv without a cache).
+struct AttentionShape {
+  int64_t batch, sq, skv, group, queryOffset;
+  const int64_t *mask = nullptr;
+
+  AttentionShape(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                 int64_t headDim, const char *op) {
+    requireF32(q, op, "q");
+    requireF32(k, op, "k");
+    requireF32(v, op, "v");
+    if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
+        q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
+        v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
+        heads % kvHeads != 0)
+      fatal(std::string(op) + ": q " + q.describe() + ", k " + k.describe() +
+            ", v " + v.describe() + " do not match " + std::to_string(heads) +
+            " heads, " + std::to_string(kvHeads) + " KV heads of " +
+            std::to_string(headDim));
+    batch = q.dim(0);
+    sq = q.dim(1);
+    skv = k.dim(1);
+    group = heads / kvHeads;
+    queryOffset = skv - sq;
+    if (keyMask.defined()) {
+      if (keyMask.dtype() != DType::I64 || keyMask.rank() != 2 ||
+          keyMask.dim(0) != batch || keyMask.dim(1) != skv)
+        fatal(std::string(op) + ": key mask " + keyMask.describe() +
+              " is not int64 [batch, seq_kv]");
+      mask = keyMask.i64();
+    }
+  }
+};
+
+/// What tp.attention does to one row of `scale * q k^T` scores (query at
+/// key position `pos` of batch row `b`): soft-capping (the tanh of each
+/// capped score kept in `tanhs` when given, for the backward), the causal,
+/// window and key masks, then the softmax. A query that sees no key gets a
+/// row of zeros.
+struct AttentionMasking {
+  bool causal;
+  int64_t window;
+  float cap;
+  const int64_t *keyMask; // [batch, skv], or null
+  int64_t skv;
+
+  void probabilities(float *row, int64_t b, int64_t pos,
+                     float *tanhs = nullptr) const {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    float best = ninf;
+    for (int64_t j = 0; j < skv; ++j) {
+      bool visible = (!causal || j <= pos) &&
+                     (window <= 0 || pos - j < window) &&
+                     (!keyMask || keyMask[b * skv + j] != 0);
+      float s = row[j];
+      if (cap > 0) {
+        float t = std::tanh(s / cap);
+        if (tanhs)
+          tanhs[j] = t;
+        s = cap * t;
+      }
+      row[j] = visible ? s : ninf;
+      best = std::max(best, row[j]);
+    }
+    if (best == ninf) {
+      std::fill(row, row + skv, 0.0f);
+      return;
+    }
+    float total = 0;
+    for (int64_t j = 0; j < skv; ++j) {
+      float e = row[j] == ninf ? 0.0f : std::exp(row[j] - best);
+      row[j] = e;
+      total += e;
+    }
+    float inv = 1.0f / total;
+    for (int64_t j = 0; j < skv; ++j)
+      row[j] *= inv;
+  }
+};
 
 } // namespace tprt
 

@@ -145,35 +145,19 @@ Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
                        const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                        int64_t headDim, double scale, bool causal,
                        int64_t window, double softcap) {
-  requireF32(q, "attention_grad", "q");
-  requireF32(k, "attention_grad", "k");
-  requireF32(v, "attention_grad", "v");
+  AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim,
+                       "attention_grad");
   requireF32(dout, "attention_grad", "dout");
   requireSameShape(q, dout, "attention_grad");
-  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
-      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
-      v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
-      heads % kvHeads != 0)
-    fatal("attention_grad: q " + q.describe() + ", k " + k.describe() + ", v " +
-          v.describe() + " do not match " + std::to_string(heads) + " heads, " +
-          std::to_string(kvHeads) + " KV heads of " + std::to_string(headDim));
-  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1),
-          group = heads / kvHeads;
-  const int64_t *mask = nullptr;
-  if (keyMask.defined()) {
-    if (keyMask.dtype() != DType::I64 || keyMask.rank() != 2 ||
-        keyMask.dim(0) != batch || keyMask.dim(1) != skv)
-      fatal("attention_grad: key mask " + keyMask.describe() +
-            " is not int64 [batch, seq_kv]");
-    mask = keyMask.i64();
-  }
-  int64_t queryOffset = skv - sq;
+  int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
+          group = shape.group, queryOffset = shape.queryOffset;
+  const int64_t *mask = shape.mask;
   Tensor dq(DType::F32, q.shape()), dk(DType::F32, k.shape()),
       dv(DType::F32, v.shape());
   const float *qd = q.f32(), *kd = k.f32(), *vd = v.f32(), *dod = dout.f32();
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
-  const float ninf = -std::numeric_limits<float>::infinity();
   int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
+  AttentionMasking masking{causal, window, cap, mask, skv};
   // One (batch, KV head) per iteration: the query heads of its group add
   // into the same dk and dv.
 #pragma omp parallel
@@ -193,37 +177,9 @@ Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
           // The probabilities, as the forward computes them.
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
                       fscale, qh, qStride, kh, kvStride, 0.0f, p.data(), skv);
-          for (int64_t i = 0; i < sq; ++i) {
-            float *row = p.data() + i * skv;
-            int64_t pos = i + queryOffset;
-            float best = ninf;
-            for (int64_t j = 0; j < skv; ++j) {
-              bool visible = (!causal || j <= pos) &&
-                             (window <= 0 || pos - j < window) &&
-                             (!mask || mask[b * skv + j] != 0);
-              float s = row[j];
-              if (cap > 0) {
-                float t = std::tanh(s / cap);
-                tanhs[i * skv + j] = t;
-                s = cap * t;
-              }
-              row[j] = visible ? s : ninf;
-              best = std::max(best, row[j]);
-            }
-            if (best == ninf) {
-              std::fill(row, row + skv, 0.0f);
-              continue;
-            }
-            float total = 0;
-            for (int64_t j = 0; j < skv; ++j) {
-              float e = row[j] == ninf ? 0.0f : std::exp(row[j] - best);
-              row[j] = e;
-              total += e;
-            }
-            float inv = 1.0f / total;
-            for (int64_t j = 0; j < skv; ++j)
-              row[j] *= inv;
-          }
+          for (int64_t i = 0; i < sq; ++i)
+            masking.probabilities(p.data() + i * skv, b, i + queryOffset,
+                                  cap > 0 ? tanhs.data() + i * skv : nullptr);
           // dv += P^T dout; dP = dout v^T.
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, skv, headDim, sq,
                       1.0f, p.data(), skv, doh, qStride, 1.0f, dvh, kvStride);

@@ -315,34 +315,14 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                  int64_t headDim, double scale, bool causal, int64_t window,
                  double softcap) {
-  requireF32(q, "attention", "q");
-  requireF32(k, "attention", "k");
-  requireF32(v, "attention", "v");
-  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
-      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
-      v.dim(2) != kvHeads * headDim || k.dim(0) != q.dim(0) ||
-      v.dim(0) != q.dim(0) || k.dim(1) != v.dim(1) || kvHeads <= 0 ||
-      heads % kvHeads != 0)
-    fatal("attention: q " + q.describe() + ", k " + k.describe() + ", v " +
-          v.describe() + " do not match " + std::to_string(heads) + " heads, " +
-          std::to_string(kvHeads) + " KV heads of " + std::to_string(headDim));
-  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1),
-          group = heads / kvHeads;
-  const int64_t *mask = nullptr;
-  if (keyMask.defined()) {
-    if (keyMask.dtype() != DType::I64 || keyMask.rank() != 2 ||
-        keyMask.dim(0) != batch || keyMask.dim(1) != skv)
-      fatal("attention: key mask " + keyMask.describe() +
-            " is not int64 [batch, seq_kv]");
-    mask = keyMask.i64();
-  }
-  // Queries are the last sq positions of the keys (sq == skv without cache).
-  int64_t queryOffset = skv - sq;
+  AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim, "attention");
+  int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
+          group = shape.group, queryOffset = shape.queryOffset;
+  const int64_t *mask = shape.mask;
   Tensor out = Tensor::uninitialized(DType::F32, q.shape());
   const float *qd = q.f32(), *kd = k.f32(), *vd = v.f32();
   float *o = out.f32();
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
-  const float ninf = -std::numeric_limits<float>::infinity();
   int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
   // Per (batch, head): scores = Q K^T and out = P V as two sgemm calls on
   // the packed layout (leading dimensions step over the other heads). Each
@@ -357,6 +337,7 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
           " floats (one per thread) do not fit in this machine's " +
           std::to_string(physicalMemoryBytes()) +
           " bytes of memory (shorter sequences, or fewer threads)");
+  AttentionMasking masking{causal, window, cap, mask, skv};
 #pragma omp parallel
   {
     std::vector<float> scores(sq * skv);
@@ -371,34 +352,8 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
                     fscale, qh, qStride, kh, kvStride, 0.0f, scores.data(),
                     skv);
-        for (int64_t i = 0; i < sq; ++i) {
-          float *row = scores.data() + i * skv;
-          int64_t pos = i + queryOffset;
-          float best = ninf;
-          for (int64_t j = 0; j < skv; ++j) {
-            bool visible = (!causal || j <= pos) &&
-                           (window <= 0 || pos - j < window) &&
-                           (!mask || mask[b * skv + j] != 0);
-            float s = row[j];
-            if (cap > 0)
-              s = cap * std::tanh(s / cap);
-            row[j] = visible ? s : ninf;
-            best = std::max(best, row[j]);
-          }
-          if (best == ninf) { // sees no key: zeros
-            std::fill(row, row + skv, 0.0f);
-            continue;
-          }
-          float total = 0;
-          for (int64_t j = 0; j < skv; ++j) {
-            float e = row[j] == ninf ? 0.0f : std::exp(row[j] - best);
-            row[j] = e;
-            total += e;
-          }
-          float inv = 1.0f / total;
-          for (int64_t j = 0; j < skv; ++j)
-            row[j] *= inv;
-        }
+        for (int64_t i = 0; i < sq; ++i)
+          masking.probabilities(scores.data() + i * skv, b, i + queryOffset);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, headDim, skv,
                     1.0f, scores.data(), skv, vh, kvStride, 0.0f, oh, qStride);
       }

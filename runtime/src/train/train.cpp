@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <mpi.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,6 +141,14 @@ int train(Context &ctx, const TrainOptions &o) {
       }
     }
   }
+  // The peak resident memory of the largest rank.
+  double rss = 0;
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0)
+    rss = usage.ru_maxrss / 1024.0;
+  MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (ctx.rank() == 0)
+    std::printf("peak RSS %.1f MiB (the largest rank)\n", rss);
   if (!o.save.empty())
     saveCheckpoint(ctx, o.save);
   return 0;
