@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/ONNX/ONNXOps.h"
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
@@ -366,8 +367,15 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
                                   ";");
     emitc::VerbatimOp::create(builder, func.getLoc(),
                               weightFileTable(func, path));
-    // A training program names its optimizer (main's --train reads it).
+    // A training program names its optimizer and its vocabulary (main's
+    // --train reads them: token files are checked before the first step).
     if (train) {
+      FailureOr<ModelConfig> config = ModelConfig::read(module);
+      int64_t vocab =
+          succeeded(config) && config->vocabSize ? *config->vocabSize : 0;
+      emitc::VerbatimOp::create(builder, func.getLoc(),
+                                "const int64_t tprt_model_vocab_size = " +
+                                    std::to_string(vocab) + ";");
       auto optimizer =
           train->getAttrOfType<StringAttr>(TPDialect::kOptimizerAttrName);
       emitc::VerbatimOp::create(

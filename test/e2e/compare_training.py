@@ -75,6 +75,11 @@ with tempfile.TemporaryDirectory() as tmp:
         sys.exit(1)
     got = [json.loads(line) for line in open(log)]
     weights = read_safetensors(os.path.join(save, "model.safetensors"))
+    # With LoRA the factors are in PEFT's file, under PEFT's names.
+    adapter = os.path.join(save, "adapter_model.safetensors")
+    if os.path.exists(adapter):
+        for name, w in read_safetensors(adapter).items():
+            weights[name.removeprefix("base_model.model.")] = w
     has_config = os.path.exists(os.path.join(save, "config.json"))
 
 if len(got) != len(steps):

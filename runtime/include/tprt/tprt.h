@@ -117,6 +117,8 @@ struct SafetensorsEntry {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0, offset = 0;
+  /// The file it is in.
+  std::string file;
 };
 
 /// The tensors of a .safetensors file by name; a malformed header is an
@@ -146,12 +148,10 @@ public:
   std::string resolve(const std::string &file) const;
 
   /// Reads every parameter from the checkpoint `path` (a model.safetensors
-  /// that `model --train --save` wrote, or transformers): by FQN, whole
-  /// tensors in canonical orientation, this rank's block sliced out.
-  void useCheckpoint(const std::string &path) {
-    checkpointPath_ = path;
-    checkpoint_ = readSafetensorsIndex(path);
-  }
+  /// that `model --train --save` wrote, or transformers'), and a PEFT
+  /// adapter_model.safetensors beside it: by FQN, whole tensors in
+  /// canonical orientation, this rank's block sliced out.
+  void useCheckpoint(const std::string &path);
   const std::string &checkpointPath() const { return checkpointPath_; }
   const std::map<std::string, SafetensorsEntry> &checkpoint() const {
     return checkpoint_;
@@ -168,6 +168,8 @@ public:
     std::vector<int64_t> shape;
     int shardDim = -1;
     int64_t shards = 1, replicas = 1;
+    /// The file it was read from.
+    std::string file;
   };
   const std::map<std::string, ParamLayout> &paramLayouts() const {
     return layouts_;
@@ -388,6 +390,8 @@ tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
                                                  tprt::Tensor attention_mask);
 /// Defined by a training program: its optimizer ("adamw" or "sgd").
 [[gnu::weak]] extern const char *const tprt_model_optimizer;
+/// Defined by a training program: its vocabulary size (0: unknown).
+[[gnu::weak]] extern const int64_t tprt_model_vocab_size;
 /// Defined by the generated program: the model file it was compiled from.
 extern const char *const tprt_model_path;
 /// Defined by the generated program: the ranks of its tensor-parallel group

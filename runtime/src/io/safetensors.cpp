@@ -42,6 +42,7 @@ public:
         fail("tensor '" + name + "': its data_offsets are outside the " +
              std::to_string(dataBytes) + " data bytes");
       entry.offset = dataStart + entry.begin;
+      entry.file = path_;
       if (!entries.emplace(name, entry).second)
         fail("tensor '" + name + "' appears twice");
     } while (comma('}'));
@@ -192,6 +193,22 @@ readSafetensorsIndex(const std::string &path) {
     fatal("cannot read '" + path + "'");
   return HeaderParser(path, header)
       .parse(8 + headerBytes, size - 8 - headerBytes);
+}
+
+void Context::useCheckpoint(const std::string &path) {
+  checkpointPath_ = path;
+  checkpoint_ = readSafetensorsIndex(path);
+  size_t slash = path.find_last_of('/');
+  std::string adapter =
+      (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
+      "/adapter_model.safetensors";
+  if (!std::ifstream(adapter))
+    return;
+  const std::string prefix = "base_model.model.";
+  for (auto &[name, entry] : readSafetensorsIndex(adapter))
+    checkpoint_[name.compare(0, prefix.size(), prefix) == 0
+                    ? name.substr(prefix.size())
+                    : name] = entry;
 }
 
 } // namespace tprt

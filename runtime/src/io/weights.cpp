@@ -178,7 +178,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
       fatal("checkpoint '" + ctx.checkpointPath() + "': tensor '" + fqn +
             "' is [" + joinDims(entry->second.shape) +
             "], the program's parameter [" + joinDims(shape) + "]");
-    file = ctx.checkpointPath().c_str();
+    file = entry->second.file.c_str();
     initializer = fqn;
     offset = entry->second.offset;
     length = entry->second.end - entry->second.begin;
@@ -200,7 +200,8 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
       readParamBlock(ctx, fqn, initializer, file, offset, length, storedDtype,
                      shape, transposed, shardDim, shards, shardIndex);
   ctx.cacheParam(fqn, value);
-  ctx.setParamLayout(fqn, {shape, shardDim, shards, replicas});
+  ctx.setParamLayout(fqn,
+                     {shape, shardDim, shards, replicas, ctx.resolve(file)});
   return value;
 }
 

@@ -57,36 +57,28 @@ void publish(const std::string &temp, const std::string &path) {
 
 } // namespace
 
-void saveCheckpoint(Context &ctx, const std::string &dir) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto &[fqn, layout] : ctx.paramLayouts()) {
-    Tensor local = *ctx.cachedParam(fqn);
-    if (local.dtype() != DType::F32)
-      local = local.to(DType::F32);
-    if (layout.shardDim >= 0)
-      local = dropReplicaBlocks(all_gather(ctx, local, layout.shardDim),
-                                layout.shardDim, local.dim(layout.shardDim),
-                                layout.replicas);
-    tensors.emplace_back(fqn, local);
-  }
-  if (ctx.rank() != 0)
-    return;
-  // The safetensors layout: an 8-byte header size, a JSON header padded
-  // with spaces to 8 bytes, the data in header order.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+/// `tensors` as DIR/NAME in the safetensors layout (an 8-byte header size, a
+/// JSON header padded with spaces to 8 bytes, the data in header order),
+/// each key prefixed with `prefix`.
+static void writeSafetensors(const std::string &path,
+                             const NamedTensors &tensors,
+                             const std::string &prefix) {
   std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
   uint64_t offset = 0;
   for (const auto &[fqn, t] : tensors) {
     std::string shape;
     for (int i = 0; i < t.rank(); ++i)
       shape += (i ? "," : "") + std::to_string(t.dim(i));
-    header += ",\"" + fqn + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," +
+    header += ",\"" + prefix + fqn + "\":{\"dtype\":\"F32\",\"shape\":[" +
+              shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
               std::to_string(offset + t.bytes()) + "]}";
     offset += t.bytes();
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
-  std::string path = dir + "/model.safetensors", temp = path + ".tmp";
+  std::string temp = path + ".tmp";
   {
     std::ofstream out(temp, std::ios::binary);
     if (!out)
@@ -98,18 +90,66 @@ void saveCheckpoint(Context &ctx, const std::string &dir) {
       writeOrFail(out, entry.second.raw(), entry.second.bytes(), temp);
   }
   publish(temp, path);
-  std::ifstream config(ctx.resolve("config.json"), std::ios::binary);
-  if (!config)
+}
+
+/// A copy of `from` as `to` (nothing when `from` does not exist).
+static void copyIfPresent(const std::string &from, const std::string &to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in)
     return;
-  std::string configPath = dir + "/config.json",
-              configTemp = configPath + ".tmp";
+  std::string temp = to + ".tmp";
   {
-    std::ofstream out(configTemp, std::ios::binary);
-    out << config.rdbuf();
+    std::ofstream out(temp, std::ios::binary);
+    out << in.rdbuf();
     if (!out)
-      fatal("cannot write '" + configTemp + "'");
+      fatal("cannot write '" + temp + "'");
   }
-  publish(configTemp, configPath);
+  publish(temp, to);
+}
+
+static bool isAdapterTensor(const std::string &fqn) {
+  for (const char *suffix :
+       {".lora_A.weight", ".lora_B.weight", ".lora_B.bias"}) {
+    std::string s = suffix;
+    if (fqn.size() >= s.size() &&
+        fqn.compare(fqn.size() - s.size(), s.size(), s) == 0)
+      return true;
+  }
+  return false;
+}
+
+void saveCheckpoint(Context &ctx, const std::string &dir) {
+  NamedTensors base, adapter;
+  std::string adapterFile;
+  for (const auto &[fqn, layout] : ctx.paramLayouts()) {
+    Tensor local = *ctx.cachedParam(fqn);
+    if (local.dtype() != DType::F32)
+      local = local.to(DType::F32);
+    if (layout.shardDim >= 0)
+      local = dropReplicaBlocks(all_gather(ctx, local, layout.shardDim),
+                                layout.shardDim, local.dim(layout.shardDim),
+                                layout.replicas);
+    if (isAdapterTensor(fqn)) {
+      adapter.emplace_back(fqn, local);
+      adapterFile = layout.file;
+    } else {
+      base.emplace_back(fqn, local);
+    }
+  }
+  if (ctx.rank() != 0)
+    return;
+  writeSafetensors(dir + "/model.safetensors", base, "");
+  copyIfPresent(ctx.resolve("config.json"), dir + "/config.json");
+  if (adapter.empty())
+    return;
+  // PEFT's layout: the factors under base_model.model.<module>, beside the
+  // adapter_config.json they were read with.
+  writeSafetensors(dir + "/adapter_model.safetensors", adapter,
+                   "base_model.model.");
+  size_t slash = adapterFile.find_last_of('/');
+  if (slash != std::string::npos)
+    copyIfPresent(adapterFile.substr(0, slash) + "/adapter_config.json",
+                  dir + "/adapter_config.json");
 }
 
 } // namespace tprt

@@ -52,6 +52,18 @@ Tensor readTokens(const std::string &path, const char *what) {
   return t;
 }
 
+/// Every id of `tokens` in [0, vocab) (vocab 0: not known).
+void checkVocabulary(const Tensor &tokens, const std::string &path,
+                     int64_t vocab) {
+  const int64_t *id = tokens.i64();
+  for (int64_t i = 0; i < tokens.numel(); ++i)
+    if (id[i] < 0 || (vocab > 0 && id[i] >= vocab))
+      fatal("--data '" + path + "': token id " + std::to_string(id[i]) +
+            " at row " + std::to_string(i / tokens.dim(1)) + ", position " +
+            std::to_string(i % tokens.dim(1)) +
+            " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
 /// The checkpoint directory exists (made if needed) and takes files.
 void checkWritable(const std::string &dir) {
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
@@ -67,6 +79,8 @@ int train(Context &ctx, const TrainOptions &o) {
     fatal("this program was compiled for inference only: compile it with "
           "tpc --train to use --train");
   Tensor data = readTokens(o.data, "--data");
+  checkVocabulary(data, o.data,
+                  &tprt_model_vocab_size ? tprt_model_vocab_size : 0);
   Tensor mask;
   if (!o.dataMask.empty()) {
     mask = readTokens(o.dataMask, "--data-mask");
