@@ -356,8 +356,8 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
 // .npy files
 //===----------------------------------------------------------------------===//
 
-/// Reads a little-endian C-order .npy of float32, float16 or int64; a
-/// malformed file is an error naming it.
+/// Reads a little-endian C-order .npy of float32, float16, int32 (widened
+/// to int64) or int64; a malformed file is an error naming it.
 Tensor readNpy(const std::string &path);
 
 /// Where a .npy file's data is, as its first bytes (`data`, `size` of them)
@@ -365,7 +365,10 @@ Tensor readNpy(const std::string &path);
 /// header is malformed, names another dtype, or does not fit the file.
 /// readNpy and the fuzzer (fuzz/) share it.
 struct NpyLayout {
+  /// int32 files are read as I64 (`int32` says the file's elements are 4
+  /// bytes).
   DType dtype = DType::F32;
+  bool int32 = false;
   std::vector<int64_t> shape;
   uint64_t dataOffset = 0;
   uint64_t dataBytes = 0;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 namespace tprt {
 
@@ -183,12 +184,16 @@ bool parseNpyPrefix(const char *data, size_t size, uint64_t fileSize,
     layout.dtype = DType::F16;
   else if (header.descr == "<i8")
     layout.dtype = DType::I64;
-  else {
-    error =
-        "unsupported dtype '" + header.descr + "' (float32, float16 or int64)";
+  else if (header.descr == "<i4") {
+    layout.dtype = DType::I64;
+    layout.int32 = true;
+  } else {
+    error = "unsupported dtype '" + header.descr +
+            "' (float32, float16, int32 or int64)";
     return false;
   }
-  uint64_t bytes = dtypeSize(layout.dtype), available = fileSize - dataStart;
+  uint64_t bytes = layout.int32 ? 4 : dtypeSize(layout.dtype),
+           available = fileSize - dataStart;
   bool overflow = false;
   for (int64_t d : header.shape)
     overflow |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
@@ -223,6 +228,13 @@ Tensor readNpy(const std::string &path) {
                                      : "'" + path + "': " + error);
   Tensor t = Tensor::uninitialized(layout.dtype, layout.shape);
   in.seekg(layout.dataOffset);
+  if (layout.int32) {
+    std::vector<int32_t> narrow(t.numel());
+    if (!in.read(reinterpret_cast<char *>(narrow.data()), layout.dataBytes))
+      fatal("'" + path + "': truncated data");
+    std::copy(narrow.begin(), narrow.end(), t.i64());
+    return t;
+  }
   if (!in.read(static_cast<char *>(t.raw()), layout.dataBytes))
     fatal("'" + path + "': truncated data");
   return t;

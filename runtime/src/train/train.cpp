@@ -47,7 +47,7 @@ Tensor readTokens(const std::string &path, const char *what) {
   Tensor t = readNpy(path);
   if (t.dtype() != DType::I64 || t.rank() != 2 || t.dim(1) < 2)
     fatal(std::string(what) + " '" + path +
-          "' must be an int64 [sequences, length >= 2] array, got " +
+          "' must be an int32 or int64 [sequences, length >= 2] array, got " +
           t.describe());
   return t;
 }
