@@ -22,18 +22,8 @@ import numpy as np
 import torch
 import transformers
 
-p = argparse.ArgumentParser()
-p.add_argument("mode", choices=["eager", "dtensor"])
-p.add_argument("model_dir")
-p.add_argument("data")
-p.add_argument("--steps", type=int, default=5)
-p.add_argument("--threads", type=int, default=1)
-p.add_argument("--micro-batch", type=int, default=4)
-p.add_argument("--grad-accum", type=int, default=2)
-args = p.parse_args()
 
-
-def build():
+def build(args):
     config = transformers.LlamaConfig.from_json_file(
         os.path.join(args.model_dir, "config.json"))
     config._attn_implementation = "eager"
@@ -41,7 +31,7 @@ def build():
     return transformers.LlamaForCausalLM(config)
 
 
-def train(model, rank=0, sync=lambda: None):
+def train(args, model, sync=lambda: None):
     ids = torch.from_numpy(np.load(args.data))
     opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad],
                             lr=1e-3, weight_decay=0.01)
@@ -70,7 +60,7 @@ def train(model, rank=0, sync=lambda: None):
     return {"seconds": times, "losses": losses, "peak_rss_mib": rss}
 
 
-def dtensor_worker(rank, port, queue):
+def dtensor_worker(rank, port, queue, args):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
@@ -81,7 +71,7 @@ def dtensor_worker(rank, port, queue):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
     mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
-    model = build()
+    model = build(args)
     plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
             "lm_head": ColwiseParallel(output_layouts=Replicate())}
     for i in range(len(model.model.layers)):
@@ -92,31 +82,45 @@ def dtensor_worker(rank, port, queue):
             plan[f"model.layers.{i}.mlp.{name}"] = ColwiseParallel()
         plan[f"model.layers.{i}.mlp.down_proj"] = RowwiseParallel()
     parallelize_module(model, mesh, plan)
-    result = train(model, rank, sync=dist.barrier)
+    result = train(args, model, sync=dist.barrier)
     queue.put((rank, result))
     dist.barrier()
     dist.destroy_process_group()
 
 
-if args.mode == "eager":
-    torch.set_num_threads(args.threads)
-    print(json.dumps(train(build())))
-    sys.exit(0)
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["eager", "dtensor"])
+    p.add_argument("model_dir")
+    p.add_argument("data")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--micro-batch", type=int, default=4)
+    p.add_argument("--grad-accum", type=int, default=2)
+    args = p.parse_args()
+    args = p.parse_args()
+    if args.mode == "eager":
+        torch.set_num_threads(args.threads)
+        print(json.dumps(train(args, build(args))))
+        return
+    import torch.multiprocessing as mp
 
-import torch.multiprocessing as mp  # noqa: E402
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = 29500 + os.getpid() % 1000
+    procs = [ctx.Process(target=dtensor_worker, args=(r, port, queue, args))
+             for r in range(2)]
+    for proc in procs:
+        proc.start()
+    results = dict(queue.get(timeout=600) for _ in procs)
+    for proc in procs:
+        proc.join()
+    merged = results[0]
+    merged["seconds"] = [max(a, b) for a, b in
+                         zip(results[0]["seconds"], results[1]["seconds"])]
+    merged["peak_rss_mib"] = max(r["peak_rss_mib"] for r in results.values())
+    print(json.dumps(merged))
 
-ctx = mp.get_context("spawn")
-queue = ctx.Queue()
-port = 29500 + os.getpid() % 1000
-procs = [ctx.Process(target=dtensor_worker, args=(r, port, queue))
-         for r in range(2)]
-for proc in procs:
-    proc.start()
-results = dict(queue.get() for _ in procs)
-for proc in procs:
-    proc.join()
-merged = results[0]
-merged["seconds"] = [max(a, b) for a, b in
-                     zip(results[0]["seconds"], results[1]["seconds"])]
-merged["peak_rss_mib"] = max(r["peak_rss_mib"] for r in results.values())
-print(json.dumps(merged))
+
+if __name__ == "__main__":
+    main()
