@@ -72,13 +72,15 @@ const Architecture kArchitectures[] = {
      "NemotronH does not support sequence parallelism (its Mamba mixers run "
      "on whole sequences)",
      /*tiedEmbeddings=*/true,
-     /*perHeadNorms=*/false, /*defaultPadTokenId=*/0},
+     /*perHeadNorms=*/false, /*defaultPadTokenId=*/0,
+     /*embeddingPaddingIdx=*/false},
     {"gemma3", kGemma3Types,
      [](const ArchitectureTraits &t) {
        return t.normWeightOffset || t.embeddingScale;
      },
      gemma3Plan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
-     /*perHeadNorms=*/true, /*defaultPadTokenId=*/0, /*offsetNorms=*/true},
+     /*perHeadNorms=*/true, /*defaultPadTokenId=*/0,
+     /*embeddingPaddingIdx=*/true, /*offsetNorms=*/true},
     {"qwen3", kQwen3Types, [](const ArchitectureTraits &t) { return t.qkNorm; },
      qwen3Plan, /*noSequenceParallel=*/"", /*tiedEmbeddings=*/true,
      /*perHeadNorms=*/true, /*defaultPadTokenId=*/-1},

@@ -79,9 +79,11 @@ struct TPBuildTrainStepPass
     const Architecture *arch = config->architecture
                                    ? lookupArchitecture(*config->architecture)
                                    : nullptr;
-    padTokenId = config->padTokenId ? *config->padTokenId
-                 : arch             ? arch->defaultPadTokenId
-                                    : -1;
+    // (NemotronH's modeling code gives its embedding no padding_idx.)
+    padTokenId = arch && !arch->embeddingPaddingIdx ? -1
+                 : config->padTokenId               ? *config->padTokenId
+                 : arch                             ? arch->defaultPadTokenId
+                                                    : -1;
     if (arch && arch->offsetNorms && failed(checkNormsUnfolded(*forward)))
       return signalPassFailure();
     func::FuncOp step = cloneForward(*forward);

@@ -118,6 +118,38 @@ TEST(Gradients, Attention) {
   }
 }
 
+TEST(Gradients, Mamba2Mixer) {
+  // 2 heads of 4 in 1 group of state 3, a kernel of 3, a padded position.
+  int64_t heads = 2, headDim = 4, groups = 1, state = 3, kernel = 3;
+  int64_t inner = heads * headDim, conv = inner + 2 * groups * state,
+          proj = inner + conv + heads, hidden = 8;
+  std::vector<Tensor> in = {randomTensor({2, 5, hidden}, 71),
+                            randomTensor({proj, hidden}, 72, -0.5f, 0.5f),
+                            randomTensor({conv, 1, kernel}, 73),
+                            randomTensor({conv}, 74),
+                            randomTensor({heads}, 75),
+                            randomTensor({heads}, 76, -1.0f, 0.5f),
+                            randomTensor({heads}, 77),
+                            randomTensor({inner}, 78, 0.5f, 1.5f),
+                            randomTensor({hidden, inner}, 79)};
+  Tensor r = randomTensor({2, 5, hidden}, 80);
+  Tensor mask(DType::I64, {2, 5});
+  for (int64_t i = 0; i < 10; ++i)
+    mask.i64()[i] = i != 9;
+  auto loss = [&](std::vector<Tensor> &v) {
+    return dot(mamba2_mixer(ctx(), v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+                            v[7], v[8], mask, heads, headDim, groups, state,
+                            kernel, 1e-5, 0.0, false),
+               r);
+  };
+  Tensors grads = mamba2_mixer_grad(
+      ctx(), in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8],
+      mask, r, heads, headDim, groups, state, kernel, 1e-5, 0.0, false);
+  ASSERT_EQ(grads.size(), 9u);
+  for (size_t i = 0; i < 9; ++i)
+    checkDirectional(in, i, loss, grads[i], 81 + i, 1e-3, 5e-3);
+}
+
 TEST(Gradients, Activations) {
   // Away from 0, where squared ReLU's derivative jumps.
   Tensor x = randomTensor({3, 7}, 41, 0.1f, 2.0f), r = randomTensor({3, 7}, 42);

@@ -60,8 +60,10 @@ struct Architecture {
   bool tiedEmbeddings;
   bool perHeadNorms;
   /// transformers' default pad_token_id of its config (-1: none): the
-  /// embedding's padding_idx, whose row PyTorch never trains.
+  /// embedding's padding_idx, whose row PyTorch never trains, when its
+  /// modeling code passes it (`embeddingPaddingIdx`).
   int64_t defaultPadTokenId;
+  bool embeddingPaddingIdx = true;
   /// Whether its RMS norms scale by `1 + w` (Gemma): a graph whose norms
   /// have no offset was exported with `1 + w` folded into the weights.
   bool offsetNorms = false;

@@ -130,6 +130,30 @@ void AttentionOp::getSavedForBackward(SmallVectorImpl<Value> &saved) {
   saved.append({getQ(), getK(), getV()});
 }
 
+LogicalResult Mamba2MixerOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  FailureOr<Value> dy = required(*this, resultGrads);
+  if (failed(dy))
+    return failure();
+  SmallVector<Type> types;
+  for (Value v : getOperands().take_front(9))
+    types.push_back(v.getType());
+  auto grad = Mamba2MixerGradOp::create(
+      b, getLoc(), types, getX(), getInProjWeight(), getConvWeight(),
+      getConvBias(), getDtBias(), getALog(), getD(), getNormWeight(),
+      getOutProjWeight(), *dy, getKeyMask(), getNumHeadsAttr(),
+      getHeadDimAttr(), getNGroupsAttr(), getStateSizeAttr(),
+      getConvKernelAttr(), getNormEpsAttr(), getDtMinAttr(), getFoldedAAttr());
+  operandGrads.append(grad->result_begin(), grad->result_end());
+  if (getKeyMask())
+    operandGrads.push_back(Value());
+  return success();
+}
+
+void Mamba2MixerOp::getSavedForBackward(SmallVectorImpl<Value> &saved) {
+  saved.append(getOperands().begin(), getOperands().end());
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -400,3 +400,11 @@ LogicalResult ReplicaSumOp::partition(PartitionState &state) {
   state.propagate(getX(), getResult());
   return success();
 }
+
+LogicalResult Mamba2MixerGradOp::partition(PartitionState &state) {
+  for (Value v : getOperands())
+    if (state.getParamSplitDim(v) >= 0 ||
+        state.getLayout(v) != ShardLayout::Replicated)
+      return emitError("tp-partition: the Mamba2 mixer runs replicated only");
+  return success();
+}

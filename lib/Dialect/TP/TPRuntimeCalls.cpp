@@ -417,6 +417,41 @@ LogicalResult AttentionGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeArg kMamba2GradParams[] = {
+    kTensor, kTensor, kTensor,   kTensor, kTensor, kTensor, kTensor,
+    kTensor, kTensor, kOptional, kTensor, kI64,    kI64,    kI64,
+    kI64,    kI64,    kF64,      kF64,    kBool};
+static constexpr RuntimeSignature kMamba2Grad[] = {
+    {"tprt::mamba2_mixer_grad", kMamba2GradParams, 9}};
+
+ArrayRef<RuntimeSignature> Mamba2MixerGradOp::getRuntimeSignatures() {
+  return kMamba2Grad;
+}
+
+LogicalResult Mamba2MixerGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kMamba2Grad[0])
+      .tensor(getX())
+      .tensor(getInProjWeight())
+      .tensor(getConvWeight())
+      .tensor(getConvBias())
+      .tensor(getDtBias())
+      .tensor(getALog())
+      .tensor(getD())
+      .tensor(getNormWeight())
+      .tensor(getOutProjWeight())
+      .tensor(getKeyMask())
+      .tensor(getDout())
+      .i64(getNumHeads())
+      .i64(getHeadDim())
+      .i64(getNGroups())
+      .i64(getStateSize())
+      .i64(getConvKernel())
+      .f64(getNormEps().convertToDouble())
+      .f64(getDtMin().convertToDouble())
+      .flag(getFoldedA());
+  return success();
+}
+
 static constexpr RuntimeSignature kSiluGrad[] = {
     {"tprt::silu_grad", kTwoTensors}};
 

@@ -337,6 +337,17 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                        const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                        int64_t headDim, double scale, bool causal,
                        int64_t window, double softcap);
+/// The gradients of mamba2_mixer's nine operands (x, in_proj, conv weight
+/// and bias, dt_bias, a_log, d, norm weight, out_proj) given the output's
+/// `dout`: the forward is recomputed, keeping the scan's states.
+Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
+                          const Tensor &convWeight, const Tensor &convBias,
+                          const Tensor &dtBias, const Tensor &aLog,
+                          const Tensor &d, const Tensor &normWeight,
+                          const Tensor &outProj, const Tensor &keyMask,
+                          const Tensor &dout, int64_t heads, int64_t headDim,
+                          int64_t groups, int64_t state, int64_t kernel,
+                          double normEps, double dtMin, bool foldedA);
 /// dy * f'(x) of the elementwise activations.
 Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy);
 Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy);

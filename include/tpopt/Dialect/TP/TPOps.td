@@ -243,7 +243,7 @@ def TP_AttentionOp : TP_Op<"attention",
 }
 
 def TP_Mamba2MixerOp : TP_Op<"mamba2_mixer",
-    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+    [Pure, TP_Partitioned, TP_RuntimeCalled, TP_Differentiable]> {
   let summary = "Mamba2 mixer (selective state space model) of NemotronH";
   let description = [{
     The whole Mamba2 mixer as HuggingFace's `NemotronHMamba2Mixer` computes

@@ -225,6 +225,41 @@ def TP_AttentionGradOp : TP_Op<"attention_grad",
   let hasVerifier = 1;
 }
 
+def TP_Mamba2MixerGradOp : TP_Op<"mamba2_mixer_grad",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Gradients of tp.mamba2_mixer's operands";
+  let description = [{
+    The backward of `tp.mamba2_mixer` with the same operands and
+    attributes, given `dout`, the output's cotangent: the forward is
+    recomputed (keeping the scan's states), then the output projection, the
+    gated grouped RMS norm, the selective scan (last step first), the
+    masked SiLU of the causal convolution and the input projection are
+    differentiated in turn. One result per differentiable operand, in
+    operand order.
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$in_proj_weight,
+                   TP_FloatTensor:$conv_weight, TP_FloatTensor:$conv_bias,
+                   TP_FloatTensor:$dt_bias, TP_FloatTensor:$a_log,
+                   TP_FloatTensor:$d, TP_FloatTensor:$norm_weight,
+                   TP_FloatTensor:$out_proj_weight, TP_FloatTensor:$dout,
+                   Optional<TP_MaskTensor>:$key_mask,
+                   I64Attr:$num_heads, I64Attr:$head_dim, I64Attr:$n_groups,
+                   I64Attr:$state_size, I64Attr:$conv_kernel,
+                   F64Attr:$norm_eps,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dt_min,
+                   UnitAttr:$folded_a);
+  let results = (outs TP_FloatTensor:$dx, TP_FloatTensor:$din_proj_weight,
+                      TP_FloatTensor:$dconv_weight, TP_FloatTensor:$dconv_bias,
+                      TP_FloatTensor:$ddt_bias, TP_FloatTensor:$da_log,
+                      TP_FloatTensor:$dd, TP_FloatTensor:$dnorm_weight,
+                      TP_FloatTensor:$dout_proj_weight);
+  let assemblyFormat = [{
+    $x `,` $in_proj_weight `,` $conv_weight `,` $conv_bias `,` $dt_bias `,`
+    $a_log `,` $d `,` $norm_weight `,` $out_proj_weight `,` $dout
+    (`mask` $key_mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Backward of the elementwise ops: dx = dy * f'(x)
 //===----------------------------------------------------------------------===//
