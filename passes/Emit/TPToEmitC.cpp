@@ -397,6 +397,8 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     // The grid was for the collectives; the runtime knows its communicator.
     for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
       grid.erase();
+    for (auto entry : module.getOps<emitc::FuncOp>())
+      releaseDeadTensors(entry);
     // The program's fingerprint: ranks launched with different programs
     // stop before their first collective.
     std::string text;
@@ -408,6 +410,40 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
         llvm::formatv("const uint64_t tprt_model_fingerprint = {0:x}ull;",
                       llvm::xxh3_64bits(text))
             .str());
+  }
+
+  /// Every tensor a function computes is released right after its last
+  /// reader (`tprt::release` resets the variable): a forward pass, and a
+  /// training step's forward and backward, then hold only the live
+  /// activations instead of all of them until the function returns.
+  static void releaseDeadTensors(emitc::FuncOp func) {
+    if (func.getBody().empty())
+      return;
+    Block &body = func.getBody().front();
+    OpBuilder builder(func.getContext());
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      // Parameters stay in the context's cache anyway.
+      auto call = dyn_cast<emitc::CallOpaqueOp>(op);
+      if (call && call.getCallee() == getLoadParamSignature().callee)
+        continue;
+      for (Value v : op.getResults()) {
+        auto type = dyn_cast<emitc::OpaqueType>(v.getType());
+        if (!type || (type.getValue() != "tprt::Tensor" &&
+                      type.getValue() != "tprt::Tensors"))
+          continue;
+        // The last reader in this straight-line block; a returned value is
+        // the caller's.
+        Operation *last = &op;
+        for (Operation *user : v.getUsers())
+          if (last->isBeforeInBlock(user))
+            last = user;
+        if (last->hasTrait<OpTrait::IsTerminator>())
+          continue;
+        builder.setInsertionPointAfter(last);
+        emitc::CallOpaqueOp::create(builder, op.getLoc(), TypeRange(),
+                                    "tprt::release", ValueRange{v});
+      }
+    }
   }
 
   /// The weights files the parameters read, with the size and sampled hash

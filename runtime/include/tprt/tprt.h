@@ -302,6 +302,10 @@ using Tensors = std::vector<Tensor>;
 inline Tensor take(const Tensors &results, int64_t index) {
   return results[index];
 }
+/// Generated code drops each tensor after its last reader, so that its
+/// memory goes when no other handle holds it.
+inline void release(Tensor &tensor) { tensor = Tensor(); }
+inline void release(Tensors &tensors) { tensors.clear(); }
 
 /// {loss sum (rank 0), lse [B, S]} of logits [B, S, V] against ids shifted
 /// by one, positions whose next mask entry is 0 ignored (tp.cross_entropy).
