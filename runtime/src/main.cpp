@@ -4,7 +4,7 @@
 //         [--weights MODEL.onnx] [--threads T] [--bench N]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
-//         B1,B2 --eps --momentum] [--save DIR] [--log train.jsonl]
+//         B1,B2 --eps --momentum --max-grad-norm] [--save DIR] [--log F]
 //         [--weights MODEL.onnx] [--threads T]
 //
 // Each MPI rank runs tprt_model_forward on the same inputs; rank 0 writes
@@ -43,7 +43,7 @@ void usage(const char *argv0) {
                "       %s --train --data tokens.npy [--data-mask mask.npy] "
                "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
                "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
-               "[--momentum M] [--save DIR] [--log train.jsonl] "
+               "[--momentum M] [--max-grad-norm N] [--save DIR] [--log F] "
                "[--weights MODEL.onnx] [--threads T]\n",
                argv0, argv0);
 }
@@ -217,6 +217,8 @@ int main(int argc, char **argv) try {
       train.eps = realOption(arg, value(), 0, 1);
     else if (arg == "--momentum")
       train.momentum = realOption(arg, value(), 0, 1);
+    else if (arg == "--max-grad-norm")
+      train.maxGradNorm = realOption(arg, value(), 0, 1e30);
     else if (arg == "--betas") {
       std::string text = value();
       size_t comma = text.find(',');

@@ -65,6 +65,8 @@ with tempfile.TemporaryDirectory() as tmp:
            "--grad-accum", str(ref["grad_accum"]),
            "--lr", str(ref["lr"]), "--weight-decay", str(ref["weight_decay"]),
            "--log", log, "--save", save]
+    if "max_grad_norm" in ref:
+        cmd += ["--max-grad-norm", str(ref["max_grad_norm"])]
     if args.mpirun:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
                str(args.mpirun)] + cmd

@@ -23,7 +23,8 @@ and, for Llama and Qwen2 with the LoRA adapter ARCH/lora loaded by PEFT
 (`PeftModel.from_pretrained(..., is_trainable=True)`: only lora_A and
 lora_B train), the same run on the same data in ARCH/train_lora/ (the
 adapter's factors under their module FQNs, `q_proj.lora_A.weight`, beside
-the unchanged base weights).
+the unchanged base weights), and for Llama the same run with
+`clip_grad_norm_(params, 1.0)` before each update in llama/train_clip/.
 
     .venv/bin/python test/models/make_train.py [--out test/models] [--arch A ...]
 
@@ -63,7 +64,7 @@ def peft_name(name):
             .replace(".base_layer", ""))
 
 
-def train(arch, out, lora=False):
+def train(arch, out, lora=False, max_grad_norm=None):
     hf, _, _, _ = generate.rebuild_checked(arch, os.path.join(out, arch))
     model = hf
     if lora:
@@ -91,16 +92,21 @@ def train(arch, out, lora=False):
             loss += out_k.loss.item()
         norm = torch.sqrt(sum((p.grad.double() ** 2).sum()
                               for p in params if p.grad is not None))
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
         opt.step()
         steps.append({"step": step + 1, "loss": loss,
                       "grad_norm": float(norm), "label_tokens": tokens})
-    d = os.path.join(out, arch, "train_lora" if lora else "train")
+    d = os.path.join(out, arch, "train_lora" if lora
+                     else "train_clip" if max_grad_norm else "train")
     os.makedirs(d, exist_ok=True)
     np.save(os.path.join(d, "tokens.npy"), ids.numpy())
     np.save(os.path.join(d, "mask.npy"), mask.numpy())
     with open(os.path.join(d, "reference.json"), "w") as f:
+        extra = {} if max_grad_norm is None else {"max_grad_norm":
+                                                  max_grad_norm}
         json.dump({"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01,
-                   "micro_batch": BATCH, "grad_accum": ACCUM,
+                   "micro_batch": BATCH, "grad_accum": ACCUM, **extra,
                    "steps": steps}, f, indent=1)
         f.write("\n")
     # The trained model's logits at generate.py's padded reference inputs
@@ -127,6 +133,8 @@ def main():
         train(arch, args.out)
         if arch in LORA_ARCHS:
             train(arch, args.out, lora=True)
+        if arch == "llama":
+            train(arch, args.out, max_grad_norm=1.0)
 
 
 if __name__ == "__main__":

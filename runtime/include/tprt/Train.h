@@ -22,6 +22,9 @@ struct TrainOptions {
   int64_t steps = 1, microBatch = 1, gradAccum = 1;
   double lr = 1e-3, weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
          momentum = 0.9;
+  /// Gradients are scaled by max / (norm + 1e-6) when that is below 1, as
+  /// torch.nn.utils.clip_grad_norm_ does (0: no clipping).
+  double maxGradNorm = 0;
   std::string save; ///< a directory, or empty
   std::string log;  ///< a JSON-lines file, or empty
 };

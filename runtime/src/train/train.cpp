@@ -4,8 +4,9 @@
 // of B sequences (the next rows of the data, every rank of the group the
 // same), which add their gradients into the buffers; then, at the
 // optimizer boundary: the gradients are divided by the step's number of
-// label tokens (AutoModel's num_label_tokens), their norm is taken, and
-// the optimizer updates the parameters in place.
+// label tokens (AutoModel's num_label_tokens), their norm is taken, they
+// are clipped (--max-grad-norm), and the optimizer updates the parameters
+// in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,6 +63,15 @@ void checkVocabulary(const Tensor &tokens, const std::string &path,
             " at row " + std::to_string(i / tokens.dim(1)) + ", position " +
             std::to_string(i % tokens.dim(1)) +
             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+/// Every gradient buffer times `factor`.
+void scaleGrads(Context &ctx, float factor) {
+  for (auto &entry : ctx.grads()) {
+    float *g = entry.second.grad.f32();
+    for (int64_t i = 0, n = entry.second.grad.numel(); i < n; ++i)
+      g[i] *= factor;
+  }
 }
 
 /// The checkpoint directory exists (made if needed) and takes files.
@@ -129,14 +139,11 @@ int train(Context &ctx, const TrainOptions &o) {
       fatal("step " + std::to_string(step) +
             " has no label tokens (every mask entry after the first position "
             "is 0)");
-    // The optimizer boundary.
-    float inverse = static_cast<float>(1.0 / static_cast<double>(tokens));
-    for (auto &entry : ctx.grads()) {
-      float *g = entry.second.grad.f32();
-      for (int64_t i = 0, n = entry.second.grad.numel(); i < n; ++i)
-        g[i] *= inverse;
-    }
+    // The optimizer boundary: normalize, norm, clip, update.
+    scaleGrads(ctx, static_cast<float>(1.0 / static_cast<double>(tokens)));
     double norm = gradNorm(ctx);
+    if (o.maxGradNorm > 0 && o.maxGradNorm / (norm + 1e-6) < 1.0)
+      scaleGrads(ctx, static_cast<float>(o.maxGradNorm / (norm + 1e-6)));
     optimizer.step(ctx);
     double seconds = MPI_Wtime() - start;
     loss /= static_cast<double>(tokens);
