@@ -185,8 +185,9 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
     Runs on the global program, after `tp-apply-plan` and before
     `tp-partition`, which then partitions forward and backward with the same
     rules, so every backward collective comes from the plan. The backward
-    reads the forward values its rules need (`getSavedForBackward`): in the
-    IR, they are the forward values the backward ops use.
+    reads the forward values its rules need (`getSavedForBackward`): the
+    forward ops that compute them are marked `tp.saved`, and the backward
+    ops use them.
 
     Trainable are all parameters, or only the LoRA factors (`lora_A`,
     `lora_B`) when the program has them, as PEFT trains; the others get no

@@ -201,6 +201,7 @@ struct TPBuildTrainStepPass
     }
 
     llvm::DenseMap<Value, Value> cotangents;
+    SmallVector<Value> saved;
     auto addCotangent = [&](Value v, Value grad) {
       auto [it, inserted] = cotangents.try_emplace(v, grad);
       if (!inserted)
@@ -234,6 +235,7 @@ struct TPBuildTrainStepPass
       SmallVector<Value> operandGrads;
       if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
         return failure();
+      differentiable.getSavedForBackward(saved);
       if (operandGrads.size() != op->getNumOperands())
         return op->emitError("tp-build-train-step: the VJP gave ")
                << operandGrads.size() << " cotangents for "
@@ -260,6 +262,11 @@ struct TPBuildTrainStepPass
     step.setType(
         b.getFunctionType(step.getArgumentTypes(), {loss.getLoss().getType()}));
     eraseDeadCode(body);
+    // What the forward keeps for the backward, marked where it is computed.
+    for (Value v : saved)
+      if (Operation *def = v.getDefiningOp())
+        if (def->getBlock() == &body)
+          def->setAttr(TPDialect::kSavedAttrName, b.getUnitAttr());
     return success();
   }
 

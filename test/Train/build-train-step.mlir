@@ -17,15 +17,19 @@
 // CHECK: return %{{.*}} : tensor<?x?x16xf32>
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: -> tensor<f32> attributes {tp.entry = "train_step", tp.optimizer = "adamw"}
-// CHECK: %[[H:.*]] = tp.embedding %arg0, %[[E:[^ ]*]]
-// CHECK: %[[A:.*]] = tp.linear %[[H]], %[[U:[^ ]*]]
-// CHECK: %[[S:.*]] = tp.silu %[[A]]
-// CHECK: %[[C:.*]] = tp.linear %[[S]], %[[D:[^ ]*]]
-// CHECK: %[[X:.*]] = tp.add %[[H]], %[[C]]
-// CHECK: %[[Y:.*]] = tp.rms_norm %[[X]], %[[N:[^ ]*]]
-// CHECK: %[[L:.*]] = tp.linear %[[Y]], %[[E]]
+// What the backward reads is marked tp.saved where the forward computes
+// it: the linears' inputs, the activation's input, the norm's input, the
+// logits and the loss's log-sum-exp; not the down projection's output,
+// which only the residual sum reads.
+// CHECK: %[[H:.*]] = tp.embedding %arg0, %[[E:[^ ]*]] {tp.saved}
+// CHECK: %[[A:.*]] = tp.linear %[[H]], %[[U:[^ ]*]] {tp.saved}
+// CHECK: %[[S:.*]] = tp.silu %[[A]] {tp.saved}
+// CHECK: %[[C:.*]] = tp.linear %[[S]], %[[D:[^ ]*]] :
+// CHECK: %[[X:.*]] = tp.add %[[H]], %[[C]] {tp.saved}
+// CHECK: %[[Y:.*]] = tp.rms_norm %[[X]], %[[N:[^ ]*]] {epsilon = {{.*}}, tp.saved}
+// CHECK: %[[L:.*]] = tp.linear %[[Y]], %[[E]] {tp.saved}
 // The loss against the inputs shifted by one, and the last op first.
-// CHECK: %[[LOSS:.*]], %[[LSE:.*]] = tp.cross_entropy %[[L]], %arg0, %arg1 : (tensor<?x?x16xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
+// CHECK: %[[LOSS:.*]], %[[LSE:.*]] = tp.cross_entropy %[[L]], %arg0, %arg1 {tp.saved} : (tensor<?x?x16xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
 // CHECK: %[[DL:.*]] = tp.cross_entropy_grad %[[L]], %arg0, %arg1, %[[LSE]]
 // CHECK: %[[DY:.*]] = tp.linear_grad_input %[[DL]], %[[E]]
 // CHECK: %[[DHEAD:.*]] = tp.linear_grad_weight %[[DL]], %[[Y]] : (tensor<?x?x16xf32>, tensor<?x?x4xf32>) -> tensor<16x4xf32>
@@ -51,7 +55,7 @@
 // gradient held as its parameter (split_dim for the norm), the norm's
 // weight gradient whole.
 // PART-LABEL: func.func @train_step
-// PART: tp.cross_entropy %{{.*}} {vocab_parallel} : (tensor<?x?x8xf32>
+// PART: tp.cross_entropy %{{.*}} {tp.saved, vocab_parallel} : (tensor<?x?x8xf32>
 // PART: tp.cross_entropy_grad {{.*}} {vocab_parallel} : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>, tensor<?x?xf32>) -> tensor<?x?x8xf32>
 // PART: %[[DY:.*]] = tp.linear_grad_input %{{.*}} : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
 // PART-NEXT: %[[DYR:.*]] = shard.all_reduce %[[DY]] on @tp

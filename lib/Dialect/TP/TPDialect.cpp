@@ -105,6 +105,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
              << "point (\"forward\", \"train_step\"), got " << attr.getValue();
     return success();
   }
+  if (attr.getName() == kSavedAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << kSavedAttrName << "' is a unit attribute";
+    return success();
+  }
   if (attr.getName() == kOptimizerAttrName) {
     auto name = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<FunctionOpInterface>(op) || !name ||

@@ -47,6 +47,9 @@ def TP_Dialect : Dialect {
     /// ("forward"; a training step adds "train_step"). Passes find entry
     /// points through it (lookupEntry in TPUtils.h), not by name.
     static constexpr llvm::StringLiteral kEntryAttrName = "tp.entry";
+    /// Unit attribute of a training step's forward op whose result the
+    /// backward reads (what the forward keeps for the backward).
+    static constexpr llvm::StringLiteral kSavedAttrName = "tp.saved";
     /// Function attribute of the training step naming its optimizer
     /// ("adamw" or "sgd").
     static constexpr llvm::StringLiteral kOptimizerAttrName = "tp.optimizer";
