@@ -173,6 +173,36 @@ LogicalResult AttentionOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+/// The operands tp.mamba2_mixer and its backward pass first: the input,
+/// the parameters, the mask.
+template <typename Mamba2LikeOp>
+static void addMamba2Operands(RuntimeCall &call, Mamba2LikeOp op) {
+  call.tensor(op.getX())
+      .tensor(op.getInProjWeight())
+      .tensor(op.getConvWeight())
+      .tensor(op.getConvBias())
+      .tensor(op.getDtBias())
+      .tensor(op.getALog())
+      .tensor(op.getD())
+      .tensor(op.getNormWeight())
+      .tensor(op.getOutProjWeight())
+      .tensor(op.getKeyMask());
+}
+
+/// The attributes tp.mamba2_mixer and its backward pass after their
+/// tensors.
+template <typename Mamba2LikeOp>
+static void addMamba2Attrs(RuntimeCall &call, Mamba2LikeOp op) {
+  call.i64(op.getNumHeads())
+      .i64(op.getHeadDim())
+      .i64(op.getNGroups())
+      .i64(op.getStateSize())
+      .i64(op.getConvKernel())
+      .f64(op.getNormEps().convertToDouble())
+      .f64(op.getDtMin().convertToDouble())
+      .flag(op.getFoldedA());
+}
+
 static constexpr RuntimeArg kMamba2Params[] = {
     kTensor, kTensor, kTensor, kTensor,   kTensor, kTensor,
     kTensor, kTensor, kTensor, kOptional, kI64,    kI64,
@@ -185,25 +215,9 @@ ArrayRef<RuntimeSignature> Mamba2MixerOp::getRuntimeSignatures() {
 }
 
 LogicalResult Mamba2MixerOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kMamba2[0])
-      .tensor(getX())
-      .tensor(getInProjWeight())
-      .tensor(getConvWeight())
-      .tensor(getConvBias())
-      .tensor(getDtBias())
-      .tensor(getALog())
-      .tensor(getD())
-      .tensor(getNormWeight())
-      .tensor(getOutProjWeight())
-      .tensor(getKeyMask())
-      .i64(getNumHeads())
-      .i64(getHeadDim())
-      .i64(getNGroups())
-      .i64(getStateSize())
-      .i64(getConvKernel())
-      .f64(getNormEps().convertToDouble())
-      .f64(getDtMin().convertToDouble())
-      .flag(getFoldedA());
+  call.callee(kMamba2[0]);
+  addMamba2Operands(call, *this);
+  addMamba2Attrs(call, *this);
   return success();
 }
 
@@ -429,26 +443,10 @@ ArrayRef<RuntimeSignature> Mamba2MixerGradOp::getRuntimeSignatures() {
 }
 
 LogicalResult Mamba2MixerGradOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kMamba2Grad[0])
-      .tensor(getX())
-      .tensor(getInProjWeight())
-      .tensor(getConvWeight())
-      .tensor(getConvBias())
-      .tensor(getDtBias())
-      .tensor(getALog())
-      .tensor(getD())
-      .tensor(getNormWeight())
-      .tensor(getOutProjWeight())
-      .tensor(getKeyMask())
-      .tensor(getDout())
-      .i64(getNumHeads())
-      .i64(getHeadDim())
-      .i64(getNGroups())
-      .i64(getStateSize())
-      .i64(getConvKernel())
-      .f64(getNormEps().convertToDouble())
-      .f64(getDtMin().convertToDouble())
-      .flag(getFoldedA());
+  call.callee(kMamba2Grad[0]);
+  addMamba2Operands(call, *this);
+  call.tensor(getDout());
+  addMamba2Attrs(call, *this);
   return success();
 }
 
