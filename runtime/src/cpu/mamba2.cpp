@@ -16,6 +16,87 @@
 
 namespace tprt {
 
+namespace {
+
+/// The sizes of a mixer call; the parameters and the mask are checked
+/// against them (and `dout`, the backward's output cotangent, when given).
+struct Mamba2Dims {
+  int64_t batch, seq, hidden, inner, conv, proj;
+  const int64_t *mask = nullptr;
+
+  Mamba2Dims(const char *op, const Tensor &x, const Tensor &inProj,
+             const Tensor &convWeight, const Tensor &convBias,
+             const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
+             const Tensor &normWeight, const Tensor &outProj,
+             const Tensor &keyMask, const Tensor &dout, int64_t heads,
+             int64_t headDim, int64_t groups, int64_t state, int64_t kernel) {
+    batch = x.dim(0);
+    seq = x.dim(1);
+    hidden = x.dim(2);
+    inner = heads * headDim;
+    conv = inner + 2 * groups * state;
+    proj = inner + conv + heads;
+    if (x.rank() != 3 || inProj.dim(0) != proj ||
+        convWeight.numel() != conv * kernel || convBias.numel() != conv ||
+        dtBias.numel() != heads || aLog.numel() != heads ||
+        d.numel() != heads || normWeight.numel() != inner ||
+        outProj.dim(1) != inner || heads % groups != 0 ||
+        (dout.defined() && dout.shape() != x.shape()))
+      fatal(std::string(op) + ": parameters do not match " +
+            std::to_string(heads) + " heads of " + std::to_string(headDim) +
+            ", " + std::to_string(groups) + " groups of state " +
+            std::to_string(state));
+    if (keyMask.defined()) {
+      if (keyMask.dtype() != DType::I64 || keyMask.dim(0) != batch ||
+          keyMask.dim(1) != seq)
+        fatal(std::string(op) + ": key mask " + keyMask.describe() +
+              " is not int64 [batch, seq]");
+      mask = keyMask.i64();
+    }
+  }
+  bool kept(int64_t token) const { return !mask || mask[token] != 0; }
+};
+
+/// Steps 1 and 2 of the mixer: padding positions zeroed (`xin`), the input
+/// projection (returned), then the causal depthwise convolution over the
+/// sequence, its bias, SiLU and the mask (`xbc`, [tokens, conv]); `pre`,
+/// when given, gets the convolution's output before SiLU.
+Tensor projectAndConvolve(Context &ctx, const Tensor &x, const Tensor &inProj,
+                          const Tensor &convWeight, const Tensor &convBias,
+                          const Mamba2Dims &m, int64_t kernel, Tensor &xin,
+                          float *xbc, float *pre) {
+  xin = x;
+  if (m.mask) {
+    xin = Tensor::uninitialized(DType::F32, x.shape());
+    for (int64_t t = 0; t < m.batch * m.seq; ++t)
+      for (int64_t c = 0; c < m.hidden; ++c)
+        xin.f32()[t * m.hidden + c] =
+            x.f32()[t * m.hidden + c] * float(m.kept(t));
+  }
+  Tensor zxbcdt = linear(ctx, xin, inProj);
+  const float *p = zxbcdt.f32();
+  const float *w = convWeight.f32(), *bias = convBias.f32();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < m.batch; ++b)
+    for (int64_t c = 0; c < m.conv; ++c)
+      for (int64_t t = 0; t < m.seq; ++t) {
+        float acc = bias[c];
+        for (int64_t k = 0; k < kernel; ++k) {
+          int64_t src = t - (kernel - 1) + k;
+          if (src >= 0)
+            acc +=
+                w[c * kernel + k] * p[(b * m.seq + src) * m.proj + m.inner + c];
+        }
+        int64_t at = (b * m.seq + t) * m.conv + c;
+        if (pre)
+          pre[at] = acc;
+        xbc[at] = m.kept(b * m.seq + t) ? acc / (1.0f + std::exp(-acc)) : 0.0f;
+      }
+  return zxbcdt;
+}
+
+} // namespace
+
 Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &convWeight, const Tensor &convBias,
                     const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
@@ -23,55 +104,18 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA) {
-  int64_t batch = x.dim(0), seq = x.dim(1), inner = heads * headDim,
-          conv = inner + 2 * groups * state, proj = inner + conv + heads;
-  if (x.rank() != 3 || inProj.dim(0) != proj ||
-      convWeight.numel() != conv * kernel || convBias.numel() != conv ||
-      dtBias.numel() != heads || aLog.numel() != heads || d.numel() != heads ||
-      normWeight.numel() != inner || outProj.dim(1) != inner ||
-      heads % groups != 0)
-    fatal("mamba2_mixer: parameters do not match " + std::to_string(heads) +
-          " heads of " + std::to_string(headDim) + ", " +
-          std::to_string(groups) + " groups of state " + std::to_string(state));
-  const int64_t *mask = nullptr;
-  if (keyMask.defined()) {
-    if (keyMask.dtype() != DType::I64 || keyMask.dim(0) != batch ||
-        keyMask.dim(1) != seq)
-      fatal("mamba2_mixer: key mask " + keyMask.describe() +
-            " is not int64 [batch, seq]");
-    mask = keyMask.i64();
-  }
+  Mamba2Dims m("mamba2_mixer", x, inProj, convWeight, convBias, dtBias, aLog, d,
+               normWeight, outProj, keyMask, Tensor(), heads, headDim, groups,
+               state, kernel);
+  int64_t batch = m.batch, seq = m.seq, inner = m.inner, conv = m.conv,
+          proj = m.proj;
 
-  // 1. Zero padding positions, project.
-  Tensor xin = x;
-  if (mask) {
-    xin = Tensor::uninitialized(DType::F32, x.shape());
-    int64_t hidden = x.dim(2);
-    for (int64_t t = 0; t < batch * seq; ++t)
-      for (int64_t c = 0; c < hidden; ++c)
-        xin.f32()[t * hidden + c] =
-            x.f32()[t * hidden + c] * float(mask[t] != 0);
-  }
-  Tensor zxbcdt = linear(ctx, xin, inProj);
+  // 1, 2. Masked input, projection, convolution, SiLU, mask.
+  Tensor xin, xbc = Tensor::uninitialized(DType::F32, {batch, seq, conv});
+  Tensor zxbcdt = projectAndConvolve(ctx, x, inProj, convWeight, convBias, m,
+                                     kernel, xin, xbc.f32(), nullptr);
   const float *p = zxbcdt.f32();
-
-  // 2. Causal depthwise conv over the sequence, bias, SiLU, mask.
-  Tensor xbc = Tensor::uninitialized(DType::F32, {batch, seq, conv});
-  const float *w = convWeight.f32(), *bias = convBias.f32();
   float *xb = xbc.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t c = 0; c < conv; ++c)
-      for (int64_t t = 0; t < seq; ++t) {
-        float acc = bias[c];
-        for (int64_t k = 0; k < kernel; ++k) {
-          int64_t src = t - (kernel - 1) + k;
-          if (src >= 0)
-            acc += w[c * kernel + k] * p[(b * seq + src) * proj + inner + c];
-        }
-        float v = acc / (1.0f + std::exp(-acc));
-        xb[(b * seq + t) * conv + c] = mask && !mask[b * seq + t] ? 0.0f : v;
-      }
 
   // 3. Selective scan: dt = max(softplus(dt + dt_bias), dt_min).
   int64_t perGroup = heads / groups, gn = groups * state;
@@ -139,48 +183,23 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &dout, int64_t heads, int64_t headDim,
                           int64_t groups, int64_t state, int64_t kernel,
                           double normEps, double dtMin, bool foldedA) {
-  int64_t batch = x.dim(0), seq = x.dim(1), hidden = x.dim(2),
-          inner = heads * headDim, conv = inner + 2 * groups * state,
-          proj = inner + conv + heads;
-  if (x.rank() != 3 || inProj.dim(0) != proj ||
-      convWeight.numel() != conv * kernel || convBias.numel() != conv ||
-      dtBias.numel() != heads || aLog.numel() != heads || d.numel() != heads ||
-      normWeight.numel() != inner || outProj.dim(1) != inner ||
-      heads % groups != 0 || dout.shape() != x.shape())
-    fatal("mamba2_mixer_grad: parameters do not match " +
-          std::to_string(heads) + " heads of " + std::to_string(headDim) +
-          ", " + std::to_string(groups) + " groups of state " +
-          std::to_string(state));
-  const int64_t *mask = keyMask.defined() ? keyMask.i64() : nullptr;
-  auto kept = [&](int64_t bt) { return !mask || mask[bt] != 0; };
+  Mamba2Dims m("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
+               aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,
+               groups, state, kernel);
+  int64_t batch = m.batch, seq = m.seq, hidden = m.hidden, inner = m.inner,
+          conv = m.conv, proj = m.proj;
+  const int64_t *mask = m.mask;
+  auto kept = [&](int64_t bt) { return m.kept(bt); };
   int64_t tokens = batch * seq, perGroup = heads / groups, gn = groups * state,
           groupSize = inner / groups;
 
   // The forward again, keeping what the backward reads.
-  Tensor xin = x;
-  if (mask) {
-    xin = Tensor::uninitialized(DType::F32, x.shape());
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t c = 0; c < hidden; ++c)
-        xin.f32()[t * hidden + c] = x.f32()[t * hidden + c] * float(kept(t));
-  }
-  Tensor zxbcdt = linear(ctx, xin, inProj);
-  const float *p = zxbcdt.f32();
-  const float *w = convWeight.f32(), *bias = convBias.f32();
+  Tensor xin;
   std::vector<float> pre(tokens * conv), xb(tokens * conv);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t c = 0; c < conv; ++c)
-      for (int64_t t = 0; t < seq; ++t) {
-        float acc = bias[c];
-        for (int64_t k = 0; k < kernel; ++k) {
-          int64_t src = t - (kernel - 1) + k;
-          if (src >= 0)
-            acc += w[c * kernel + k] * p[(b * seq + src) * proj + inner + c];
-        }
-        pre[(b * seq + t) * conv + c] = acc;
-        xb[(b * seq + t) * conv + c] =
-            kept(b * seq + t) ? acc / (1.0f + std::exp(-acc)) : 0.0f;
-      }
+  Tensor zxbcdt = projectAndConvolve(ctx, x, inProj, convWeight, convBias, m,
+                                     kernel, xin, xb.data(), pre.data());
+  const float *p = zxbcdt.f32();
+  const float *w = convWeight.f32();
   const float *dtb = dtBias.f32(), *al = aLog.f32(), *dd = d.f32();
   // dt per (token, head), whether max() kept softplus, the scan's states.
   std::vector<float> dts(tokens * heads), ys(tokens * inner);
