@@ -178,9 +178,16 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
     cotangents of a value read several times with `tp.add`. Each trainable
     parameter's gradient ends in a `tp.accumulate_grad`, which adds it to
     the runtime's gradient buffer of that FQN; the step returns the loss
-    sum. The division by the number of label tokens and the optimizer
-    update happen at the optimizer boundary, after the micro-batches of a
-    step have accumulated.
+    sum.
+
+    It also adds `func.func @optimizer_step` (`tp.entry =
+    "optimizer_step"`), which the runtime runs once per optimizer step,
+    after the training step has run on each of its micro-batches: the
+    explicit boundary `tp.optimizer_boundary` (where
+    `tp-replica-grad-sync` puts the replica-gradient buckets), then
+    `tp.normalize_grads` (the division by the step's label tokens),
+    `tp.grad_norm`, `tp.clip_grads` and `tp.optimizer_update`; it returns
+    the norm.
 
     Runs on the global program, after `tp-apply-plan` and before
     `tp-partition`, which then partitions forward and backward with the same
@@ -220,9 +227,51 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
     embedding becomes `vocab_parallel` plus an all-reduce; a split output is
     `shard.all_gather`ed on its last dimension. Anything else on split data
     is an error naming the op. The partitioned program is verified.
+
+    A training step is partitioned by the same rules. Each replicated
+    parameter's `tp.accumulate_grad` gets its replica class from the
+    partitioned backward: `mean` when the gradient is whole on every rank,
+    `sum` when it is a partial sum (which is accumulated as it is, not
+    all-reduced: `tp-replica-grad-sync` reduces it at the optimizer
+    boundary). A `tp.grad_reduction` argument attribute (a JSON plan's
+    `"grad_reduction"`) overrides the derived class.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect",
                            "::mlir::tp::TPDialect"];
+}
+
+def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
+  let summary = "Synchronize replicated parameters' gradients in FP32 buckets "
+                "at the optimizer boundary";
+  let description = [{
+    On a partitioned training program: the gradients of the replicated
+    parameters (every `tp.accumulate_grad` of `@train_step` with a replica
+    class) are synchronized over `@tp` once per optimizer step, right after
+    `tp.optimizer_boundary` of `@optimizer_step` and so before the
+    normalization, the norm, the clipping and the update, by
+    `tp.grad_bucket_all_reduce` ops: one all-reduce (sum) per bucket,
+    divided by the ranks for the `mean` class (AutoModel's
+    `synchronize_tp_replica_gradients`).
+
+    Buckets group gradients by (class, dtype) (`mean` before `sum`), in
+    FQN order (rank-stable: every rank compiles the same list), and are
+    filled up to `bucket-mib` MiB counted at FP32 size (gradients of
+    another dtype are cast to FP32 for the reduction); a gradient larger
+    than that is a bucket of its own. Split parameters are not touched.
+    A program without `@tp` (one rank) is left as it is.
+
+    ```mlir
+    tp.optimizer_boundary
+    tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 512 : i64,
+        dtype = f32, fqns = ["model.layers.0.input_layernorm.weight",
+                              "model.norm.weight"],
+        reduction = #tp.grad_reduction<mean>}
+    ```
+  }];
+  let options = [
+    Option<"bucketMib", "bucket-mib", "double", /*default=*/"256",
+           "The largest bucket, in MiB at FP32 size">,
+  ];
 }
 
 def TPPlanReport : Pass<"tp-plan-report", "ModuleOp"> {

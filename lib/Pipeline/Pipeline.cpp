@@ -63,6 +63,13 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
   }
   if (options.isDistributed())
     pm.addPass(createTPPartition());
+  // After partition: the replica classes come from the partitioned
+  // backward.
+  if (options.train) {
+    TPReplicaGradSyncOptions sync;
+    sync.bucketMib = options.bucketMib;
+    pm.addPass(createTPReplicaGradSync(sync));
+  }
 }
 
 void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,

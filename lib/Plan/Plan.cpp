@@ -140,7 +140,7 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
       return llvm::createStringError("'" + path + "': plan key '" + key +
                                      "': " + what);
     };
-    std::string style, in, out;
+    std::string style, in, out, gradReduction;
     if (std::optional<llvm::StringRef> s = value.getAsString()) {
       style = s->str();
     } else if (const llvm::json::Object *o = value.getAsObject()) {
@@ -161,9 +161,18 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
           in = text->str();
         else if (field == "output_layouts")
           out = text->str();
+        else if (field == "grad_reduction")
+          gradReduction = text->str();
         else
           return fail("unknown field '" + field.str() + "'");
       }
+      if (!gradReduction.empty() && gradReduction != "mean" &&
+          gradReduction != "sum")
+        return fail("grad_reduction must be \"mean\" or \"sum\", got '" +
+                    gradReduction + "'");
+      // Only a gradient class: the module stays replicated.
+      if (style.empty() && !gradReduction.empty())
+        style = "replicate";
     } else {
       return fail("expected a style string or an object");
     }
@@ -197,14 +206,25 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
       translated = S::ReplicatedWithGradAllreduce;
     } else if (style == "sequence_parallel") {
       translated = S::SequenceParallel;
+    } else if (style == "replicate") {
+      translated = S::Replicate;
     } else if (style.empty()) {
       return fail("no style");
     } else {
       return fail("unknown style '" + style +
                   "' (colwise, colwise_gather_output, rowwise, "
-                  "replicated_with_grad_allreduce, sequence_parallel)");
+                  "replicated_with_grad_allreduce, sequence_parallel, "
+                  "replicate)");
     }
-    plan.entries.push_back({key, *translated, sequenceOut});
+    bool colwise =
+        *translated == S::Colwise || *translated == S::ColwiseGatherOutput;
+    if (!gradReduction.empty() && colwise)
+      return fail("grad_reduction is for replicated parameters; a colwise "
+                  "module's are split");
+    PlanEntry entry{key, *translated, sequenceOut};
+    entry.styleName = style;
+    entry.gradReduction = gradReduction;
+    plan.entries.push_back(std::move(entry));
   }
   llvm::sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {
     return isMoreSpecificPattern(a.pattern, b.pattern);

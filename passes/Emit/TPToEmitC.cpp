@@ -236,13 +236,17 @@ struct RuntimeCallLowering
 /// The C++ function of each entry point, by its role.
 StringRef entryFunctionName(func::FuncOp func) {
   auto role = func->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
-  return role && role.getValue() == kTrainStepEntry ? "tprt_model_train_step"
-                                                    : "tprt_model_forward";
+  if (role && role.getValue() == kTrainStepEntry)
+    return "tprt_model_train_step";
+  if (role && role.getValue() == kOptimizerStepEntry)
+    return "tprt_model_optimizer_step";
+  return "tprt_model_forward";
 }
 
 /// func.func @forward -> emitc.func @tprt_model_forward (and the training
-/// step -> tprt_model_train_step); parameters become load_param calls at
-/// its start, inputs its arguments.
+/// step -> tprt_model_train_step, the optimizer step, which takes only the
+/// context, -> tprt_model_optimizer_step); parameters become load_param
+/// calls at its start, inputs its arguments.
 struct EntryLowering : public OpConversionPattern<func::FuncOp> {
   using OpConversionPattern::OpConversionPattern;
 
@@ -251,14 +255,16 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
                   ConversionPatternRewriter &rewriter) const override {
     MLIRContext *ctx = getContext();
     Type tensor = emitc::OpaqueType::get(ctx, "tprt::Tensor");
-    auto type = rewriter.getFunctionType(
-        {emitc::OpaqueType::get(ctx, "tprt::Context&"), tensor, tensor},
-        {tensor});
-    auto entry = emitc::FuncOp::create(rewriter, func.getLoc(),
-                                       entryFunctionName(func), type);
-    Block *body =
-        rewriter.createBlock(&entry.getBody(), {}, type.getInputs(),
-                             {func.getLoc(), func.getLoc(), func.getLoc()});
+    StringRef name = entryFunctionName(func);
+    SmallVector<Type, 3> inputs = {
+        emitc::OpaqueType::get(ctx, "tprt::Context&")};
+    if (name != "tprt_model_optimizer_step")
+      inputs.append({tensor, tensor});
+    auto type = rewriter.getFunctionType(inputs, {tensor});
+    auto entry = emitc::FuncOp::create(rewriter, func.getLoc(), name, type);
+    Block *body = rewriter.createBlock(
+        &entry.getBody(), {}, type.getInputs(),
+        SmallVector<Location>(inputs.size(), func.getLoc()));
     SmallVector<Value> replacements;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       if (std::optional<unsigned> in = inputIndex(func, i)) {
@@ -329,6 +335,15 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     auto train = dyn_cast_or_null<func::FuncOp>(trainStep->getOperation());
     if (train && failed(checkLowerable(train)))
       return signalPassFailure();
+    // A training program updates its parameters in @optimizer_step.
+    if (train) {
+      FailureOr<func::FuncOp> update = requireEntry<func::FuncOp>(
+          module, kOptimizerStepEntry,
+          "a training program needs func.func @optimizer_step (run "
+          "tp-build-train-step)");
+      if (failed(update) || failed(checkLowerable(*update)))
+        return signalPassFailure();
+    }
 
     std::string path = modelPath;
     if (path.empty())
@@ -367,8 +382,8 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
                                   ";");
     emitc::VerbatimOp::create(builder, func.getLoc(),
                               weightFileTable(func, path));
-    // A training program names its optimizer and its vocabulary (main's
-    // --train reads them: token files are checked before the first step).
+    // A training program names its vocabulary (main's --train checks token
+    // files against it before the first step).
     if (train) {
       FailureOr<ModelConfig> config = ModelConfig::read(module);
       int64_t vocab =
@@ -376,12 +391,6 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
       emitc::VerbatimOp::create(builder, func.getLoc(),
                                 "const int64_t tprt_model_vocab_size = " +
                                     std::to_string(vocab) + ";");
-      auto optimizer =
-          train->getAttrOfType<StringAttr>(TPDialect::kOptimizerAttrName);
-      emitc::VerbatimOp::create(
-          builder, func.getLoc(),
-          "const char *const tprt_model_optimizer = " +
-              quoted(optimizer ? optimizer.getValue() : "adamw") + ";");
     }
 
     MLIRContext *ctx = &getContext();

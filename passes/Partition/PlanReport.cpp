@@ -10,6 +10,7 @@
 #include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
@@ -56,8 +57,35 @@ StringRef producerParam(func::FuncOp func, Value v) {
   return "";
 }
 
+/// A trained parameter's gradient sink in the training step, by FQN.
+using GradSinks = llvm::StringMap<AccumulateGradOp>;
+
+/// The replica class of a replicated parameter and how it was derived.
+std::string describeClass(PlacementAttr placement, const GradSinks &sinks,
+                          StringRef fqn, bool training) {
+  AccumulateGradOp acc = sinks.lookup(fqn);
+  if (!acc || !acc.getReduction()) {
+    if (training)
+      return "replicated, frozen";
+    // No training step: what the plan's style expects.
+    return "replicated, grad " +
+           stringifyGradReduction(placement ? placement.getGrad()
+                                            : GradReduction::Mean)
+               .str();
+  }
+  GradReduction used = *acc.getReduction();
+  std::optional<GradReduction> derived = acc.getDerivedReduction();
+  std::string why = derived == GradReduction::Sum
+                        ? "derived: a partial sum on each rank"
+                        : "derived: whole on every rank";
+  if (derived != used)
+    why = "plan grad_reduction overrides; " + why;
+  return "replica-" + stringifyGradReduction(used).str() + " (" + why + ")";
+}
+
 /// The parameters' table; counts what is split and replicated.
-void writeParameters(func::FuncOp func, raw_ostream &os, uint64_t &localBytes,
+void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
+                     raw_ostream &os, uint64_t &localBytes,
                      uint64_t &globalBytes, int &sharded, int &replicated) {
   os << "| parameter | global shape | placement | class | plan key | bytes "
         "per rank |\n|---|---|---|---|---|---|\n";
@@ -88,10 +116,7 @@ void writeParameters(func::FuncOp func, raw_ostream &os, uint64_t &localBytes,
                " ranks";
     std::string gradClass =
         split ? std::string("sharded")
-              : "replicated, grad " +
-                    stringifyGradReduction(placement ? placement.getGrad()
-                                                     : GradReduction::Mean)
-                        .str();
+              : describeClass(placement, sinks, fqn.getValue(), training);
     // A parameter no plan key places is replicated by default.
     StringRef key = placement ? placement.getKey() : "";
     os << "] | " << where << " | " << gradClass << " | "
@@ -113,7 +138,19 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   llvm::raw_string_ostream os(table);
   uint64_t localBytes = 0, globalBytes = 0;
   int sharded = 0, replicated = 0;
-  writeParameters(func, os, localBytes, globalBytes, sharded, replicated);
+  // A training program: the replica classes partition derived, and the
+  // buckets that synchronize them.
+  FailureOr<FunctionOpInterface> step = lookupEntry(module, kTrainStepEntry);
+  FailureOr<FunctionOpInterface> update =
+      lookupEntry(module, kOptimizerStepEntry);
+  if (failed(step) || failed(update))
+    return failure();
+  GradSinks sinks;
+  if (*step)
+    step->getOperation()->walk(
+        [&](AccumulateGradOp acc) { sinks[acc.getFqn()] = acc; });
+  writeParameters(func, sinks, static_cast<bool>(*step), os, localBytes,
+                  globalBytes, sharded, replicated);
 
   // Collectives per layer, in bytes per token (f32 activations).
   std::map<std::string, std::pair<int, uint64_t>> perLayer;
@@ -137,6 +174,31 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   os << "\n| collective, where | count | bytes per token |\n|---|---|---|\n";
   for (auto &[where, v] : perLayer)
     os << "| " << where << " | " << v.first << " | " << v.second << " |\n";
+  if (*update) {
+    int buckets = 0;
+    std::string rows;
+    llvm::raw_string_ostream bucketOs(rows);
+    update->getOperation()->walk([&](GradBucketAllReduceOp bucket) {
+      ++buckets;
+      bucketOs << "| " << bucket.getBucketAttr().getInt() << " | "
+               << stringifyGradReduction(bucket.getReduction()) << " | "
+               << bucket.getDtype() << " | ";
+      llvm::interleave(
+          bucket.getFqns(), bucketOs,
+          [&](Attribute fqn) {
+            bucketOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
+          },
+          ", ");
+      bucketOs << " | " << bucket.getBytesAttr().getInt() << " |\n";
+    });
+    os << "\nReplica-gradient buckets (one all-reduce each per optimizer "
+          "step, FP32): "
+       << buckets << "\n";
+    if (buckets)
+      os << "\n| bucket | class | dtype | gradients | bytes |\n"
+            "|---|---|---|---|---|\n"
+         << rows;
+  }
 
   PlanReport report;
   report.summary =

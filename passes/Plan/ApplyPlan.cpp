@@ -36,6 +36,8 @@ struct Placement {
   int64_t replicas = 1;
   /// Replicated with partial gradients (replicated_with_grad_allreduce).
   bool gradSum = false;
+  /// The plan's "grad_reduction" override of the derived replica class.
+  std::string gradReduction;
   bool operator==(const Placement &o) const { return dim == o.dim; }
 };
 
@@ -189,6 +191,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                << entry->unsupported << ") is not supported";
     entries[user] = entry;
     placement.key = entry->pattern;
+    placement.gradReduction = entry->gradReduction;
     if (entry->style == ParallelStyle::Replicate)
       return placement;
     // Replicated, but each rank sees part of the heads or of the sequence:
@@ -671,6 +674,11 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         if (!p->key.empty())
           usedKeys.insert(p->key);
       }
+      if (chosen && chosen->dim >= 0 && !chosen->gradReduction.empty())
+        return func.emitError()
+               << "plan key '" << chosen->key
+               << "': grad_reduction is for replicated parameters; '"
+               << fqn.getValue() << "' is split on dim " << chosen->dim;
       placements[arg] = chosen.value_or(Placement());
     }
     // A key on a module that only holds others (transformers' local_params
@@ -849,6 +857,10 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                            p.key);
       func.setArgAttr(arg.getArgNumber(), TPDialect::kPlacementAttrName,
                       placement);
+      if (!p.gradReduction.empty())
+        func.setArgAttr(arg.getArgNumber(), TPDialect::kGradReductionAttrName,
+                        GradReductionAttr::get(
+                            ctx, *symbolizeGradReduction(p.gradReduction)));
     }
   }
 

@@ -4,7 +4,9 @@
 // the causal-LM loss, then each op, last to first, is asked for its VJP
 // (AutodiffOpInterface) and the cotangents of a value read several times
 // are summed. It runs before tp-partition, so the backward's collectives
-// come from the same sharding rules as the forward's.
+// come from the same sharding rules as the forward's. The optimizer step is
+// a function of its own: the runtime runs the training step once per
+// micro-batch, the optimizer step once after them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,14 +63,17 @@ struct TPBuildTrainStepPass
     }
     FailureOr<func::FuncOp> forward = requireEntry<func::FuncOp>(
         module, kForwardEntry, "tp-build-train-step: no func.func @forward");
-    FailureOr<FunctionOpInterface> existing =
-        lookupEntry(module, kTrainStepEntry);
-    if (failed(forward) || failed(existing))
+    if (failed(forward))
       return signalPassFailure();
-    if (*existing) {
-      existing->emitError("tp-build-train-step: the module already has a "
-                          "training step");
-      return signalPassFailure();
+    for (StringRef role : {kTrainStepEntry, kOptimizerStepEntry}) {
+      FailureOr<FunctionOpInterface> existing = lookupEntry(module, role);
+      if (failed(existing))
+        return signalPassFailure();
+      if (*existing) {
+        existing->emitError("tp-build-train-step: the module already has a "
+                            "training step");
+        return signalPassFailure();
+      }
     }
     if (failed(checkDifferentiable(*forward)))
       return signalPassFailure();
@@ -87,8 +92,32 @@ struct TPBuildTrainStepPass
     if (arch && arch->offsetNorms && failed(checkNormsUnfolded(*forward)))
       return signalPassFailure();
     func::FuncOp step = cloneForward(*forward);
-    if (failed(buildStep(step)) || failed(verify(module)))
+    if (failed(buildStep(step)))
       return signalPassFailure();
+    buildOptimizerStep(step);
+    if (failed(verify(module)))
+      return signalPassFailure();
+  }
+
+  /// func.func @optimizer_step, after the training step: the boundary, the
+  /// normalization by the label tokens, the norm, the clipping and the
+  /// update. It returns the norm (before clipping) for the step line.
+  void buildOptimizerStep(func::FuncOp step) {
+    OpBuilder b(step);
+    b.setInsertionPointAfter(step);
+    Location loc = step.getLoc();
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    auto func = func::FuncOp::create(b, loc, "optimizer_step",
+                                     b.getFunctionType({}, {scalar}));
+    func->setAttr(TPDialect::kEntryAttrName,
+                  b.getStringAttr(kOptimizerStepEntry));
+    b.setInsertionPointToStart(func.addEntryBlock());
+    OptimizerBoundaryOp::create(b, loc);
+    NormalizeGradsOp::create(b, loc);
+    Value norm = GradNormOp::create(b, loc, scalar);
+    ClipGradsOp::create(b, loc, norm);
+    OptimizerUpdateOp::create(b, loc, optimizer);
+    func::ReturnOp::create(b, loc, norm);
   }
 
   /// Gemma's norms scale by 1 + w; an export that folded the sum into the
@@ -144,8 +173,6 @@ struct TPBuildTrainStepPass
     step.setSymName("train_step");
     step->setAttr(TPDialect::kEntryAttrName,
                   builder.getStringAttr(kTrainStepEntry));
-    step->setAttr(TPDialect::kOptimizerAttrName,
-                  builder.getStringAttr(optimizer));
     return step;
   }
 
@@ -256,7 +283,8 @@ struct TPBuildTrainStepPass
             b, loc, grad, param,
             step.getArgAttrOfType<StringAttr>(param.getArgNumber(),
                                               TPDialect::kFqnAttrName),
-            /*split_dim=*/-1);
+            /*split_dim=*/-1, /*reduction=*/nullptr,
+            /*derived_reduction=*/nullptr);
     func::ReturnOp::create(b, loc, loss.getLoss());
     ret.erase();
     step.setType(

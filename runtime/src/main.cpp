@@ -4,7 +4,8 @@
 //         [--weights MODEL.onnx] [--threads T] [--bench N]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
-//         B1,B2 --eps --momentum --max-grad-norm] [--save DIR] [--log F]
+//         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf]
+//         [--save DIR] [--log F]
 //         [--weights MODEL.onnx] [--threads T]
 //
 // Each MPI rank runs tprt_model_forward on the same inputs; rank 0 writes
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <malloc.h>
 #include <memory>
 #include <mpi.h>
@@ -43,7 +45,8 @@ void usage(const char *argv0) {
                "       %s --train --data tokens.npy [--data-mask mask.npy] "
                "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
                "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
-               "[--momentum M] [--max-grad-norm N] [--save DIR] [--log F] "
+               "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] "
+               "[--save DIR] [--log F] "
                "[--weights MODEL.onnx] [--threads T]\n",
                argv0, argv0);
 }
@@ -219,7 +222,13 @@ int main(int argc, char **argv) try {
       train.momentum = realOption(arg, value(), 0, 1);
     else if (arg == "--max-grad-norm")
       train.maxGradNorm = realOption(arg, value(), 0, 1e30);
-    else if (arg == "--betas") {
+    else if (arg == "--norm-type") {
+      std::string type = value();
+      if (type != "2" && type != "inf")
+        tprt::fatal("--norm-type must be 2 or inf, got '" + type + "'");
+      train.normType =
+          type == "inf" ? std::numeric_limits<double>::infinity() : 2.0;
+    } else if (arg == "--betas") {
       std::string text = value();
       size_t comma = text.find(',');
       if (comma == std::string::npos)
@@ -246,9 +255,6 @@ int main(int argc, char **argv) try {
       usage(argv[0]);
       tprt::fatal("--train takes --data (not --input, --output or --bench)");
     }
-    // Weak: absent from inference-only programs (train() says so).
-    if (&tprt_model_optimizer)
-      train.optimizer = tprt_model_optimizer;
     std::unique_ptr<tprt::Context> ctx = makeContext(rank, size, weights);
     int status = tprt::train(*ctx, train);
     MPI_Finalize();

@@ -15,7 +15,7 @@ module {
     %u = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
     %a = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
     %g = tp.linear_grad_weight %a, %x : (tensor<?x?x8xf32>, tensor<?x?x4xf32>) -> tensor<8x4xf32>
-    // expected-error @+1 {{tp-partition: the gradient is not held as its parameter is (split on dim -1)}}
+    // expected-error @+1 {{tp-partition: the gradient of 'w' is not held as its parameter is (replicated)}}
     tp.accumulate_grad %g into %w {fqn = "w"} : tensor<8x4xf32>
     return %a : tensor<?x?x8xf32>
   }

@@ -16,7 +16,7 @@
 // CHECK-NOT: tp.cross_entropy
 // CHECK: return %{{.*}} : tensor<?x?x16xf32>
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: -> tensor<f32> attributes {tp.entry = "train_step", tp.optimizer = "adamw"}
+// CHECK-SAME: -> tensor<f32> attributes {tp.entry = "train_step"}
 // What the backward reads is marked tp.saved where the forward computes
 // it: the linears' inputs, the activation's input, the norm's input, the
 // logits and the loss's log-sum-exp; not the down projection's output,
@@ -49,11 +49,20 @@
 // CHECK: tp.accumulate_grad %[[DD]] into %arg4 {fqn = "down.weight"}
 // CHECK: tp.accumulate_grad %[[DN]] into %arg5 {fqn = "norm.weight"}
 // CHECK: return %[[LOSS]] : tensor<f32>
+// The optimizer step, once per optimizer step: the explicit boundary, then
+// normalization, norm, clipping and the update; it returns the norm.
+// CHECK-LABEL: func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"}
+// CHECK-NEXT: tp.optimizer_boundary
+// CHECK-NEXT: tp.normalize_grads
+// CHECK-NEXT: %[[NORM:.*]] = tp.grad_norm : tensor<f32>
+// CHECK-NEXT: tp.clip_grads %[[NORM]] : tensor<f32>
+// CHECK-NEXT: tp.optimizer_update {optimizer = "adamw"}
+// CHECK-NEXT: return %[[NORM]] : tensor<f32>
 
 // Partitioned: the loss on this rank's vocabulary block, the column-split
 // gradients' partial sums all-reduced once where their sum is read, each
-// gradient held as its parameter (split_dim for the norm), the norm's
-// weight gradient whole.
+// gradient held as its parameter (split_dim for the split ones), the
+// norm's weight gradient whole on every rank: replica class mean.
 // PART-LABEL: func.func @train_step
 // PART: tp.cross_entropy %{{.*}} {tp.saved, vocab_parallel} : (tensor<?x?x8xf32>
 // PART: tp.cross_entropy_grad {{.*}} {vocab_parallel} : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>, tensor<?x?xf32>) -> tensor<?x?x8xf32>
@@ -69,11 +78,10 @@
 // PART: tp.accumulate_grad {{.*}} into %arg2 {fqn = "model.embed_tokens.weight", split_dim = 0 : i64} : tensor<8x4xf32>
 // PART: tp.accumulate_grad {{.*}} into %arg3 {fqn = "up.weight", split_dim = 0 : i64} : tensor<4x4xf32>
 // PART: tp.accumulate_grad {{.*}} into %arg4 {fqn = "down.weight", split_dim = 1 : i64} : tensor<4x4xf32>
-// PART: tp.accumulate_grad {{.*}} into %arg5 {fqn = "norm.weight"} : tensor<4xf32>
+// PART: tp.accumulate_grad {{.*}} into %arg5 {derived_reduction = #tp.grad_reduction<mean>, fqn = "norm.weight", reduction = #tp.grad_reduction<mean>} : tensor<4xf32>
 // PART-NOT: shard.all_gather
 // PART: return
 
-// EMITC: emitc.verbatim "const char *const tprt_model_optimizer = \22adamw\22;"
 // EMITC: emitc.func @tprt_model_forward
 // EMITC: emitc.func @tprt_model_train_step
 // EMITC: %[[CE:.*]] = call_opaque "tprt::cross_entropy_vocab_parallel"
@@ -82,6 +90,13 @@
 // EMITC-NEXT: %[[LSE:.*]] = call_opaque "tprt::take"(%[[CE]]) {args = [0 : index, 1]}
 // EMITC: call_opaque "tprt::accumulate_grad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, 0]} : (!emitc.opaque<"tprt::Context&">, !emitc.opaque<"tprt::Tensor">, !emitc.opaque<"tprt::Tensor">) -> ()
 // EMITC: return %[[LOSS]]
+// EMITC: emitc.func @tprt_model_optimizer_step(%[[CTX:.*]]: !emitc.opaque<"tprt::Context&">) -> !emitc.opaque<"tprt::Tensor">
+// EMITC-NEXT: call_opaque "tprt::optimizer_boundary"(%[[CTX]])
+// EMITC-NEXT: call_opaque "tprt::normalize_grads"(%[[CTX]])
+// EMITC-NEXT: %[[NORM:.*]] = call_opaque "tprt::grad_norm"(%[[CTX]])
+// EMITC-NEXT: call_opaque "tprt::clip_grads"(%[[CTX]], %[[NORM]])
+// EMITC-NEXT: call_opaque "tprt::optimizer_update"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22adamw\22">]}
+// EMITC-NEXT: return %[[NORM]]
 module attributes {onnx.file = "m.onnx", tp.config = {architecture = "llama"}} {
   shard.grid @tp(shape = 2)
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
@@ -114,12 +129,12 @@ module attributes {onnx.file = "m.onnx", tp.config = {architecture = "llama"}} {
 // no gradient, and nothing computes one. The config's pad_token_id keeps
 // the embedding's padding row untrained.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: tp.optimizer = "sgd"
 // CHECK-NOT: tp.embedding_grad
 // CHECK-NOT: into %arg3
 // CHECK: tp.accumulate_grad %{{.*}} into %arg4 {fqn = "proj.lora_A.weight"}
 // CHECK-NEXT: tp.accumulate_grad %{{.*}} into %arg5 {fqn = "proj.lora_B.weight"}
 // CHECK-NEXT: return
+// CHECK: tp.optimizer_update {optimizer = "sgd"}
 module attributes {tp.config = {architecture = "llama", pad_token_id = 0 : i64}} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
@@ -151,12 +166,13 @@ module attributes {tp.config = {architecture = "llama", pad_token_id = 0 : i64}}
 // PART-LABEL: func.func @train_step
 // PART: %[[GI:.*]] = tp.linear_grad_input {{.*}} -> tensor<?x?x4xf32>
 // PART: %[[RS:.*]] = shard.reduce_scatter %[[GI]] on @tp grid_axes = [0] scatter_axis = 1
+// The norm weight's gradient is a partial sum over the sequence shards:
+// accumulated as it is (replica class sum), not all-reduced per op.
 // PART: %[[DX:.*]], %[[DW:.*]] = tp.rms_norm_grad %{{.*}}, %{{.*}}, %[[RS]]
-// PART-NEXT: %[[DWS:.*]] = shard.all_reduce %[[DW]]
 // PART-NEXT: %[[AG:.*]] = shard.all_gather %[[DX]] on @tp grid_axes = [0] gather_axis = 1
 // PART-NEXT: %[[DD:.*]] = tp.linear_grad_weight %[[AG]], %{{.*}} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<4x4xf32>
 // PART: tp.accumulate_grad %[[DD]] into %arg3 {fqn = "down.weight", split_dim = 1 : i64}
-// PART: tp.accumulate_grad %[[DWS]] into %arg4 {fqn = "norm.weight"}
+// PART: tp.accumulate_grad %[[DW]] into %arg4 {derived_reduction = #tp.grad_reduction<sum>, fqn = "norm.weight", reduction = #tp.grad_reduction<sum>}
 // PART-NOT: tp.hold_like
 module attributes {tp.config = {architecture = "llama"}} {
   shard.grid @tp(shape = 2)
@@ -235,5 +251,18 @@ module attributes {tp.config = {architecture = "llama"}} {
   // expected-error @+1 {{tp-build-train-step: the module already has a training step}}
   func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> attributes {tp.entry = "train_step"} {
     return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {tp.config = {architecture = "llama"}} {
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> attributes {tp.entry = "forward"} {
+    return %x : tensor<4xf32>
+  }
+  // expected-error @+1 {{tp-build-train-step: the module already has a training step}}
+  func.func @update() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
   }
 }

@@ -220,6 +220,11 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
                 "'");
   if (opts.optimizer.getNumOccurrences() && !opts.train)
     return fail("--optimizer needs --train");
+  if (opts.bucketMib.getNumOccurrences() && !opts.train)
+    return fail("--bucket-mib needs --train");
+  if (!(opts.bucketMib > 0))
+    return fail("--bucket-mib must be positive, got " +
+                std::to_string(opts.bucketMib));
   if (opts.loraRank < 0 || (opts.loraRank > 0) != !opts.loraWeights.empty())
     return fail("LoRA needs both --lora-rank R (positive) and --lora-weights "
                 "adapter_model.safetensors");

@@ -74,6 +74,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: adamw (torch.optim.AdamW) or sgd "
                      "(torch.optim.SGD with momentum)"),
       llvm::cl::init("adamw")};
+  Option<double> bucketMib{
+      *this, "bucket-mib",
+      llvm::cl::desc("With --train: the largest replica-gradient bucket, in "
+                     "MiB at FP32 size"),
+      llvm::cl::init(256)};
   Option<std::string> modelPath{
       *this, "model-path",
       llvm::cl::desc("The model file the program reads its weights from "

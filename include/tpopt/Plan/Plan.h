@@ -59,6 +59,10 @@ struct PlanEntry {
   bool shardsInput = false;
   /// The style as the plan spells it (for diagnostics).
   std::string styleName = "";
+  /// A JSON plan's "grad_reduction" ("mean" or "sum"; empty: derived by
+  /// tp-partition from the backward): the replica class of the module's
+  /// replicated parameters.
+  std::string gradReduction = "";
   /// Set for a style tp-opt does not implement: why. Placing a module with
   /// it is an error naming the key and the style; a key that matches no
   /// module is only a warning.

@@ -74,6 +74,13 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
 
+  if (attr.getName() == kGradReductionAttrName) {
+    if (!isa<GradReductionAttr>(attr.getValue()))
+      return emitArgError() << "'" << kGradReductionAttrName
+                            << "' must be a #tp.grad_reduction attribute";
+    return success();
+  }
+
   // Written by tp-apply-plan, completed by tp-partition.
   if (attr.getName() == kPlacementAttrName) {
     auto placement = dyn_cast<PlacementAttr>(attr.getValue());
@@ -102,23 +109,14 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     if (!role || !isEntryRole(role.getValue()))
       return op->emitOpError()
              << "'" << kEntryAttrName << "' must be the role of an entry "
-             << "point (\"forward\", \"train_step\"), got " << attr.getValue();
+             << "point (\"forward\", \"train_step\", \"optimizer_step\"), got "
+             << attr.getValue();
     return success();
   }
   if (attr.getName() == kSavedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError()
              << "'" << kSavedAttrName << "' is a unit attribute";
-    return success();
-  }
-  if (attr.getName() == kOptimizerAttrName) {
-    auto name = dyn_cast<StringAttr>(attr.getValue());
-    if (!isa<FunctionOpInterface>(op) || !name ||
-        (name.getValue() != "adamw" && name.getValue() != "sgd"))
-      return op->emitOpError()
-             << "'" << kOptimizerAttrName
-             << "' must be \"adamw\" or \"sgd\" on a function, got "
-             << attr.getValue();
     return success();
   }
   if (attr.getName() == kPlanSourceAttrName) {

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 
@@ -520,5 +521,30 @@ LogicalResult AccumulateGradOp::verify() {
     return emitOpError("the parameter must be the argument of the function "
                        "whose tp.fqn is '")
            << getFqn() << "'";
+  if (getSplitDimAttr().getInt() >= 0 &&
+      (getReduction() || getDerivedReduction()))
+    return emitOpError("a split parameter's gradient has no replica class");
+  return success();
+}
+
+LogicalResult GradBucketAllReduceOp::verify() {
+  if (getFqns().empty())
+    return emitOpError("a bucket holds at least one gradient");
+  int64_t bucket = getBucketAttr().getInt(), bytes = getBytesAttr().getInt();
+  if (bucket < 0 || bytes <= 0)
+    return emitOpError("bucket must be at least 0 and bytes positive, got ")
+           << bucket << " and " << bytes;
+  llvm::StringSet<> seen;
+  for (Attribute fqn : getFqns())
+    if (!seen.insert(cast<StringAttr>(fqn).getValue()).second)
+      return emitOpError("gradient '")
+             << cast<StringAttr>(fqn).getValue() << "' is in the bucket twice";
+  return success();
+}
+
+LogicalResult OptimizerUpdateOp::verify() {
+  if (getOptimizer() != "adamw" && getOptimizer() != "sgd")
+    return emitOpError("optimizer must be adamw or sgd, got '")
+           << getOptimizer() << "'";
   return success();
 }

@@ -370,15 +370,37 @@ LogicalResult HoldLikeOp::partition(PartitionState &state) {
   return success();
 }
 
+// A replicated parameter's partial gradient is accumulated as it is: the
+// optimizer boundary reduces the step's sum once (tp-replica-grad-sync).
+bool AccumulateGradOp::keepsPartialSums(const PartitionState &state) {
+  return state.getParamSplitDim(getParam()) < 0;
+}
+
 LogicalResult AccumulateGradOp::partition(PartitionState &state) {
   int64_t d = state.getParamSplitDim(getParam());
-  if (state.getLayout(getGrad()) != ShardLayout::Replicated ||
-      state.getParamSplitDim(getGrad()) != d)
-    return emitError("tp-partition: the gradient is not held as its "
-                     "parameter is (split on dim ")
-           << d << ")";
+  ShardLayout layout = state.getLayout(getGrad());
   auto arg = cast<BlockArgument>(getParam());
   auto func = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  if (d < 0 && layout == ShardLayout::Partial) {
+    // The replica class, read off the backward: whole on every rank (each
+    // computed it all) or a partial sum (each saw part of the heads or of
+    // the sequence). A plan may override it.
+    setDerivedReduction(GradReduction::Sum);
+  } else if (layout == ShardLayout::Replicated &&
+             state.getParamSplitDim(getGrad()) == d) {
+    if (d < 0)
+      setDerivedReduction(GradReduction::Mean);
+  } else {
+    return emitError("tp-partition: the gradient of '")
+           << getFqn() << "' is not held as its parameter is ("
+           << (d < 0 ? "replicated" : "split on dim " + std::to_string(d))
+           << ")";
+  }
+  if (d < 0) {
+    auto forced = func.getArgAttrOfType<GradReductionAttr>(
+        arg.getArgNumber(), TPDialect::kGradReductionAttrName);
+    setReduction(forced ? forced.getValue() : *getDerivedReduction());
+  }
   auto placement = func.getArgAttrOfType<PlacementAttr>(
       arg.getArgNumber(), TPDialect::kPlacementAttrName);
   // Blocks shared by several ranks: each has its query heads' part.

@@ -537,6 +537,103 @@ LogicalResult AccumulateGradOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
+// Optimizer boundary
+//===----------------------------------------------------------------------===//
+
+static constexpr RuntimeSignature kOptimizerBoundary[] = {
+    {"tprt::optimizer_boundary", {}, 0}};
+
+ArrayRef<RuntimeSignature> OptimizerBoundaryOp::getRuntimeSignatures() {
+  return kOptimizerBoundary;
+}
+
+LogicalResult OptimizerBoundaryOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kOptimizerBoundary[0]);
+  return success();
+}
+
+static constexpr RuntimeArg kGradBucketParams[] = {
+    kI64, kBool, RuntimeArg::DType, RuntimeArg::CString, kI64};
+static constexpr RuntimeSignature kGradBucketAllReduce[] = {
+    {"tprt::grad_bucket_all_reduce", kGradBucketParams, 0}};
+
+ArrayRef<RuntimeSignature> GradBucketAllReduceOp::getRuntimeSignatures() {
+  return kGradBucketAllReduce;
+}
+
+LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
+  Type type = getDtype();
+  StringRef dtype = type.isF32()    ? "tprt::DType::F32"
+                    : type.isF16()  ? "tprt::DType::F16"
+                    : type.isBF16() ? "tprt::DType::BF16"
+                                    : "";
+  if (dtype.empty())
+    return emitOpError("no runtime dtype for ") << type;
+  // FQNs have no newline: one string, split by the runtime.
+  std::string fqns;
+  for (Attribute fqn : getFqns()) {
+    if (!fqns.empty())
+      fqns += '\n';
+    fqns += cast<StringAttr>(fqn).getValue();
+  }
+  call.callee(kGradBucketAllReduce[0])
+      .i64(getBucket())
+      .flag(getReduction() == GradReduction::Mean)
+      .str(dtype)
+      .str(fqns)
+      .i64(getBytes());
+  return success();
+}
+
+static constexpr RuntimeSignature kNormalizeGrads[] = {
+    {"tprt::normalize_grads", {}, 0}};
+
+ArrayRef<RuntimeSignature> NormalizeGradsOp::getRuntimeSignatures() {
+  return kNormalizeGrads;
+}
+
+LogicalResult NormalizeGradsOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kNormalizeGrads[0]);
+  return success();
+}
+
+static constexpr RuntimeSignature kGradNorm[] = {{"tprt::grad_norm", {}}};
+
+ArrayRef<RuntimeSignature> GradNormOp::getRuntimeSignatures() {
+  return kGradNorm;
+}
+
+LogicalResult GradNormOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kGradNorm[0]);
+  return success();
+}
+
+static constexpr RuntimeSignature kClipGrads[] = {
+    {"tprt::clip_grads", kOneTensor, 0}};
+
+ArrayRef<RuntimeSignature> ClipGradsOp::getRuntimeSignatures() {
+  return kClipGrads;
+}
+
+LogicalResult ClipGradsOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kClipGrads[0]).tensor(getNorm());
+  return success();
+}
+
+static constexpr RuntimeArg kCString[] = {RuntimeArg::CString};
+static constexpr RuntimeSignature kOptimizerUpdate[] = {
+    {"tprt::optimizer_update", kCString, 0}};
+
+ArrayRef<RuntimeSignature> OptimizerUpdateOp::getRuntimeSignatures() {
+  return kOptimizerUpdate;
+}
+
+LogicalResult OptimizerUpdateOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kOptimizerUpdate[0]).str(getOptimizer());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Collectives (external models on the shard dialect)
 //===----------------------------------------------------------------------===//
 

@@ -39,7 +39,8 @@ std::optional<uint64_t> mlir::tp::getTensorByteSize(RankedTensorType type) {
 }
 
 bool mlir::tp::isEntryRole(StringRef role) {
-  return role == kForwardEntry || role == kTrainStepEntry;
+  return role == kForwardEntry || role == kTrainStepEntry ||
+         role == kOptimizerStepEntry;
 }
 
 FailureOr<FunctionOpInterface> mlir::tp::lookupEntry(ModuleOp module,

@@ -1,8 +1,8 @@
 //===- Train.h - the training mode of generated executables -----*- C++ -*-===//
 //
-// What `model --train` runs around the generated tprt_model_train_step:
-// the micro-batches of each optimizer step, the optimizer boundary (loss
-// normalization, gradient norm, update) and the checkpoint.
+// What `model --train` runs around the generated tprt_model_train_step and
+// tprt_model_optimizer_step: the micro-batches of each optimizer step, the
+// state the optimizer step's runtime calls share, and the checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,20 +11,22 @@
 
 #include "tprt/tprt.h"
 
+#include <memory>
 #include <string>
 
 namespace tprt {
 
 struct TrainOptions {
-  std::string data;      ///< int64 .npy [sequences, length]
-  std::string dataMask;  ///< optional int64 .npy of the same shape
-  std::string optimizer; ///< "adamw" or "sgd"
+  std::string data;     ///< int64 .npy [sequences, length]
+  std::string dataMask; ///< optional int64 .npy of the same shape
   int64_t steps = 1, microBatch = 1, gradAccum = 1;
   double lr = 1e-3, weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
          momentum = 0.9;
   /// Gradients are scaled by max / (norm + 1e-6) when that is below 1, as
   /// torch.nn.utils.clip_grad_norm_ does (0: no clipping).
   double maxGradNorm = 0;
+  /// 2, or infinity (--norm-type inf): the largest magnitude.
+  double normType = 2;
   std::string save; ///< a directory, or empty
   std::string log;  ///< a JSON-lines file, or empty
 };
@@ -32,22 +34,37 @@ struct TrainOptions {
 /// The optimizer state of every trainable parameter, by FQN.
 class Optimizer {
 public:
-  explicit Optimizer(const TrainOptions &options) : options_(options) {}
+  Optimizer(const TrainOptions &options, std::string name)
+      : options_(options), name_(std::move(name)) {}
+  const std::string &name() const { return name_; }
   /// One update of every parameter with a gradient buffer in `ctx` (already
   /// divided by the number of label tokens).
   void step(Context &ctx);
 
 private:
   const TrainOptions &options_;
+  std::string name_; ///< "adamw" or "sgd"
   int64_t step_ = 0;
   std::map<std::string, Tensor> first_, second_;
 };
 
-/// The 2-norm of all gradients, each element counted once: a split
-/// gradient's squares are summed over the ranks (divided by the ranks that
-/// share its block), a replicated one's taken from this rank (they are
-/// equal on all).
-double gradNorm(Context &ctx);
+/// What the training loop and the optimizer step's runtime calls share
+/// (Context::trainState).
+struct TrainState {
+  explicit TrainState(const TrainOptions &options) : options(options) {}
+  const TrainOptions &options;
+  /// Set by the loop before the optimizer step: the step's label tokens.
+  int64_t labelTokens = 0;
+  /// Set by the optimizer step: the norm before clipping, and whether the
+  /// update was skipped (a norm that is not finite).
+  double gradNorm = 0;
+  bool skipped = false;
+  /// The replica-gradient buckets of the last optimizer step: all-reduces
+  /// issued and FP32 bytes reduced.
+  int64_t bucketCollectives = 0, bucketBytes = 0;
+  /// Made by the first update (the program names the optimizer).
+  std::unique_ptr<Optimizer> optimizer;
+};
 
 /// Writes every parameter, whole (gathered on rank 0), as DIR/
 /// model.safetensors with its FQN, and a copy of the config.json beside the

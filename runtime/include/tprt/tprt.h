@@ -96,6 +96,8 @@ public:
   virtual void allReduceSum(float *data, int64_t count) = 0;
   /// In place: every rank ends with the elementwise maximum.
   virtual void allReduceMax(float *data, int64_t count) = 0;
+  /// In place, in double: the gradient norm's FP64 sums of squares.
+  virtual void allReduceSumF64(double *data, int64_t count) = 0;
   /// `out` holds size() * count elements, rank r's `in` at r * count.
   virtual void allGather(const float *in, float *out, int64_t count) = 0;
   /// `in` holds size() * count elements; rank r gets the sum of block r.
@@ -129,6 +131,8 @@ readSafetensorsIndex(const std::string &path);
 //===----------------------------------------------------------------------===//
 // Context and parameters
 //===----------------------------------------------------------------------===//
+
+struct TrainState;
 
 /// Per-rank state of a running program.
 class Context {
@@ -186,6 +190,11 @@ public:
   };
   std::map<std::string, GradBuffer> &grads() { return grads_; }
 
+  /// What `model --train` keeps across the optimizer boundary (Train.h);
+  /// null outside training.
+  TrainState *trainState() { return trainState_; }
+  void setTrainState(TrainState *state) { trainState_ = state; }
+
 private:
   int rank_, worldSize_;
   std::string modelPath_, modelFile_, modelDir_;
@@ -193,6 +202,7 @@ private:
   std::map<std::string, Tensor> params_;
   std::map<std::string, ParamLayout> layouts_;
   std::map<std::string, GradBuffer> grads_;
+  TrainState *trainState_ = nullptr;
   std::string checkpointPath_;
   std::map<std::string, SafetensorsEntry> checkpoint_;
 };
@@ -368,6 +378,32 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim);
 
 //===----------------------------------------------------------------------===//
+// The optimizer step (tprt_model_optimizer_step), once per optimizer step;
+// outside `model --train` (no ctx.trainState()) each is an error
+//===----------------------------------------------------------------------===//
+
+/// tp.optimizer_boundary: the step's micro-batches have accumulated; every
+/// gradient buffer exists.
+void optimizer_boundary(Context &ctx);
+/// tp.grad_bucket_all_reduce: the gradient buffers `fqns` (separated by
+/// newlines; `bytes` at FP32 size in all) packed into one FP32 buffer,
+/// all-reduced (sum), divided by the ranks when `mean`, unpacked; `dtype`
+/// is the parameters' (the buffers are FP32).
+void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
+                            DType dtype, const char *fqns, int64_t bytes);
+/// tp.normalize_grads: every gradient divided by the step's label tokens.
+void normalize_grads(Context &ctx);
+/// tp.grad_norm: the global norm (L2, or inf with --norm-type inf), FP64
+/// accumulation, split gradients summed over the ranks, replicated ones
+/// counted once; a 0-d f32 tensor.
+Tensor grad_norm(Context &ctx);
+/// tp.clip_grads: clip_grad_norm_'s scaling to --max-grad-norm; a norm that
+/// is not finite skips this step's update.
+void clip_grads(Context &ctx, const Tensor &norm);
+/// tp.optimizer_update: "adamw" or "sgd" with the run's hyper-parameters.
+void optimizer_update(Context &ctx, const char *optimizer);
+
+//===----------------------------------------------------------------------===//
 // .npy files
 //===----------------------------------------------------------------------===//
 
@@ -406,8 +442,10 @@ tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
 [[gnu::weak]] tprt::Tensor tprt_model_train_step(tprt::Context &ctx,
                                                  tprt::Tensor input_ids,
                                                  tprt::Tensor attention_mask);
-/// Defined by a training program: its optimizer ("adamw" or "sgd").
-[[gnu::weak]] extern const char *const tprt_model_optimizer;
+/// Defined by a training program: the optimizer boundary, the replica
+/// gradients' synchronization, normalization, norm, clipping and update,
+/// once per optimizer step; returns the norm before clipping.
+[[gnu::weak]] tprt::Tensor tprt_model_optimizer_step(tprt::Context &ctx);
 /// Defined by a training program: its vocabulary size (0: unknown).
 [[gnu::weak]] extern const int64_t tprt_model_vocab_size;
 /// Defined by the generated program: the model file it was compiled from.

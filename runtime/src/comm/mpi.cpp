@@ -34,6 +34,15 @@ public:
     allReduce(data, count, MPI_MAX);
   }
 
+  void allReduceSumF64(double *data, int64_t count) override {
+    for (int64_t done = 0; done < count; done += kChunk) {
+      int n = static_cast<int>(std::min(kChunk, count - done));
+      check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_DOUBLE, MPI_SUM,
+                          comm_),
+            "MPI_Allreduce");
+    }
+  }
+
   void allReduce(float *data, int64_t count, MPI_Op op) {
     for (int64_t done = 0; done < count; done += kChunk) {
       int n = static_cast<int>(std::min(kChunk, count - done));

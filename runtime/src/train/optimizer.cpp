@@ -27,7 +27,7 @@ void Optimizer::step(Context &ctx) {
     if (!m.defined())
       m = Tensor(DType::F32, param->shape());
     float *mp = m.f32();
-    if (o.optimizer == "sgd") {
+    if (name_ == "sgd") {
       // torch.optim.SGD: weight decay into the gradient, the momentum
       // buffer starts as the first gradient (dampening 0).
       float wd = static_cast<float>(o.weightDecay),
@@ -61,25 +61,6 @@ void Optimizer::step(Context &ctx) {
       p[i] -= stepSize * (mp[i] / denom);
     }
   }
-}
-
-double gradNorm(Context &ctx) {
-  double split = 0, replicated = 0;
-  for (auto &[fqn, buffer] : ctx.grads()) {
-    const float *g = buffer.grad.f32();
-    double sum = 0;
-    for (int64_t i = 0, n = buffer.grad.numel(); i < n; ++i)
-      sum += static_cast<double>(g[i]) * g[i];
-    // A block that several ranks hold (KV heads fewer than the ranks) is
-    // counted once.
-    auto layout = ctx.paramLayouts().find(fqn);
-    if (layout != ctx.paramLayouts().end())
-      sum /= static_cast<double>(layout->second.replicas);
-    (buffer.splitDim >= 0 ? split : replicated) += sum;
-  }
-  float total = static_cast<float>(split);
-  ctx.tp().allReduceSum(&total, 1);
-  return std::sqrt(static_cast<double>(total) + replicated);
 }
 
 } // namespace tprt

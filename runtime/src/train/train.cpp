@@ -2,11 +2,11 @@
 //
 // Each optimizer step runs the generated training step on K micro-batches
 // of B sequences (the next rows of the data, every rank of the group the
-// same), which add their gradients into the buffers; then, at the
-// optimizer boundary: the gradients are divided by the step's number of
-// label tokens (AutoModel's num_label_tokens), their norm is taken, they
-// are clipped (--max-grad-norm), and the optimizer updates the parameters
-// in place.
+// same), which add their gradients into the buffers; then the generated
+// optimizer step: the boundary, the replica gradients' buckets, the
+// division by the step's number of label tokens (AutoModel's
+// num_label_tokens), the norm, the clipping (--max-grad-norm) and the
+// update of the parameters in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -65,15 +66,6 @@ void checkVocabulary(const Tensor &tokens, const std::string &path,
             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
-/// Every gradient buffer times `factor`.
-void scaleGrads(Context &ctx, float factor) {
-  for (auto &entry : ctx.grads()) {
-    float *g = entry.second.grad.f32();
-    for (int64_t i = 0, n = entry.second.grad.numel(); i < n; ++i)
-      g[i] *= factor;
-  }
-}
-
 /// The checkpoint directory exists (made if needed) and takes files.
 void checkWritable(const std::string &dir) {
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
@@ -85,7 +77,7 @@ void checkWritable(const std::string &dir) {
 } // namespace
 
 int train(Context &ctx, const TrainOptions &o) {
-  if (!tprt_model_train_step)
+  if (!tprt_model_train_step || !tprt_model_optimizer_step)
     fatal("this program was compiled for inference only: compile it with "
           "tpc --train to use --train");
   Tensor data = readTokens(o.data, "--data");
@@ -121,7 +113,8 @@ int train(Context &ctx, const TrainOptions &o) {
       fatal("--log: cannot write '" + o.log + "'");
   }
 
-  Optimizer optimizer(o);
+  TrainState state(o);
+  ctx.setTrainState(&state);
   int64_t row = 0;
   for (int64_t step = 1; step <= o.steps; ++step) {
     double start = MPI_Wtime();
@@ -139,25 +132,30 @@ int train(Context &ctx, const TrainOptions &o) {
       fatal("step " + std::to_string(step) +
             " has no label tokens (every mask entry after the first position "
             "is 0)");
-    // The optimizer boundary: normalize, norm, clip, update.
-    scaleGrads(ctx, static_cast<float>(1.0 / static_cast<double>(tokens)));
-    double norm = gradNorm(ctx);
-    if (o.maxGradNorm > 0 && o.maxGradNorm / (norm + 1e-6) < 1.0)
-      scaleGrads(ctx, static_cast<float>(o.maxGradNorm / (norm + 1e-6)));
-    optimizer.step(ctx);
+    state.labelTokens = tokens;
+    tprt_model_optimizer_step(ctx);
+    double norm = state.gradNorm;
     double seconds = MPI_Wtime() - start;
     loss /= static_cast<double>(tokens);
     if (ctx.rank() == 0) {
       double speed = processed / seconds;
-      std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.1f\n",
-                  static_cast<long long>(step), loss, norm, speed);
+      std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.1f%s\n",
+                  static_cast<long long>(step), loss, norm, speed,
+                  state.skipped ? " (update skipped: the gradient norm is "
+                                  "not finite)"
+                                : "");
       std::fflush(stdout);
       if (log.is_open()) {
+        // JSON has no NaN or infinity: a norm that is not finite is null.
+        char normText[32] = "null";
+        if (std::isfinite(norm))
+          std::snprintf(normText, sizeof(normText), "%.9g", norm);
         char line[256];
         std::snprintf(line, sizeof(line),
-                      "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
-                      "\"tokens_per_s\": %.1f}\n",
-                      static_cast<long long>(step), loss, norm, speed);
+                      "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %s, "
+                      "\"tokens_per_s\": %.1f, \"skipped\": %s}\n",
+                      static_cast<long long>(step), loss, normText, speed,
+                      state.skipped ? "true" : "false");
         log << line << std::flush;
       }
     }
@@ -168,10 +166,16 @@ int train(Context &ctx, const TrainOptions &o) {
   if (getrusage(RUSAGE_SELF, &usage) == 0)
     rss = usage.ru_maxrss / 1024.0;
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  if (ctx.rank() == 0)
+  if (ctx.rank() == 0) {
     std::printf("peak RSS %.1f MiB (the largest rank)\n", rss);
+    std::printf("replica gradient sync: %lld all-reduces of %.3f MiB (FP32) "
+                "per optimizer step\n",
+                static_cast<long long>(state.bucketCollectives),
+                state.bucketBytes / 1048576.0);
+  }
   if (!o.save.empty())
     saveCheckpoint(ctx, o.save);
+  ctx.setTrainState(nullptr);
   return 0;
 }
 

@@ -510,3 +510,43 @@ func.func @accumulate_grad_fqn(%g: tensor<4xf32>, %w: tensor<4xf32> {tp.fqn = "a
   tp.accumulate_grad %g into %w {fqn = "b.weight"} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @accumulate_grad_split_class(%g: tensor<4xf32>, %w: tensor<4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{a split parameter's gradient has no replica class}}
+  tp.accumulate_grad %g into %w {fqn = "a.weight", split_dim = 0 : i64, reduction = #tp.grad_reduction<sum>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @grad_bucket_empty() {
+  // expected-error @+1 {{a bucket holds at least one gradient}}
+  tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = [], reduction = #tp.grad_reduction<mean>}
+  return
+}
+
+// -----
+
+func.func @grad_bucket_bytes() {
+  // expected-error @+1 {{bucket must be at least 0 and bytes positive, got 0 and 0}}
+  tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 0 : i64, dtype = f32, fqns = ["a"], reduction = #tp.grad_reduction<mean>}
+  return
+}
+
+// -----
+
+func.func @grad_bucket_twice() {
+  // expected-error @+1 {{gradient 'a' is in the bucket twice}}
+  tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a", "a"], reduction = #tp.grad_reduction<sum>}
+  return
+}
+
+// -----
+
+func.func @optimizer_name() {
+  // expected-error @+1 {{optimizer must be adamw or sgd, got 'adam'}}
+  tp.optimizer_update {optimizer = "adam"}
+  return
+}

@@ -93,3 +93,22 @@ func.func @placements(
     %o: tensor<4x8xf32> {tp.placement = #tp.placement<split(1), grad = mean>}) {
   return
 }
+
+// The optimizer step's ops, and a plan's replica-class override.
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-SAME: tp.grad_reduction = #tp.grad_reduction<mean>
+// CHECK-NEXT: tp.optimizer_boundary
+// CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 32 : i64, dtype = bf16, fqns = ["a", "b"], reduction = #tp.grad_reduction<sum>}
+// CHECK-NEXT: tp.normalize_grads
+// CHECK-NEXT: %[[N:.*]] = tp.grad_norm : tensor<f32>
+// CHECK-NEXT: tp.clip_grads %[[N]] : tensor<f32>
+// CHECK-NEXT: tp.optimizer_update {optimizer = "sgd"}
+func.func @optimizer_step(%n: tensor<4xf32> {tp.grad_reduction = #tp.grad_reduction<mean>}) -> tensor<f32> {
+  tp.optimizer_boundary
+  tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 32 : i64, dtype = bf16, fqns = ["a", "b"], reduction = #tp.grad_reduction<sum>}
+  tp.normalize_grads
+  %norm = tp.grad_norm : tensor<f32>
+  tp.clip_grads %norm : tensor<f32>
+  tp.optimizer_update {optimizer = "sgd"}
+  return %norm : tensor<f32>
+}

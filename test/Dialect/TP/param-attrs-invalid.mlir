@@ -117,7 +117,7 @@ func.func @blocks_source(%w: tensor<2x4xf32> {tp.fqn = "w.weight", tp.placement 
 
 // -----
 
-// expected-error @+1 {{'func.func' op 'tp.entry' must be the role of an entry point ("forward", "train_step"), got "backward"}}
+// expected-error @+1 {{'func.func' op 'tp.entry' must be the role of an entry point ("forward", "train_step", "optimizer_step"), got "backward"}}
 func.func @entry_role() attributes {tp.entry = "backward"} {
   return
 }
@@ -126,4 +126,11 @@ func.func @entry_role() attributes {tp.entry = "backward"} {
 
 // expected-error @+1 {{'builtin.module' op 'tp.entry' marks functions only}}
 module attributes {tp.entry = "forward"} {
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: 'tp.grad_reduction' must be a #tp.grad_reduction attribute}}
+func.func @grad_reduction_kind(%w: tensor<4xf32> {tp.grad_reduction = "mean"}) {
+  return
 }

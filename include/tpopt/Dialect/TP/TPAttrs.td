@@ -38,6 +38,11 @@ def TP_GradReduction : I32EnumAttr<"GradReduction",
   let genSpecializedAttr = 0;
 }
 
+def TP_GradReductionAttr : EnumAttr<TP_Dialect, TP_GradReduction,
+                                    "grad_reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def TP_PlacementAttr : TP_Attr<"Placement", "placement"> {
   let summary = "How the tensor-parallel ranks hold a parameter";
   let description = [{

@@ -43,16 +43,19 @@ def TP_Dialect : Dialect {
     /// Argument attribute placing a parameter over the ranks
     /// (#tp.placement).
     static constexpr llvm::StringLiteral kPlacementAttrName = "tp.placement";
+    /// Argument attribute of a replicated parameter whose gradient class a
+    /// JSON plan sets (`"grad_reduction"`), overriding the class tp-partition
+    /// derives from the backward (#tp.grad_reduction).
+    static constexpr llvm::StringLiteral kGradReductionAttrName =
+        "tp.grad_reduction";
     /// Function attribute naming the role of an entry point of the program
-    /// ("forward"; a training step adds "train_step"). Passes find entry
+    /// ("forward"; a training program adds "train_step" and
+    /// "optimizer_step"). Passes find entry
     /// points through it (lookupEntry in TPUtils.h), not by name.
     static constexpr llvm::StringLiteral kEntryAttrName = "tp.entry";
     /// Unit attribute of a training step's forward op whose result the
     /// backward reads (what the forward keeps for the backward).
     static constexpr llvm::StringLiteral kSavedAttrName = "tp.saved";
-    /// Function attribute of the training step naming its optimizer
-    /// ("adamw" or "sgd").
-    static constexpr llvm::StringLiteral kOptimizerAttrName = "tp.optimizer";
     /// Module attribute saying where the applied plan came from (a string
     /// for the plan report).
     static constexpr llvm::StringLiteral kPlanSourceAttrName =

@@ -344,7 +344,7 @@ def TP_ReplicaSumOp : TP_Op<"replica_sum",
 //===----------------------------------------------------------------------===//
 
 def TP_AccumulateGradOp : TP_Op<"accumulate_grad",
-    [TP_Partitioned, TP_RuntimeCalled, AllTypesMatch<["grad", "param"]>,
+    [TP_PartitionedLinearly, TP_RuntimeCalled, AllTypesMatch<["grad", "param"]>,
      MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "Adds a parameter's gradient into its gradient buffer";
   let description = [{
@@ -356,20 +356,150 @@ def TP_AccumulateGradOp : TP_Op<"accumulate_grad",
     `split_dim` is the dimension `tp-partition` split the parameter on (-1:
     replicated), which the gradient norm needs.
 
-    A partitioned gradient must be held as its parameter is: split alike,
-    or whole on every rank for a replicated parameter (a partial sum is
-    all-reduced first, the per-parameter reduction that replica-gradient
-    synchronization replaces with buckets).
+    A partitioned gradient of a split parameter is held as its parameter is.
+    A replicated parameter's gradient is accumulated as each rank has it,
+    and `tp-partition` records its replica class, read off the backward:
+    `derived_reduction = mean` when the gradient is whole on every rank
+    (computed redundantly), `sum` when it is a partial sum (each rank saw
+    part of the heads or of the sequence). `reduction` is the class the
+    optimizer boundary applies: the derived one, or the plan's
+    `tp.grad_reduction` override. The partial sums are not all-reduced
+    here: `tp-replica-grad-sync` reduces them once per optimizer step, in
+    buckets.
 
     ```mlir
     tp.accumulate_grad %dw into %w {fqn = "lm_head.weight"}
         : tensor<128x64xf32>
+    tp.accumulate_grad %dn into %n {fqn = "model.norm.weight",
+        reduction = #tp.grad_reduction<sum>,
+        derived_reduction = #tp.grad_reduction<sum>} : tensor<64xf32>
     ```
   }];
   let arguments = (ins TP_FloatTensor:$grad, TP_FloatTensor:$param,
                    StrAttr:$fqn,
-                   DefaultValuedAttr<I64Attr, "-1">:$split_dim);
+                   DefaultValuedAttr<I64Attr, "-1">:$split_dim,
+                   OptionalAttr<TP_GradReductionAttr>:$reduction,
+                   OptionalAttr<TP_GradReductionAttr>:$derived_reduction);
   let assemblyFormat = "$grad `into` $param attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer boundary (func.func @optimizer_step)
+//===----------------------------------------------------------------------===//
+
+def TP_OptimizerBoundaryOp : TP_Op<"optimizer_boundary",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Where the micro-batches' gradient accumulation ends";
+  let description = [{
+    The first op of the optimizer step (`tp.entry = "optimizer_step"`),
+    which the runtime calls once per optimizer step after the training
+    step has run on its K micro-batches: from here on the gradient buffers
+    hold the step's sums. The runtime checks that every trainable
+    parameter has one. What follows it, in order: the replica-gradient
+    buckets (`tp-replica-grad-sync`), the normalization by the label
+    tokens, the norm, the clipping and the update.
+
+    ```mlir
+    tp.optimizer_boundary
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def TP_GradBucketAllReduceOp : TP_Op<"grad_bucket_all_reduce",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "One all-reduce of a bucket of replicated parameters' gradients";
+  let description = [{
+    Synchronizes the gradient buffers of the replicated parameters `fqns`
+    (in that order) over the ranks of `@tp`: they are packed into one FP32
+    buffer of `bytes` bytes (gradients of another `dtype` cast to FP32 on
+    the way in and back on the way out), all-reduced with a sum, divided
+    by the ranks when `reduction` is `mean`, and unpacked. Written by
+    `tp-replica-grad-sync`; `bucket` numbers the buckets in the order they
+    run.
+
+    ```mlir
+    tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 512 : i64,
+        dtype = f32, fqns = ["model.layers.0.input_layernorm.weight",
+                              "model.norm.weight"],
+        reduction = #tp.grad_reduction<mean>}
+    ```
+  }];
+  let arguments = (ins I64Attr:$bucket, TP_GradReductionAttr:$reduction,
+                   TypeAttrOf<AnyFloat>:$dtype, StrArrayAttr:$fqns,
+                   I64Attr:$bytes);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def TP_NormalizeGradsOp : TP_Op<"normalize_grads",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Divides every gradient by the step's label tokens";
+  let description = [{
+    The loss of an optimizer step is the sum over its micro-batches divided
+    by the number of label tokens in the whole step (AutoModel's
+    `num_label_tokens`); the gradients, accumulated as sums, are divided by
+    the same count, which the runtime knows once the micro-batches ran.
+
+    ```mlir
+    tp.normalize_grads
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def TP_GradNormOp : TP_Op<"grad_norm",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead]>]> {
+  let summary = "The global norm of the gradients, replicas counted once";
+  let description = [{
+    The L2 norm (or the largest magnitude, `model --norm-type inf`) of all
+    gradients as one vector of the unsharded model, squares accumulated in
+    FP64: a split gradient's contributions are summed over the ranks of
+    `@tp` (a block held by several ranks counted once), a replicated
+    gradient (synchronized before) is counted once, not once per rank.
+
+    ```mlir
+    %norm = tp.grad_norm : tensor<f32>
+    ```
+  }];
+  let results = (outs 0DTensorOf<[F32]>:$norm);
+  let assemblyFormat = "attr-dict `:` type($norm)";
+}
+
+def TP_ClipGradsOp : TP_Op<"clip_grads",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Scales the gradients to the run's maximum norm";
+  let description = [{
+    `torch.nn.utils.clip_grad_norm_`: with `model --max-grad-norm M`, every
+    gradient is multiplied by `M / (norm + 1e-6)` when that is below 1. A
+    norm that is not finite makes the runtime skip the update of this step
+    (the step line says so).
+
+    ```mlir
+    tp.clip_grads %norm : tensor<f32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$norm);
+  let assemblyFormat = "$norm attr-dict `:` type($norm)";
+}
+
+def TP_OptimizerUpdateOp : TP_Op<"optimizer_update",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Updates every trainable parameter from its gradient";
+  let description = [{
+    `optimizer` is `adamw` (`torch.optim.AdamW`: FP32 moments, decoupled
+    weight decay, bias correction) or `sgd` (`torch.optim.SGD` with
+    momentum); the hyper-parameters are the run's (`model --lr ...`). The
+    parameters are updated in place in the runtime's parameter cache, which
+    the next training step reads.
+
+    ```mlir
+    tp.optimizer_update {optimizer = "adamw"}
+    ```
+  }];
+  let arguments = (ins StrAttr:$optimizer);
+  let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
 

@@ -23,6 +23,8 @@ std::optional<uint64_t> getTensorByteSize(RankedTensorType type);
 inline constexpr llvm::StringLiteral kForwardEntry = "forward";
 /// Forward, loss and backward of one micro-batch (tp-build-train-step).
 inline constexpr llvm::StringLiteral kTrainStepEntry = "train_step";
+/// The optimizer boundary and update, once per optimizer step.
+inline constexpr llvm::StringLiteral kOptimizerStepEntry = "optimizer_step";
 
 /// Whether `role` is a role an entry point can have.
 bool isEntryRole(StringRef role);

@@ -1,0 +1,172 @@
+//===- boundary.cpp - the runtime calls of the optimizer step -------------===//
+//
+// tprt_model_optimizer_step calls these once per optimizer step, in the
+// order the compiler wrote: boundary, replica-gradient buckets,
+// normalization, norm, clipping, update. They share the training loop's
+// TrainState through the context.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/Train.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tprt {
+namespace {
+
+TrainState &trainState(Context &ctx, const char *what) {
+  TrainState *state = ctx.trainState();
+  if (!state)
+    fatal(std::string(what) + ": the optimizer step runs only in training "
+                              "(model --train)");
+  return *state;
+}
+
+/// The larger of two magnitudes; NaN when either is (the norm of a
+/// gradient holding a NaN is not finite).
+double maxMagnitude(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b);
+}
+
+/// Every gradient buffer times `factor`.
+void scaleGrads(Context &ctx, float factor) {
+  for (auto &entry : ctx.grads()) {
+    float *g = entry.second.grad.f32();
+    int64_t n = entry.second.grad.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      g[i] *= factor;
+  }
+}
+
+} // namespace
+
+void optimizer_boundary(Context &ctx) {
+  TrainState &state = trainState(ctx, "optimizer_boundary");
+  if (ctx.grads().empty())
+    fatal("optimizer_boundary: no gradient was accumulated (the training "
+          "step did not run)");
+  state.skipped = false;
+  state.bucketCollectives = 0;
+  state.bucketBytes = 0;
+}
+
+void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
+                            DType dtype, const char *fqns, int64_t bytes) {
+  TrainState &state = trainState(ctx, "grad_bucket_all_reduce");
+  std::string what = "grad_bucket_all_reduce: bucket " + std::to_string(bucket);
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    fatal(what + ": gradients of a float type only");
+  // The buffers in bucket order, each checked against the compiled size.
+  std::vector<Tensor *> grads;
+  int64_t total = 0;
+  for (const char *begin = fqns; *begin;) {
+    const char *end = begin;
+    while (*end && *end != '\n')
+      ++end;
+    std::string fqn(begin, end);
+    auto it = ctx.grads().find(fqn);
+    if (it == ctx.grads().end())
+      fatal(what + ": parameter '" + fqn + "' has no gradient");
+    grads.push_back(&it->second.grad);
+    total += it->second.grad.numel();
+    begin = *end ? end + 1 : end;
+  }
+  if (total * 4 != bytes)
+    fatal(what + " holds " + std::to_string(total * 4) +
+          " bytes of gradients; the program was compiled for " +
+          std::to_string(bytes));
+  // The buffers are FP32 whatever the parameters' dtype: packing is the
+  // cast (a bf16 reduction would round every partial sum).
+  std::vector<float> packed(static_cast<size_t>(total));
+  int64_t offset = 0;
+  for (Tensor *g : grads) {
+    std::copy_n(g->f32(), g->numel(), packed.data() + offset);
+    offset += g->numel();
+  }
+  ctx.tp().allReduceSum(packed.data(), total);
+  float scale = mean ? 1.0f / static_cast<float>(ctx.tp().size()) : 1.0f;
+  offset = 0;
+  for (Tensor *g : grads) {
+    float *dst = g->f32();
+    const float *src = packed.data() + offset;
+    for (int64_t i = 0, n = g->numel(); i < n; ++i)
+      dst[i] = src[i] * scale;
+    offset += g->numel();
+  }
+  ++state.bucketCollectives;
+  state.bucketBytes += bytes;
+}
+
+void normalize_grads(Context &ctx) {
+  TrainState &state = trainState(ctx, "normalize_grads");
+  if (state.labelTokens <= 0)
+    fatal("normalize_grads: the step has no label tokens");
+  scaleGrads(ctx,
+             static_cast<float>(1.0 / static_cast<double>(state.labelTokens)));
+}
+
+Tensor grad_norm(Context &ctx) {
+  TrainState &state = trainState(ctx, "grad_norm");
+  bool inf = std::isinf(state.options.normType);
+  // [split, replicated]: a split gradient's part is summed (or maxed) over
+  // the ranks, a replicated one (equal on all after synchronization) is
+  // counted once.
+  double parts[2] = {0, 0};
+  for (auto &[fqn, buffer] : ctx.grads()) {
+    const float *g = buffer.grad.f32();
+    double part = 0;
+    for (int64_t i = 0, n = buffer.grad.numel(); i < n; ++i)
+      part = inf ? maxMagnitude(part, std::fabs(static_cast<double>(g[i])))
+                 : part + static_cast<double>(g[i]) * g[i];
+    // A block that several ranks hold (KV heads fewer than the ranks):
+    // each of its copies counted once.
+    auto layout = ctx.paramLayouts().find(fqn);
+    if (!inf && layout != ctx.paramLayouts().end())
+      part /= static_cast<double>(layout->second.replicas);
+    double &into = parts[buffer.splitDim >= 0 ? 0 : 1];
+    into = inf ? maxMagnitude(into, part) : into + part;
+  }
+  double norm;
+  if (inf) {
+    // (MPI's maximum of a NaN is unspecified: it travels as infinity.)
+    float split = std::isnan(parts[0]) ? std::numeric_limits<float>::infinity()
+                                       : static_cast<float>(parts[0]);
+    ctx.tp().allReduceMax(&split, 1);
+    norm = maxMagnitude(static_cast<double>(split), parts[1]);
+  } else {
+    ctx.tp().allReduceSumF64(&parts[0], 1);
+    norm = std::sqrt(parts[0] + parts[1]);
+  }
+  state.gradNorm = norm;
+  Tensor out(DType::F32, {});
+  *out.f32() = static_cast<float>(norm);
+  return out;
+}
+
+void clip_grads(Context &ctx, const Tensor &) {
+  TrainState &state = trainState(ctx, "clip_grads");
+  double norm = state.gradNorm, max = state.options.maxGradNorm;
+  if (!std::isfinite(norm)) {
+    state.skipped = true;
+    return;
+  }
+  if (max > 0 && max / (norm + 1e-6) < 1.0)
+    scaleGrads(ctx, static_cast<float>(max / (norm + 1e-6)));
+}
+
+void optimizer_update(Context &ctx, const char *optimizer) {
+  TrainState &state = trainState(ctx, "optimizer_update");
+  if (state.skipped)
+    return;
+  if (!state.optimizer)
+    state.optimizer = std::make_unique<Optimizer>(state.options, optimizer);
+  else if (state.optimizer->name() != optimizer)
+    fatal(std::string("optimizer_update: the optimizer changed from ") +
+          state.optimizer->name() + " to " + optimizer);
+  state.optimizer->step(ctx);
+}
+
+} // namespace tprt

@@ -1,0 +1,135 @@
+// RUN: split-file %s %t
+// RUN: tp-opt %t/shapes70b.mlir --tp-replica-grad-sync="bucket-mib=0.0625" | FileCheck %t/shapes70b.mlir
+// RUN: tp-opt %t/shapes70b.mlir --tp-replica-grad-sync | FileCheck %t/shapes70b.mlir --check-prefix=DEFAULT
+// RUN: tp-opt %t/onerank.mlir --tp-replica-grad-sync | FileCheck %t/onerank.mlir
+// RUN: tp-opt %t/errors.mlir --split-input-file --tp-replica-grad-sync --verify-diagnostics
+// RUN: not tp-opt %t/onerank.mlir --tp-replica-grad-sync="bucket-mib=0" 2>&1 | FileCheck %t/onerank.mlir --check-prefix=LIMIT
+
+//--- shapes70b.mlir
+// Llama-3-70B's replicated parameters at tp=8 (8192-wide norms, 32 KiB
+// each at FP32), a replicated 128256 x 8192 embedding (3.9 GiB, more than
+// any bucket), a bf16 norm, a Qwen3-style per-head norm whose gradient is
+// a partial sum, and a split projection. With 64 KiB buckets: grouped by
+// (class, dtype), mean before sum, f32 before bf16, FQNs in string order
+// (layers.10 before layers.2: every rank sorts alike), two norms per
+// bucket, the embedding alone, the split projection in none; bytes are
+// FP32 sizes, the bf16 norm's included.
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-NEXT: tp.optimizer_boundary
+// CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 4202692608 : i64, dtype = f32, fqns = ["model.embed_tokens.weight"], reduction = #tp.grad_reduction<mean>}
+// CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 1 : i64, bytes = 65536 : i64, dtype = f32, fqns = ["model.layers.10.input_layernorm.weight", "model.layers.2.input_layernorm.weight"], reduction = #tp.grad_reduction<mean>}
+// CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 2 : i64, bytes = 65536 : i64, dtype = f32, fqns = ["model.layers.2.post_attention_layernorm.weight", "model.norm.weight"], reduction = #tp.grad_reduction<mean>}
+// CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 3 : i64, bytes = 32768 : i64, dtype = bf16, fqns = ["model.layers.3.input_layernorm.weight"], reduction = #tp.grad_reduction<mean>}
+// CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 4 : i64, bytes = 512 : i64, dtype = f32, fqns = ["model.layers.0.self_attn.q_norm.weight"], reduction = #tp.grad_reduction<sum>}
+// CHECK-NEXT: tp.normalize_grads
+// CHECK-NOT: tp.grad_bucket_all_reduce
+// With the default 256 MiB: every norm in one bucket, the embedding alone.
+// DEFAULT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 4202692608 : i64, {{.*}}fqns = ["model.embed_tokens.weight"]
+// DEFAULT-NEXT: tp.grad_bucket_all_reduce {bucket = 1 : i64, bytes = 131072 : i64, {{.*}}fqns = ["model.layers.10.input_layernorm.weight", "model.layers.2.input_layernorm.weight", "model.layers.2.post_attention_layernorm.weight", "model.norm.weight"]
+// DEFAULT-NEXT: tp.grad_bucket_all_reduce {bucket = 2 : i64, {{.*}}dtype = bf16
+// DEFAULT-NEXT: tp.grad_bucket_all_reduce {bucket = 3 : i64, {{.*}}reduction = #tp.grad_reduction<sum>
+// DEFAULT-NEXT: tp.normalize_grads
+module {
+  shard.grid @tp(shape = 8)
+  func.func @train_step(
+      %emb: tensor<128256x8192xf32> {tp.fqn = "model.embed_tokens.weight"},
+      %n10: tensor<8192xf32> {tp.fqn = "model.layers.10.input_layernorm.weight"},
+      %n2: tensor<8192xf32> {tp.fqn = "model.layers.2.input_layernorm.weight"},
+      %p2: tensor<8192xf32> {tp.fqn = "model.layers.2.post_attention_layernorm.weight"},
+      %n3: tensor<8192xbf16> {tp.fqn = "model.layers.3.input_layernorm.weight"},
+      %final: tensor<8192xf32> {tp.fqn = "model.norm.weight"},
+      %qn: tensor<128xf32> {tp.fqn = "model.layers.0.self_attn.q_norm.weight"},
+      %q: tensor<1024x8192xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"}) attributes {tp.entry = "train_step"} {
+    tp.accumulate_grad %n2 into %n2 {fqn = "model.layers.2.input_layernorm.weight", reduction = #tp.grad_reduction<mean>} : tensor<8192xf32>
+    tp.accumulate_grad %final into %final {fqn = "model.norm.weight", reduction = #tp.grad_reduction<mean>} : tensor<8192xf32>
+    tp.accumulate_grad %qn into %qn {fqn = "model.layers.0.self_attn.q_norm.weight", reduction = #tp.grad_reduction<sum>} : tensor<128xf32>
+    tp.accumulate_grad %q into %q {fqn = "model.layers.0.self_attn.q_proj.weight", split_dim = 0 : i64} : tensor<1024x8192xf32>
+    tp.accumulate_grad %p2 into %p2 {fqn = "model.layers.2.post_attention_layernorm.weight", reduction = #tp.grad_reduction<mean>} : tensor<8192xf32>
+    tp.accumulate_grad %n3 into %n3 {fqn = "model.layers.3.input_layernorm.weight", reduction = #tp.grad_reduction<mean>} : tensor<8192xbf16>
+    tp.accumulate_grad %emb into %emb {fqn = "model.embed_tokens.weight", reduction = #tp.grad_reduction<mean>} : tensor<128256x8192xf32>
+    tp.accumulate_grad %n10 into %n10 {fqn = "model.layers.10.input_layernorm.weight", reduction = #tp.grad_reduction<mean>} : tensor<8192xf32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    tp.normalize_grads
+    %n = tp.grad_norm : tensor<f32>
+    tp.clip_grads %n : tensor<f32>
+    tp.optimizer_update {optimizer = "adamw"}
+    return %n : tensor<f32>
+  }
+}
+
+//--- onerank.mlir
+// One rank (no @tp grid): nothing to synchronize.
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-NEXT: tp.optimizer_boundary
+// CHECK-NEXT: tp.normalize_grads
+// LIMIT: error: tp-replica-grad-sync: bucket-mib must be positive, got 0
+module {
+  func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
+    tp.accumulate_grad %w into %w {fqn = "w"} : tensor<8xf32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    tp.normalize_grads
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}
+
+//--- errors.mlir
+// expected-error @+1 {{tp-replica-grad-sync: no optimizer step (run tp-build-train-step)}}
+module {
+  shard.grid @tp(shape = 2)
+  func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
+    return
+  }
+  // expected-error @+1 {{tp-replica-grad-sync: the optimizer step must have exactly one tp.optimizer_boundary}}
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
+    return
+  }
+  // expected-error @+1 {{tp-replica-grad-sync: the gradients are already bucketed}}
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 32 : i64, dtype = f32, fqns = ["w"], reduction = #tp.grad_reduction<mean>}
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
+    // expected-error @+1 {{tp-replica-grad-sync: the replicated parameter 'w' has no replica class (run tp-partition)}}
+    tp.accumulate_grad %w into %w {fqn = "w"} : tensor<8xf32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}
