@@ -336,14 +336,18 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     if (train && failed(checkLowerable(train)))
       return signalPassFailure();
     // A training program updates its parameters in @optimizer_step.
+    func::FuncOp update;
     if (train) {
-      FailureOr<func::FuncOp> update = requireEntry<func::FuncOp>(
+      FailureOr<func::FuncOp> found = requireEntry<func::FuncOp>(
           module, kOptimizerStepEntry,
           "a training program needs func.func @optimizer_step (run "
           "tp-build-train-step)");
-      if (failed(update) || failed(checkLowerable(*update)))
+      if (failed(found) || failed(checkLowerable(*found)))
         return signalPassFailure();
+      update = *found;
     }
+    // Read before the conversion erases what it describes.
+    std::string summary = programSummary(module, func, train, update);
 
     std::string path = modelPath;
     if (path.empty())
@@ -419,6 +423,60 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
         llvm::formatv("const uint64_t tprt_model_fingerprint = {0:x}ull;",
                       llvm::xxh3_64bits(text))
             .str());
+    emitc::VerbatimOp::create(builder, module.getLoc(), summary);
+  }
+
+  /// What ranks must agree on, one line per fact (tp, each parameter's
+  /// type and placement, each replica class, each bucket) as the C array
+  /// tprt_model_summary: when the fingerprints differ, the ranks compare it
+  /// line by line and name the first difference.
+  static std::string programSummary(ModuleOp module, func::FuncOp forward,
+                                    func::FuncOp train, func::FuncOp update) {
+    SmallVector<std::string> lines;
+    int64_t tp = 1;
+    if (auto grid = module.lookupSymbol<shard::GridOp>("tp"))
+      if (grid.getShape().size() == 1)
+        tp = grid.getShape()[0];
+    lines.push_back("tp " + std::to_string(tp));
+    auto print = [](auto printable) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << printable;
+      return s;
+    };
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      auto fqn =
+          forward.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName);
+      if (!fqn)
+        continue;
+      auto placement = forward.getArgAttrOfType<PlacementAttr>(
+          i, TPDialect::kPlacementAttrName);
+      lines.push_back("parameter " + fqn.getValue().str() + " " +
+                      print(forward.getArgument(i).getType()) +
+                      (placement ? " " + print(placement) : ""));
+    }
+    if (train)
+      train.walk([&](AccumulateGradOp acc) {
+        lines.push_back("gradient " + acc.getFqn().str() + " " +
+                        (acc.getReduction()
+                             ? stringifyGradReduction(*acc.getReduction())
+                             : StringRef("sharded"))
+                            .str());
+      });
+    if (update)
+      update.walk([&](GradBucketAllReduceOp bucket) {
+        std::string line = llvm::formatv(
+            "bucket {0} {1} {2} {3} bytes:", bucket.getBucketAttr().getInt(),
+            stringifyGradReduction(bucket.getReduction()),
+            print(bucket.getDtype()), bucket.getBytesAttr().getInt());
+        for (Attribute fqn : bucket.getFqns())
+          line += " " + cast<StringAttr>(fqn).getValue().str();
+        lines.push_back(line);
+      });
+    std::string table = "const char *const tprt_model_summary[] = {";
+    for (const std::string &line : lines)
+      table += quoted(line) + ", ";
+    return table + "nullptr};";
   }
 
   /// Every tensor a function computes is released right after its last

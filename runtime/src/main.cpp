@@ -82,15 +82,59 @@ double realOption(const std::string &name, const std::string &text, double lo,
   return v;
 }
 
-/// Ranks launched with different programs would exchange mismatched
-/// collectives (garbage or a hang): they compare fingerprints first.
-void checkSameProgram() {
-  uint64_t lo = tprt_model_fingerprint, hi = tprt_model_fingerprint;
+/// Whether every rank passed the same `value`. Collective.
+bool agree(uint64_t value) {
+  uint64_t lo = value, hi = value;
   MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  if (lo != hi)
+  return lo == hi;
+}
+
+uint64_t hashLine(const char *line) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *line; ++line)
+    h = (h ^ static_cast<unsigned char>(*line)) * 1099511628211ull;
+  return h;
+}
+
+/// Ranks launched with different programs would exchange mismatched
+/// collectives (garbage or a hang): they compare fingerprints first and,
+/// when those differ, their program summaries line by line, so that every
+/// rank stops with the first difference.
+void checkSameProgram(int size) {
+  if (agree(tprt_model_fingerprint))
+    return;
+  int64_t lines = 0;
+  while (tprt_model_summary[lines])
+    ++lines;
+  int64_t common = lines;
+  MPI_Allreduce(MPI_IN_PLACE, &common, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  int64_t first = 0;
+  while (first < common && agree(hashLine(tprt_model_summary[first])))
+    ++first;
+  if (first == common && agree(static_cast<uint64_t>(lines)))
     tprt::fatal("the ranks run different programs (their fingerprints "
-                "differ): launch one compiled program on every rank");
+                "differ; their parameters, replica classes and buckets "
+                "agree): launch one compiled program on every rank");
+  // Each rank's version of that line (a program that ended: none).
+  constexpr int kWidth = 240;
+  char mine[kWidth] = "(nothing: its program summary ends earlier)";
+  if (first < lines)
+    std::snprintf(mine, kWidth, "%s", tprt_model_summary[first]);
+  std::vector<char> all(static_cast<size_t>(kWidth) * size);
+  MPI_Allgather(mine, kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR,
+                MPI_COMM_WORLD);
+  int other = 1;
+  while (other < size - 1 &&
+         std::strncmp(all.data(), all.data() + other * kWidth, kWidth) == 0)
+    ++other;
+  tprt::fatal("the ranks run different programs: rank 0 has '" +
+              std::string(all.data()) + "' where rank " +
+              std::to_string(other) + " has '" +
+              std::string(all.data() + other * kWidth) + "' (line " +
+              std::to_string(first + 1) +
+              " of the program summary); launch one compiled program on "
+              "every rank");
 }
 
 /// The weights files must be the ones the program was compiled against
@@ -173,7 +217,7 @@ int main(int argc, char **argv) try {
                 std::to_string(tprt_model_tp_size) + " ranks but runs on " +
                 std::to_string(size) + " (use mpirun -np " +
                 std::to_string(tprt_model_tp_size) + ")");
-  checkSameProgram();
+  checkSameProgram(size);
 
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;

@@ -460,6 +460,11 @@ extern const int tprt_model_sequence_multiple;
 /// Defined by the generated program: a hash of the program itself; the
 /// ranks compare theirs before the first collective.
 extern const uint64_t tprt_model_fingerprint;
+/// Defined by the generated program: what its ranks must agree on, one
+/// line per fact (tp, parameters with their placements, replica classes,
+/// buckets), ended by a null entry; compared line by line when the
+/// fingerprints differ, to name the first difference.
+extern const char *const tprt_model_summary[];
 /// Defined by the generated program: the weights files it was compiled
 /// against, ended by a null entry; main checks each before reading it.
 extern const tprt::WeightFile tprt_model_weight_files[];
