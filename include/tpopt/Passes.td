@@ -240,6 +240,29 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
                            "::mlir::tp::TPDialect"];
 }
 
+def TPBroadcastReplicas : Pass<"tp-broadcast-replicas", "ModuleOp"> {
+  let summary = "Start every rank from rank 0's copy of each replicated "
+                "parameter";
+  let description = [{
+    On a partitioned program with `@tp`: adds `func.func @init`
+    (`tp.entry = "init"`), which the runtime runs once before the first
+    step. It takes every replicated parameter of `@forward` (frozen ones
+    included; split ones are each rank's own block) with its attributes,
+    and broadcasts each from TP rank 0, in FQN order, with
+    `tp.broadcast_replica` (AutoModel's `broadcast_tp_replicas`), so that
+    replicas start equal whatever each rank read. A program without `@tp`
+    is left as it is.
+
+    ```mlir
+    func.func @init(%n: tensor<64xf32> {tp.fqn = "model.norm.weight", ...})
+        attributes {tp.entry = "init"} {
+      tp.broadcast_replica %n {fqn = "model.norm.weight"} : tensor<64xf32>
+      return
+    }
+    ```
+  }];
+}
+
 def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
   let summary = "Synchronize replicated parameters' gradients in FP32 buckets "
                 "at the optimizer boundary";

@@ -69,6 +69,7 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     TPReplicaGradSyncOptions sync;
     sync.bucketMib = options.bucketMib;
     pm.addPass(createTPReplicaGradSync(sync));
+    pm.addPass(createTPBroadcastReplicas());
   }
 }
 

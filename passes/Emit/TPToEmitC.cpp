@@ -240,13 +240,15 @@ StringRef entryFunctionName(func::FuncOp func) {
     return "tprt_model_train_step";
   if (role && role.getValue() == kOptimizerStepEntry)
     return "tprt_model_optimizer_step";
+  if (role && role.getValue() == kInitEntry)
+    return "tprt_model_init";
   return "tprt_model_forward";
 }
 
 /// func.func @forward -> emitc.func @tprt_model_forward (and the training
-/// step -> tprt_model_train_step, the optimizer step, which takes only the
-/// context, -> tprt_model_optimizer_step); parameters become load_param
-/// calls at its start, inputs its arguments.
+/// step -> tprt_model_train_step; the optimizer step and the init, which
+/// take only the context, -> tprt_model_optimizer_step, tprt_model_init);
+/// parameters become load_param calls at its start, inputs its arguments.
 struct EntryLowering : public OpConversionPattern<func::FuncOp> {
   using OpConversionPattern::OpConversionPattern;
 
@@ -258,9 +260,12 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
     StringRef name = entryFunctionName(func);
     SmallVector<Type, 3> inputs = {
         emitc::OpaqueType::get(ctx, "tprt::Context&")};
-    if (name != "tprt_model_optimizer_step")
+    if (name != "tprt_model_optimizer_step" && name != "tprt_model_init")
       inputs.append({tensor, tensor});
-    auto type = rewriter.getFunctionType(inputs, {tensor});
+    SmallVector<Type, 1> results;
+    if (func.getNumResults())
+      results.push_back(tensor);
+    auto type = rewriter.getFunctionType(inputs, results);
     auto entry = emitc::FuncOp::create(rewriter, func.getLoc(), name, type);
     Block *body = rewriter.createBlock(
         &entry.getBody(), {}, type.getInputs(),
@@ -290,7 +295,8 @@ struct ReturnLowering : public OpConversionPattern<func::ReturnOp> {
   LogicalResult
   matchAndRewrite(func::ReturnOp ret, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<emitc::ReturnOp>(ret, adaptor.getOperands()[0]);
+    rewriter.replaceOpWithNewOp<emitc::ReturnOp>(
+        ret, ret.getNumOperands() ? adaptor.getOperands()[0] : Value());
     return success();
   }
 };
@@ -302,9 +308,13 @@ LogicalResult checkLowerable(func::FuncOp func) {
       return failure();
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      if (ret.getNumOperands() != 1)
-        return ret.emitError("an entry point must return exactly one tensor "
-                             "(the logits, or the training step's loss)");
+      bool init = entryFunctionName(func) == "tprt_model_init";
+      if (ret.getNumOperands() != (init ? 0u : 1u))
+        return ret.emitError(init ? "the init function returns nothing"
+                                  : "an entry point must return exactly one "
+                                    "tensor (the logits, the training "
+                                    "step's loss or the optimizer step's "
+                                    "norm)");
       continue;
     }
     auto callable = dyn_cast<RuntimeCallOpInterface>(op);
@@ -345,6 +355,14 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
       if (failed(found) || failed(checkLowerable(*found)))
         return signalPassFailure();
       update = *found;
+    }
+    FailureOr<FunctionOpInterface> init = lookupEntry(module, kInitEntry);
+    if (failed(init))
+      return signalPassFailure();
+    if (*init) {
+      auto initFunc = dyn_cast<func::FuncOp>(init->getOperation());
+      if (!initFunc || failed(checkLowerable(initFunc)))
+        return signalPassFailure();
     }
     // Read before the conversion erases what it describes.
     std::string summary = programSummary(module, func, train, update);

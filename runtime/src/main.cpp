@@ -178,12 +178,15 @@ std::unique_ptr<tprt::Context> makeContext(int rank, int size,
       baseName(tprt_model_path));
   if (!checkpoint) {
     checkWeightFiles(*ctx);
-    return ctx;
+  } else {
+    char real[PATH_MAX];
+    if (!::realpath(weights.c_str(), real))
+      tprt::fatal("cannot open the checkpoint '" + weights + "'");
+    ctx->useCheckpoint(real);
   }
-  char real[PATH_MAX];
-  if (!::realpath(weights.c_str(), real))
-    tprt::fatal("cannot open the checkpoint '" + weights + "'");
-  ctx->useCheckpoint(real);
+  // Weak: a partitioned training program's broadcast of its replicas.
+  if (tprt_model_init)
+    tprt_model_init(*ctx);
   return ctx;
 }
 

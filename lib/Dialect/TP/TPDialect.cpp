@@ -109,7 +109,8 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     if (!role || !isEntryRole(role.getValue()))
       return op->emitOpError()
              << "'" << kEntryAttrName << "' must be the role of an entry "
-             << "point (\"forward\", \"train_step\", \"optimizer_step\"), got "
+             << "point (\"forward\", \"train_step\", \"optimizer_step\", "
+                "\"init\"), got "
              << attr.getValue();
     return success();
   }

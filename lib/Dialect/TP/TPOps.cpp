@@ -510,17 +510,29 @@ LogicalResult AttentionGradOp::verify() {
   return verifyAttentionOperands(*this);
 }
 
-LogicalResult AccumulateGradOp::verify() {
-  auto arg = dyn_cast<BlockArgument>(getParam());
+/// `param` is the argument of the enclosing function named `fqn`.
+static LogicalResult verifyParamFqn(Operation *op, Value param,
+                                    StringRef expected) {
+  auto arg = dyn_cast<BlockArgument>(param);
   auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp())
                   : FunctionOpInterface();
   auto fqn = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       TPDialect::kFqnAttrName)
                   : StringAttr();
-  if (!fqn || fqn.getValue() != getFqn())
-    return emitOpError("the parameter must be the argument of the function "
-                       "whose tp.fqn is '")
-           << getFqn() << "'";
+  if (!fqn || fqn.getValue() != expected)
+    return op->emitOpError("the parameter must be the argument of the "
+                           "function whose tp.fqn is '")
+           << expected << "'";
+  return success();
+}
+
+LogicalResult BroadcastReplicaOp::verify() {
+  return verifyParamFqn(*this, getParam(), getFqn());
+}
+
+LogicalResult AccumulateGradOp::verify() {
+  if (failed(verifyParamFqn(*this, getParam(), getFqn())))
+    return failure();
   if (getSplitDimAttr().getInt() >= 0 &&
       (getReduction() || getDerivedReduction()))
     return emitOpError("a split parameter's gradient has no replica class");

@@ -537,8 +537,22 @@ LogicalResult AccumulateGradOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 //===----------------------------------------------------------------------===//
-// Optimizer boundary
+// Program start and optimizer boundary
 //===----------------------------------------------------------------------===//
+
+static constexpr RuntimeArg kTensorAndCString[] = {kTensor,
+                                                   RuntimeArg::CString};
+static constexpr RuntimeSignature kBroadcastReplica[] = {
+    {"tprt::broadcast_replica", kTensorAndCString, 0}};
+
+ArrayRef<RuntimeSignature> BroadcastReplicaOp::getRuntimeSignatures() {
+  return kBroadcastReplica;
+}
+
+LogicalResult BroadcastReplicaOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kBroadcastReplica[0]).tensor(getParam()).str(getFqn());
+  return success();
+}
 
 static constexpr RuntimeSignature kOptimizerBoundary[] = {
     {"tprt::optimizer_boundary", {}, 0}};

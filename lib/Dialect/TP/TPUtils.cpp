@@ -40,7 +40,7 @@ std::optional<uint64_t> mlir::tp::getTensorByteSize(RankedTensorType type) {
 
 bool mlir::tp::isEntryRole(StringRef role) {
   return role == kForwardEntry || role == kTrainStepEntry ||
-         role == kOptimizerStepEntry;
+         role == kOptimizerStepEntry || role == kInitEntry;
 }
 
 FailureOr<FunctionOpInterface> mlir::tp::lookupEntry(ModuleOp module,

@@ -222,6 +222,9 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim = -1, int64_t shards = 1,
                   int64_t replicas = 1);
+/// tp.broadcast_replica: `param` (a replicated parameter, the cached
+/// tensor load_param returned) overwritten in place with TP rank 0's copy.
+void broadcast_replica(Context &ctx, const Tensor &param, const char *fqn);
 /// Block `shardIndex` of `shards` along `shardDim` (-1: the whole
 /// parameter), whatever the rank; not cached.
 Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
@@ -442,6 +445,9 @@ tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
 [[gnu::weak]] tprt::Tensor tprt_model_train_step(tprt::Context &ctx,
                                                  tprt::Tensor input_ids,
                                                  tprt::Tensor attention_mask);
+/// Defined by a partitioned training program: run once before the first
+/// step, it broadcasts each replicated parameter from TP rank 0.
+[[gnu::weak]] void tprt_model_init(tprt::Context &ctx);
 /// Defined by a training program: the optimizer boundary, the replica
 /// gradients' synchronization, normalization, norm, clipping and update,
 /// once per optimizer step; returns the norm before clipping.

@@ -199,10 +199,28 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   Tensor value =
       readParamBlock(ctx, fqn, initializer, file, offset, length, storedDtype,
                      shape, transposed, shardDim, shards, shardIndex);
+  // A test hook: TPRT_TEST_PERTURB_REPLICAS=R makes rank R's copies of the
+  // replicated parameters differ from the others' (what the init's
+  // broadcast must undo).
+  if (const char *perturbed = std::getenv("TPRT_TEST_PERTURB_REPLICAS"))
+    if (*perturbed && shardDim < 0 && value.dtype() == DType::F32 &&
+        std::atoi(perturbed) == ctx.tp().rank())
+      for (int64_t i = 0; i < value.numel(); ++i)
+        value.f32()[i] += 0.25f;
   ctx.cacheParam(fqn, value);
   ctx.setParamLayout(fqn,
                      {shape, shardDim, shards, replicas, ctx.resolve(file)});
   return value;
+}
+
+void broadcast_replica(Context &ctx, const Tensor &param, const char *fqn) {
+  if (!param.defined())
+    fatal(std::string("broadcast_replica: parameter '") + fqn +
+          "' has no value");
+  // The handle shares the cached tensor's storage: the broadcast updates
+  // what every later step reads.
+  Tensor shared = param;
+  ctx.tp().broadcast(shared.raw(), static_cast<int64_t>(shared.bytes()), 0);
 }
 
 } // namespace tprt

@@ -550,3 +550,11 @@ func.func @optimizer_name() {
   tp.optimizer_update {optimizer = "adam"}
   return
 }
+
+// -----
+
+func.func @broadcast_replica_fqn(%w: tensor<4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{the parameter must be the argument of the function whose tp.fqn is 'b.weight'}}
+  tp.broadcast_replica %w {fqn = "b.weight"} : tensor<4xf32>
+  return
+}

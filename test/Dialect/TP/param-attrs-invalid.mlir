@@ -117,7 +117,7 @@ func.func @blocks_source(%w: tensor<2x4xf32> {tp.fqn = "w.weight", tp.placement 
 
 // -----
 
-// expected-error @+1 {{'func.func' op 'tp.entry' must be the role of an entry point ("forward", "train_step", "optimizer_step"), got "backward"}}
+// expected-error @+1 {{'func.func' op 'tp.entry' must be the role of an entry point ("forward", "train_step", "optimizer_step", "init"), got "backward"}}
 func.func @entry_role() attributes {tp.entry = "backward"} {
   return
 }

@@ -385,6 +385,31 @@ def TP_AccumulateGradOp : TP_Op<"accumulate_grad",
 }
 
 //===----------------------------------------------------------------------===//
+// Program start (func.func @init)
+//===----------------------------------------------------------------------===//
+
+def TP_BroadcastReplicaOp : TP_Op<"broadcast_replica",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Makes every rank's copy of a replicated parameter rank 0's";
+  let description = [{
+    In the program's `@init` (`tp.entry = "init"`), which the runtime runs
+    once before the first step: `param`, a replicated parameter (the
+    argument of `@init` whose `tp.fqn` is `fqn`), is overwritten in place
+    on every rank of `@tp` with TP rank 0's copy (AutoModel's
+    `broadcast_tp_replicas`), so that replicas start equal whatever each
+    rank read. Written by `tp-broadcast-replicas`, one per replicated
+    parameter in FQN order.
+
+    ```mlir
+    tp.broadcast_replica %w {fqn = "model.norm.weight"} : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$param, StrAttr:$fqn);
+  let assemblyFormat = "$param attr-dict `:` type($param)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer boundary (func.func @optimizer_step)
 //===----------------------------------------------------------------------===//
 

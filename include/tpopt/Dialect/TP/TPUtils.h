@@ -25,6 +25,8 @@ inline constexpr llvm::StringLiteral kForwardEntry = "forward";
 inline constexpr llvm::StringLiteral kTrainStepEntry = "train_step";
 /// The optimizer boundary and update, once per optimizer step.
 inline constexpr llvm::StringLiteral kOptimizerStepEntry = "optimizer_step";
+/// Once before the first step (tp-broadcast-replicas).
+inline constexpr llvm::StringLiteral kInitEntry = "init";
 
 /// Whether `role` is a role an entry point can have.
 bool isEntryRole(StringRef role);
