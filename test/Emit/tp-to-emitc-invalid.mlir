@@ -43,6 +43,16 @@ module {
 
 // The entry returns the logits alone.
 func.func @forward(%x: tensor<4xf32> {onnx.name = "input_ids"}) -> (tensor<4xf32>, tensor<4xf32>) {
-  // expected-error @+1 {{an entry point must return exactly one tensor (the logits, or the training step's loss)}}
+  // expected-error @+1 {{an entry point must return exactly one tensor (the logits, the training step's loss or the optimizer step's norm)}}
   return %x, %x : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> tensor<?x?xi64> attributes {tp.entry = "forward"} {
+  return %ids : tensor<?x?xi64>
+}
+func.func @init(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> tensor<?x?xi64> attributes {tp.entry = "init"} {
+  // expected-error @+1 {{the init function returns nothing}}
+  return %ids : tensor<?x?xi64>
 }
