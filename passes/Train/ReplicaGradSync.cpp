@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "tprt/Buckets.h"
 
 #include <map>
 
@@ -104,28 +105,23 @@ struct TPReplicaGradSyncPass
       llvm::sort(grads, [](const ReplicaGrad &a, const ReplicaGrad &b) {
         return a.fqn < b.fqn;
       });
-      // Greedy in FQN order: a gradient that would overflow the bucket
-      // starts the next one (alone if it is larger than the limit).
-      SmallVector<Attribute> fqns;
-      int64_t bytes = 0;
-      auto flush = [&] {
-        if (fqns.empty())
-          return;
+      // Greedy in FQN order, as the runtime's planBuckets fills them.
+      std::vector<int64_t> sizes;
+      for (const ReplicaGrad &grad : grads)
+        sizes.push_back(grad.bytes);
+      for (auto [begin, end] : tprt::planBuckets(sizes, limit)) {
+        SmallVector<Attribute> fqns;
+        int64_t bytes = 0;
+        for (size_t i = begin; i < end; ++i) {
+          fqns.push_back(builder.getStringAttr(grads[i].fqn));
+          bytes += grads[i].bytes;
+        }
         GradBucketAllReduceOp::create(
             builder, loc, builder.getI64IntegerAttr(bucket++),
             GradReductionAttr::get(builder.getContext(), key.first),
             TypeAttr::get(grads.front().dtype), builder.getArrayAttr(fqns),
             builder.getI64IntegerAttr(bytes));
-        fqns.clear();
-        bytes = 0;
-      };
-      for (const ReplicaGrad &grad : grads) {
-        if (!fqns.empty() && bytes + grad.bytes > limit)
-          flush();
-        fqns.push_back(builder.getStringAttr(grad.fqn));
-        bytes += grad.bytes;
       }
-      flush();
     }
   }
 };

@@ -53,15 +53,9 @@ void optimizer_boundary(Context &ctx) {
   state.bucketBytes = 0;
 }
 
-void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
-                            DType dtype, const char *fqns, int64_t bytes) {
-  TrainState &state = trainState(ctx, "grad_bucket_all_reduce");
-  std::string what = "grad_bucket_all_reduce: bucket " + std::to_string(bucket);
-  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
-    fatal(what + ": gradients of a float type only");
-  // The buffers in bucket order, each checked against the compiled size.
+std::vector<Tensor *> bucketGrads(Context &ctx, const char *fqns,
+                                  const std::string &what) {
   std::vector<Tensor *> grads;
-  int64_t total = 0;
   for (const char *begin = fqns; *begin;) {
     const char *end = begin;
     while (*end && *end != '\n')
@@ -71,31 +65,55 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
     if (it == ctx.grads().end())
       fatal(what + ": parameter '" + fqn + "' has no gradient");
     grads.push_back(&it->second.grad);
-    total += it->second.grad.numel();
     begin = *end ? end + 1 : end;
   }
+  return grads;
+}
+
+void packBucket(const std::vector<Tensor *> &grads, float *out) {
+  for (Tensor *g : grads) {
+    std::copy_n(g->f32(), g->numel(), out);
+    out += g->numel();
+  }
+}
+
+void unpackBucket(const float *in, float scale,
+                  const std::vector<Tensor *> &grads) {
+  for (Tensor *g : grads) {
+    float *dst = g->f32();
+    int64_t n = g->numel();
+    // (A parallel region costs more than a small tensor's copy.)
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = in[i] * scale;
+    in += n;
+  }
+}
+
+void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
+                            DType dtype, const char *fqns, int64_t bytes) {
+  TrainState &state = trainState(ctx, "grad_bucket_all_reduce");
+  std::string what = "grad_bucket_all_reduce: bucket " + std::to_string(bucket);
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    fatal(what + ": gradients of a float type only");
+  // The buffers in bucket order, checked against the compiled size.
+  std::vector<Tensor *> grads = bucketGrads(ctx, fqns, what);
+  int64_t total = 0;
+  for (Tensor *g : grads)
+    total += g->numel();
   if (total * 4 != bytes)
     fatal(what + " holds " + std::to_string(total * 4) +
           " bytes of gradients; the program was compiled for " +
           std::to_string(bytes));
   // The buffers are FP32 whatever the parameters' dtype: packing is the
   // cast (a bf16 reduction would round every partial sum).
-  std::vector<float> packed(static_cast<size_t>(total));
-  int64_t offset = 0;
-  for (Tensor *g : grads) {
-    std::copy_n(g->f32(), g->numel(), packed.data() + offset);
-    offset += g->numel();
-  }
+  std::vector<float> &packed = state.bucketBuffer;
+  packed.resize(static_cast<size_t>(total));
+  packBucket(grads, packed.data());
   ctx.tp().allReduceSum(packed.data(), total);
-  float scale = mean ? 1.0f / static_cast<float>(ctx.tp().size()) : 1.0f;
-  offset = 0;
-  for (Tensor *g : grads) {
-    float *dst = g->f32();
-    const float *src = packed.data() + offset;
-    for (int64_t i = 0, n = g->numel(); i < n; ++i)
-      dst[i] = src[i] * scale;
-    offset += g->numel();
-  }
+  unpackBucket(packed.data(),
+               mean ? 1.0f / static_cast<float>(ctx.tp().size()) : 1.0f,
+               grads);
   ++state.bucketCollectives;
   state.bucketBytes += bytes;
 }

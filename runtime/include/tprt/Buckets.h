@@ -1,0 +1,43 @@
+//===- Buckets.h - how replica gradients are packed into buckets -*- C++ -*-===//
+//
+// Header-only and dependency-free: the compiler (tp-replica-grad-sync) plans
+// the buckets of a program with this function, and bench/gradsync plans
+// its synthetic gradient sets with the same one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPRT_BUCKETS_H
+#define TPRT_BUCKETS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace tprt {
+
+/// Greedy buckets over gradients of `bytes` each, in the order given: a
+/// gradient that would take the open bucket past `limit` starts the next
+/// one, so a gradient larger than `limit` is a bucket of its own. Returns
+/// [begin, end) index ranges.
+inline std::vector<std::pair<size_t, size_t>>
+planBuckets(const std::vector<int64_t> &bytes, int64_t limit) {
+  std::vector<std::pair<size_t, size_t>> buckets;
+  size_t begin = 0;
+  int64_t filled = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i > begin && filled + bytes[i] > limit) {
+      buckets.push_back({begin, i});
+      begin = i;
+      filled = 0;
+    }
+    filled += bytes[i];
+  }
+  if (begin < bytes.size())
+    buckets.push_back({begin, bytes.size()});
+  return buckets;
+}
+
+} // namespace tprt
+
+#endif // TPRT_BUCKETS_H
