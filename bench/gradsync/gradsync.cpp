@@ -45,8 +45,8 @@ GradSet llama7b(double scale) {
   int64_t hidden = std::max<int64_t>(1, std::llround(4096 * scale));
   for (int layer = 0; layer < 32; ++layer)
     for (const char *norm : {"input_layernorm", "post_attention_layernorm"}) {
-      set.fqns.push_back("model.layers." + std::to_string(layer) + "." +
-                         norm + ".weight");
+      set.fqns.push_back("model.layers." + std::to_string(layer) + "." + norm +
+                         ".weight");
       set.numel.push_back(hidden);
     }
   set.fqns.push_back("model.norm.weight");
@@ -72,7 +72,8 @@ GradSet synthetic(double scale) {
     char fqn[32];
     std::snprintf(fqn, sizeof(fqn), "synthetic.%05d.weight", i);
     set.fqns.push_back(fqn);
-    set.numel.push_back(std::max<int64_t>(1, std::llround(raw[i] / sum * total)));
+    set.numel.push_back(
+        std::max<int64_t>(1, std::llround(raw[i] / sum * total)));
   }
   return set;
 }
@@ -92,8 +93,7 @@ template <typename F> double timed(F &&f) {
   return t;
 }
 
-void run(tprt::Context &ctx, const GradSet &set, double bucketMib,
-         int rounds) {
+void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
   int ranks = ctx.tp().size();
   // The buffers, filled with something to add.
   ctx.grads().clear();
@@ -146,7 +146,7 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib,
       for (size_t b = 0; b < buckets.size(); ++b)
         tprt::grad_bucket_all_reduce(ctx, static_cast<int64_t>(b), true,
                                      tprt::DType::F32, buckets[b].c_str(),
-                                     bucketBytes[b]);
+                                     bucketBytes[b], "tp");
     });
     double a = timed([&] { ctx.tp().allReduceSum(raw.data(), elements); });
     double p = timed([&] { tprt::packBucket(all, packed.data()); });
@@ -171,8 +171,8 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib,
               "%.3f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
               set.name.c_str(), set.fqns.size(), total / 1048576.0,
               static_cast<long long>(state.bucketCollectives),
-              static_cast<long long>(ceilBuckets), ts * 1e3,
-              gbs(total, ts), gbs(total, ts) * bus, ta * 1e3, gbs(total, ta),
+              static_cast<long long>(ceilBuckets), ts * 1e3, gbs(total, ts),
+              gbs(total, ts) * bus, ta * 1e3, gbs(total, ta),
               gbs(total, ta) * bus, ta / ts, gbs(total, tp), gbs(total, tc));
   std::fflush(stdout);
 }

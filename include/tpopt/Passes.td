@@ -250,8 +250,10 @@ def TPBroadcastReplicas : Pass<"tp-broadcast-replicas", "ModuleOp"> {
     included; split ones are each rank's own block) with its attributes,
     and broadcasts each from TP rank 0, in FQN order, with
     `tp.broadcast_replica` (AutoModel's `broadcast_tp_replicas`), so that
-    replicas start equal whatever each rank read. A program without `@tp`
-    is left as it is.
+    replicas start equal whatever each rank read. With `dp = D > 1`, every
+    parameter (a split one: this rank's block) is then also broadcast over
+    the data-parallel group (`group = "dp"`). A program with neither `@tp`
+    nor data parallelism is left as it is.
 
     ```mlir
     func.func @init(%n: tensor<64xf32> {tp.fqn = "model.norm.weight", ...})
@@ -261,6 +263,11 @@ def TPBroadcastReplicas : Pass<"tp-broadcast-replicas", "ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1",
+           "Data-parallel groups (more than one: parameters are broadcast "
+           "over them too)">,
+  ];
 }
 
 def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
@@ -281,7 +288,14 @@ def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
     filled up to `bucket-mib` MiB counted at FP32 size (gradients of
     another dtype are cast to FP32 for the reduction); a gradient larger
     than that is a bucket of its own. Split parameters are not touched.
-    A program without `@tp` (one rank) is left as it is.
+    Without `@tp` (one rank per group) there are no replicas.
+
+    With `dp = D > 1` the ranks form D data-parallel copies of the
+    tensor-parallel group (`shard.grid @dp`, added): after the replica
+    buckets, every gradient (split ones included, each rank's block) is
+    summed over the data-parallel group in buckets of the same kind
+    (`group = "dp"`), the loss being normalized by the global batch's
+    label tokens.
 
     ```mlir
     tp.optimizer_boundary
@@ -294,7 +308,11 @@ def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
   let options = [
     Option<"bucketMib", "bucket-mib", "double", /*default=*/"256",
            "The largest bucket, in MiB at FP32 size">,
+    Option<"dp", "dp", "int64_t", /*default=*/"1",
+           "Data-parallel groups: with more than one, every gradient is "
+           "then summed over them in buckets (group \"dp\")">,
   ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
 def TPPlanReport : Pass<"tp-plan-report", "ModuleOp"> {

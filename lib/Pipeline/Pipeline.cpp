@@ -68,8 +68,11 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
   if (options.train) {
     TPReplicaGradSyncOptions sync;
     sync.bucketMib = options.bucketMib;
+    sync.dp = options.dp;
     pm.addPass(createTPReplicaGradSync(sync));
-    pm.addPass(createTPBroadcastReplicas());
+    TPBroadcastReplicasOptions broadcast;
+    broadcast.dp = options.dp;
+    pm.addPass(createTPBroadcastReplicas(broadcast));
   }
 }
 

@@ -233,6 +233,14 @@ struct RuntimeCallLowering
   }
 };
 
+/// The data-parallel groups of a training program (shard.grid @dp), else 1.
+int64_t dataParallelSize(ModuleOp module) {
+  if (auto grid = module.lookupSymbol<shard::GridOp>("dp"))
+    if (grid.getShape().size() == 1 && grid.getShape()[0] > 0)
+      return grid.getShape()[0];
+  return 1;
+}
+
 /// The C++ function of each entry point, by its role.
 StringRef entryFunctionName(func::FuncOp func) {
   auto role = func->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
@@ -385,6 +393,10 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     emitc::VerbatimOp::create(
         builder, func.getLoc(),
         "const int tprt_model_tp_size = " + std::to_string(tpSize) + ";");
+    int64_t dpSize = dataParallelSize(module);
+    emitc::VerbatimOp::create(
+        builder, func.getLoc(),
+        "const int tprt_model_dp_size = " + std::to_string(dpSize) + ";");
     // Sequence parallelism splits dim 1 of 3-D activations: the input's
     // sequence must divide by the ranks (main checks it up front).
     bool splitsSequence = false;
@@ -456,6 +468,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
       if (grid.getShape().size() == 1)
         tp = grid.getShape()[0];
     lines.push_back("tp " + std::to_string(tp));
+    lines.push_back("dp " + std::to_string(dataParallelSize(module)));
     auto print = [](auto printable) {
       std::string s;
       llvm::raw_string_ostream os(s);
@@ -483,10 +496,12 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
       });
     if (update)
       update.walk([&](GradBucketAllReduceOp bucket) {
-        std::string line = llvm::formatv(
-            "bucket {0} {1} {2} {3} bytes:", bucket.getBucketAttr().getInt(),
-            stringifyGradReduction(bucket.getReduction()),
-            print(bucket.getDtype()), bucket.getBytesAttr().getInt());
+        std::string line =
+            llvm::formatv("bucket {0} over {4} {1} {2} {3} bytes:",
+                          bucket.getBucketAttr().getInt(),
+                          stringifyGradReduction(bucket.getReduction()),
+                          print(bucket.getDtype()),
+                          bucket.getBytesAttr().getInt(), bucket.getGroup());
         for (Attribute fqn : bucket.getFqns())
           line += " " + cast<StringAttr>(fqn).getValue().str();
         lines.push_back(line);

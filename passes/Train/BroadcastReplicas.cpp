@@ -28,6 +28,8 @@ namespace {
 
 struct TPBroadcastReplicasPass
     : public tp::impl::TPBroadcastReplicasBase<TPBroadcastReplicasPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<func::FuncOp> forward = requireEntry<func::FuncOp>(
@@ -40,37 +42,54 @@ struct TPBroadcastReplicasPass
                           "init function");
       return signalPassFailure();
     }
-    if (!module.lookupSymbol<shard::GridOp>("tp"))
+    if (dp < 1) {
+      module.emitError("tp-broadcast-replicas: dp must be at least 1, got ")
+          << static_cast<int64_t>(dp);
+      return signalPassFailure();
+    }
+    bool tensorParallel = module.lookupSymbol<shard::GridOp>("tp") != nullptr;
+    if (!tensorParallel && dp == 1)
       return;
 
-    // The replicated parameters, in FQN order (every rank alike).
-    SmallVector<std::pair<StringRef, unsigned>> replicated;
+    // The parameters to broadcast, in FQN order (every rank alike): the
+    // replicated ones over tp, all over dp.
+    struct Param {
+      StringRef fqn;
+      unsigned index;
+      bool overTP;
+    };
+    SmallVector<Param> params;
     for (unsigned i = 0; i < forward->getNumArguments(); ++i) {
       auto fqn =
           forward->getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName);
+      if (!fqn)
+        continue;
       auto placement = forward->getArgAttrOfType<PlacementAttr>(
           i, TPDialect::kPlacementAttrName);
-      if (fqn && !(placement && placement.isSplit()))
-        replicated.push_back({fqn.getValue(), i});
+      bool overTP = tensorParallel && !(placement && placement.isSplit());
+      if (overTP || dp > 1)
+        params.push_back({fqn.getValue(), i, overTP});
     }
-    llvm::sort(replicated);
+    llvm::sort(params,
+               [](const Param &a, const Param &b) { return a.fqn < b.fqn; });
 
     OpBuilder builder(module.getContext());
     builder.setInsertionPointToEnd(module.getBody());
     SmallVector<Type> types;
-    for (auto [fqn, i] : replicated)
-      types.push_back(forward->getArgument(i).getType());
+    for (const Param &p : params)
+      types.push_back(forward->getArgument(p.index).getType());
     auto init = func::FuncOp::create(builder, forward->getLoc(), "init",
                                      builder.getFunctionType(types, {}));
     init->setAttr(TPDialect::kEntryAttrName, builder.getStringAttr(kInitEntry));
     Block *body = init.addEntryBlock();
     builder.setInsertionPointToStart(body);
-    for (auto [index, param] : llvm::enumerate(replicated)) {
-      auto [fqn, i] = param;
-      init.setArgAttrs(index, forward->getArgAttrDict(i));
-      BroadcastReplicaOp::create(builder, init.getLoc(),
-                                 body->getArgument(index),
-                                 builder.getStringAttr(fqn));
+    for (auto [index, p] : llvm::enumerate(params)) {
+      init.setArgAttrs(index, forward->getArgAttrDict(p.index));
+      for (StringRef group : {"tp", "dp"})
+        if (group == "tp" ? p.overTP : dp > 1)
+          BroadcastReplicaOp::create(
+              builder, init.getLoc(), body->getArgument(index),
+              builder.getStringAttr(p.fqn), builder.getStringAttr(group));
     }
     func::ReturnOp::create(builder, init.getLoc());
   }

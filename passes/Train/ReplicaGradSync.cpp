@@ -14,6 +14,7 @@
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "tprt/Buckets.h"
@@ -69,14 +70,25 @@ struct TPReplicaGradSyncPass
                         "bucketed");
       return signalPassFailure();
     }
-    // One rank: nothing to synchronize.
-    if (!module.lookupSymbol<shard::GridOp>("tp"))
-      return;
+    if (dp < 1) {
+      module.emitError("tp-replica-grad-sync: dp must be at least 1, got ")
+          << static_cast<int64_t>(dp);
+      return signalPassFailure();
+    }
+    bool tensorParallel = module.lookupSymbol<shard::GridOp>("tp") != nullptr;
 
     // (class, dtype) -> gradients; mean before sum, f32 before the others.
-    std::map<std::pair<GradReduction, unsigned>, SmallVector<ReplicaGrad>>
-        groups;
+    // Over dp, every gradient is a partial sum of the global batch.
+    Groups tpGroups, dpGroups;
     WalkResult walk = step->walk([&](AccumulateGradOp acc) {
+      auto type = cast<RankedTensorType>(acc.getParam().getType());
+      ReplicaGrad grad{acc.getFqn(), type.getElementType(),
+                       type.getNumElements() * 4};
+      unsigned order = grad.dtype.isF32() ? 0 : grad.dtype.isBF16() ? 1 : 2;
+      if (dp > 1)
+        dpGroups[{GradReduction::Sum, order}].push_back(grad);
+      if (!tensorParallel)
+        return WalkResult::advance(); // one rank per group: no replicas
       std::optional<GradReduction> reduction = acc.getReduction();
       if (!reduction) {
         if (acc.getSplitDimAttr().getInt() < 0) {
@@ -86,11 +98,7 @@ struct TPReplicaGradSyncPass
         }
         return WalkResult::advance(); // split: sharded, nothing to sync
       }
-      auto type = cast<RankedTensorType>(acc.getParam().getType());
-      Type dtype = type.getElementType();
-      unsigned order = dtype.isF32() ? 0 : dtype.isBF16() ? 1 : 2;
-      groups[{*reduction, order}].push_back(
-          {acc.getFqn(), dtype, type.getNumElements() * 4});
+      tpGroups[{*reduction, order}].push_back(grad);
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
@@ -99,8 +107,25 @@ struct TPReplicaGradSyncPass
     OpBuilder builder = OpBuilder::atBlockBegin(&update->getBody().front());
     builder.setInsertionPointAfter(*boundaries.begin());
     Location loc = (*boundaries.begin()).getLoc();
-    auto limit = static_cast<int64_t>(bucketMib * 1024 * 1024);
     int64_t bucket = 0;
+    // The tensor-parallel replicas first: the data-parallel sum then reads
+    // gradients every rank of a group agrees on.
+    emitBuckets(builder, loc, tpGroups, "tp", bucket);
+    if (dp > 1) {
+      OpBuilder top = OpBuilder::atBlockBegin(module.getBody());
+      if (!module.lookupSymbol<shard::GridOp>("dp"))
+        shard::GridOp::create(top, loc, "dp", ArrayRef<int64_t>{dp});
+      emitBuckets(builder, loc, dpGroups, "dp", bucket);
+    }
+  }
+
+  using Groups =
+      std::map<std::pair<GradReduction, unsigned>, SmallVector<ReplicaGrad>>;
+
+  /// One tp.grad_bucket_all_reduce per bucket of each group, in FQN order.
+  void emitBuckets(OpBuilder &builder, Location loc, Groups &groups,
+                   StringRef group, int64_t &bucket) {
+    auto limit = static_cast<int64_t>(bucketMib * 1024 * 1024);
     for (auto &[key, grads] : groups) {
       llvm::sort(grads, [](const ReplicaGrad &a, const ReplicaGrad &b) {
         return a.fqn < b.fqn;
@@ -120,7 +145,7 @@ struct TPReplicaGradSyncPass
             builder, loc, builder.getI64IntegerAttr(bucket++),
             GradReductionAttr::get(builder.getContext(), key.first),
             TypeAttr::get(grads.front().dtype), builder.getArrayAttr(fqns),
-            builder.getI64IntegerAttr(bytes));
+            builder.getI64IntegerAttr(bytes), builder.getStringAttr(group));
       }
     }
   }

@@ -82,6 +82,10 @@ double realOption(const std::string &name, const std::string &text, double lo,
   return v;
 }
 
+/// The data-parallel ranks the program was compiled for (weak: 1 when the
+/// program does not say).
+int dataParallelSize() { return &tprt_model_dp_size ? tprt_model_dp_size : 1; }
+
 /// Whether every rank passed the same `value`. Collective.
 bool agree(uint64_t value) {
   uint64_t lo = value, hi = value;
@@ -176,6 +180,7 @@ std::unique_ptr<tprt::Context> makeContext(int rank, int size,
   auto ctx = std::make_unique<tprt::Context>(
       rank, size, checkpoint ? tprt_model_path : weights,
       baseName(tprt_model_path));
+  ctx->setGrid(tprt_model_tp_size, dataParallelSize());
   if (!checkpoint) {
     checkWeightFiles(*ctx);
   } else {
@@ -215,11 +220,16 @@ int main(int argc, char **argv) try {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != tprt_model_tp_size)
-    tprt::fatal("the program was partitioned for " +
-                std::to_string(tprt_model_tp_size) + " ranks but runs on " +
-                std::to_string(size) + " (use mpirun -np " +
-                std::to_string(tprt_model_tp_size) + ")");
+  int ranks = tprt_model_tp_size * dataParallelSize();
+  if (size != ranks)
+    tprt::fatal("the program was partitioned for " + std::to_string(ranks) +
+                " ranks" +
+                (dataParallelSize() > 1
+                     ? " (" + std::to_string(dataParallelSize()) + " x " +
+                           std::to_string(tprt_model_tp_size) + ")"
+                     : std::string()) +
+                " but runs on " + std::to_string(size) + " (use mpirun -np " +
+                std::to_string(ranks) + ")");
   checkSameProgram(size);
 
   std::string input, mask, output, weights = tprt_model_path;

@@ -2,6 +2,9 @@
 // RUN: tp-opt %t/shapes70b.mlir --tp-replica-grad-sync="bucket-mib=0.0625" | FileCheck %t/shapes70b.mlir
 // RUN: tp-opt %t/shapes70b.mlir --tp-replica-grad-sync | FileCheck %t/shapes70b.mlir --check-prefix=DEFAULT
 // RUN: tp-opt %t/onerank.mlir --tp-replica-grad-sync | FileCheck %t/onerank.mlir
+// RUN: tp-opt %t/onerank.mlir --tp-replica-grad-sync="dp=2" | FileCheck %t/onerank.mlir --check-prefix=DP1
+// RUN: tp-opt %t/shapes70b.mlir --tp-replica-grad-sync="dp=2 bucket-mib=0.0625" | FileCheck %t/shapes70b.mlir --check-prefix=DP
+// RUN: not tp-opt %t/onerank.mlir --tp-replica-grad-sync="dp=0" 2>&1 | FileCheck %t/onerank.mlir --check-prefix=DP0
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-replica-grad-sync --verify-diagnostics
 // RUN: not tp-opt %t/onerank.mlir --tp-replica-grad-sync="bucket-mib=0" 2>&1 | FileCheck %t/onerank.mlir --check-prefix=LIMIT
 
@@ -23,6 +26,17 @@
 // CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 4 : i64, bytes = 512 : i64, dtype = f32, fqns = ["model.layers.0.self_attn.q_norm.weight"], reduction = #tp.grad_reduction<sum>}
 // CHECK-NEXT: tp.normalize_grads
 // CHECK-NOT: tp.grad_bucket_all_reduce
+// Data parallelism (dp=2): after the replica buckets over tp, every
+// gradient, the split projection's block included, summed over @dp.
+// DP: shard.grid @dp(shape = 2)
+// DP: tp.grad_bucket_all_reduce {bucket = 4 : i64, {{.*}}reduction = #tp.grad_reduction<sum>}
+// DP-NEXT: tp.grad_bucket_all_reduce {bucket = 5 : i64, bytes = 4202692608 : i64, dtype = f32, fqns = ["model.embed_tokens.weight"], group = "dp", reduction = #tp.grad_reduction<sum>}
+// DP-NEXT: tp.grad_bucket_all_reduce {bucket = 6 : i64, bytes = 512 : i64, dtype = f32, fqns = ["model.layers.0.self_attn.q_norm.weight"], group = "dp", reduction = #tp.grad_reduction<sum>}
+// DP-NEXT: tp.grad_bucket_all_reduce {bucket = 7 : i64, bytes = 33554432 : i64, dtype = f32, fqns = ["model.layers.0.self_attn.q_proj.weight"], group = "dp", reduction = #tp.grad_reduction<sum>}
+// DP-NEXT: tp.grad_bucket_all_reduce {bucket = 8 : i64, bytes = 65536 : i64, {{.*}}group = "dp"
+// DP-NEXT: tp.grad_bucket_all_reduce {bucket = 9 : i64, bytes = 65536 : i64, {{.*}}group = "dp"
+// DP-NEXT: tp.grad_bucket_all_reduce {bucket = 10 : i64, bytes = 32768 : i64, dtype = bf16, {{.*}}group = "dp"
+// DP-NEXT: tp.normalize_grads
 // With the default 256 MiB: every norm in one bucket, the embedding alone.
 // DEFAULT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 4202692608 : i64, {{.*}}fqns = ["model.embed_tokens.weight"]
 // DEFAULT-NEXT: tp.grad_bucket_all_reduce {bucket = 1 : i64, bytes = 131072 : i64, {{.*}}fqns = ["model.layers.10.input_layernorm.weight", "model.layers.2.input_layernorm.weight", "model.layers.2.post_attention_layernorm.weight", "model.norm.weight"]
@@ -66,6 +80,11 @@ module {
 // CHECK-NEXT: tp.optimizer_boundary
 // CHECK-NEXT: tp.normalize_grads
 // LIMIT: error: tp-replica-grad-sync: bucket-mib must be positive, got 0
+// One rank per tensor-parallel group, two groups: every gradient over dp.
+// DP1: shard.grid @dp(shape = 2)
+// DP1: tp.optimizer_boundary
+// DP1-NEXT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 32 : i64, dtype = f32, fqns = ["w"], group = "dp", reduction = #tp.grad_reduction<sum>}
+// DP0: error: tp-replica-grad-sync: dp must be at least 1, got 0
 module {
   func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
     tp.accumulate_grad %w into %w {fqn = "w"} : tensor<8xf32>

@@ -30,6 +30,9 @@ p.add_argument("train_dir")
 p.add_argument("--mpirun", type=int, default=0)
 p.add_argument("--rtol", type=float, default=1e-5)
 p.add_argument("--wtol", type=float, default=1e-4)
+p.add_argument("--dp", type=int, default=1,
+               help="the program's data-parallel groups: each runs "
+               "grad_accum / dp of the reference's micro-batches")
 args = p.parse_args()
 
 
@@ -62,7 +65,7 @@ with tempfile.TemporaryDirectory() as tmp:
            "--data-mask", os.path.join(args.train_dir, "mask.npy"),
            "--steps", str(len(steps)),
            "--micro-batch", str(ref["micro_batch"]),
-           "--grad-accum", str(ref["grad_accum"]),
+           "--grad-accum", str(ref["grad_accum"] // args.dp),
            "--lr", str(ref["lr"]), "--weight-decay", str(ref["weight_decay"]),
            "--log", log, "--save", save]
     if "max_grad_norm" in ref:

@@ -222,6 +222,11 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
     return fail("--optimizer needs --train");
   if (opts.bucketMib.getNumOccurrences() && !opts.train)
     return fail("--bucket-mib needs --train");
+  if (opts.dp < 1)
+    return fail("--dp must be at least 1, got " + std::to_string(opts.dp));
+  if (opts.dp > 1 && !opts.train)
+    return fail("--dp needs --train (data parallelism splits a training "
+                "batch)");
   if (!(opts.bucketMib > 0))
     return fail("--bucket-mib must be positive, got " +
                 std::to_string(opts.bucketMib));

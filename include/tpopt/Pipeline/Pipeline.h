@@ -74,6 +74,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: adamw (torch.optim.AdamW) or sgd "
                      "(torch.optim.SGD with momentum)"),
       llvm::cl::init("adamw")};
+  Option<int64_t> dp{
+      *this, "dp",
+      llvm::cl::desc("With --train: data-parallel copies of the "
+                     "tensor-parallel group (mpirun -np dp x tp)"),
+      llvm::cl::init(1)};
   Option<double> bucketMib{
       *this, "bucket-mib",
       llvm::cl::desc("With --train: the largest replica-gradient bucket, in "

@@ -526,7 +526,17 @@ static LogicalResult verifyParamFqn(Operation *op, Value param,
   return success();
 }
 
+/// "tp" or "dp": the grid axis a collective of the training step runs on.
+static LogicalResult verifyGroup(Operation *op, StringRef group) {
+  if (group != "tp" && group != "dp")
+    return op->emitOpError("group must be \"tp\" or \"dp\", got '")
+           << group << "'";
+  return success();
+}
+
 LogicalResult BroadcastReplicaOp::verify() {
+  if (failed(verifyGroup(*this, getGroup())))
+    return failure();
   return verifyParamFqn(*this, getParam(), getFqn());
 }
 
@@ -540,6 +550,8 @@ LogicalResult AccumulateGradOp::verify() {
 }
 
 LogicalResult GradBucketAllReduceOp::verify() {
+  if (failed(verifyGroup(*this, getGroup())))
+    return failure();
   if (getFqns().empty())
     return emitOpError("a bucket holds at least one gradient");
   int64_t bucket = getBucketAttr().getInt(), bytes = getBytesAttr().getInt();

@@ -540,17 +540,20 @@ LogicalResult AccumulateGradOp::buildRuntimeCall(RuntimeCall &call) {
 // Program start and optimizer boundary
 //===----------------------------------------------------------------------===//
 
-static constexpr RuntimeArg kTensorAndCString[] = {kTensor,
-                                                   RuntimeArg::CString};
+static constexpr RuntimeArg kBroadcastReplicaParams[] = {
+    kTensor, RuntimeArg::CString, RuntimeArg::CString};
 static constexpr RuntimeSignature kBroadcastReplica[] = {
-    {"tprt::broadcast_replica", kTensorAndCString, 0}};
+    {"tprt::broadcast_replica", kBroadcastReplicaParams, 0}};
 
 ArrayRef<RuntimeSignature> BroadcastReplicaOp::getRuntimeSignatures() {
   return kBroadcastReplica;
 }
 
 LogicalResult BroadcastReplicaOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kBroadcastReplica[0]).tensor(getParam()).str(getFqn());
+  call.callee(kBroadcastReplica[0])
+      .tensor(getParam())
+      .str(getFqn())
+      .str(getGroup());
   return success();
 }
 
@@ -566,8 +569,12 @@ LogicalResult OptimizerBoundaryOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kGradBucketParams[] = {
-    kI64, kBool, RuntimeArg::DType, RuntimeArg::CString, kI64};
+static constexpr RuntimeArg kGradBucketParams[] = {kI64,
+                                                   kBool,
+                                                   RuntimeArg::DType,
+                                                   RuntimeArg::CString,
+                                                   kI64,
+                                                   RuntimeArg::CString};
 static constexpr RuntimeSignature kGradBucketAllReduce[] = {
     {"tprt::grad_bucket_all_reduce", kGradBucketParams, 0}};
 
@@ -595,7 +602,8 @@ LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
       .flag(getReduction() == GradReduction::Mean)
       .str(dtype)
       .str(fqns)
-      .i64(getBytes());
+      .i64(getBytes())
+      .str(getGroup());
   return success();
 }
 

@@ -143,8 +143,16 @@ public:
 
   int rank() const { return rank_; }
   int worldSize() const { return worldSize_; }
-  /// The communicator of the tensor-parallel group (all ranks).
+  /// The ranks form a dp x tp grid: tensor-parallel groups of `tp`
+  /// consecutive ranks, data-parallel groups of the ranks with the same
+  /// position in theirs. Makes both communicators; collective. Without it
+  /// every rank is in one tensor-parallel group.
+  void setGrid(int tp, int dp);
+  /// The communicator of this rank's tensor-parallel group.
   Communicator &tp();
+  /// The communicator of this rank's data-parallel group (one rank when
+  /// there is no data parallelism).
+  Communicator &dp();
 
   /// Resolves a parameter's file: the model file itself for inline data,
   /// an absolute path as is (a LoRA adapter), otherwise relative to the
@@ -198,7 +206,7 @@ public:
 private:
   int rank_, worldSize_;
   std::string modelPath_, modelFile_, modelDir_;
-  std::unique_ptr<Communicator> tp_;
+  std::unique_ptr<Communicator> tp_, dp_;
   std::map<std::string, Tensor> params_;
   std::map<std::string, ParamLayout> layouts_;
   std::map<std::string, GradBuffer> grads_;
@@ -223,8 +231,10 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   bool transposed, int shardDim = -1, int64_t shards = 1,
                   int64_t replicas = 1);
 /// tp.broadcast_replica: `param` (a replicated parameter, the cached
-/// tensor load_param returned) overwritten in place with TP rank 0's copy.
-void broadcast_replica(Context &ctx, const Tensor &param, const char *fqn);
+/// tensor load_param returned) overwritten in place with the copy of rank 0
+/// of `group` ("tp" or "dp").
+void broadcast_replica(Context &ctx, const Tensor &param, const char *fqn,
+                       const char *group);
 /// Block `shardIndex` of `shards` along `shardDim` (-1: the whole
 /// parameter), whatever the rank; not cached.
 Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
@@ -390,10 +400,12 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
 void optimizer_boundary(Context &ctx);
 /// tp.grad_bucket_all_reduce: the gradient buffers `fqns` (separated by
 /// newlines; `bytes` at FP32 size in all) packed into one FP32 buffer,
-/// all-reduced (sum), divided by the ranks when `mean`, unpacked; `dtype`
-/// is the parameters' (the buffers are FP32).
+/// all-reduced (sum) over `group` ("tp" or "dp"), divided by its ranks
+/// when `mean`, unpacked; `dtype` is the parameters' (the buffers are
+/// FP32).
 void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
-                            DType dtype, const char *fqns, int64_t bytes);
+                            DType dtype, const char *fqns, int64_t bytes,
+                            const char *group);
 /// tp.normalize_grads: every gradient divided by the step's label tokens.
 void normalize_grads(Context &ctx);
 /// tp.grad_norm: the global norm (L2, or inf with --norm-type inf), FP64
@@ -459,6 +471,9 @@ extern const char *const tprt_model_path;
 /// Defined by the generated program: the ranks of its tensor-parallel group
 /// (main refuses to run it on another number).
 extern const int tprt_model_tp_size;
+/// Defined by a training program compiled with tpc --dp D: the
+/// data-parallel groups (the ranks are D x tprt_model_tp_size).
+[[gnu::weak]] extern const int tprt_model_dp_size;
 /// Defined by the generated program: what the sequence length must be a
 /// multiple of (tp when sequence parallelism splits it, else 1); main
 /// checks the input before the forward starts.

@@ -27,10 +27,24 @@ Context::Context(int rank, int worldSize, std::string modelPath,
 
 Context::~Context() = default;
 
+void Context::setGrid(int tp, int dp) {
+  if (tp < 1 || dp < 1 || tp * dp != worldSize_)
+    fatal("a grid of " + std::to_string(dp) + " x " + std::to_string(tp) +
+          " ranks does not make the " + std::to_string(worldSize_) + " ranks");
+  tp_ = createMpiCommunicator(rank_ / tp);
+  dp_ = createMpiCommunicator(rank_ % tp);
+}
+
 Communicator &Context::tp() {
   if (!tp_)
     tp_ = createMpiCommunicator(0);
   return *tp_;
+}
+
+Communicator &Context::dp() {
+  if (!dp_)
+    dp_ = createMpiCommunicator(rank_);
+  return *dp_;
 }
 
 std::string Context::resolve(const std::string &file) const {
@@ -213,14 +227,16 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   return value;
 }
 
-void broadcast_replica(Context &ctx, const Tensor &param, const char *fqn) {
+void broadcast_replica(Context &ctx, const Tensor &param, const char *fqn,
+                       const char *group) {
   if (!param.defined())
     fatal(std::string("broadcast_replica: parameter '") + fqn +
           "' has no value");
   // The handle shares the cached tensor's storage: the broadcast updates
   // what every later step reads.
   Tensor shared = param;
-  ctx.tp().broadcast(shared.raw(), static_cast<int64_t>(shared.bytes()), 0);
+  Communicator &comm = std::string(group) == "dp" ? ctx.dp() : ctx.tp();
+  comm.broadcast(shared.raw(), static_cast<int64_t>(shared.bytes()), 0);
 }
 
 } // namespace tprt

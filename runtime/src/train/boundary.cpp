@@ -91,7 +91,8 @@ void unpackBucket(const float *in, float scale,
 }
 
 void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
-                            DType dtype, const char *fqns, int64_t bytes) {
+                            DType dtype, const char *fqns, int64_t bytes,
+                            const char *group) {
   TrainState &state = trainState(ctx, "grad_bucket_all_reduce");
   std::string what = "grad_bucket_all_reduce: bucket " + std::to_string(bucket);
   if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
@@ -110,10 +111,10 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
   std::vector<float> &packed = state.bucketBuffer;
   packed.resize(static_cast<size_t>(total));
   packBucket(grads, packed.data());
-  ctx.tp().allReduceSum(packed.data(), total);
+  Communicator &comm = std::string(group) == "dp" ? ctx.dp() : ctx.tp();
+  comm.allReduceSum(packed.data(), total);
   unpackBucket(packed.data(),
-               mean ? 1.0f / static_cast<float>(ctx.tp().size()) : 1.0f,
-               grads);
+               mean ? 1.0f / static_cast<float>(comm.size()) : 1.0f, grads);
   ++state.bucketCollectives;
   state.bucketBytes += bytes;
 }

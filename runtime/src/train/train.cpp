@@ -93,12 +93,17 @@ int train(Context &ctx, const TrainOptions &o) {
     mask = Tensor(DType::I64, data.shape());
     std::fill_n(mask.i64(), mask.numel(), 1);
   }
-  int64_t perStep = o.microBatch * o.gradAccum;
+  // An optimizer step takes the next dp x K x B rows; data-parallel rank
+  // d gets the d-th K x B of them (so --dp 2 --grad-accum 1 sees the rows
+  // --grad-accum 2 sees on one group).
+  int64_t dp = ctx.dp().size();
+  int64_t perStep = dp * o.microBatch * o.gradAccum;
   if (data.dim(0) < perStep)
     fatal("--data '" + o.data + "' has " + std::to_string(data.dim(0)) +
-          " sequences; one step needs " + std::to_string(perStep) +
-          " (--micro-batch " + std::to_string(o.microBatch) +
-          " x --grad-accum " + std::to_string(o.gradAccum) + ")");
+          " sequences; one step needs " + std::to_string(perStep) + " (" +
+          (dp > 1 ? std::to_string(dp) + " data-parallel groups x " : "") +
+          "--micro-batch " + std::to_string(o.microBatch) + " x --grad-accum " +
+          std::to_string(o.gradAccum) + ")");
   if (data.dim(1) % tprt_model_sequence_multiple != 0)
     fatal("--data '" + o.data + "': the sequence length " +
           std::to_string(data.dim(1)) + " is not a multiple of " +
@@ -115,18 +120,29 @@ int train(Context &ctx, const TrainOptions &o) {
 
   TrainState state(o);
   ctx.setTrainState(&state);
-  int64_t row = 0;
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  int64_t stepRows = 0;
+  for (int64_t step = 1; step <= o.steps; ++step, stepRows += perStep) {
     double start = MPI_Wtime();
     ctx.grads().clear();
     double loss = 0;
     int64_t tokens = 0, processed = 0;
+    int64_t row = stepRows + ctx.dp().rank() * o.microBatch * o.gradAccum;
     for (int64_t k = 0; k < o.gradAccum; ++k, row += o.microBatch) {
       Tensor ids = takeRows(data, row, o.microBatch);
       Tensor m = takeRows(mask, row, o.microBatch);
       loss += *tprt_model_train_step(ctx, ids, m).f32();
       tokens += labelTokens(m);
       processed += ids.numel();
+    }
+    // The global batch's loss and label tokens (one data-parallel rank's
+    // share each).
+    if (dp > 1) {
+      double sums[3] = {loss, static_cast<double>(tokens),
+                        static_cast<double>(processed)};
+      ctx.dp().allReduceSumF64(sums, 3);
+      loss = sums[0];
+      tokens = static_cast<int64_t>(sums[1]);
+      processed = static_cast<int64_t>(sums[2]);
     }
     if (tokens == 0)
       fatal("step " + std::to_string(step) +

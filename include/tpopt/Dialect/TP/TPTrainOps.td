@@ -398,13 +398,16 @@ def TP_BroadcastReplicaOp : TP_Op<"broadcast_replica",
     on every rank of `@tp` with TP rank 0's copy (AutoModel's
     `broadcast_tp_replicas`), so that replicas start equal whatever each
     rank read. Written by `tp-broadcast-replicas`, one per replicated
-    parameter in FQN order.
+    parameter in FQN order. With `group = "dp"`, over the data-parallel
+    group instead, from its first rank (every parameter, this rank's block
+    of a split one: data-parallel replicas start equal too).
 
     ```mlir
     tp.broadcast_replica %w {fqn = "model.norm.weight"} : tensor<64xf32>
     ```
   }];
-  let arguments = (ins TP_FloatTensor:$param, StrAttr:$fqn);
+  let arguments = (ins TP_FloatTensor:$param, StrAttr:$fqn,
+                   DefaultValuedStrAttr<StrAttr, "tp">:$group);
   let assemblyFormat = "$param attr-dict `:` type($param)";
   let hasVerifier = 1;
 }
@@ -442,7 +445,10 @@ def TP_GradBucketAllReduceOp : TP_Op<"grad_bucket_all_reduce",
     the way in and back on the way out), all-reduced with a sum, divided
     by the ranks when `reduction` is `mean`, and unpacked. Written by
     `tp-replica-grad-sync`; `bucket` numbers the buckets in the order they
-    run.
+    run. With `group = "dp"` the reduction is over the data-parallel group
+    (`@dp`: the ranks at the same position of their tensor-parallel
+    groups) instead, where every gradient is a partial sum of the global
+    batch.
 
     ```mlir
     tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 512 : i64,
@@ -453,7 +459,8 @@ def TP_GradBucketAllReduceOp : TP_Op<"grad_bucket_all_reduce",
   }];
   let arguments = (ins I64Attr:$bucket, TP_GradReductionAttr:$reduction,
                    TypeAttrOf<AnyFloat>:$dtype, StrArrayAttr:$fqns,
-                   I64Attr:$bytes);
+                   I64Attr:$bytes,
+                   DefaultValuedStrAttr<StrAttr, "tp">:$group);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
