@@ -475,6 +475,9 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
       os << printable;
       return s;
     };
+    // Parameters and gradients in FQN order: a parameter one program has
+    // and the other lacks is then the first difference, not a shift.
+    size_t first = lines.size();
     for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
       auto fqn =
           forward.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName);
@@ -486,6 +489,8 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
                       print(forward.getArgument(i).getType()) +
                       (placement ? " " + print(placement) : ""));
     }
+    llvm::sort(lines.begin() + first, lines.end());
+    first = lines.size();
     if (train)
       train.walk([&](AccumulateGradOp acc) {
         lines.push_back("gradient " + acc.getFqn().str() + " " +
@@ -494,6 +499,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
                              : StringRef("sharded"))
                             .str());
       });
+    llvm::sort(lines.begin() + first, lines.end());
     if (update)
       update.walk([&](GradBucketAllReduceOp bucket) {
         std::string line =
