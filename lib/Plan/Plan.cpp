@@ -141,10 +141,18 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
                                      "': " + what);
     };
     std::string style, in, out, gradReduction;
+    bool exclude = false;
     if (std::optional<llvm::StringRef> s = value.getAsString()) {
       style = s->str();
     } else if (const llvm::json::Object *o = value.getAsObject()) {
       for (const auto &[field, v] : *o) {
+        if (field == "exclude") {
+          std::optional<bool> flag = v.getAsBoolean();
+          if (!flag)
+            return fail("exclude must be true or false");
+          exclude = *flag;
+          continue;
+        }
         if (field == "use_local_output") {
           // Local tensors or DTensors is a distinction of eager PyTorch; a
           // compiled rank program holds local tensors either way.
@@ -170,9 +178,12 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
           gradReduction != "sum")
         return fail("grad_reduction must be \"mean\" or \"sum\", got '" +
                     gradReduction + "'");
-      // Only a gradient class: the module stays replicated.
-      if (style.empty() && !gradReduction.empty())
+      // Only a gradient class or an exclusion: the module stays replicated.
+      if (style.empty() && (!gradReduction.empty() || exclude))
         style = "replicate";
+      if (exclude && !gradReduction.empty())
+        return fail("an excluded module's parameters have no gradient class "
+                    "(exclude and grad_reduction)");
     } else {
       return fail("expected a style string or an object");
     }
@@ -218,12 +229,13 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
     }
     bool colwise =
         *translated == S::Colwise || *translated == S::ColwiseGatherOutput;
-    if (!gradReduction.empty() && colwise)
-      return fail("grad_reduction is for replicated parameters; a colwise "
-                  "module's are split");
+    if ((!gradReduction.empty() || exclude) && colwise)
+      return fail("grad_reduction and exclude are for replicated parameters; "
+                  "a colwise module's are split");
     PlanEntry entry{key, *translated, sequenceOut};
     entry.styleName = style;
     entry.gradReduction = gradReduction;
+    entry.exclude = exclude;
     plan.entries.push_back(std::move(entry));
   }
   llvm::sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {

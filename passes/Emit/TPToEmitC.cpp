@@ -496,7 +496,8 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
         lines.push_back("gradient " + acc.getFqn().str() + " " +
                         (acc.getReduction()
                              ? stringifyGradReduction(*acc.getReduction())
-                             : StringRef("sharded"))
+                         : acc.getOwned() ? StringRef("excluded")
+                                          : StringRef("sharded"))
                             .str());
       });
     llvm::sort(lines.begin() + first, lines.end());

@@ -64,6 +64,9 @@ using GradSinks = llvm::StringMap<AccumulateGradOp>;
 std::string describeClass(PlacementAttr placement, const GradSinks &sinks,
                           StringRef fqn, bool training) {
   AccumulateGradOp acc = sinks.lookup(fqn);
+  if (acc && acc.getOwned())
+    return "excluded (plan exclude: each rank's own copy, neither broadcast "
+           "nor synchronized)";
   if (!acc || !acc.getReduction()) {
     if (training)
       return "replicated, frozen";

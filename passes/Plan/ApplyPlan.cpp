@@ -38,6 +38,8 @@ struct Placement {
   bool gradSum = false;
   /// The plan's "grad_reduction" override of the derived replica class.
   std::string gradReduction;
+  /// The plan's "exclude": neither broadcast nor synchronized.
+  bool exclude = false;
   bool operator==(const Placement &o) const { return dim == o.dim; }
 };
 
@@ -192,6 +194,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     entries[user] = entry;
     placement.key = entry->pattern;
     placement.gradReduction = entry->gradReduction;
+    placement.exclude = entry->exclude;
     if (entry->style == ParallelStyle::Replicate)
       return placement;
     // Replicated, but each rank sees part of the heads or of the sequence:
@@ -674,11 +677,13 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         if (!p->key.empty())
           usedKeys.insert(p->key);
       }
-      if (chosen && chosen->dim >= 0 && !chosen->gradReduction.empty())
+      if (chosen && chosen->dim >= 0 &&
+          (!chosen->gradReduction.empty() || chosen->exclude))
         return func.emitError()
                << "plan key '" << chosen->key
-               << "': grad_reduction is for replicated parameters; '"
-               << fqn.getValue() << "' is split on dim " << chosen->dim;
+               << "': " << (chosen->exclude ? "exclude" : "grad_reduction")
+               << " is for replicated parameters; '" << fqn.getValue()
+               << "' is split on dim " << chosen->dim;
       placements[arg] = chosen.value_or(Placement());
     }
     // A key on a module that only holds others (transformers' local_params
@@ -857,6 +862,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                            p.key);
       func.setArgAttr(arg.getArgNumber(), TPDialect::kPlacementAttrName,
                       placement);
+      if (p.exclude)
+        func.setArgAttr(arg.getArgNumber(), TPDialect::kExcludeAttrName,
+                        UnitAttr::get(ctx));
       if (!p.gradReduction.empty())
         func.setArgAttr(arg.getArgNumber(), TPDialect::kGradReductionAttrName,
                         GradReductionAttr::get(

@@ -66,7 +66,11 @@ struct TPBroadcastReplicasPass
         continue;
       auto placement = forward->getArgAttrOfType<PlacementAttr>(
           i, TPDialect::kPlacementAttrName);
-      bool overTP = tensorParallel && !(placement && placement.isSplit());
+      // A parameter the plan excludes is each rank's own.
+      bool excluded =
+          forward->getArgAttr(i, TPDialect::kExcludeAttrName) != nullptr;
+      bool overTP =
+          tensorParallel && !(placement && placement.isSplit()) && !excluded;
       if (overTP || dp > 1)
         params.push_back({fqn.getValue(), i, overTP});
     }

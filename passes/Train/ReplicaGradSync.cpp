@@ -87,8 +87,8 @@ struct TPReplicaGradSyncPass
       unsigned order = grad.dtype.isF32() ? 0 : grad.dtype.isBF16() ? 1 : 2;
       if (dp > 1)
         dpGroups[{GradReduction::Sum, order}].push_back(grad);
-      if (!tensorParallel)
-        return WalkResult::advance(); // one rank per group: no replicas
+      if (!tensorParallel || acc.getOwned())
+        return WalkResult::advance(); // no replicas, or each rank's own
       std::optional<GradReduction> reduction = acc.getReduction();
       if (!reduction) {
         if (acc.getSplitDimAttr().getInt() < 0) {

@@ -63,6 +63,10 @@ struct PlanEntry {
   /// tp-partition from the backward): the replica class of the module's
   /// replicated parameters.
   std::string gradReduction = "";
+  /// A JSON plan's "exclude": true: the module's replicated parameters are
+  /// owned by each rank (owner-sharded elsewhere, e.g. expert tables), and
+  /// neither broadcast at init nor synchronized.
+  bool exclude = false;
   /// Set for a style tp-opt does not implement: why. Placing a module with
   /// it is an error naming the key and the style; a key that matches no
   /// module is only a warning.

@@ -74,6 +74,13 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
 
+  if (attr.getName() == kExcludeAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return emitArgError()
+             << "'" << kExcludeAttrName << "' is a unit attribute";
+    return success();
+  }
+
   if (attr.getName() == kGradReductionAttrName) {
     if (!isa<GradReductionAttr>(attr.getValue()))
       return emitArgError() << "'" << kGradReductionAttrName

@@ -544,8 +544,11 @@ LogicalResult AccumulateGradOp::verify() {
   if (failed(verifyParamFqn(*this, getParam(), getFqn())))
     return failure();
   if (getSplitDimAttr().getInt() >= 0 &&
-      (getReduction() || getDerivedReduction()))
+      (getReduction() || getDerivedReduction() || getOwned()))
     return emitOpError("a split parameter's gradient has no replica class");
+  if (getOwned() && getReduction())
+    return emitOpError("an owned (excluded) parameter's gradient has no "
+                       "replica class");
   return success();
 }
 

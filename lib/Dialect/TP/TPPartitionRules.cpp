@@ -396,7 +396,12 @@ LogicalResult AccumulateGradOp::partition(PartitionState &state) {
            << (d < 0 ? "replicated" : "split on dim " + std::to_string(d))
            << ")";
   }
-  if (d < 0) {
+  if (d < 0 &&
+      func.getArgAttr(arg.getArgNumber(), TPDialect::kExcludeAttrName)) {
+    // Each rank's own copy (the plan's exclude): no class.
+    removeDerivedReductionAttr();
+    setOwned(true);
+  } else if (d < 0) {
     auto forced = func.getArgAttrOfType<GradReductionAttr>(
         arg.getArgNumber(), TPDialect::kGradReductionAttrName);
     setReduction(forced ? forced.getValue() : *getDerivedReduction());

@@ -519,7 +519,7 @@ LogicalResult ReplicaSumOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeArg kAccumulateGradParams[] = {
-    kTensor, kTensor, RuntimeArg::CString, kI64};
+    kTensor, kTensor, RuntimeArg::CString, kI64, kBool};
 static constexpr RuntimeSignature kAccumulateGrad[] = {
     {"tprt::accumulate_grad", kAccumulateGradParams, 0}};
 
@@ -532,7 +532,8 @@ LogicalResult AccumulateGradOp::buildRuntimeCall(RuntimeCall &call) {
       .tensor(getGrad())
       .tensor(getParam())
       .str(getFqn())
-      .i64(getSplitDim());
+      .i64(getSplitDim())
+      .flag(getOwned());
   return success();
 }
 

@@ -195,6 +195,9 @@ public:
   struct GradBuffer {
     Tensor grad;
     int64_t splitDim = -1;
+    /// Each rank's own copy of a replicated parameter (a plan's exclude):
+    /// counted once per rank in the norm, like a split one.
+    bool owned = false;
   };
   std::map<std::string, GradBuffer> &grads() { return grads_; }
 
@@ -388,7 +391,7 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas);
 /// Adds `grad` to the gradient buffer of parameter `fqn` (created at zero),
 /// which must have `param`'s shape (tp.accumulate_grad).
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
-                     const char *fqn, int64_t splitDim);
+                     const char *fqn, int64_t splitDim, bool owned);
 
 //===----------------------------------------------------------------------===//
 // The optimizer step (tprt_model_optimizer_step), once per optimizer step;

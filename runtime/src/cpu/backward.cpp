@@ -267,7 +267,7 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
 }
 
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
-                     const char *fqn, int64_t splitDim) {
+                     const char *fqn, int64_t splitDim, bool owned) {
   requireF32(grad, "accumulate_grad", "the gradient");
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
@@ -277,6 +277,7 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
     buffer.grad = Tensor::uninitialized(DType::F32, grad.shape());
     std::copy_n(grad.f32(), grad.numel(), buffer.grad.f32());
     buffer.splitDim = splitDim;
+    buffer.owned = owned;
     return;
   }
   float *acc = buffer.grad.f32();

@@ -145,7 +145,7 @@ Tensor grad_norm(Context &ctx) {
     auto layout = ctx.paramLayouts().find(fqn);
     if (!inf && layout != ctx.paramLayouts().end())
       part /= static_cast<double>(layout->second.replicas);
-    double &into = parts[buffer.splitDim >= 0 ? 0 : 1];
+    double &into = parts[buffer.splitDim >= 0 || buffer.owned ? 0 : 1];
     into = inf ? maxMagnitude(into, part) : into + part;
   }
   double norm;

@@ -558,3 +558,19 @@ func.func @broadcast_replica_fqn(%w: tensor<4xf32> {tp.fqn = "a.weight"}) {
   tp.broadcast_replica %w {fqn = "b.weight"} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @accumulate_grad_owned_class(%g: tensor<4xf32>, %w: tensor<4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{an owned (excluded) parameter's gradient has no replica class}}
+  tp.accumulate_grad %g into %w {fqn = "a.weight", owned, reduction = #tp.grad_reduction<mean>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @grad_bucket_group() {
+  // expected-error @+1 {{group must be "tp" or "dp", got 'ep'}}
+  tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], group = "ep", reduction = #tp.grad_reduction<sum>}
+  return
+}

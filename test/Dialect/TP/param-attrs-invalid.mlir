@@ -134,3 +134,10 @@ module attributes {tp.entry = "forward"} {
 func.func @grad_reduction_kind(%w: tensor<4xf32> {tp.grad_reduction = "mean"}) {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: 'tp.exclude' is a unit attribute}}
+func.func @exclude_kind(%w: tensor<4xf32> {tp.exclude = true}) {
+  return
+}

@@ -48,6 +48,10 @@ def TP_Dialect : Dialect {
     /// derives from the backward (#tp.grad_reduction).
     static constexpr llvm::StringLiteral kGradReductionAttrName =
         "tp.grad_reduction";
+    /// Unit argument attribute of a replicated parameter a JSON plan
+    /// excludes from replica handling (`"exclude": true`): each rank owns
+    /// its copy, which is neither broadcast nor synchronized.
+    static constexpr llvm::StringLiteral kExcludeAttrName = "tp.exclude";
     /// Function attribute naming the role of an entry point of the program
     /// ("forward"; a training program adds "train_step" and
     /// "optimizer_step"). Passes find entry

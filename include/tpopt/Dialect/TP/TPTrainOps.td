@@ -365,7 +365,9 @@ def TP_AccumulateGradOp : TP_Op<"accumulate_grad",
     optimizer boundary applies: the derived one, or the plan's
     `tp.grad_reduction` override. The partial sums are not all-reduced
     here: `tp-replica-grad-sync` reduces them once per optimizer step, in
-    buckets.
+    buckets. `owned` (a parameter the plan excludes, `tp.exclude`): each
+    rank's copy is its own, its gradient is applied as the rank has it and
+    counted once per rank in the norm; it has no replica class.
 
     ```mlir
     tp.accumulate_grad %dw into %w {fqn = "lm_head.weight"}
@@ -379,7 +381,8 @@ def TP_AccumulateGradOp : TP_Op<"accumulate_grad",
                    StrAttr:$fqn,
                    DefaultValuedAttr<I64Attr, "-1">:$split_dim,
                    OptionalAttr<TP_GradReductionAttr>:$reduction,
-                   OptionalAttr<TP_GradReductionAttr>:$derived_reduction);
+                   OptionalAttr<TP_GradReductionAttr>:$derived_reduction,
+                   UnitAttr:$owned);
   let assemblyFormat = "$grad `into` $param attr-dict `:` type($grad)";
   let hasVerifier = 1;
 }
