@@ -162,15 +162,17 @@ int train(Context &ctx, const TrainOptions &o) {
                                 : "");
       std::fflush(stdout);
       if (log.is_open()) {
-        // JSON has no NaN or infinity: a norm that is not finite is null.
-        char normText[32] = "null";
+        // JSON has no NaN or infinity: a value that is not finite is null.
+        char normText[32] = "null", lossText[32] = "null";
         if (std::isfinite(norm))
           std::snprintf(normText, sizeof(normText), "%.9g", norm);
+        if (std::isfinite(loss))
+          std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
         char line[256];
         std::snprintf(line, sizeof(line),
-                      "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %s, "
+                      "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, "
                       "\"tokens_per_s\": %.1f, \"skipped\": %s}\n",
-                      static_cast<long long>(step), loss, normText, speed,
+                      static_cast<long long>(step), lossText, normText, speed,
                       state.skipped ? "true" : "false");
         log << line << std::flush;
       }
