@@ -96,6 +96,21 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
+Tensor Tensor::view(const Tensor &base, int64_t offset,
+                    std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = base.dtype_;
+  t.shape_ = std::move(shape);
+  if (offset < 0 || offset + t.numel() > base.numel())
+    fatal("a view of " + std::to_string(t.numel()) + " elements at " +
+          std::to_string(offset) + " does not fit a tensor of " +
+          std::to_string(base.numel()));
+  // The aliasing constructor: points into base's storage, owns all of it.
+  t.storage_ = std::shared_ptr<unsigned char[]>(
+      base.storage_, base.storage_.get() + offset * dtypeSize(base.dtype_));
+  return t;
+}
+
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
     : Tensor(uninitialized(dtype, std::move(shape))) {
   std::memset(raw(), 0, bytes());

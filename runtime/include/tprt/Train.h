@@ -63,16 +63,17 @@ struct TrainState {
   /// The replica-gradient buckets of the last optimizer step: all-reduces
   /// issued and FP32 bytes reduced.
   int64_t bucketCollectives = 0, bucketBytes = 0;
-  /// The FP32 buffer buckets are packed into (kept: one allocation).
-  std::vector<float> bucketBuffer;
+  /// Each bucket's FP32 buffer, by group and number: the gradients of the
+  /// bucket are views of it after the first step.
+  std::map<std::string, Tensor> buckets;
   /// Made by the first update (the program names the optimizer).
   std::unique_ptr<Optimizer> optimizer;
 };
 
 /// The gradient buffers of a bucket's newline-separated FQNs, in order;
 /// one missing is an error prefixed with `what`.
-std::vector<Tensor *> bucketGrads(Context &ctx, const char *fqns,
-                                  const std::string &what);
+std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
+                                               const std::string &what);
 /// The buffers' elements one after the other into `out` (FP32).
 void packBucket(const std::vector<Tensor *> &grads, float *out);
 /// The reverse, each element times `scale` (1 / ranks for the mean class).

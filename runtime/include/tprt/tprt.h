@@ -49,6 +49,10 @@ public:
   Tensor(DType dtype, std::vector<int64_t> shape);
   /// Uninitialized: for outputs a kernel overwrites entirely.
   static Tensor uninitialized(DType dtype, std::vector<int64_t> shape);
+  /// A tensor of `shape` whose elements are `base`'s from element `offset`
+  /// on, sharing (and keeping alive) its storage.
+  static Tensor view(const Tensor &base, int64_t offset,
+                     std::vector<int64_t> shape);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -198,6 +202,15 @@ public:
     /// Each rank's own copy of a replicated parameter (a plan's exclude):
     /// counted once per rank in the norm, like a split one.
     bool owned = false;
+    /// Set at the start of each optimizer step: the next accumulate_grad
+    /// overwrites instead of adding (the buffer is kept: it may be a view
+    /// of a gradient bucket).
+    bool fresh = true;
+    /// `grad` is a view of a bucket's FP32 buffer (grad_bucket_all_reduce).
+    bool inBucket = false;
+    /// A factor not yet applied (a mean bucket's 1 / ranks), folded into
+    /// normalize_grads' pass over the gradient.
+    float pendingScale = 1.0f;
   };
   std::map<std::string, GradBuffer> &grads() { return grads_; }
 

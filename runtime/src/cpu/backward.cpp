@@ -273,11 +273,15 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
           grad.describe() + ", the parameter " + param.describe());
   Context::GradBuffer &buffer = ctx.grads()[fqn];
-  if (!buffer.grad.defined()) {
+  if (!buffer.grad.defined())
     buffer.grad = Tensor::uninitialized(DType::F32, grad.shape());
+  if (buffer.fresh) {
+    // The step's first gradient: copied into the buffer the previous steps
+    // used (a bucket's view stays one).
     std::copy_n(grad.f32(), grad.numel(), buffer.grad.f32());
     buffer.splitDim = splitDim;
     buffer.owned = owned;
+    buffer.fresh = false;
     return;
   }
   float *acc = buffer.grad.f32();

@@ -35,7 +35,7 @@ void scaleGrads(Context &ctx, float factor) {
   for (auto &entry : ctx.grads()) {
     float *g = entry.second.grad.f32();
     int64_t n = entry.second.grad.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
     for (int64_t i = 0; i < n; ++i)
       g[i] *= factor;
   }
@@ -48,14 +48,18 @@ void optimizer_boundary(Context &ctx) {
   if (ctx.grads().empty())
     fatal("optimizer_boundary: no gradient was accumulated (the training "
           "step did not run)");
+  for (const auto &[fqn, buffer] : ctx.grads())
+    if (buffer.fresh)
+      fatal("optimizer_boundary: parameter '" + fqn +
+            "' got no gradient in this step");
   state.skipped = false;
   state.bucketCollectives = 0;
   state.bucketBytes = 0;
 }
 
-std::vector<Tensor *> bucketGrads(Context &ctx, const char *fqns,
-                                  const std::string &what) {
-  std::vector<Tensor *> grads;
+std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
+                                               const std::string &what) {
+  std::vector<Context::GradBuffer *> grads;
   for (const char *begin = fqns; *begin;) {
     const char *end = begin;
     while (*end && *end != '\n')
@@ -64,7 +68,7 @@ std::vector<Tensor *> bucketGrads(Context &ctx, const char *fqns,
     auto it = ctx.grads().find(fqn);
     if (it == ctx.grads().end())
       fatal(what + ": parameter '" + fqn + "' has no gradient");
-    grads.push_back(&it->second.grad);
+    grads.push_back(&it->second);
     begin = *end ? end + 1 : end;
   }
   return grads;
@@ -98,23 +102,53 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
   if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
     fatal(what + ": gradients of a float type only");
   // The buffers in bucket order, checked against the compiled size.
-  std::vector<Tensor *> grads = bucketGrads(ctx, fqns, what);
+  std::vector<Context::GradBuffer *> buffers = bucketGrads(ctx, fqns, what);
+  std::vector<Tensor *> grads;
   int64_t total = 0;
-  for (Tensor *g : grads)
-    total += g->numel();
+  for (Context::GradBuffer *b : buffers) {
+    grads.push_back(&b->grad);
+    total += b->grad.numel();
+  }
   if (total * 4 != bytes)
     fatal(what + " holds " + std::to_string(total * 4) +
           " bytes of gradients; the program was compiled for " +
           std::to_string(bytes));
-  // The buffers are FP32 whatever the parameters' dtype: packing is the
-  // cast (a bf16 reduction would round every partial sum).
-  std::vector<float> &packed = state.bucketBuffer;
-  packed.resize(static_cast<size_t>(total));
-  packBucket(grads, packed.data());
   Communicator &comm = std::string(group) == "dp" ? ctx.dp() : ctx.tp();
-  comm.allReduceSum(packed.data(), total);
-  unpackBucket(packed.data(),
-               mean ? 1.0f / static_cast<float>(comm.size()) : 1.0f, grads);
+  // The mean's division is left to normalize_grads, which passes over
+  // every gradient anyway.
+  if (mean)
+    for (Context::GradBuffer *b : buffers)
+      b->pendingScale /= static_cast<float>(comm.size());
+  // The buffers are FP32 whatever the parameters' dtype: packing is the
+  // cast (a bf16 reduction would round every partial sum). The first step
+  // packs the gradients into the bucket's own buffer and makes theirs
+  // views of it (PyTorch DDP's gradient_as_bucket_view): later steps
+  // accumulate into the bucket and reduce it in place, with no copy. A
+  // gradient already in another bucket (a replicated one's data-parallel
+  // sum) is packed every step.
+  Tensor &flat = state.buckets[std::string(group) + std::to_string(bucket)];
+  if (flat.defined() && flat.numel() == total &&
+      grads.front()->raw() == flat.raw()) {
+    comm.allReduceSum(flat.f32(), total);
+  } else {
+    bool bindable = !flat.defined();
+    for (Context::GradBuffer *b : buffers)
+      bindable &= !b->inBucket;
+    Tensor packed = Tensor::uninitialized(DType::F32, {total});
+    packBucket(grads, packed.f32());
+    comm.allReduceSum(packed.f32(), total);
+    if (bindable) {
+      int64_t offset = 0;
+      for (Context::GradBuffer *b : buffers) {
+        b->grad = Tensor::view(packed, offset, b->grad.shape());
+        b->inBucket = true;
+        offset += b->grad.numel();
+      }
+      flat = packed;
+    } else {
+      unpackBucket(packed.f32(), 1.0f, grads);
+    }
+  }
   ++state.bucketCollectives;
   state.bucketBytes += bytes;
 }
@@ -123,8 +157,16 @@ void normalize_grads(Context &ctx) {
   TrainState &state = trainState(ctx, "normalize_grads");
   if (state.labelTokens <= 0)
     fatal("normalize_grads: the step has no label tokens");
-  scaleGrads(ctx,
-             static_cast<float>(1.0 / static_cast<double>(state.labelTokens)));
+  double perToken = 1.0 / static_cast<double>(state.labelTokens);
+  for (auto &[fqn, buffer] : ctx.grads()) {
+    float factor = static_cast<float>(perToken * buffer.pendingScale);
+    buffer.pendingScale = 1.0f;
+    float *g = buffer.grad.f32();
+    int64_t n = buffer.grad.numel();
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+      g[i] *= factor;
+  }
 }
 
 Tensor grad_norm(Context &ctx) {

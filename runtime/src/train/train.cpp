@@ -123,7 +123,10 @@ int train(Context &ctx, const TrainOptions &o) {
   int64_t stepRows = 0;
   for (int64_t step = 1; step <= o.steps; ++step, stepRows += perStep) {
     double start = MPI_Wtime();
-    ctx.grads().clear();
+    // The buffers stay (views of the gradient buckets); each step's first
+    // gradient overwrites.
+    for (auto &entry : ctx.grads())
+      entry.second.fresh = true;
     double loss = 0;
     int64_t tokens = 0, processed = 0;
     int64_t row = stepRows + ctx.dp().rank() * o.microBatch * o.gradAccum;
