@@ -88,7 +88,7 @@
 // EMITC-SAME: -> !emitc.opaque<"tprt::Tensors">
 // EMITC-NEXT: %[[LOSS:.*]] = call_opaque "tprt::take"(%[[CE]]) {args = [0 : index, 0]}
 // EMITC-NEXT: %[[LSE:.*]] = call_opaque "tprt::take"(%[[CE]]) {args = [0 : index, 1]}
-// EMITC: call_opaque "tprt::accumulate_grad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, 0]} : (!emitc.opaque<"tprt::Context&">, !emitc.opaque<"tprt::Tensor">, !emitc.opaque<"tprt::Tensor">) -> ()
+// EMITC: call_opaque "tprt::accumulate_grad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, 0, false]} : (!emitc.opaque<"tprt::Context&">, !emitc.opaque<"tprt::Tensor">, !emitc.opaque<"tprt::Tensor">) -> ()
 // EMITC: return %[[LOSS]]
 // EMITC: emitc.func @tprt_model_optimizer_step(%[[CTX:.*]]: !emitc.opaque<"tprt::Context&">) -> !emitc.opaque<"tprt::Tensor">
 // EMITC-NEXT: call_opaque "tprt::optimizer_boundary"(%[[CTX]])

@@ -10,10 +10,11 @@ non-zero when one is (or when the files hold different tensors).
 Usage: compare_checkpoints.py A.safetensors B.safetensors [--rtol 1e-5]
        [--list]"""
 import argparse
-import json
 import sys
 
 import numpy as np
+
+from safetensors_f32 import read_safetensors
 
 p = argparse.ArgumentParser()
 p.add_argument("a")
@@ -23,22 +24,7 @@ p.add_argument("--list", action="store_true")
 args = p.parse_args()
 
 
-def read(path):
-    with open(path, "rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(size))
-        data = f.read()
-    out = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = entry["data_offsets"]
-        out[name] = np.frombuffer(data[begin:end], dtype=np.float32).reshape(
-            entry["shape"])
-    return out
-
-
-a, b = read(args.a), read(args.b)
+a, b = read_safetensors(args.a), read_safetensors(args.b)
 if sorted(a) != sorted(b):
     print(f"FAIL: the files hold different tensors: "
           f"{sorted(set(a) ^ set(b))}")

@@ -28,6 +28,8 @@ import tempfile
 
 import numpy as np
 
+from safetensors_f32 import read_safetensors
+
 p = argparse.ArgumentParser()
 p.add_argument("exe")
 p.add_argument("train_dir")
@@ -39,24 +41,6 @@ p.add_argument("--dp", type=int, default=1,
                help="the program's data-parallel groups: each runs "
                "grad_accum / dp of the reference's micro-batches")
 args = p.parse_args()
-
-
-def read_safetensors(path):
-    """name -> float32 array, read by hand (the suite has no safetensors)."""
-    with open(path, "rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(size))
-        data = f.read()
-    out = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        if entry["dtype"] != "F32":
-            sys.exit(f"FAIL: {path}: {name} is {entry['dtype']}")
-        begin, end = entry["data_offsets"]
-        out[name] = np.frombuffer(data[begin:end], dtype=np.float32).reshape(
-            entry["shape"])
-    return out
 
 
 ref = json.load(open(os.path.join(args.train_dir, "reference.json")))
