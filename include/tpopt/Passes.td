@@ -194,7 +194,13 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
     rules, so every backward collective comes from the plan. The backward
     reads the forward values its rules need (`getSavedForBackward`): the
     forward ops that compute them are marked `tp.saved`, and the backward
-    ops use them.
+    ops use them. With `recompute`, each decoder layer (the ops whose
+    location names `layers.N`) keeps only what enters it: right before the
+    first backward op that reads one of the layer's forward values, the
+    ops computing those values are cloned (`tp.recomputed`) from the
+    layer's inputs, and the backward reads the clones, so the layer's
+    activations die after its forward (activation checkpointing per
+    layer, as `torch.utils.checkpoint` around each decoder layer).
 
     Trainable are all parameters, or only the LoRA factors (`lora_A`,
     `lora_B`) when the program has them, as PEFT trains; the others get no
@@ -206,6 +212,10 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
            "The optimizer the step feeds: adamw (torch.optim.AdamW) or sgd "
            "(torch.optim.SGD with momentum)">,
+    Option<"recompute", "recompute", "bool", /*default=*/"false",
+           "Activation recomputation per layer: the backward of each "
+           "decoder layer recomputes the layer's forward from its input "
+           "instead of keeping its activations">,
   ];
 }
 

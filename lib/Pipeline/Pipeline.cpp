@@ -59,6 +59,7 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
   if (options.train) {
     TPBuildTrainStepOptions step;
     step.optimizer = options.optimizer;
+    step.recompute = options.recompute;
     pm.addPass(createTPBuildTrainStep(step));
   }
   if (options.isDistributed())

@@ -290,12 +290,110 @@ struct TPBuildTrainStepPass
     step.setType(
         b.getFunctionType(step.getArgumentTypes(), {loss.getLoss().getType()}));
     eraseDeadCode(body);
+    if (recompute) {
+      recomputeLayers(body, forwardOps, loss.getOperation());
+      // What the forward keeps: what the backward (clones included) reads.
+      saved.clear();
+      for (Operation *op = loss->getNextNode(); op; op = op->getNextNode())
+        for (Value v : op->getOperands())
+          if (Operation *def = v.getDefiningOp())
+            if (def->getBlock() == &body &&
+                (def == loss || def->isBeforeInBlock(loss)) &&
+                !isa<shard::ShardingOp>(def))
+              saved.push_back(v);
+    }
     // What the forward keeps for the backward, marked where it is computed.
     for (Value v : saved)
       if (Operation *def = v.getDefiningOp())
         if (def->getBlock() == &body)
           def->setAttr(TPDialect::kSavedAttrName, b.getUnitAttr());
     return success();
+  }
+
+  /// The decoder layer an op's location names ("/model/layers.3/..." or
+  /// "model.layers.3...."), or -1.
+  static int64_t layerOf(Operation *op) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    op->getLoc()->print(os);
+    size_t pos = text.find("layers.");
+    if (pos == std::string::npos)
+      return -1;
+    int64_t layer = -1;
+    if (StringRef(text).drop_front(pos + 7).consumeInteger(10, layer))
+      return -1;
+    return layer;
+  }
+
+  /// Per decoder layer: the forward ops whose results the backward reads
+  /// are cloned (with the layer's ops they need) right before the first
+  /// backward op that reads one, and the backward reads the clones. What
+  /// leaves the layer (read by a forward op outside it: the residual
+  /// stream into the next layer) is kept, not recomputed: it is where the
+  /// recomputation starts from.
+  void recomputeLayers(Block &body, ArrayRef<Operation *> forwardOps,
+                       Operation *loss) {
+    llvm::MapVector<int64_t, SmallVector<Operation *>> layers;
+    for (Operation *op : forwardOps) {
+      if (op->getBlock() != &body) // erased as dead code
+        continue;
+      // A parameter's placement is not a computation: it stays one.
+      auto annotated = dyn_cast<shard::ShardOp>(op);
+      if (annotated && isa<BlockArgument>(annotated.getSrc()))
+        continue;
+      if (int64_t layer = layerOf(op); layer >= 0)
+        layers[layer].push_back(op);
+    }
+    auto inBackward = [&](Operation *op) {
+      return loss->isBeforeInBlock(op) &&
+             !op->hasAttr(TPDialect::kRecomputedAttrName);
+    };
+    OpBuilder b(body.getParentOp()->getContext());
+    for (auto &[layer, ops] : layers) {
+      llvm::SmallPtrSet<Operation *, 32> inLayer(ops.begin(), ops.end());
+      auto isKept = [&](Operation *op) {
+        return llvm::any_of(op->getUsers(), [&](Operation *user) {
+          return user->isBeforeInBlock(loss) && !inLayer.contains(user);
+        });
+      };
+      Operation *first = nullptr;
+      llvm::SmallPtrSet<Operation *, 32> needed;
+      for (Operation *op : ops) {
+        if (isKept(op))
+          continue;
+        for (Operation *user : op->getUsers())
+          if (inBackward(user)) {
+            needed.insert(op);
+            if (!first || user->isBeforeInBlock(first))
+              first = user;
+          }
+      }
+      if (!first)
+        continue;
+      // The layer's ops the needed ones depend on, back to what is kept.
+      for (Operation *op : llvm::reverse(ops))
+        if (needed.contains(op))
+          for (Value v : op->getOperands())
+            if (Operation *def = v.getDefiningOp();
+                def && inLayer.contains(def) && !isKept(def))
+              needed.insert(def);
+      IRMapping clones;
+      b.setInsertionPoint(first);
+      for (Operation *op : ops) {
+        if (!needed.contains(op))
+          continue;
+        Operation *clone = b.clone(*op, clones);
+        clone->removeAttr(TPDialect::kSavedAttrName);
+        clone->setAttr(TPDialect::kRecomputedAttrName, b.getUnitAttr());
+      }
+      // The backward reads the clones.
+      for (Operation *op : ops)
+        if (needed.contains(op))
+          for (Value v : op->getResults())
+            v.replaceUsesWithIf(clones.lookup(v), [&](OpOperand &use) {
+              return inBackward(use.getOwner());
+            });
+    }
   }
 
   /// Gradients of frozen parameters and inputs that nothing reads.

@@ -5,6 +5,8 @@
 // RUN: tp-opt %t/lora.mlir --tp-build-train-step="optimizer=sgd" | FileCheck %t/lora.mlir
 // RUN: tp-opt %t/sp.mlir --tp-build-train-step | FileCheck %t/sp.mlir
 // RUN: tp-opt %t/sp.mlir --tp-build-train-step --tp-partition | FileCheck %t/sp.mlir --check-prefix=PART
+// RUN: tp-opt %t/recompute.mlir --tp-build-train-step="recompute=true" | FileCheck %t/recompute.mlir
+// RUN: tp-opt %t/recompute.mlir --tp-build-train-step | FileCheck %t/recompute.mlir --check-prefix=KEEP
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-build-train-step --verify-diagnostics
 
 //--- block.mlir
@@ -202,6 +204,51 @@ module attributes {tp.config = {architecture = "llama"}} {
     %a = tp.linear %g, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
     %b = tp.linear %g, %h : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32>
     return %b : tensor<?x?x16xf32>
+  }
+}
+
+//--- recompute.mlir
+// Two decoder layers (their ops' locations name layers.0 and layers.1).
+// With recompute the forward keeps what enters each layer (the embedding,
+// layer 0's output) and what follows them (the final norm, the head); each
+// layer's backward starts by recomputing the layer's values it reads, from
+// the kept input, and reads the clones. Layer 1's backward runs first.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[H:.*]] = tp.embedding {{.*}}{tp.saved}
+// CHECK-NEXT: %[[A0:.*]] = tp.linear %[[H]], %{{[^ ]*}} :
+// CHECK-NEXT: %[[S0:.*]] = tp.silu %[[A0]] :
+// CHECK-NEXT: %[[X1:.*]] = tp.add %[[H]], %[[S0]] {tp.saved}
+// CHECK-NEXT: %[[A1:.*]] = tp.linear %[[X1]], %{{[^ ]*}} :
+// CHECK-NEXT: %[[S1:.*]] = tp.silu %[[A1]] :
+// CHECK-NEXT: %[[X2:.*]] = tp.add %[[X1]], %[[S1]] {tp.saved}
+// CHECK: tp.cross_entropy {{.*}}{tp.saved}
+// CHECK: tp.cross_entropy_grad
+// CHECK: %[[RA1:.*]] = tp.linear %[[X1]], %{{[^ ]*}} {tp.recomputed}
+// CHECK-NEXT: tp.silu_grad %[[RA1]],
+// CHECK: tp.linear_grad_weight %{{.*}}, %[[X1]]
+// CHECK: %[[RA0:.*]] = tp.linear %[[H]], %{{[^ ]*}} {tp.recomputed}
+// CHECK-NEXT: tp.silu_grad %[[RA0]],
+// CHECK: return
+// Without recompute the backward reads the layers' own values.
+// KEEP-LABEL: func.func @train_step
+// KEEP: tp.linear %{{.*}} {tp.saved}
+// KEEP-NOT: tp.recomputed
+module attributes {tp.config = {architecture = "llama"}} {
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight"},
+      %w0: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.weight"},
+      %w1: tensor<4x4xf32> {tp.fqn = "model.layers.1.mlp.weight"},
+      %head: tensor<16x4xf32> {tp.fqn = "lm_head.weight"}) -> tensor<?x?x16xf32> {
+    %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32> loc("/model/embed_tokens/Gather")
+    %a0 = tp.linear %h, %w0 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("/model/layers.0/mlp/MatMul")
+    %s0 = tp.silu %a0 : tensor<?x?x4xf32> loc("/model/layers.0/mlp/Silu")
+    %x1 = tp.add %h, %s0 : tensor<?x?x4xf32> loc("/model/layers.0/Add")
+    %a1 = tp.linear %x1, %w1 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("/model/layers.1/mlp/MatMul")
+    %s1 = tp.silu %a1 : tensor<?x?x4xf32> loc("/model/layers.1/mlp/Silu")
+    %x2 = tp.add %x1, %s1 : tensor<?x?x4xf32> loc("/model/layers.1/Add")
+    %l = tp.linear %x2, %head : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32> loc("/lm_head/MatMul")
+    return %l : tensor<?x?x16xf32>
   }
 }
 

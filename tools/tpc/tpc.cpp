@@ -222,6 +222,8 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
     return fail("--optimizer needs --train");
   if (opts.bucketMib.getNumOccurrences() && !opts.train)
     return fail("--bucket-mib needs --train");
+  if (opts.recompute && !opts.train)
+    return fail("--recompute needs --train");
   if (opts.dp < 1)
     return fail("--dp must be at least 1, got " + std::to_string(opts.dp));
   if (opts.dp > 1 && !opts.train)

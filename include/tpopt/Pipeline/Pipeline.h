@@ -74,6 +74,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: adamw (torch.optim.AdamW) or sgd "
                      "(torch.optim.SGD with momentum)"),
       llvm::cl::init("adamw")};
+  Option<bool> recompute{
+      *this, "recompute",
+      llvm::cl::desc("With --train: recompute each decoder layer's forward "
+                     "in its backward instead of keeping its activations"),
+      llvm::cl::init(false)};
   Option<int64_t> dp{
       *this, "dp",
       llvm::cl::desc("With --train: data-parallel copies of the "

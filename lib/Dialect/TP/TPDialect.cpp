@@ -121,10 +121,11 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
-  if (attr.getName() == kSavedAttrName) {
+  if (attr.getName() == kSavedAttrName ||
+      attr.getName() == kRecomputedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError()
-             << "'" << kSavedAttrName << "' is a unit attribute";
+             << "'" << attr.getName().getValue() << "' is a unit attribute";
     return success();
   }
   if (attr.getName() == kPlanSourceAttrName) {

@@ -60,6 +60,10 @@ def TP_Dialect : Dialect {
     /// Unit attribute of a training step's forward op whose result the
     /// backward reads (what the forward keeps for the backward).
     static constexpr llvm::StringLiteral kSavedAttrName = "tp.saved";
+    /// Unit attribute of a training step's op that recomputes a forward
+    /// value for the backward (tp-build-train-step's recompute).
+    static constexpr llvm::StringLiteral kRecomputedAttrName =
+        "tp.recomputed";
     /// Module attribute saying where the applied plan came from (a string
     /// for the plan report).
     static constexpr llvm::StringLiteral kPlanSourceAttrName =
