@@ -4,7 +4,7 @@
 //         [--weights MODEL.onnx] [--threads T] [--bench N]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
-//         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf]
+//         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf --seed S]
 //         [--save DIR] [--log F]
 //         [--weights MODEL.onnx] [--threads T]
 //
@@ -38,17 +38,18 @@
 namespace {
 
 void usage(const char *argv0) {
-  std::fprintf(stderr,
-               "usage: %s --input ids.npy [--attention-mask mask.npy] "
-               "--output logits.npy [--weights MODEL.onnx] [--threads T] "
-               "[--bench N]\n"
-               "       %s --train --data tokens.npy [--data-mask mask.npy] "
-               "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
-               "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
-               "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] "
-               "[--save DIR] [--log F] "
-               "[--weights MODEL.onnx] [--threads T]\n",
-               argv0, argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s --input ids.npy [--attention-mask mask.npy] "
+      "--output logits.npy [--weights MODEL.onnx] [--threads T] "
+      "[--bench N]\n"
+      "       %s --train --data tokens.npy [--data-mask mask.npy] "
+      "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
+      "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
+      "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] [--seed S] "
+      "[--save DIR] [--log F] "
+      "[--weights MODEL.onnx] [--threads T]\n",
+      argv0, argv0);
 }
 
 std::string baseName(const std::string &path) {
@@ -265,6 +266,8 @@ int main(int argc, char **argv) try {
       train.dataMask = value();
     else if (arg == "--steps")
       train.steps = intOption(arg, value(), 1, 1LL << 40);
+    else if (arg == "--seed")
+      train.seed = static_cast<uint64_t>(intOption(arg, value(), 0, 1LL << 62));
     else if (arg == "--micro-batch")
       train.microBatch = intOption(arg, value(), 1, 1LL << 30);
     else if (arg == "--grad-accum")

@@ -12,6 +12,7 @@
 #include "tprt/tprt.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct TrainOptions {
   double maxGradNorm = 0;
   /// 2, or infinity (--norm-type inf): the largest magnitude.
   double normType = 2;
+  /// --seed: the data's rows in a permutation drawn from it for each pass
+  /// over the file (without: in the file's order).
+  std::optional<uint64_t> seed;
   std::string save; ///< a directory, or empty
   std::string log;  ///< a JSON-lines file, or empty
 };

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <fstream>
 #include <mpi.h>
+#include <optional>
+#include <random>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,12 +28,48 @@
 namespace tprt {
 namespace {
 
-/// Rows [first, first + count) of `t` (wrapping around), a new tensor.
-Tensor takeRows(const Tensor &t, int64_t first, int64_t count) {
-  int64_t rows = t.dim(0), length = t.dim(1);
+/// The order the rows of the data are read in: the file's, or with a
+/// seed a permutation of them drawn anew for each pass over the file (the
+/// same on every rank: the same generator, seed and pass).
+class RowOrder {
+public:
+  RowOrder(int64_t rows, std::optional<uint64_t> seed)
+      : rows_(rows), seed_(seed) {}
+
+  /// The row the `index`-th read takes.
+  int64_t operator[](int64_t index) {
+    if (!seed_)
+      return index % rows_;
+    int64_t pass = index / rows_;
+    if (pass != pass_) {
+      order_.resize(static_cast<size_t>(rows_));
+      for (int64_t r = 0; r < rows_; ++r)
+        order_[r] = r;
+      std::mt19937_64 generator(*seed_ + static_cast<uint64_t>(pass));
+      // Fisher-Yates with the generator's raw output: std::shuffle's
+      // use of the generator is the library's choice, this is ours.
+      for (int64_t r = rows_ - 1; r > 0; --r)
+        std::swap(order_[r],
+                  order_[generator() % static_cast<uint64_t>(r + 1)]);
+      pass_ = pass;
+    }
+    return order_[index % rows_];
+  }
+
+private:
+  int64_t rows_;
+  std::optional<uint64_t> seed_;
+  int64_t pass_ = -1;
+  std::vector<int64_t> order_;
+};
+
+/// Reads [first, first + count) in `order` of `t`'s rows, a new tensor.
+Tensor takeRows(const Tensor &t, RowOrder &order, int64_t first,
+                int64_t count) {
+  int64_t length = t.dim(1);
   Tensor out = Tensor::uninitialized(t.dtype(), {count, length});
   for (int64_t r = 0; r < count; ++r)
-    std::copy_n(t.i64() + ((first + r) % rows) * length, length,
+    std::copy_n(t.i64() + order[first + r] * length, length,
                 out.i64() + r * length);
   return out;
 }
@@ -120,6 +158,7 @@ int train(Context &ctx, const TrainOptions &o) {
 
   TrainState state(o);
   ctx.setTrainState(&state);
+  RowOrder order(data.dim(0), o.seed);
   int64_t stepRows = 0;
   for (int64_t step = 1; step <= o.steps; ++step, stepRows += perStep) {
     double start = MPI_Wtime();
@@ -131,8 +170,8 @@ int train(Context &ctx, const TrainOptions &o) {
     int64_t tokens = 0, processed = 0;
     int64_t row = stepRows + ctx.dp().rank() * o.microBatch * o.gradAccum;
     for (int64_t k = 0; k < o.gradAccum; ++k, row += o.microBatch) {
-      Tensor ids = takeRows(data, row, o.microBatch);
-      Tensor m = takeRows(mask, row, o.microBatch);
+      Tensor ids = takeRows(data, order, row, o.microBatch);
+      Tensor m = takeRows(mask, order, row, o.microBatch);
       loss += *tprt_model_train_step(ctx, ids, m).f32();
       tokens += labelTokens(m);
       processed += ids.numel();
