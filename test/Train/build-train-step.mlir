@@ -5,6 +5,7 @@
 // RUN: tp-opt %t/lora.mlir --tp-build-train-step="optimizer=sgd" | FileCheck %t/lora.mlir
 // RUN: tp-opt %t/sp.mlir --tp-build-train-step | FileCheck %t/sp.mlir
 // RUN: tp-opt %t/sp.mlir --tp-build-train-step --tp-partition | FileCheck %t/sp.mlir --check-prefix=PART
+// RUN: tp-opt %t/classes.mlir --tp-build-train-step --tp-partition | FileCheck %t/classes.mlir
 // RUN: tp-opt %t/recompute.mlir --tp-build-train-step="recompute=true" | FileCheck %t/recompute.mlir
 // RUN: tp-opt %t/recompute.mlir --tp-build-train-step | FileCheck %t/recompute.mlir --check-prefix=KEEP
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-build-train-step --verify-diagnostics
@@ -204,6 +205,36 @@ module attributes {tp.config = {architecture = "llama"}} {
     %a = tp.linear %g, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
     %b = tp.linear %g, %h : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32>
     return %b : tensor<?x?x16xf32>
+  }
+}
+
+//--- classes.mlir
+// Three replicated norm weights on sequence shards: each rank's weight
+// gradient is a partial sum. tp-partition derives class sum for all three
+// and all-reduces none of them; the plan's override (tp.grad_reduction)
+// sets the class used, tp.exclude makes the copy each rank's own.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: shard.all_reduce
+// CHECK: tp.accumulate_grad %{{.*}} into %arg2 {derived_reduction = #tp.grad_reduction<sum>, fqn = "n1.weight", reduction = #tp.grad_reduction<sum>}
+// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %arg3 {derived_reduction = #tp.grad_reduction<sum>, fqn = "n2.weight", reduction = #tp.grad_reduction<mean>}
+// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %arg4 {fqn = "n3.weight", owned}
+module attributes {tp.config = {architecture = "llama"}} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %n1w: tensor<4xf32> {tp.fqn = "n1.weight"},
+      %n2w: tensor<4xf32> {tp.fqn = "n2.weight", tp.grad_reduction = #tp.grad_reduction<mean>},
+      %n3w: tensor<4xf32> {tp.fqn = "n3.weight", tp.exclude},
+      %x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+    %seq = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+    %x0 = tp.silu %x : tensor<?x?x4xf32>
+    %xs = shard.shard %x0 to %seq annotate_for_users : tensor<?x?x4xf32>
+    %a = tp.rms_norm %xs, %n1w {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b = tp.rms_norm %a, %n2w {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %c = tp.rms_norm %b, %n3w {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %whole = shard.sharding @tp split_axes = [[]] : !shard.sharding
+    %g = shard.shard %c to %whole annotate_for_users : tensor<?x?x4xf32>
+    return %g : tensor<?x?x4xf32>
   }
 }
 
