@@ -1,4 +1,4 @@
-//===- BucketsTest.cpp - tprt::planBuckets ---------------------------------===//
+//===- BucketsTest.cpp - tprt::planBuckets --------------------------------===//
 
 #include "tprt/Buckets.h"
 

@@ -1,4 +1,4 @@
-//===- Buckets.h - how replica gradients are packed into buckets -*- C++ -*-===//
+//===- Buckets.h - packing replica gradients into buckets -------*- C++ -*-===//
 //
 // Header-only and dependency-free: the compiler (tp-replica-grad-sync) plans
 // the buckets of a program with this function, and bench/gradsync plans
