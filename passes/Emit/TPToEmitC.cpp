@@ -233,9 +233,10 @@ struct RuntimeCallLowering
   }
 };
 
-/// The data-parallel groups of a training program (shard.grid @dp), else 1.
-int64_t dataParallelSize(ModuleOp module) {
-  if (auto grid = module.lookupSymbol<shard::GridOp>("dp"))
+/// The ranks along grid `name` (shard.grid @tp, @dp of a training program
+/// with data parallelism), 1 without it.
+int64_t gridSize(ModuleOp module, StringRef name) {
+  if (auto grid = module.lookupSymbol<shard::GridOp>(name))
     if (grid.getShape().size() == 1 && grid.getShape()[0] > 0)
       return grid.getShape()[0];
   return 1;
@@ -386,14 +387,11 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
         builder, func.getLoc(),
         "const char *const tprt_model_path = " + quoted(path) + ";");
     // The ranks the program was partitioned for; main checks them once.
-    int64_t tpSize = 1;
-    if (auto grid = module.lookupSymbol<shard::GridOp>("tp"))
-      if (grid.getShape().size() == 1 && grid.getShape()[0] > 0)
-        tpSize = grid.getShape()[0];
+    int64_t tpSize = gridSize(module, "tp");
     emitc::VerbatimOp::create(
         builder, func.getLoc(),
         "const int tprt_model_tp_size = " + std::to_string(tpSize) + ";");
-    int64_t dpSize = dataParallelSize(module);
+    int64_t dpSize = gridSize(module, "dp");
     emitc::VerbatimOp::create(
         builder, func.getLoc(),
         "const int tprt_model_dp_size = " + std::to_string(dpSize) + ";");
@@ -463,12 +461,8 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
   static std::string programSummary(ModuleOp module, func::FuncOp forward,
                                     func::FuncOp train, func::FuncOp update) {
     SmallVector<std::string> lines;
-    int64_t tp = 1;
-    if (auto grid = module.lookupSymbol<shard::GridOp>("tp"))
-      if (grid.getShape().size() == 1)
-        tp = grid.getShape()[0];
-    lines.push_back("tp " + std::to_string(tp));
-    lines.push_back("dp " + std::to_string(dataParallelSize(module)));
+    lines.push_back("tp " + std::to_string(gridSize(module, "tp")));
+    lines.push_back("dp " + std::to_string(gridSize(module, "dp")));
     auto print = [](auto printable) {
       std::string s;
       llvm::raw_string_ostream os(s);

@@ -74,15 +74,10 @@ struct TrainState {
   std::unique_ptr<Optimizer> optimizer;
 };
 
-/// The gradient buffers of a bucket's newline-separated FQNs, in order;
-/// one missing is an error prefixed with `what`.
-std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
-                                               const std::string &what);
 /// The buffers' elements one after the other into `out` (FP32).
 void packBucket(const std::vector<Tensor *> &grads, float *out);
-/// The reverse, each element times `scale` (1 / ranks for the mean class).
-void unpackBucket(const float *in, float scale,
-                  const std::vector<Tensor *> &grads);
+/// The reverse: the buffers' elements from `in`.
+void unpackBucket(const float *in, const std::vector<Tensor *> &grads);
 
 /// Writes every parameter, whole (gathered on rank 0), as DIR/
 /// model.safetensors with its FQN, and a copy of the config.json beside the

@@ -95,6 +95,82 @@ Tensor projectAndConvolve(Context &ctx, const Tensor &x, const Tensor &inProj,
   return zxbcdt;
 }
 
+/// Step 3, the selective scan, with dt = max(softplus(dt + dt_bias),
+/// dt_min): y [tokens, inner] from the projection `p` and the convolved
+/// `xb`. The backward's recomputation also asks for dt per (token, head)
+/// (`dts`), whether max() kept softplus (`dtLive`) and every state after
+/// each token (`states`, [tokens, inner, state]); null when not wanted.
+void selectiveScan(const Mamba2Dims &m, const float *p, const float *xb,
+                   const float *dtBias, const float *aLog, const float *d,
+                   int64_t heads, int64_t headDim, int64_t groups,
+                   int64_t state, double dtMin, bool foldedA, float *y,
+                   float *dts, uint8_t *dtLive, float *states) {
+  int64_t perGroup = heads / groups, gn = groups * state, inner = m.inner;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < m.batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t g = h / perGroup;
+      float a = foldedA ? aLog[h] : -std::exp(aLog[h]);
+      std::vector<float> s(headDim * state, 0.0f);
+      for (int64_t t = 0; t < m.seq; ++t) {
+        int64_t bt = b * m.seq + t;
+        const float *row = xb + bt * m.conv;
+        const float *xh = row + h * headDim;
+        const float *bg = row + inner + g * state;
+        const float *cg = row + inner + gn + g * state;
+        float dt = p[bt * m.proj + inner + m.conv + h] + dtBias[h];
+        dt = dt > 20.0f ? dt : std::log1p(std::exp(dt)); // softplus
+        if (dtLive)
+          dtLive[bt * heads + h] = dt >= static_cast<float>(dtMin);
+        dt = std::max(dt, static_cast<float>(dtMin));
+        if (dts)
+          dts[bt * heads + h] = dt;
+        float decay = std::exp(dt * a);
+        float *out = y + bt * inner + h * headDim;
+        for (int64_t i = 0; i < headDim; ++i) {
+          float *si = s.data() + i * state;
+          float dx = dt * xh[i], acc = 0.0f;
+          for (int64_t n = 0; n < state; ++n) {
+            si[n] = decay * si[n] + dx * bg[n];
+            acc += si[n] * cg[n];
+          }
+          out[i] = acc + d[h] * xh[i];
+          if (states)
+            std::copy_n(si, state,
+                        states + (bt * inner + h * headDim + i) * state);
+        }
+      }
+    }
+}
+
+/// Step 4, the gated RMS norm over groups of inner / groups: z = y *
+/// silu(gate), out = w * z / rms(z) per group (`out` may be `y`). The
+/// backward's recomputation also keeps z and the inverse RMS per (token,
+/// group); null when not wanted.
+void gatedNorm(const Mamba2Dims &m, const float *p, const float *y,
+               const float *w, int64_t groups, double eps, float *out, float *z,
+               float *inv) {
+  int64_t inner = m.inner, groupSize = inner / groups;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < m.batch * m.seq; ++t)
+    for (int64_t g = 0; g < groups; ++g) {
+      double sum = 0;
+      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i) {
+        float gate = p[t * m.proj + i];
+        float zi = y[t * inner + i] * (gate / (1.0f + std::exp(-gate)));
+        if (z)
+          z[t * inner + i] = zi;
+        out[t * inner + i] = zi;
+        sum += double(zi) * zi;
+      }
+      float r = 1.0f / std::sqrt(float(sum / groupSize) + float(eps));
+      if (inv)
+        inv[t * groups + g] = r;
+      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i)
+        out[t * inner + i] = w[i] * (out[t * inner + i] * r);
+    }
+}
+
 } // namespace
 
 Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
@@ -107,69 +183,20 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
   Mamba2Dims m("mamba2_mixer", x, inProj, convWeight, convBias, dtBias, aLog, d,
                normWeight, outProj, keyMask, Tensor(), heads, headDim, groups,
                state, kernel);
-  int64_t batch = m.batch, seq = m.seq, inner = m.inner, conv = m.conv,
-          proj = m.proj;
+  int64_t batch = m.batch, seq = m.seq, inner = m.inner, conv = m.conv;
 
   // 1, 2. Masked input, projection, convolution, SiLU, mask.
   Tensor xin, xbc = Tensor::uninitialized(DType::F32, {batch, seq, conv});
   Tensor zxbcdt = projectAndConvolve(ctx, x, inProj, convWeight, convBias, m,
                                      kernel, xin, xbc.f32(), nullptr);
-  const float *p = zxbcdt.f32();
-  float *xb = xbc.f32();
 
-  // 3. Selective scan: dt = max(softplus(dt + dt_bias), dt_min).
-  int64_t perGroup = heads / groups, gn = groups * state;
+  // 3. Selective scan; 4. gated RMS norm, in place.
   Tensor y = Tensor::uninitialized(DType::F32, {batch, seq, inner});
-  float *yd = y.f32();
-  const float *dtb = dtBias.f32(), *al = aLog.f32(), *dd = d.f32();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      int64_t g = h / perGroup;
-      float a = foldedA ? al[h] : -std::exp(al[h]);
-      std::vector<float> s(headDim * state, 0.0f);
-      for (int64_t t = 0; t < seq; ++t) {
-        const float *row = xb + (b * seq + t) * conv;
-        const float *xh = row + h * headDim;
-        const float *bg = row + inner + g * state;
-        const float *cg = row + inner + gn + g * state;
-        float dt = p[(b * seq + t) * proj + inner + conv + h] + dtb[h];
-        dt = dt > 20.0f ? dt : std::log1p(std::exp(dt)); // softplus
-        dt = std::max(dt, static_cast<float>(dtMin));
-        float decay = std::exp(dt * a);
-        float *out = yd + (b * seq + t) * inner + h * headDim;
-        for (int64_t i = 0; i < headDim; ++i) {
-          float *si = s.data() + i * state;
-          float dx = dt * xh[i], acc = 0.0f;
-          for (int64_t n = 0; n < state; ++n) {
-            si[n] = decay * si[n] + dx * bg[n];
-            acc += si[n] * cg[n];
-          }
-          out[i] = acc + dd[h] * xh[i];
-        }
-      }
-    }
-
-  // 4. Gated RMS norm over groups of inner / groups: y * silu(gate).
-  int64_t groupSize = inner / groups;
-  const float *nw = normWeight.f32();
-  float eps = static_cast<float>(normEps);
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < batch * seq; ++t) {
-    float *row = yd + t * inner;
-    const float *gate = p + t * proj;
-    for (int64_t i = 0; i < inner; ++i)
-      row[i] *= gate[i] / (1.0f + std::exp(-gate[i]));
-    for (int64_t g = 0; g < groups; ++g) {
-      float *grp = row + g * groupSize;
-      double sum = 0;
-      for (int64_t i = 0; i < groupSize; ++i)
-        sum += double(grp[i]) * grp[i];
-      float inv = 1.0f / std::sqrt(float(sum / groupSize) + eps);
-      for (int64_t i = 0; i < groupSize; ++i)
-        grp[i] = nw[g * groupSize + i] * (grp[i] * inv);
-    }
-  }
+  selectiveScan(m, zxbcdt.f32(), xbc.f32(), dtBias.f32(), aLog.f32(), d.f32(),
+                heads, headDim, groups, state, dtMin, foldedA, y.f32(), nullptr,
+                nullptr, nullptr);
+  gatedNorm(m, zxbcdt.f32(), y.f32(), normWeight.f32(), groups, normEps,
+            y.f32(), nullptr, nullptr);
 
   // 5. Output projection.
   return linear(ctx, y, outProj);
@@ -205,52 +232,15 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
   std::vector<float> dts(tokens * heads), ys(tokens * inner);
   std::vector<uint8_t> dtLive(tokens * heads);
   std::vector<float> states(tokens * inner * state);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      int64_t g = h / perGroup;
-      float a = foldedA ? al[h] : -std::exp(al[h]);
-      std::vector<float> s(headDim * state, 0.0f);
-      for (int64_t t = 0; t < seq; ++t) {
-        int64_t bt = b * seq + t;
-        const float *row = xb.data() + bt * conv;
-        const float *xh = row + h * headDim, *bg = row + inner + g * state,
-                    *cg = row + inner + gn + g * state;
-        float raw = p[bt * proj + inner + conv + h] + dtb[h];
-        float dt = raw > 20.0f ? raw : std::log1p(std::exp(raw));
-        dtLive[bt * heads + h] = dt >= static_cast<float>(dtMin);
-        dt = std::max(dt, static_cast<float>(dtMin));
-        dts[bt * heads + h] = dt;
-        float decay = std::exp(dt * a);
-        for (int64_t i = 0; i < headDim; ++i) {
-          float *si = s.data() + i * state, acc = 0.0f;
-          for (int64_t n = 0; n < state; ++n) {
-            si[n] = decay * si[n] + dt * xh[i] * bg[n];
-            acc += si[n] * cg[n];
-          }
-          ys[bt * inner + h * headDim + i] = acc + dd[h] * xh[i];
-          std::copy_n(si, state,
-                      states.data() + (bt * inner + h * headDim + i) * state);
-        }
-      }
-    }
+  selectiveScan(m, p, xb.data(), dtb, al, dd, heads, headDim, groups, state,
+                dtMin, foldedA, ys.data(), dts.data(), dtLive.data(),
+                states.data());
   // The gated norm's input z = y * silu(gate), its inverse RMS, its output.
   std::vector<float> z(tokens * inner), inv(tokens * groups);
   Tensor normed = Tensor::uninitialized(DType::F32, {batch, seq, inner});
   const float *nw = normWeight.f32();
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t g = 0; g < groups; ++g) {
-      double sum = 0;
-      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i) {
-        float gate = p[t * proj + i];
-        z[t * inner + i] = ys[t * inner + i] * gate / (1.0f + std::exp(-gate));
-        sum += double(z[t * inner + i]) * z[t * inner + i];
-      }
-      float r = 1.0f /
-                std::sqrt(float(sum / groupSize) + static_cast<float>(normEps));
-      inv[t * groups + g] = r;
-      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i)
-        normed.f32()[t * inner + i] = nw[i] * z[t * inner + i] * r;
-    }
+  gatedNorm(m, p, ys.data(), nw, groups, normEps, normed.f32(), z.data(),
+            inv.data());
 
   // 5. The output projection.
   Tensor dOutProj = linear_grad_weight(ctx, dout, normed);

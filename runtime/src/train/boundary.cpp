@@ -41,22 +41,8 @@ void scaleGrads(Context &ctx, float factor) {
   }
 }
 
-} // namespace
-
-void optimizer_boundary(Context &ctx) {
-  TrainState &state = trainState(ctx, "optimizer_boundary");
-  if (ctx.grads().empty())
-    fatal("optimizer_boundary: no gradient was accumulated (the training "
-          "step did not run)");
-  for (const auto &[fqn, buffer] : ctx.grads())
-    if (buffer.fresh)
-      fatal("optimizer_boundary: parameter '" + fqn +
-            "' got no gradient in this step");
-  state.skipped = false;
-  state.bucketCollectives = 0;
-  state.bucketBytes = 0;
-}
-
+/// The gradient buffers of a bucket's newline-separated FQNs, in order;
+/// one missing is an error prefixed with `what`.
 std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
                                                const std::string &what) {
   std::vector<Context::GradBuffer *> grads;
@@ -74,6 +60,22 @@ std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
   return grads;
 }
 
+} // namespace
+
+void optimizer_boundary(Context &ctx) {
+  TrainState &state = trainState(ctx, "optimizer_boundary");
+  if (ctx.grads().empty())
+    fatal("optimizer_boundary: no gradient was accumulated (the training "
+          "step did not run)");
+  for (const auto &[fqn, buffer] : ctx.grads())
+    if (buffer.fresh)
+      fatal("optimizer_boundary: parameter '" + fqn +
+            "' got no gradient in this step");
+  state.skipped = false;
+  state.bucketCollectives = 0;
+  state.bucketBytes = 0;
+}
+
 void packBucket(const std::vector<Tensor *> &grads, float *out) {
   for (Tensor *g : grads) {
     std::copy_n(g->f32(), g->numel(), out);
@@ -81,16 +83,10 @@ void packBucket(const std::vector<Tensor *> &grads, float *out) {
   }
 }
 
-void unpackBucket(const float *in, float scale,
-                  const std::vector<Tensor *> &grads) {
+void unpackBucket(const float *in, const std::vector<Tensor *> &grads) {
   for (Tensor *g : grads) {
-    float *dst = g->f32();
-    int64_t n = g->numel();
-    // (A parallel region costs more than a small tensor's copy.)
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = in[i] * scale;
-    in += n;
+    std::copy_n(in, g->numel(), g->f32());
+    in += g->numel();
   }
 }
 
@@ -146,7 +142,7 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
       }
       flat = packed;
     } else {
-      unpackBucket(packed.f32(), 1.0f, grads);
+      unpackBucket(packed.f32(), grads);
     }
   }
   ++state.bucketCollectives;
