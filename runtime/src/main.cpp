@@ -1,7 +1,7 @@
 //===- main.cpp - the entry point of generated executables ----------------===//
 //
 //   model --input ids.npy [--attention-mask mask.npy] --output logits.npy
-//         [--weights MODEL.onnx] [--threads T] [--bench N]
+//         [--weights MODEL.onnx] [--threads T] [--bench N] [--device D]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
 //         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf --seed S]
@@ -12,9 +12,12 @@
 // the logits. --bench N runs N more timed forward passes (parameters are
 // read once, by the first) and prints their median time. --train runs the
 // training loop of a program compiled with tpc --train (tprt/Train.h).
+// --device cuda runs the forward on the GPU of each rank (one per rank,
+// NCCL collectives) when the runtime was built with the CUDA backend.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/Cuda.h"
 #include "tprt/Train.h"
 #include "tprt/tprt.h"
 
@@ -42,7 +45,7 @@ void usage(const char *argv0) {
       stderr,
       "usage: %s --input ids.npy [--attention-mask mask.npy] "
       "--output logits.npy [--weights MODEL.onnx] [--threads T] "
-      "[--bench N]\n"
+      "[--bench N] [--device cpu|cuda]\n"
       "       %s --train --data tokens.npy [--data-mask mask.npy] "
       "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
       "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
@@ -174,13 +177,16 @@ bool isCheckpoint(const std::string &weights) {
                          suffix) == 0;
 }
 
-/// The context of this rank, reading parameters from `weights`.
+/// The context of this rank on `device`, reading parameters from
+/// `weights`.
 std::unique_ptr<tprt::Context> makeContext(int rank, int size,
-                                           const std::string &weights) {
+                                           const std::string &weights,
+                                           tprt::Device device) {
   bool checkpoint = isCheckpoint(weights);
   auto ctx = std::make_unique<tprt::Context>(
       rank, size, checkpoint ? tprt_model_path : weights,
       baseName(tprt_model_path));
+  ctx->setDevice(device);
   ctx->setGrid(tprt_model_tp_size, dataParallelSize());
   if (!checkpoint) {
     checkWeightFiles(*ctx);
@@ -236,6 +242,7 @@ int main(int argc, char **argv) try {
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
   bool training = false;
+  tprt::Device device = tprt::Device::CPU;
   tprt::TrainOptions train;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -260,7 +267,12 @@ int main(int argc, char **argv) try {
       bench = static_cast<int>(intOption(arg, value(), 0, 1000000));
     else if (arg == "--train")
       training = true;
-    else if (arg == "--data")
+    else if (arg == "--device") {
+      std::string name = value();
+      if (name != "cpu" && name != "cuda")
+        tprt::fatal("--device must be cpu or cuda, got '" + name + "'");
+      device = name == "cuda" ? tprt::Device::CUDA : tprt::Device::CPU;
+    } else if (arg == "--data")
       train.data = value();
     else if (arg == "--data-mask")
       train.dataMask = value();
@@ -315,7 +327,12 @@ int main(int argc, char **argv) try {
       usage(argv[0]);
       tprt::fatal("--train takes --data (not --input, --output or --bench)");
     }
-    std::unique_ptr<tprt::Context> ctx = makeContext(rank, size, weights);
+    if (device == tprt::Device::CUDA)
+      tprt::fatal("--train runs on the CPU backend only so far: the CUDA "
+                  "backend has the forward's kernels, not the backward's "
+                  "or the optimizer's (docs/gpu.md)");
+    std::unique_ptr<tprt::Context> ctx =
+        makeContext(rank, size, weights, device);
     int status = tprt::train(*ctx, train);
     MPI_Finalize();
     return status;
@@ -360,9 +377,14 @@ int main(int argc, char **argv) try {
     return 1;
   }
 
-  std::unique_ptr<tprt::Context> context = makeContext(rank, size, weights);
+  std::unique_ptr<tprt::Context> context =
+      makeContext(rank, size, weights, device);
   tprt::Context &ctx = *context;
-  tprt::Tensor logits = tprt_model_forward(ctx, ids, attentionMask);
+  // The inputs go where the kernels run; the logits come back.
+  ids = ids.to(device);
+  attentionMask = attentionMask.to(device);
+  tprt::Tensor logits =
+      tprt_model_forward(ctx, ids, attentionMask).to(tprt::Device::CPU);
   if (rank == 0)
     tprt::writeNpy(output, logits);
   if (bench > 0) {
@@ -371,6 +393,11 @@ int main(int argc, char **argv) try {
       MPI_Barrier(MPI_COMM_WORLD);
       double start = MPI_Wtime();
       tprt_model_forward(ctx, ids, attentionMask);
+#ifdef TPRT_WITH_CUDA
+      // The GPU's work is queued: the pass ends when it is done.
+      if (device == tprt::Device::CUDA)
+        tprt::cuda::synchronize();
+#endif
       MPI_Barrier(MPI_COMM_WORLD);
       times.push_back(MPI_Wtime() - start);
     }

@@ -1,5 +1,6 @@
 //===- tensor.cpp - tprt tensors, dtypes and errors -----------------------===//
 
+#include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -69,10 +70,24 @@ const char *dtypeName(DType dtype) {
   return "?";
 }
 
-Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
+const char *deviceName(Device device) {
+  return device == Device::CUDA ? "cuda" : "cpu";
+}
+
+bool cudaBackendBuilt() {
+#ifdef TPRT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape,
+                             Device device) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.device_ = device;
   // The size is checked before anything is allocated: a crafted or
   // mistaken shape is an error that says how large, not a wrapped size.
   uint64_t bytes = dtypeSize(dtype);
@@ -84,6 +99,14 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
       fatal("a tensor of shape " + t.describe() +
             " does not fit in this machine's " +
             std::to_string(physicalMemoryBytes()) + " bytes of memory");
+  }
+  if (device == Device::CUDA) {
+#ifdef TPRT_WITH_CUDA
+    t.storage_ = cuda::allocate(bytes);
+    return t;
+#else
+    fatal("this runtime was built without the CUDA backend");
+#endif
   }
   // new[] without () leaves the bytes uninitialized; at least one byte so
   // that empty tensors are still defined.
@@ -100,6 +123,7 @@ Tensor Tensor::view(const Tensor &base, int64_t offset,
                     std::vector<int64_t> shape) {
   Tensor t;
   t.dtype_ = base.dtype_;
+  t.device_ = base.device_;
   t.shape_ = std::move(shape);
   if (offset < 0 || offset + t.numel() > base.numel())
     fatal("a view of " + std::to_string(t.numel()) + " elements at " +
@@ -142,6 +166,8 @@ std::string Tensor::describe() const {
   for (size_t i = 0; i < shape_.size(); ++i)
     os << (i ? ", " : "") << shape_[i];
   os << "]";
+  if (onGpu())
+    os << " on cuda";
   return os.str();
 }
 
@@ -214,9 +240,24 @@ uint16_t floatToBf16(float f) {
   return (bits + rounding) >> 16;
 }
 
+Tensor Tensor::to(Device device) const {
+  if (device == device_ || !defined())
+    return *this;
+#ifdef TPRT_WITH_CUDA
+  Tensor out = uninitialized(dtype_, shape_, device);
+  cuda::copy(out.raw(), device, raw(), device_, bytes());
+  return out;
+#else
+  fatal("this runtime was built without the CUDA backend");
+#endif
+}
+
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_)
     return *this;
+  if (onGpu())
+    fatal("converting " + describe() + " to " + dtypeName(dtype) +
+          " on the GPU is not supported");
   Tensor out(dtype, shape_);
   int64_t n = numel();
   // Through f32.

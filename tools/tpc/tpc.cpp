@@ -147,6 +147,9 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   SmallVector<StringRef> sanitize;
   StringRef(TPC_SANITIZE_FLAGS).split(sanitize, ' ', -1, /*KeepEmpty=*/false);
   args.append(sanitize.begin(), sanitize.end());
+  SmallVector<StringRef> cudaLink;
+  StringRef(TPC_CUDA_LINK).split(cudaLink, ' ', -1, /*KeepEmpty=*/false);
+  args.append(cudaLink.begin(), cudaLink.end());
   std::string message;
   int status = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, {}, 0, 0,
                                          &message);

@@ -41,14 +41,23 @@ enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, I64 = 3 };
 size_t dtypeSize(DType dtype);
 const char *dtypeName(DType dtype);
 
-/// A dense row-major host tensor with shared storage.
+/// Where a tensor's elements are: host memory, or the memory of this
+/// rank's GPU (the CUDA backend, `model --device cuda`).
+enum class Device : int { CPU = 0, CUDA = 1 };
+
+const char *deviceName(Device device);
+/// Whether this runtime was built with the CUDA backend (nvcc was found).
+bool cudaBackendBuilt();
+
+/// A dense row-major tensor with shared storage, on the host or on the GPU.
 class Tensor {
 public:
   Tensor() = default;
-  /// Zero-initialized.
+  /// Zero-initialized, on the host.
   Tensor(DType dtype, std::vector<int64_t> shape);
   /// Uninitialized: for outputs a kernel overwrites entirely.
-  static Tensor uninitialized(DType dtype, std::vector<int64_t> shape);
+  static Tensor uninitialized(DType dtype, std::vector<int64_t> shape,
+                              Device device = Device::CPU);
   /// A tensor of `shape` whose elements are `base`'s from element `offset`
   /// on, sharing (and keeping alive) its storage.
   static Tensor view(const Tensor &base, int64_t offset,
@@ -56,6 +65,8 @@ public:
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool onGpu() const { return device_ == Device::CUDA; }
   const std::vector<int64_t> &shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_[i < 0 ? i + rank() : i]; }
@@ -69,13 +80,17 @@ public:
   int64_t *i64();
   const int64_t *i64() const;
 
-  /// A converted copy (f32 <-> f16/bf16; i64 <-> f32).
+  /// A converted copy (f32 <-> f16/bf16; i64 <-> f32), on the host.
   Tensor to(DType dtype) const;
+  /// This tensor on `device`: itself when it is there, else a copy (a copy
+  /// to the host waits for the GPU's pending work).
+  Tensor to(Device device) const;
   std::string describe() const;
 
 private:
   std::shared_ptr<unsigned char[]> storage_;
   DType dtype_ = DType::F32;
+  Device device_ = Device::CPU;
   std::vector<int64_t> shape_;
 };
 
@@ -90,7 +105,8 @@ uint16_t floatToBf16(float f);
 //===----------------------------------------------------------------------===//
 
 /// The collectives a partitioned program needs, over one group of ranks.
-/// The CPU backend is MPI; the GPU backend (NCCL) implements the same.
+/// The CPU backend is MPI; the GPU backend (NCCL) implements the same, on
+/// device pointers, ordered after the work already queued on the GPU.
 class Communicator {
 public:
   virtual ~Communicator();
@@ -147,6 +163,12 @@ public:
 
   int rank() const { return rank_; }
   int worldSize() const { return worldSize_; }
+  /// Where kernels run and parameters are held. Set before setGrid: on
+  /// Device::CUDA this rank takes a GPU (one per rank of a node) and its
+  /// communicators are NCCL's. An error when the runtime has no CUDA
+  /// backend or no GPU is visible.
+  void setDevice(Device device);
+  Device device() const { return device_; }
   /// The ranks form a dp x tp grid: tensor-parallel groups of `tp`
   /// consecutive ranks, data-parallel groups of the ranks with the same
   /// position in theirs. Makes both communicators; collective. Without it
@@ -220,7 +242,10 @@ public:
   void setTrainState(TrainState *state) { trainState_ = state; }
 
 private:
+  std::unique_ptr<Communicator> makeCommunicator(int color);
+
   int rank_, worldSize_;
+  Device device_ = Device::CPU;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_, dp_;
   std::map<std::string, Tensor> params_;
@@ -261,6 +286,10 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
 
 //===----------------------------------------------------------------------===//
 // Kernels: one per tp op (forward), f32 compute
+//
+// Each runs where ctx.device() says, on tensors that are there: the CPU
+// kernels (src/cpu/) or the CUDA ones (src/cuda/, queued on the rank's
+// stream). The training step's kernels are CPU-only so far.
 //===----------------------------------------------------------------------===//
 
 /// ids [..] int64, table [V, H] -> [.., H]; an id outside [0, V) is an error.
@@ -281,7 +310,7 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
 /// shard.all_slice: this rank's block r of `axis` of a replicated tensor,
 /// without communication (the dimension must divide by the ranks).
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
-/// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm).
+/// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm; cuBLAS on CUDA).
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
                    const Tensor &bias);

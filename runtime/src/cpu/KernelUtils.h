@@ -21,6 +21,11 @@ inline void requireF32(const Tensor &t, const char *op, const char *what) {
   if (!t.defined() || t.dtype() != DType::F32)
     fatal(std::string(op) + ": " + what + " must be an f32 tensor, got " +
           (t.defined() ? t.describe() : "nothing"));
+  // The CPU kernels read host memory: an op without a CUDA kernel says so
+  // instead of dereferencing a device pointer.
+  if (t.onGpu())
+    fatal(std::string(op) + " has no CUDA kernel yet (" + what + " is " +
+          t.describe() + "): run with --device cpu");
 }
 
 inline void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {

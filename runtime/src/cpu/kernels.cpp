@@ -1,11 +1,14 @@
 //===- kernels.cpp - CPU kernels of the tp ops ----------------------------===//
 //
 // f32 compute. Matrix products go to OpenBLAS; the rest are loops
-// parallelized with OpenMP over independent rows, heads or elements.
+// parallelized with OpenMP over independent rows, heads or elements. On a
+// context that runs on the GPU each entry point hands over to the CUDA
+// kernel of the same op (TPRT_ON_CUDA).
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelUtils.h"
+#include "cuda/Cuda.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
@@ -19,7 +22,8 @@
 
 namespace tprt {
 
-Tensor embedding(Context &, const Tensor &ids, const Tensor &table) {
+Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table) {
+  TPRT_ON_CUDA(ctx, embedding(ctx, ids, table))
   if (ids.dtype() != DType::I64)
     fatal("embedding: ids must be int64, got " + ids.describe());
   requireF32(table, "embedding", "the table");
@@ -46,6 +50,7 @@ Tensor embedding(Context &, const Tensor &ids, const Tensor &table) {
 
 Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
                                 const Tensor &table) {
+  TPRT_ON_CUDA(ctx, embedding_vocab_parallel(ctx, ids, table))
   if (ids.dtype() != DType::I64 || table.rank() != 2)
     fatal("embedding_vocab_parallel: ids must be int64 and the table 2-D");
   int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
@@ -69,6 +74,7 @@ Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
 }
 
 Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
+  TPRT_ON_CUDA(ctx, all_reduce_sum(ctx, x))
   requireF32(x, "all_reduce_sum", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -93,6 +99,7 @@ struct AxisView {
 } // namespace
 
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_ON_CUDA(ctx, all_gather(ctx, x, axis))
   requireF32(x, "all_gather", "the input");
   AxisView v(x, axis, "all_gather");
   int64_t ranks = ctx.tp().size();
@@ -113,6 +120,7 @@ Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_ON_CUDA(ctx, reduce_scatter_sum(ctx, x, axis))
   requireF32(x, "reduce_scatter_sum", "the input");
   AxisView v(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
@@ -138,6 +146,7 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_ON_CUDA(ctx, all_slice(ctx, x, axis))
   requireF32(x, "all_slice", "the input");
   AxisView v(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
@@ -155,7 +164,8 @@ Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
-Tensor linear(Context &, const Tensor &x, const Tensor &w) {
+Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
+  TPRT_ON_CUDA(ctx, linear(ctx, x, w))
   requireF32(x, "linear", "the input");
   requireF32(w, "linear", "the weight");
   if (w.rank() != 2 || x.rank() < 1 || x.dim(-1) != w.dim(1))
@@ -187,7 +197,8 @@ static void addBiasInPlace(Tensor &out, const Tensor &bias, const char *op) {
       o[r * features + j] += b[j];
 }
 
-Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
+Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias) {
+  TPRT_ON_CUDA(ctx, bias_add(ctx, x, bias))
   requireF32(x, "bias_add", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -198,11 +209,18 @@ Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
                    const Tensor &bias) {
   Tensor out = linear(ctx, x, w);
+#ifdef TPRT_WITH_CUDA
+  if (out.onGpu()) {
+    cuda::addBias(out, bias, "linear");
+    return out;
+  }
+#endif
   addBiasInPlace(out, bias, "linear");
   return out;
 }
 
-Tensor linear_bmm(Context &, const Tensor &x, const Tensor &w) {
+Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
+  TPRT_ON_CUDA(ctx, linear_bmm(ctx, x, w))
   requireF32(x, "linear_bmm", "the input");
   requireF32(w, "linear_bmm", "the weight");
   if (w.rank() != 2 || x.rank() != 3 || x.dim(-1) != w.dim(1))
@@ -220,12 +238,19 @@ Tensor linear_bmm(Context &, const Tensor &x, const Tensor &w) {
 Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &bias) {
   Tensor out = linear_bmm(ctx, x, w);
+#ifdef TPRT_WITH_CUDA
+  if (out.onGpu()) {
+    cuda::addBias(out, bias, "linear_bmm");
+    return out;
+  }
+#endif
   addBiasInPlace(out, bias, "linear_bmm");
   return out;
 }
 
-Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
+Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                 double offset, int64_t group) {
+  TPRT_ON_CUDA(ctx, rms_norm(ctx, x, w, eps, offset, group))
   requireF32(x, "rms_norm", "the input");
   requireF32(w, "rms_norm", "the weight");
   int64_t features = x.dim(-1);
@@ -253,12 +278,13 @@ Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
   return out;
 }
 
-Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
+Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
               bool truncate, double attentionFactor, bool transpose) {
-  requireF32(x, "rotary", "the input");
+  if (!x.defined() || x.dtype() != DType::F32)
+    requireF32(x, "rotary", "the input");
   if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
     fatal("rotary: input " + x.describe() + " is not [B, S, H * " +
           std::to_string(headDim) + "]");
@@ -290,6 +316,10 @@ Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
       // The transpose rotates by the opposite angle (the backward).
       sinT[p * half + i] = std::sin(angle) * amplitude * (transpose ? -1 : 1);
     }
+  // The tables are the CPU's on either device: what raising checked.
+  TPRT_ON_CUDA(
+      ctx, rotary(x, headDim, rotaryDim, interleaved, cosT.data(), sinT.data()))
+  requireF32(x, "rotary", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.f32();
   float *o = out.f32();
@@ -311,10 +341,12 @@ Tensor rotary(Context &, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   return out;
 }
 
-Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
-                 const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                 int64_t headDim, double scale, bool causal, int64_t window,
-                 double softcap) {
+Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
+                 const Tensor &v, const Tensor &keyMask, int64_t heads,
+                 int64_t kvHeads, int64_t headDim, double scale, bool causal,
+                 int64_t window, double softcap) {
+  TPRT_ON_CUDA(ctx, attention(ctx, q, k, v, keyMask, heads, kvHeads, headDim,
+                              scale, causal, window, softcap))
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim, "attention");
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;
@@ -361,11 +393,16 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
   return out;
 }
 
-Tensor silu(Context &, const Tensor &x) {
+Tensor silu(Context &ctx, const Tensor &x) {
+  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Silu, 0, "silu"))
   return unaryMap(x, "silu", [](float v) { return v / (1.0f + std::exp(-v)); });
 }
 
-Tensor gelu(Context &, const Tensor &x, bool tanhApproximation) {
+Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
+  TPRT_ON_CUDA(
+      ctx,
+      unary(x, tanhApproximation ? cuda::Unary::GeluTanh : cuda::Unary::Gelu, 0,
+            "gelu"))
   if (tanhApproximation)
     return unaryMap(x, "gelu", [](float v) {
       const float k = 0.7978845608028654f; // sqrt(2 / pi)
@@ -376,26 +413,31 @@ Tensor gelu(Context &, const Tensor &x, bool tanhApproximation) {
   });
 }
 
-Tensor relu_squared(Context &, const Tensor &x) {
+Tensor relu_squared(Context &ctx, const Tensor &x) {
+  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::ReluSquared, 0, "relu_squared"))
   return unaryMap(x, "relu_squared",
                   [](float v) { return v > 0 ? v * v : 0.0f; });
 }
 
-Tensor add(Context &, const Tensor &a, const Tensor &b) {
+Tensor add(Context &ctx, const Tensor &a, const Tensor &b) {
+  TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Add, "add"))
   return binaryMap(a, b, "add", [](float x, float y) { return x + y; });
 }
 
-Tensor mul(Context &, const Tensor &a, const Tensor &b) {
+Tensor mul(Context &ctx, const Tensor &a, const Tensor &b) {
+  TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Mul, "mul"))
   return binaryMap(a, b, "mul", [](float x, float y) { return x * y; });
 }
 
-Tensor scale(Context &, const Tensor &x, double factor) {
+Tensor scale(Context &ctx, const Tensor &x, double factor) {
   float f = static_cast<float>(factor);
+  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Scale, f, "scale"))
   return unaryMap(x, "scale", [f](float v) { return v * f; });
 }
 
-Tensor softcap(Context &, const Tensor &x, double cap) {
+Tensor softcap(Context &ctx, const Tensor &x, double cap) {
   float c = static_cast<float>(cap);
+  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Softcap, c, "softcap"))
   return unaryMap(x, "softcap", [c](float v) { return c * std::tanh(v / c); });
 }
 

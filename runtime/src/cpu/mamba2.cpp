@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -183,6 +184,10 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
   Mamba2Dims m("mamba2_mixer", x, inProj, convWeight, convBias, dtBias, aLog, d,
                normWeight, outProj, keyMask, Tensor(), heads, headDim, groups,
                state, kernel);
+  TPRT_ON_CUDA(ctx,
+               mamba2_mixer(ctx, x, inProj, convWeight, convBias, dtBias, aLog,
+                            d, normWeight, outProj, keyMask, heads, headDim,
+                            groups, state, kernel, normEps, dtMin, foldedA))
   int64_t batch = m.batch, seq = m.seq, inner = m.inner, conv = m.conv;
 
   // 1, 2. Masked input, projection, convolution, SiLU, mask.

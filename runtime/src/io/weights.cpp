@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
 #include <cerrno>
@@ -31,19 +32,41 @@ void Context::setGrid(int tp, int dp) {
   if (tp < 1 || dp < 1 || tp * dp != worldSize_)
     fatal("a grid of " + std::to_string(dp) + " x " + std::to_string(tp) +
           " ranks does not make the " + std::to_string(worldSize_) + " ranks");
-  tp_ = createMpiCommunicator(rank_ / tp);
-  dp_ = createMpiCommunicator(rank_ % tp);
+  tp_ = makeCommunicator(rank_ / tp);
+  dp_ = makeCommunicator(rank_ % tp);
+}
+
+void Context::setDevice(Device device) {
+  if (tp_ || dp_ || !params_.empty())
+    fatal("the device is chosen before the first communicator or parameter");
+  if (device == Device::CUDA) {
+#ifdef TPRT_WITH_CUDA
+    cuda::initialize();
+#else
+    fatal("--device cuda: this runtime was built without the CUDA backend "
+          "(CMake found no nvcc when it was built)");
+#endif
+  }
+  device_ = device;
+}
+
+std::unique_ptr<Communicator> Context::makeCommunicator(int color) {
+#ifdef TPRT_WITH_CUDA
+  if (device_ == Device::CUDA)
+    return cuda::createNcclCommunicator(color);
+#endif
+  return createMpiCommunicator(color);
 }
 
 Communicator &Context::tp() {
   if (!tp_)
-    tp_ = createMpiCommunicator(0);
+    tp_ = makeCommunicator(0);
   return *tp_;
 }
 
 Communicator &Context::dp() {
   if (!dp_)
-    dp_ = createMpiCommunicator(rank_);
+    dp_ = makeCommunicator(rank_);
   return *dp_;
 }
 
@@ -221,6 +244,8 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
         std::atoi(perturbed) == ctx.tp().rank())
       for (int64_t i = 0; i < value.numel(); ++i)
         value.f32()[i] += 0.25f;
+  // Read on the host, then held where the kernels run.
+  value = value.to(ctx.device());
   ctx.cacheParam(fqn, value);
   ctx.setParamLayout(fqn,
                      {shape, shardDim, shards, replicas, ctx.resolve(file)});

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# bench/device-check.sh: the CUDA backend's checks on a GPU machine, in one
+# run that writes one log with a table (docs/gpu.md).
+#
+#   bench/device-check.sh prepare [DIR] [--models a,b,..] [--no-medium]
+#       Here, with a build of tp-opt: the generated C++ (tpc --emit cpp) of
+#       the test models and of the benchmark's medium Llama, into DIR
+#       (default .device-check/, git-ignored), with a manifest.
+#   bench/device-check.sh run [DIR] [--cpu-only] [--build B] [--iters N]
+#       On the GPU machine, which needs only this working tree, CMake, a C++
+#       compiler, MPI, OpenBLAS, the CUDA toolkit with NCCL, and Python with
+#       numpy (torch for the PyTorch rows): builds the runtime alone
+#       (cmake -S runtime) with the programs of DIR, runs every test model's
+#       reference inputs on the CPU and the GPU backend against the PyTorch
+#       logits and each other, and times the medium Llama against PyTorch
+#       eager. --cpu-only builds without CUDA and runs the CPU side (CI).
+#       Writes DIR/device-check.log; exits non-zero when a check fails.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+usage() {
+  sed -n '4,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+[ $# -ge 1 ] || usage
+mode=$1
+shift
+dir=$root/.device-check
+if [ $# -ge 1 ] && [[ $1 != --* ]]; then
+  dir=$1
+  shift
+fi
+models=llama,qwen2,qwen3,gemma3,nemotron_h
+medium=1
+cpu_only=0
+build=
+iters=30
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --models) [ $# -ge 2 ] || usage; models=$2; shift 2 ;;
+  --no-medium) medium=0; shift ;;
+  --cpu-only) cpu_only=1; shift ;;
+  --build) [ $# -ge 2 ] || usage; build=$2; shift 2 ;;
+  --iters) [ $# -ge 2 ] || usage; iters=$2; shift 2 ;;
+  *) echo "device-check.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+
+case "$mode" in
+prepare)
+  tpc=${TPC:-$(command -v tpc || echo "$root/build/bin/tpc")}
+  [ -x "$tpc" ] || { echo "device-check.sh: no tpc at '$tpc' (build tp-opt, or set TPC)" >&2; exit 1; }
+  rm -rf "$dir" && mkdir -p "$dir/programs"
+  manifest="$dir/manifest.tsv"
+  : >"$manifest"
+  IFS=, read -ra names <<<"$models"
+  for name in "${names[@]}"; do
+    model=test/models/$name
+    [ -f "$root/$model/ts_fold.onnx" ] || { echo "device-check.sh: no model '$name' under test/models" >&2; exit 1; }
+    "$tpc" "$root/$model/ts_fold.onnx" --hf-config "$root/$model/config.json" \
+      --emit cpp -o "$dir/work/$name" >/dev/null
+    cp "$dir/work/$name/model.cpp" "$dir/programs/$name.cpp"
+    # name, model file, reference directory (relative to the tree's
+    # root), ranks
+    printf '%s\t%s\t%s\t1\n' "$name" "$model/ts_fold.onnx" "$model/ref" >>"$manifest"
+  done
+  # The first model at tp=2 as well: two MPI ranks on the CPU backend, and
+  # the GPU backend's refusal of two ranks on one GPU.
+  name=${names[0]}_tp2
+  model=test/models/${names[0]}
+  "$tpc" "$root/$model/ts_fold.onnx" --hf-config "$root/$model/config.json" \
+    --tp 2 --emit cpp -o "$dir/work/$name" >/dev/null
+  cp "$dir/work/$name/model.cpp" "$dir/programs/$name.cpp"
+  printf '%s\t%s\t%s\t2\n' "$name" "$model/ts_fold.onnx" "$model/ref" >>"$manifest"
+  if ((medium)); then
+    # The graph only: the GPU machine makes the weights (PyTorch, seed 0)
+    # and the program reads them from that checkpoint.
+    work=$root/build/bench/forward
+    [ -f "$work/model/model.onnx" ] || {
+      "$root/scripts/setup.sh" --models
+      "$root/.venv/bin/python" "$root/bench/forward/make_model.py" "$work/model"
+    }
+    "$tpc" "$work/model/model.onnx" --emit cpp -o "$dir/work/medium_llama" >/dev/null
+    cp "$dir/work/medium_llama/model.cpp" "$dir/programs/medium_llama.cpp"
+    cp "$work/model/config.json" "$dir/medium_llama_config.json"
+  fi
+  rm -rf "$dir/work"
+  echo "device-check.sh: prepared $(ls "$dir/programs" | wc -l) programs in $dir"
+  ;;
+run)
+  [ -f "$dir/manifest.tsv" ] || { echo "device-check.sh: '$dir' was not prepared (bench/device-check.sh prepare)" >&2; exit 1; }
+  build=${build:-$dir/build}
+  cuda=ON
+  ((cpu_only)) && cuda=OFF
+  start=$(date +%s)
+  cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DTPRT_CUDA=$cuda -DTPRT_PROGRAMS="$dir/programs" >"$dir/build.log" 2>&1 &&
+    ninja -C "$build" >>"$dir/build.log" 2>&1 || {
+    tail -40 "$dir/build.log" >&2
+    echo "device-check.sh: the build failed ($dir/build.log)" >&2
+    exit 1
+  }
+  echo "device-check.sh: built in $(($(date +%s) - start)) s (CUDA $cuda)"
+  args=(--dir "$dir" --programs "$build/programs" --root "$root" --iters "$iters")
+  ((cpu_only)) && args+=(--cpu-only)
+  python=${PYTHON:-$(command -v python3)}
+  [ -x "$root/.venv/bin/python" ] && [ -z "${PYTHON:-}" ] && ((cpu_only)) && python=$root/.venv/bin/python
+  PYTHONUNBUFFERED=1 "$python" "$root/bench/device_check.py" "${args[@]}"
+  ;;
+*)
+  usage
+  ;;
+esac

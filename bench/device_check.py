@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""The checks of `bench/device-check.sh run`, after its build: every test
+model's reference inputs on the CPU and the CUDA backend against the
+PyTorch logits committed with the model and against each other (f32:
+max|diff| <= 1e-4 * max(1, max|ref|) at the positions the mask keeps), two
+ranks on one GPU refused with a message, and the medium Llama's forward
+time against PyTorch eager on the same GPU (weights made here with
+PyTorch, seed 0, and read by the program from that checkpoint). Writes
+DIR/device-check.log (the tables) and exits non-zero when a check fails.
+Without a GPU (or with --cpu-only) the CUDA columns say "skipped: no GPU".
+
+    device_check.py --dir DIR --programs BIN --root ROOT [--iters N] [--cpu-only]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+RTOL = 1e-4
+
+p = argparse.ArgumentParser()
+p.add_argument("--dir", required=True)
+p.add_argument("--programs", required=True)
+p.add_argument("--root", required=True)
+p.add_argument("--iters", type=int, default=30)
+p.add_argument("--cpu-only", action="store_true")
+args = p.parse_args()
+
+lines = []
+failures = []
+
+
+def say(text=""):
+    print(text)
+    lines.append(text)
+
+
+def has_gpu():
+    if args.cpu_only or not shutil.which("nvidia-smi"):
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+GPU = has_gpu()
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
+
+
+def run(exe, ids, out, device, weights, mask=None, ranks=1, extra=(), timeout=600):
+    """Runs a program; returns (logits or None, stdout + stderr)."""
+    cmd = [exe, "--input", ids, "--output", out, "--device", device, "--weights", weights]
+    if mask:
+        cmd += ["--attention-mask", mask]
+    cmd += list(extra)
+    if ranks > 1:
+        cmd = MPIRUN + [str(ranks)] + cmd
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s"
+    if r.returncode != 0:
+        return None, (r.stdout + r.stderr).strip()
+    return np.load(out), r.stdout
+
+
+def rel(got, ref, keep):
+    """max|got - ref| over the kept positions, relative to max(1, max|ref|)."""
+    if got is None or got.shape != ref.shape:
+        return None
+    return float(np.abs(got - ref)[keep].max()) / max(1.0, float(np.abs(ref[keep]).max()))
+
+
+def cell(value):
+    if value is None:
+        return "failed"
+    return f"{value:.1e} {'ok' if value <= RTOL else 'FAIL'}"
+
+
+def check(name, value, what):
+    if value is None or value > RTOL:
+        failures.append(f"{name}: {what}")
+
+
+manifest = [l.rstrip("\n").split("\t") for l in open(os.path.join(args.dir, "manifest.tsv")) if l.strip()]
+gpu_name = "none"
+if GPU:
+    gpu_name = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True).stdout.strip()
+say(f"bench/device-check.sh run, {time.strftime('%Y-%m-%d %H:%M:%S')}; GPU: {gpu_name}; "
+    f"CPU threads: {os.cpu_count()}")
+say()
+say("Test models (test/models/NAME/ts_fold.onnx), logits relative max|diff| at the kept positions, "
+    f"bound {RTOL:g}:")
+say("| program | input | CPU vs PyTorch | CUDA vs PyTorch | CUDA vs CPU |")
+say("|---|---|---|---|---|")
+tmp = tempfile.mkdtemp()
+for name, model, refdir, ranks in manifest:
+    ranks = int(ranks)
+    exe = os.path.join(args.programs, name)
+    weights = os.path.join(args.root, model)
+    refdir = os.path.join(args.root, refdir)
+    tags = sorted(f[len("logits_"):-4] for f in os.listdir(refdir) if f.startswith("logits_"))
+    for tag in tags:
+        ids = os.path.join(refdir, f"input_ids_{tag}.npy")
+        mask = os.path.join(refdir, f"attention_mask_{tag}.npy")
+        mask = mask if os.path.exists(mask) else None
+        ref = np.load(os.path.join(refdir, f"logits_{tag}.npy"))
+        keep = np.load(mask).astype(bool) if mask else np.ones(ref.shape[:2], bool)
+        cpu, log = run(exe, ids, os.path.join(tmp, "cpu.npy"), "cpu", weights, mask, ranks)
+        if cpu is None:
+            say(f"<!-- {name} {tag} cpu: {log[-400:]} -->")
+        cpu_ref = rel(cpu, ref, keep)
+        check(f"{name} {tag}", cpu_ref, "CPU vs PyTorch")
+        if not GPU:
+            gpu_cells = ["skipped: no GPU", "skipped: no GPU"]
+        elif ranks > 1:
+            gpu_cells = ["n/a (one GPU)", "n/a (one GPU)"]
+        else:
+            gpu, log = run(exe, ids, os.path.join(tmp, "gpu.npy"), "cuda", weights, mask)
+            if gpu is None:
+                say(f"<!-- {name} {tag} cuda: {log[-400:]} -->")
+            gpu_ref, gpu_cpu = rel(gpu, ref, keep), rel(gpu, cpu, keep) if cpu is not None else None
+            check(f"{name} {tag}", gpu_ref, "CUDA vs PyTorch")
+            check(f"{name} {tag}", gpu_cpu, "CUDA vs CPU")
+            gpu_cells = [cell(gpu_ref), cell(gpu_cpu)]
+        say(f"| {name}{' (mpirun -np %d)' % ranks if ranks > 1 else ''} | {tag} | {cell(cpu_ref)} | "
+            f"{gpu_cells[0]} | {gpu_cells[1]} |")
+
+# Two ranks on one GPU: NCCL cannot; the runtime says so before any work.
+say()
+multi = [(n, m, r) for n, m, r, k in manifest if int(k) > 1]
+if not GPU:
+    say("Two ranks on one GPU: skipped: no GPU")
+elif multi:
+    name, model, refdir = multi[0]
+    refdir = os.path.join(args.root, refdir)
+    ids = os.path.join(refdir, sorted(f for f in os.listdir(refdir) if f.startswith("input_ids_"))[0])
+    start = time.time()
+    got, log = run(os.path.join(args.programs, name), ids, os.path.join(tmp, "x.npy"), "cuda",
+                   os.path.join(args.root, model), ranks=2, timeout=120)
+    took = time.time() - start
+    message = re.search(r"tprt: error[^\n]*", log or "")
+    ok = got is None and message is not None and "GPU" in message.group(0)
+    if not ok:
+        failures.append("two ranks on one GPU were not refused with a message")
+    say(f"Two ranks on one GPU ({name}, --device cuda): {'refused' if ok else 'NOT refused'} in {took:.1f} s: "
+        f"{message.group(0) if message else log[-300:]}")
+
+# The medium Llama against PyTorch eager.
+say()
+medium = os.path.join(args.programs, "medium_llama")
+config_path = os.path.join(args.dir, "medium_llama_config.json")
+try:
+    import torch
+    import transformers
+except ImportError:
+    torch = None
+if not os.path.exists(medium):
+    say("Medium Llama: not prepared")
+elif torch is None:
+    say("Medium Llama: skipped: no PyTorch")
+else:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig.from_json_file(config_path)
+    config._attn_implementation = "eager"
+    model = transformers.LlamaForCausalLM(config).eval()
+    from safetensors.torch import save_file
+    checkpoint = os.path.join(tmp, "model.safetensors")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, checkpoint)
+    threads = min(16, os.cpu_count() or 1)
+    seq = 128
+    rows = []
+    for batch in (1, 4):
+        rng = np.random.default_rng(batch)
+        ids = rng.integers(0, config.vocab_size, size=(batch, seq), dtype=np.int64)
+        ids_path = os.path.join(tmp, f"medium_ids_{batch}.npy")
+        np.save(ids_path, ids)
+        keep = np.ones((batch, seq), bool)
+        cpu, log = run(medium, ids_path, os.path.join(tmp, "mcpu.npy"), "cpu", checkpoint,
+                       extra=["--threads", str(threads), "--bench", "3"])
+        cpu_ms = float(re.search(r"median ([0-9.]+) ms", log).group(1)) if cpu is not None else None
+        with torch.no_grad():
+            ref_cpu = model(torch.from_numpy(ids)).logits.float().numpy()
+        cpu_ref = rel(cpu, ref_cpu, keep)
+        check(f"medium batch {batch}", cpu_ref, "CPU vs PyTorch (CPU)")
+        row = {"batch": batch, "cpu_ms": cpu_ms, "cpu_ref": cpu_ref}
+        if GPU:
+            gpu, log = run(medium, ids_path, os.path.join(tmp, "mgpu.npy"), "cuda", checkpoint,
+                           extra=["--bench", str(args.iters)])
+            if gpu is None:
+                say(f"<!-- medium cuda: {log[-400:]} -->")
+            row["ours_ms"] = float(re.search(r"median ([0-9.]+) ms", log).group(1)) if gpu is not None else None
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            x = torch.from_numpy(ids).cuda()
+            for dtype, key in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+                for impl in ("eager", "sdpa"):
+                    m = transformers.LlamaForCausalLM(config).eval()
+                    m.load_state_dict(model.state_dict())
+                    try:
+                        m.set_attn_implementation(impl)
+                    except Exception:
+                        m.config._attn_implementation = impl
+                    m = m.to(device="cuda", dtype=dtype)
+                    times = []
+                    with torch.no_grad():
+                        for i in range(args.iters + 3):
+                            torch.cuda.synchronize()
+                            t0 = time.perf_counter()
+                            out = m(x).logits
+                            torch.cuda.synchronize()
+                            if i >= 3:
+                                times.append(time.perf_counter() - t0)
+                    row[f"torch_{key}_{impl}_ms"] = 1e3 * float(np.median(times))
+                    if key == "f32" and impl == "eager":
+                        ref_gpu = out.float().cpu().numpy()
+                    del m
+            row["gpu_ref"] = rel(gpu, ref_gpu, keep)
+            row["gpu_cpu"] = rel(gpu, cpu, keep) if cpu is not None else None
+            check(f"medium batch {batch}", row["gpu_ref"], "CUDA vs PyTorch (GPU, f32)")
+            check(f"medium batch {batch}", row["gpu_cpu"], "CUDA vs CPU")
+        rows.append(row)
+    say(f"Medium Llama (bench/forward's: hidden 512, 4 layers, 8/4 heads, MLP 1408, vocab 4096), seq {seq}, "
+        f"forward median of {args.iters} (3 for the CPU backend); PyTorch {torch.__version__} eager, TF32 off:")
+    if GPU:
+        say("| batch | ours CUDA f32 (ms) | PyTorch f32 eager attn (ms) | PyTorch f32 sdpa (ms) | "
+            "ratio ours / PyTorch f32 sdpa | PyTorch bf16 sdpa (ms) | ratio ours / PyTorch bf16 sdpa | "
+            f"ours CPU {threads} threads (ms) | CUDA vs PyTorch | CUDA vs CPU | CPU vs PyTorch |")
+        say("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            ours = r["ours_ms"]
+            f32, bf16 = r["torch_f32_sdpa_ms"], r["torch_bf16_sdpa_ms"]
+            fmt = lambda v: "failed" if v is None else f"{v:.3f}"
+            say(f"| {r['batch']} | {fmt(ours)} | {r['torch_f32_eager_ms']:.3f} | {f32:.3f} | "
+                f"{'-' if ours is None else f'{ours / f32:.2f}'} | {bf16:.3f} | "
+                f"{'-' if ours is None else f'{ours / bf16:.2f}'} | {fmt(r['cpu_ms'])} | "
+                f"{cell(r['gpu_ref'])} | {cell(r['gpu_cpu'])} | {cell(r['cpu_ref'])} |")
+    else:
+        say("| batch | ours CPU (ms) | CPU vs PyTorch | CUDA |")
+        say("|---|---|---|---|")
+        for r in rows:
+            say(f"| {r['batch']} | {r['cpu_ms']:.3f} | {cell(r['cpu_ref'])} | skipped: no GPU |")
+
+say()
+say("Not run (not built yet): training steps on the GPU (the CUDA backend has the forward's kernels "
+    "only), bf16 compute, bucket pack+cast bandwidth.")
+say()
+if failures:
+    say(f"device-check: {len(failures)} check(s) failed:")
+    for f in failures:
+        say(f"  {f}")
+else:
+    say("device-check: every check passed" + ("" if GPU else " (CPU side only: no GPU)"))
+with open(os.path.join(args.dir, "device-check.log"), "w") as f:
+    f.write("\n".join(lines) + "\n")
+shutil.rmtree(tmp, ignore_errors=True)
+sys.exit(1 if failures else 0)

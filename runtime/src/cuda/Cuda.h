@@ -1,0 +1,93 @@
+//===- Cuda.h - the CUDA backend of tprt ------------------------*- C++ -*-===//
+//
+// What the rest of the runtime calls when ctx.device() is Device::CUDA:
+// device memory, copies, the NCCL communicators and one kernel per forward
+// op, with tprt.h's signatures. Every call is queued on the rank's one
+// stream, so kernels, cuBLAS and NCCL run in program order without
+// synchronization; only copies to the host wait.
+//
+// Defined only with TPRT_WITH_CUDA (CMake found nvcc).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPRT_CUDA_CUDA_H
+#define TPRT_CUDA_CUDA_H
+
+#include "tprt/tprt.h"
+
+#include <cstddef>
+#include <memory>
+
+namespace tprt {
+namespace cuda {
+
+/// Takes the GPU of this rank (local rank modulo the visible GPUs; an error
+/// when the node's ranks outnumber them: NCCL needs one GPU per rank) and
+/// makes its stream and cuBLAS handle. Collective over MPI_COMM_WORLD.
+void initialize();
+
+/// Device memory from CUDA's stream-ordered pool (cudaMallocAsync), which
+/// keeps freed blocks for reuse; `bytes` may be 0.
+std::shared_ptr<unsigned char[]> allocate(size_t bytes);
+/// Copies between host and device memory (either way, or device to
+/// device); a copy to the host returns when the data is there.
+void copy(void *dst, Device dstDevice, const void *src, Device srcDevice,
+          size_t bytes);
+void memset(void *dst, int value, size_t bytes);
+/// Waits for everything queued on this rank's GPU (a timer's end).
+void synchronize();
+
+/// An NCCL communicator over the ranks of MPI_COMM_WORLD that share
+/// `color`; the unique id goes from the group's first rank over MPI.
+std::unique_ptr<Communicator> createNcclCommunicator(int color);
+
+Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table);
+Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
+                                const Tensor &table);
+Tensor all_reduce_sum(Context &ctx, const Tensor &x);
+Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
+Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
+Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
+Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
+Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w);
+/// out[r, :] += bias over the rows of `out`, in place.
+void addBias(Tensor &out, const Tensor &bias, const char *op);
+Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
+Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
+                double offset, int64_t group);
+/// RoPE with the cos / sin tables the CPU kernel computes ([seq, half]
+/// each, host memory).
+Tensor rotary(const Tensor &x, int64_t headDim, int64_t rotaryDim,
+              bool interleaved, const float *cosTable, const float *sinTable);
+Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
+                 const Tensor &v, const Tensor &keyMask, int64_t heads,
+                 int64_t kvHeads, int64_t headDim, double scale, bool causal,
+                 int64_t window, double softcap);
+Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
+                    const Tensor &convWeight, const Tensor &convBias,
+                    const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
+                    const Tensor &normWeight, const Tensor &outProj,
+                    const Tensor &keyMask, int64_t heads, int64_t headDim,
+                    int64_t groups, int64_t state, int64_t kernel,
+                    double normEps, double dtMin, bool foldedA);
+
+/// The elementwise ops, by kind.
+enum class Unary { Silu, Gelu, GeluTanh, ReluSquared, Scale, Softcap };
+enum class Binary { Add, Mul };
+Tensor unary(const Tensor &x, Unary op, float parameter, const char *name);
+Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name);
+
+} // namespace cuda
+} // namespace tprt
+
+/// In a CPU kernel's entry point: the CUDA kernel instead when the context
+/// runs on the GPU (a context never does without the backend).
+#ifdef TPRT_WITH_CUDA
+#define TPRT_ON_CUDA(ctx, call)                                                \
+  if ((ctx).device() == ::tprt::Device::CUDA)                                  \
+    return ::tprt::cuda::call;
+#else
+#define TPRT_ON_CUDA(ctx, call)
+#endif
+
+#endif // TPRT_CUDA_CUDA_H

@@ -1,0 +1,38 @@
+//===- Runtime.h - the CUDA backend's handles -------------------*- C++ -*-===//
+//
+// The stream and cuBLAS handle of this rank's GPU, and error checks, for
+// the backend's own files (Cuda.h stays free of CUDA headers, so the CPU
+// kernels include it without the toolkit's).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPRT_CUDA_RUNTIME_H
+#define TPRT_CUDA_RUNTIME_H
+
+#include "Cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <string>
+
+namespace tprt {
+namespace cuda {
+
+/// The stream every kernel, cuBLAS call, copy and collective is queued on.
+cudaStream_t stream();
+cublasHandle_t blas();
+
+/// An error naming `what` and CUDA's message.
+void check(cudaError_t status, const char *what);
+void check(cublasStatus_t status, const char *what);
+/// After a kernel launch: a launch error names the kernel.
+void checkLaunch(const char *kernel);
+
+/// The operand checks of the forward kernels: defined, f32 (or i64), and on
+/// the GPU.
+void requireGpu(const Tensor &t, DType dtype, const char *op, const char *what);
+
+} // namespace cuda
+} // namespace tprt
+
+#endif // TPRT_CUDA_RUNTIME_H

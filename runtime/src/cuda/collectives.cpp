@@ -1,0 +1,110 @@
+//===- collectives.cpp - the shard collectives on the GPU -----------------===//
+//
+// The same block layouts as the CPU kernels (src/cpu/kernels.cpp), packed
+// and unpacked with strided device copies around NCCL's contiguous
+// all-gather and reduce-scatter.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Runtime.h"
+
+namespace tprt {
+namespace cuda {
+namespace {
+
+/// x viewed as [outer, n, inner] around `axis`.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  AxisView(const Tensor &x, int64_t axis, const char *op) {
+    requireGpu(x, DType::F32, op, "the input");
+    if (axis < 0 || axis >= x.rank())
+      fatal(std::string(op) + ": axis " + std::to_string(axis) + " of a rank-" +
+            std::to_string(x.rank()) + " tensor");
+    for (int64_t d = 0; d < x.rank(); ++d)
+      (d < axis ? outer : d == axis ? n : inner) *= x.dim(d);
+  }
+};
+
+/// `rows` runs of `run` floats, `srcPitch` and `dstPitch` floats apart.
+void copyRuns(float *dst, int64_t dstPitch, const float *src, int64_t srcPitch,
+              int64_t run, int64_t rows) {
+  if (run == 0 || rows == 0)
+    return;
+  check(cudaMemcpy2DAsync(dst, dstPitch * sizeof(float), src,
+                          srcPitch * sizeof(float), run * sizeof(float), rows,
+                          cudaMemcpyDeviceToDevice, stream()),
+        "cudaMemcpy2DAsync");
+}
+
+} // namespace
+
+Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
+  requireGpu(x, DType::F32, "all_reduce_sum", "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
+  ctx.tp().allReduceSum(out.f32(), out.numel());
+  return out;
+}
+
+Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
+  AxisView v(x, axis, "all_gather");
+  int64_t ranks = ctx.tp().size(), numel = x.numel();
+  Tensor blocks =
+      Tensor::uninitialized(DType::F32, {ranks, numel}, Device::CUDA);
+  ctx.tp().allGather(x.f32(), blocks.f32(), numel);
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] *= ranks;
+  if (v.outer == 1)
+    return Tensor::view(blocks, 0, shape);
+  Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  // Rank r's block is rows [r * n, (r + 1) * n) of `axis` in every outer row.
+  int64_t chunk = v.n * v.inner;
+  for (int64_t r = 0; r < ranks; ++r)
+    copyRuns(out.f32() + r * chunk, ranks * chunk, blocks.f32() + r * numel,
+             chunk, chunk, v.outer);
+  return out;
+}
+
+Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
+  AxisView v(x, axis, "reduce_scatter_sum");
+  int64_t ranks = ctx.tp().size();
+  if (v.n % ranks)
+    fatal("reduce_scatter_sum: dimension " + std::to_string(axis) + " of " +
+          x.describe() + " is not divisible by " + std::to_string(ranks) +
+          " ranks (with sequence parallelism the sequence length must be a "
+          "multiple of tp)");
+  int64_t chunk = v.n / ranks * v.inner;
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] /= ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  // Pack so that rank r's slice of every outer row is contiguous.
+  Tensor packed = x;
+  if (v.outer > 1) {
+    packed = Tensor::uninitialized(DType::F32, {ranks, v.outer * chunk},
+                                   Device::CUDA);
+    for (int64_t r = 0; r < ranks; ++r)
+      copyRuns(packed.f32() + r * v.outer * chunk, chunk, x.f32() + r * chunk,
+               ranks * chunk, chunk, v.outer);
+  }
+  ctx.tp().reduceScatterSum(packed.f32(), out.f32(), out.numel());
+  return out;
+}
+
+Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
+  AxisView v(x, axis, "all_slice");
+  int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
+  if (v.n % ranks)
+    fatal("all_slice: dimension " + std::to_string(axis) + " of " +
+          x.describe() + " is not divisible by " + std::to_string(ranks) +
+          " ranks");
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] /= ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  int64_t chunk = v.n / ranks * v.inner;
+  copyRuns(out.f32(), chunk, x.f32() + rank * chunk, ranks * chunk, chunk,
+           v.outer);
+  return out;
+}
+
+} // namespace cuda
+} // namespace tprt

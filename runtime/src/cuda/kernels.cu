@@ -1,0 +1,503 @@
+//===- kernels.cu - CUDA kernels of the forward tp ops --------------------===//
+//
+// f32 compute, the CPU kernels' arithmetic in the same order where it
+// matters (RoPE tables, RMS norm's double sum of squares, soft-capping
+// before the masks). Attention is one tiled kernel with an online softmax:
+// a warp per query row, key/value tiles in shared memory, no [seq, seq]
+// scores in global memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Runtime.h"
+#include "Tiling.h"
+
+#include <climits>
+#include <cmath>
+#include <vector>
+
+namespace tprt {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+/// Row i of `out` is row ids[i] - start of `table` when that is one of its
+/// `rows`, else zeros; an id outside [0, vocab) records the smallest such i
+/// in `firstBad`.
+__global__ void embeddingKernel(const int64_t *ids, const float *table,
+                                float *out, int64_t n, int64_t hidden,
+                                int64_t start, int64_t rows, int64_t vocab,
+                                unsigned long long *firstBad) {
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    int64_t id = ids[i];
+    if ((id < 0 || id >= vocab) && threadIdx.x == 0)
+      atomicMin(firstBad, static_cast<unsigned long long>(i));
+    bool mine = id >= start && id < start + rows;
+    const float *t = table + (mine ? id - start : 0) * hidden;
+    float *o = out + i * hidden;
+    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x)
+      o[j] = mine ? t[j] : 0.0f;
+  }
+}
+
+Tensor embed(Context &ctx, const Tensor &ids, const Tensor &table,
+             bool vocabParallel, const char *op) {
+  requireGpu(ids, DType::I64, op, "the ids");
+  requireGpu(table, DType::F32, op, "the table");
+  if (table.rank() != 2)
+    fatal(std::string(op) + ": the table must be [vocab, hidden], got " +
+          table.describe());
+  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
+  int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
+  int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
+  std::vector<int64_t> shape = ids.shape();
+  shape.push_back(hidden);
+  Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  if (n == 0)
+    return out;
+  Tensor firstBad = Tensor::uninitialized(DType::I64, {1}, Device::CUDA);
+  memset(firstBad.raw(), 0xff, sizeof(int64_t));
+  embeddingKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
+      ids.i64(), table.f32(), out.f32(), n, hidden, start, rows, rows * ranks,
+      static_cast<unsigned long long *>(firstBad.raw()));
+  checkLaunch("embedding");
+  // One small copy per embedding (once per forward pass): a bad id is an
+  // error naming its position, as on the CPU.
+  unsigned long long bad = 0;
+  copy(&bad, Device::CPU, firstBad.raw(), Device::CUDA, sizeof(bad));
+  if (bad != ULLONG_MAX) {
+    int64_t id = 0;
+    copy(&id, Device::CPU, ids.i64() + bad, Device::CUDA, sizeof(id));
+    fatal("embedding: token id " + std::to_string(id) + " at position " +
+          std::to_string(bad) + " is outside the vocabulary [0, " +
+          std::to_string(rows * ranks) + ")");
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <Unary op> __device__ float applyUnary(float v, float p) {
+  if (op == Unary::Silu)
+    return v / (1.0f + expf(-v));
+  if (op == Unary::Gelu)
+    return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+  if (op == Unary::GeluTanh)
+    return 0.5f * v *
+           (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  if (op == Unary::ReluSquared)
+    return v > 0 ? v * v : 0.0f;
+  if (op == Unary::Scale)
+    return v * p;
+  return p * tanhf(v / p); // Softcap
+}
+
+template <Unary op>
+__global__ void unaryKernel(const float *x, float *out, int64_t n, float p) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = applyUnary<op>(x[i], p);
+}
+
+template <Binary op>
+__global__ void binaryKernel(const float *a, const float *b, float *out,
+                             int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = op == Binary::Add ? a[i] + b[i] : a[i] * b[i];
+}
+
+__global__ void addBiasKernel(float *out, const float *bias, int64_t n,
+                              int64_t features) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] += bias[i % features];
+}
+
+//===----------------------------------------------------------------------===//
+// RMS norm and RoPE
+//===----------------------------------------------------------------------===//
+
+/// One block per group of `group` elements: the sum of squares in double
+/// (as the CPU kernel), then x / sqrt(mean + eps) * (offset + w).
+__global__ void rmsNormKernel(const float *x, const float *w, float *out,
+                              int64_t groups, int64_t group, float eps,
+                              float offset) {
+  __shared__ double partial[kThreads / 32];
+  __shared__ float inverse;
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const float *row = x + g * group;
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
+      sum += static_cast<double>(row[i]) * row[i];
+    for (int off = 16; off; off >>= 1)
+      sum += __shfl_xor_sync(kFullMask, sum, off);
+    if (threadIdx.x % 32 == 0)
+      partial[threadIdx.x / 32] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double total = 0;
+      for (int i = 0; i < kThreads / 32; ++i)
+        total += partial[i];
+      inverse = 1.0f / sqrtf(static_cast<float>(total / group) + eps);
+    }
+    __syncthreads();
+    float inv = inverse;
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
+      out[g * group + i] = (row[i] * inv) * (offset + w[i]);
+    __syncthreads();
+  }
+}
+
+/// Rotates the first rotaryDim features of each head of x [B, S, H * D]
+/// into `out` (a copy of x): pair (i, i + half), or (2i, 2i + 1)
+/// interleaved, by the angle of position p.
+__global__ void rotaryKernel(const float *x, float *out, const float *cosT,
+                             const float *sinT, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t headDim, int64_t half,
+                             bool interleaved) {
+  int64_t n = batch * seq * heads * half;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int64_t i = idx % half, rest = idx / half;
+    int64_t h = rest % heads, bp = rest / heads, p = bp % seq;
+    int64_t base = (bp * heads + h) * headDim;
+    int64_t i1 = interleaved ? 2 * i : i,
+            i2 = interleaved ? 2 * i + 1 : i + half;
+    float c = cosT[p * half + i], s = sinT[p * half + i];
+    float x1 = x[base + i1], x2 = x[base + i2];
+    out[base + i1] = x1 * c - x2 * s;
+    out[base + i2] = x2 * c + x1 * s;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Block (query tile, head, batch row); warp w owns query row
+/// tile * kAttentionRowsPerBlock + w and lane d / 32 of its output dims
+/// (`dimsPerLane` of them). Per key tile the block stages K (rows padded by
+/// one float against bank conflicts) and V in shared memory; lane j scores
+/// key j of the tile, and the warp folds the tile into its running maximum,
+/// sum and output (online softmax).
+template <int dimsPerLane>
+__global__ void attentionKernel(const float *q, const float *k, const float *v,
+                                const int64_t *keyMask, float *out, int64_t sq,
+                                int64_t skv, int heads, int group, int headDim,
+                                float scale, bool causal, int64_t window,
+                                float cap, int64_t queryOffset) {
+  extern __shared__ float shared[];
+  const int tile = kAttentionKeyTile, rowsPerBlock = kAttentionRowsPerBlock;
+  const int D = headDim;
+  float *kTile = shared;
+  float *vTile = kTile + tile * (D + 1);
+  float *qRows = vTile + tile * D;
+  float *pRows = qRows + rowsPerBlock * D;
+
+  int64_t b = blockIdx.z;
+  int h = blockIdx.y, kvh = h / group;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int64_t firstRow = int64_t(blockIdx.x) * rowsPerBlock;
+  int64_t row = firstRow + warp;
+  bool active = row < sq;
+  int64_t pos = row + queryOffset;
+  int64_t qStride = int64_t(heads) * D, kvStride = int64_t(heads / group) * D;
+  float *myQ = qRows + warp * D, *myP = pRows + warp * tile;
+  if (active)
+    for (int d = lane; d < D; d += 32)
+      myQ[d] = q[(b * sq + row) * qStride + int64_t(h) * D + d];
+
+  float acc[dimsPerLane];
+  for (int t = 0; t < dimsPerLane; ++t)
+    acc[t] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  int64_t lastRow =
+      firstRow + rowsPerBlock - 1 < sq ? firstRow + rowsPerBlock - 1 : sq - 1;
+  KeyRange range = attentionKeyRange(
+      firstRow + queryOffset, lastRow + queryOffset, skv, causal, window);
+  const float *kBase = k + b * skv * kvStride + int64_t(kvh) * D;
+  const float *vBase = v + b * skv * kvStride + int64_t(kvh) * D;
+  for (int64_t t0 = range.begin; t0 < range.end; t0 += tile) {
+    __syncthreads(); // the previous tile is no longer read
+    for (int idx = threadIdx.x; idx < tile * D; idx += blockDim.x) {
+      int jj = idx / D, d = idx % D;
+      int64_t j = t0 + jj;
+      bool inside = j < skv;
+      kTile[jj * (D + 1) + d] = inside ? kBase[j * kvStride + d] : 0.0f;
+      vTile[jj * D + d] = inside ? vBase[j * kvStride + d] : 0.0f;
+    }
+    __syncthreads();
+    if (!active)
+      continue;
+    int64_t j = t0 + lane;
+    bool visible = j < skv && attentionVisible(pos, j, causal, window) &&
+                   (!keyMask || keyMask[b * skv + j] != 0);
+    float s = -INFINITY;
+    if (visible) {
+      const float *kr = kTile + lane * (D + 1);
+      float dot = 0.0f;
+      for (int d = 0; d < D; ++d)
+        dot += myQ[d] * kr[d];
+      s = dot * scale;
+      if (cap > 0)
+        s = cap * tanhf(s / cap);
+    }
+    float tileMax = s;
+    for (int off = 16; off; off >>= 1)
+      tileMax = fmaxf(tileMax, __shfl_xor_sync(kFullMask, tileMax, off));
+    float mNew = fmaxf(m, tileMax);
+    if (mNew == -INFINITY)
+      continue; // nothing visible yet (the same on every lane)
+    float p = visible ? expf(s - mNew) : 0.0f;
+    float correction = m == -INFINITY ? 0.0f : expf(m - mNew);
+    float tileSum = p;
+    for (int off = 16; off; off >>= 1)
+      tileSum += __shfl_xor_sync(kFullMask, tileSum, off);
+    l = l * correction + tileSum;
+    myP[lane] = p;
+    __syncwarp();
+    for (int t = 0; t < dimsPerLane; ++t) {
+      int d = lane + 32 * t;
+      if (d < D) {
+        float a = acc[t] * correction;
+        for (int jj = 0; jj < tile; ++jj)
+          a += myP[jj] * vTile[jj * D + d];
+        acc[t] = a;
+      }
+    }
+    __syncwarp();
+    m = mNew;
+  }
+  if (!active)
+    return;
+  // A query that sees no key gets zeros, as on the CPU.
+  float inv = l > 0 ? 1.0f / l : 0.0f;
+  for (int t = 0; t < dimsPerLane; ++t) {
+    int d = lane + 32 * t;
+    if (d < D)
+      out[(b * sq + row) * qStride + int64_t(h) * D + d] = acc[t] * inv;
+  }
+}
+
+template <int dimsPerLane>
+void launchAttention(dim3 grid, size_t sharedBytes, const float *q,
+                     const float *k, const float *v, const int64_t *mask,
+                     float *out, int64_t sq, int64_t skv, int heads, int group,
+                     int headDim, float scale, bool causal, int64_t window,
+                     float cap, int64_t queryOffset) {
+  check(cudaFuncSetAttribute(attentionKernel<dimsPerLane>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(sharedBytes)),
+        "attention: cudaFuncSetAttribute");
+  attentionKernel<dimsPerLane>
+      <<<grid, 32 * kAttentionRowsPerBlock, sharedBytes, stream()>>>(
+          q, k, v, mask, out, sq, skv, heads, group, headDim, scale, causal,
+          window, cap, queryOffset);
+  checkLaunch("attention");
+}
+
+} // namespace
+
+Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table) {
+  return embed(ctx, ids, table, /*vocabParallel=*/false, "embedding");
+}
+
+Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
+                                const Tensor &table) {
+  return embed(ctx, ids, table, /*vocabParallel=*/true,
+               "embedding_vocab_parallel");
+}
+
+Tensor unary(const Tensor &x, Unary op, float parameter, const char *name) {
+  requireGpu(x, DType::F32, name, "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  int64_t n = x.numel();
+  if (n == 0)
+    return out;
+  unsigned blocks = gridBlocks(n, kThreads);
+  const float *in = x.f32();
+  float *o = out.f32();
+  switch (op) {
+  case Unary::Silu:
+    unaryKernel<Unary::Silu>
+        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
+    break;
+  case Unary::Gelu:
+    unaryKernel<Unary::Gelu>
+        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
+    break;
+  case Unary::GeluTanh:
+    unaryKernel<Unary::GeluTanh>
+        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
+    break;
+  case Unary::ReluSquared:
+    unaryKernel<Unary::ReluSquared>
+        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
+    break;
+  case Unary::Scale:
+    unaryKernel<Unary::Scale>
+        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
+    break;
+  case Unary::Softcap:
+    unaryKernel<Unary::Softcap>
+        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
+    break;
+  }
+  checkLaunch(name);
+  return out;
+}
+
+Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name) {
+  requireGpu(a, DType::F32, name, "the left operand");
+  requireGpu(b, DType::F32, name, "the right operand");
+  if (a.shape() != b.shape())
+    fatal(std::string(name) + ": shapes differ: " + a.describe() + " vs " +
+          b.describe());
+  Tensor out = Tensor::uninitialized(DType::F32, a.shape(), Device::CUDA);
+  int64_t n = a.numel();
+  if (n == 0)
+    return out;
+  unsigned blocks = gridBlocks(n, kThreads);
+  if (op == Binary::Add)
+    binaryKernel<Binary::Add>
+        <<<blocks, kThreads, 0, stream()>>>(a.f32(), b.f32(), out.f32(), n);
+  else
+    binaryKernel<Binary::Mul>
+        <<<blocks, kThreads, 0, stream()>>>(a.f32(), b.f32(), out.f32(), n);
+  checkLaunch(name);
+  return out;
+}
+
+void addBias(Tensor &out, const Tensor &bias, const char *op) {
+  requireGpu(bias, DType::F32, op, "the bias");
+  int64_t features = out.rank() ? out.dim(-1) : 0;
+  if (bias.rank() != 1 || bias.dim(0) != features)
+    fatal(std::string(op) + ": bias " + bias.describe() + " does not match " +
+          out.describe());
+  int64_t n = out.numel();
+  if (n == 0)
+    return;
+  addBiasKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+      out.f32(), bias.f32(), n, features);
+  checkLaunch(op);
+}
+
+Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
+  requireGpu(x, DType::F32, "bias_add", "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
+  addBias(out, bias, "bias_add");
+  return out;
+}
+
+Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
+                double offset, int64_t group) {
+  requireGpu(x, DType::F32, "rms_norm", "the input");
+  requireGpu(w, DType::F32, "rms_norm", "the weight");
+  int64_t features = x.rank() ? x.dim(-1) : 0;
+  if (group == 0)
+    group = features;
+  if (group <= 0 || features % group != 0 || w.numel() != group)
+    fatal("rms_norm: input " + x.describe() + ", weight " + w.describe() +
+          " and group " + std::to_string(group) + " do not match");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  int64_t groups = x.numel() / group;
+  if (groups == 0)
+    return out;
+  rmsNormKernel<<<gridBlocks(groups, 1), kThreads, 0, stream()>>>(
+      x.f32(), w.f32(), out.f32(), groups, group, static_cast<float>(eps),
+      static_cast<float>(offset));
+  checkLaunch("rms_norm");
+  return out;
+}
+
+Tensor rotary(const Tensor &x, int64_t headDim, int64_t rotaryDim,
+              bool interleaved, const float *cosTable, const float *sinTable) {
+  requireGpu(x, DType::F32, "rotary", "the input");
+  int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
+          half = rotaryDim / 2;
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
+  int64_t n = batch * seq * heads * half;
+  if (n == 0)
+    return out;
+  Tensor tables =
+      Tensor::uninitialized(DType::F32, {2, seq * half}, Device::CUDA);
+  copy(tables.f32(), Device::CUDA, cosTable, Device::CPU,
+       seq * half * sizeof(float));
+  copy(tables.f32() + seq * half, Device::CUDA, sinTable, Device::CPU,
+       seq * half * sizeof(float));
+  rotaryKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+      x.f32(), out.f32(), tables.f32(), tables.f32() + seq * half, batch, seq,
+      heads, headDim, half, interleaved);
+  checkLaunch("rotary");
+  return out;
+}
+
+Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                 int64_t headDim, double scale, bool causal, int64_t window,
+                 double softcap) {
+  requireGpu(q, DType::F32, "attention", "q");
+  requireGpu(k, DType::F32, "attention", "k");
+  requireGpu(v, DType::F32, "attention", "v");
+  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
+      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
+      v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
+      heads % kvHeads != 0)
+    fatal("attention: q " + q.describe() + ", k " + k.describe() + ", v " +
+          v.describe() + " do not match " + std::to_string(heads) + " heads, " +
+          std::to_string(kvHeads) + " KV heads of " + std::to_string(headDim));
+  if (headDim > 256 || heads > 65535)
+    fatal("attention: the CUDA kernel takes head_dim <= 256 and at most "
+          "65535 heads, got " +
+          std::to_string(headDim) + " and " + std::to_string(heads));
+  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1);
+  const int64_t *mask = nullptr;
+  if (keyMask.defined()) {
+    requireGpu(keyMask, DType::I64, "attention", "the key mask");
+    if (keyMask.rank() != 2 || keyMask.dim(0) != batch || keyMask.dim(1) != skv)
+      fatal("attention: key mask " + keyMask.describe() +
+            " is not int64 [batch, seq_kv]");
+    mask = keyMask.i64();
+  }
+  Tensor out = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
+  if (batch == 0 || sq == 0 || heads == 0)
+    return out;
+  if (batch > 65535)
+    fatal("attention: the CUDA kernel takes at most 65535 batch rows");
+  const int64_t tile = kAttentionKeyTile, rows = kAttentionRowsPerBlock;
+  size_t sharedBytes =
+      (tile * (headDim + 1) + tile * headDim + rows * headDim + rows * tile) *
+      sizeof(float);
+  dim3 grid(static_cast<unsigned>((sq + rows - 1) / rows),
+            static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  int group = static_cast<int>(heads / kvHeads);
+  float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
+  int64_t queryOffset = skv - sq;
+  int d = static_cast<int>(headDim), h = static_cast<int>(heads);
+  if (headDim <= 64)
+    launchAttention<2>(grid, sharedBytes, q.f32(), k.f32(), v.f32(), mask,
+                       out.f32(), sq, skv, h, group, d, fscale, causal, window,
+                       cap, queryOffset);
+  else if (headDim <= 128)
+    launchAttention<4>(grid, sharedBytes, q.f32(), k.f32(), v.f32(), mask,
+                       out.f32(), sq, skv, h, group, d, fscale, causal, window,
+                       cap, queryOffset);
+  else
+    launchAttention<8>(grid, sharedBytes, q.f32(), k.f32(), v.f32(), mask,
+                       out.f32(), sq, skv, h, group, d, fscale, causal, window,
+                       cap, queryOffset);
+  return out;
+}
+
+} // namespace cuda
+} // namespace tprt
