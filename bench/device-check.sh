@@ -4,22 +4,24 @@
 #
 #   bench/device-check.sh prepare [DIR] [--models a,b,..] [--no-medium]
 #       Here, with a build of tp-opt: the generated C++ (tpc --emit cpp) of
-#       the test models and of the benchmark's medium Llama, into DIR
-#       (default .device-check/, git-ignored), with a manifest.
+#       the test models (forward and training) and of the benchmark's
+#       medium Llama, into DIR (default .device-check/, git-ignored).
 #   bench/device-check.sh run [DIR] [--cpu-only] [--build B] [--iters N]
 #       On the GPU machine, which needs only this working tree, CMake, a C++
 #       compiler, MPI, OpenBLAS, the CUDA toolkit with NCCL, and Python with
 #       numpy (torch for the PyTorch rows): builds the runtime alone
 #       (cmake -S runtime) with the programs of DIR, runs every test model's
 #       reference inputs on the CPU and the GPU backend against the PyTorch
-#       logits and each other, and times the medium Llama against PyTorch
-#       eager. --cpu-only builds without CUDA and runs the CPU side (CI).
+#       logits and each other, three training steps of each against the
+#       PyTorch run, and times the medium Llama's forward and training step
+#       against PyTorch eager. --cpu-only builds without CUDA and runs the
+#       CPU side (CI).
 #       Writes DIR/device-check.log; exits non-zero when a check fails.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
-  sed -n '4,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -73,6 +75,23 @@ prepare)
     --tp 2 --emit cpp -o "$dir/work/$name" >/dev/null
   cp "$dir/work/$name/model.cpp" "$dir/programs/$name.cpp"
   printf '%s\t%s\t%s\t2\n' "$name" "$model/ts_fold.onnx" "$model/ref" >>"$manifest"
+  # The training programs (tpc --train) of the models with a PyTorch
+  # reference run (test/models/NAME/train).
+  : >"$dir/train.tsv"
+  for name in "${names[@]}"; do
+    model=test/models/$name
+    [ -f "$root/$model/train/reference.json" ] || continue
+    # The folded export, or where folding took what training needs
+    # (Gemma's 1 + w), the unfolded one.
+    export=ts_fold.onnx
+    "$tpc" "$root/$model/$export" --train --emit cpp -o "$dir/work/${name}_train" \
+      >/dev/null 2>&1 || {
+      export=ts_nofold.onnx
+      "$tpc" "$root/$model/$export" --train --emit cpp -o "$dir/work/${name}_train" >/dev/null
+    }
+    cp "$dir/work/${name}_train/model.cpp" "$dir/programs/${name}_train.cpp"
+    printf '%s\t%s\t%s\n' "${name}_train" "$model/$export" "$model/train" >>"$dir/train.tsv"
+  done
   if ((medium)); then
     # The graph only: the GPU machine makes the weights (PyTorch, seed 0)
     # and the program reads them from that checkpoint.
@@ -83,6 +102,8 @@ prepare)
     }
     "$tpc" "$work/model/model.onnx" --emit cpp -o "$dir/work/medium_llama" >/dev/null
     cp "$dir/work/medium_llama/model.cpp" "$dir/programs/medium_llama.cpp"
+    "$tpc" "$work/model/model.onnx" --train --emit cpp -o "$dir/work/medium_llama_train" >/dev/null
+    cp "$dir/work/medium_llama_train/model.cpp" "$dir/programs/medium_llama_train.cpp"
     cp "$work/model/config.json" "$dir/medium_llama_config.json"
   fi
   rm -rf "$dir/work"

@@ -152,6 +152,59 @@ elif multi:
     say(f"Two ranks on one GPU ({name}, --device cuda): {'refused' if ok else 'NOT refused'} in {took:.1f} s: "
         f"{message.group(0) if message else log[-300:]}")
 
+# Training: three steps of each model against its PyTorch run, on both
+# backends (test/e2e/compare_training.py), and the two backends' losses.
+say()
+train_list = os.path.join(args.dir, "train.tsv")
+train_rows = [l.rstrip("\n").split("\t") for l in open(train_list) if l.strip()] \
+    if os.path.exists(train_list) else []
+compare = os.path.join(args.root, "test", "e2e", "compare_training.py")
+step_line = re.compile(r"(ok|FAIL): step (\d+) (loss|grad_norm) ([0-9.eE+-]+) vs \S+ \(rel ([0-9.eE+-]+)\)")
+say("Training (test/models/NAME/train: 3 AdamW steps of 2 micro-batches x 2 sequences against the PyTorch run; "
+    "loss and grad norm per step within 1e-5 relative, the first norm within 1e-6, saved weights within 1e-4 "
+    "norm-wise):")
+say("| program | CPU: loss, norm, weights (worst relative) | CUDA: loss, norm, weights | CUDA vs CPU losses |")
+say("|---|---|---|---|")
+
+
+def train_cell(result):
+    good, out, losses, rels, worst = result
+    if "mamba2_mixer_grad has no CUDA kernel" in out:
+        return "refused: no CUDA Mamba2 backward yet"
+    if not losses:
+        return "failed: " + (re.findall(r"tprt: error[^\n]*", out) or [out[-200:]])[0]
+    loss_rel = max(r for k, r in rels if k == "loss")
+    norm_rel = max(r for k, r in rels if k == "grad_norm")
+    return (f"{'ok' if good else 'FAIL'}: {loss_rel:.1e}, {norm_rel:.1e}, "
+            f"{worst if worst else '?'}")
+
+
+for name, model, traindir in train_rows:
+    exe = os.path.join(args.programs, name)
+    results = {}
+    for device in ["cpu"] + (["cuda"] if GPU else []):
+        r = subprocess.run([sys.executable, compare, exe, os.path.join(args.root, traindir),
+                            "--device", device, "--weights", os.path.join(args.root, model)],
+                           capture_output=True, text=True, timeout=900)
+        out = r.stdout + r.stderr
+        found = step_line.findall(out)
+        losses = [float(v) for _, _, key, v, _ in found if key == "loss"]
+        rels = [(key, float(rel)) for _, _, key, _, rel in found]
+        worst = re.search(r"worst relative difference ([0-9.eE+-]+)", out)
+        results[device] = (r.returncode == 0, out, losses, rels, worst.group(1) if worst else None)
+        refused = device == "cuda" and "mamba2_mixer_grad has no CUDA kernel" in out
+        if r.returncode != 0 and not refused:
+            failures.append(f"{name}: training on {device}")
+            say(f"<!-- {name} {device}: {out[-500:]} -->")
+    cpu_cell = train_cell(results["cpu"])
+    if "cuda" in results:
+        cuda_cell = train_cell(results["cuda"])
+        a, b = results["cpu"][2], results["cuda"][2]
+        vs = f"{max(abs(x - y) / abs(x) for x, y in zip(a, b)):.1e}" if a and b and len(a) == len(b) else "-"
+    else:
+        cuda_cell, vs = "skipped: no GPU", "-"
+    say(f"| {name} | {cpu_cell} | {cuda_cell} | {vs} |")
+
 # The medium Llama against PyTorch eager.
 say()
 medium = os.path.join(args.programs, "medium_llama")
@@ -247,9 +300,71 @@ else:
         for r in rows:
             say(f"| {r['batch']} | {r['cpu_ms']:.3f} | {cell(r['cpu_ref'])} | skipped: no GPU |")
 
+# The medium Llama's training step against PyTorch eager on the GPU.
+train_exe = os.path.join(args.programs, "medium_llama_train")
+if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(medium):
+    say()
+    batch, seq, steps = 4, 128, 8
+    rng = np.random.default_rng(7)
+    tokens = rng.integers(0, config.vocab_size, size=(batch * steps, seq), dtype=np.int64)
+    tokens_path = os.path.join(tmp, "medium_tokens.npy")
+    np.save(tokens_path, tokens)
+    r = subprocess.run([train_exe, "--train", "--data", tokens_path, "--steps", str(steps),
+                        "--micro-batch", str(batch), "--grad-accum", "1", "--lr", "1e-3",
+                        "--device", "cuda", "--weights", checkpoint],
+                       capture_output=True, text=True, timeout=600)
+    ours = re.findall(r"step (\d+) loss ([0-9.eE+-]+) grad_norm \S+ tokens/s ([0-9.]+)", r.stdout)
+    if r.returncode != 0 or len(ours) != steps:
+        failures.append("medium Llama training on the GPU")
+        say(f"<!-- medium train: {(r.stdout + r.stderr)[-500:]} -->")
+    ours_ms = float(np.median([1e3 * batch * seq / float(t) for _, _, t in ours[2:]])) if ours else None
+    ours_loss = float(ours[0][1]) if ours else None
+    torch_ms, torch_loss = {}, None
+    for dtype, key in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        m = transformers.LlamaForCausalLM(config)
+        m.load_state_dict(model.state_dict())
+        try:
+            m.set_attn_implementation("sdpa")
+        except Exception:
+            pass
+        m = m.to(device="cuda", dtype=dtype).train()
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
+        times = []
+        for step in range(steps):
+            x = torch.from_numpy(tokens[step * batch:(step + 1) * batch]).cuda()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            logits = m(x).logits
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]).float(), x[:, 1:].reshape(-1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            if step == 0 and key == "f32":
+                torch_loss = float(loss)
+        torch_ms[key] = 1e3 * float(np.median(times[2:]))
+        del m, opt
+    loss_rel = abs(ours_loss - torch_loss) / abs(torch_loss) if ours_loss is not None else None
+    if loss_rel is None or loss_rel > 1e-5:
+        failures.append("medium Llama step-1 loss on the GPU vs PyTorch")
+    fmt = lambda v: "failed" if v is None else f"{v:.2f}"
+    say(f"Medium Llama training step (AdamW, batch {batch} x seq {seq}, median of steps 3-{steps}), "
+        "PyTorch eager with sdpa attention, TF32 off:")
+    say("| ours CUDA f32 (ms/step) | PyTorch f32 (ms/step) | ratio | PyTorch bf16 (ms/step) | ratio vs bf16 | "
+        "step-1 loss ours / PyTorch f32 |")
+    say("|---|---|---|---|---|---|")
+    ratio_f32 = "-" if ours_ms is None else f"{ours_ms / torch_ms['f32']:.2f}"
+    ratio_bf16 = "-" if ours_ms is None else f"{ours_ms / torch_ms['bf16']:.2f}"
+    ours_text = "-" if ours_loss is None else f"{ours_loss:.6f}"
+    rel_text = "-" if loss_rel is None else f"{loss_rel:.1e}"
+    say(f"| {fmt(ours_ms)} | {torch_ms['f32']:.2f} | {ratio_f32} | {torch_ms['bf16']:.2f} | {ratio_bf16} | "
+        f"{ours_text} / {torch_loss:.6f} ({rel_text}) |")
+
 say()
-say("Not run (not built yet): training steps on the GPU (the CUDA backend has the forward's kernels "
-    "only), bf16 compute, bucket pack+cast bandwidth.")
+say("Not run (not built yet): the Mamba2 backward on the GPU, bf16 compute, bucket pack+cast bandwidth, "
+    "NCCL with more than one GPU.")
 say()
 if failures:
     say(f"device-check: {len(failures)} check(s) failed:")

@@ -327,10 +327,6 @@ int main(int argc, char **argv) try {
       usage(argv[0]);
       tprt::fatal("--train takes --data (not --input, --output or --bench)");
     }
-    if (device == tprt::Device::CUDA)
-      tprt::fatal("--train runs on the CPU backend only so far: the CUDA "
-                  "backend has the forward's kernels, not the backward's "
-                  "or the optimizer's (docs/gpu.md)");
     std::unique_ptr<tprt::Context> ctx =
         makeContext(rank, size, weights, device);
     int status = tprt::train(*ctx, train);

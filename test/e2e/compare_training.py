@@ -16,7 +16,7 @@ within 1e-5 norm-wise).
 
 Usage: compare_training.py EXE TRAIN_DIR [--mpirun N] [--rtol 1e-5] [--dp D]
        [--first-norm-rtol 1e-6]
-       [--wtol 1e-4] [--steps S]
+       [--wtol 1e-4] [--steps S] [--device cpu|cuda] [--weights MODEL]
 TRAIN_DIR holds tokens.npy, mask.npy, reference.json and final.safetensors.
 Prints one line per step and a summary; exits non-zero on a mismatch."""
 import argparse
@@ -37,6 +37,8 @@ p.add_argument("--mpirun", type=int, default=0)
 p.add_argument("--rtol", type=float, default=1e-5)
 p.add_argument("--wtol", type=float, default=1e-4)
 p.add_argument("--first-norm-rtol", type=float, default=1e-6)
+p.add_argument("--device", default="cpu", help="the program's --device")
+p.add_argument("--weights", help="the program's --weights (the model file elsewhere)")
 p.add_argument("--dp", type=int, default=1,
                help="the program's data-parallel groups: each runs "
                "grad_accum / dp of the reference's micro-batches")
@@ -56,7 +58,9 @@ with tempfile.TemporaryDirectory() as tmp:
            "--micro-batch", str(ref["micro_batch"]),
            "--grad-accum", str(ref["grad_accum"] // args.dp),
            "--lr", str(ref["lr"]), "--weight-decay", str(ref["weight_decay"]),
-           "--log", log, "--save", save]
+           "--log", log, "--save", save, "--device", args.device]
+    if args.weights:
+        cmd += ["--weights", args.weights]
     if "max_grad_norm" in ref:
         cmd += ["--max-grad-norm", str(ref["max_grad_norm"])]
     if args.mpirun:

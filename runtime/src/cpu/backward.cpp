@@ -2,11 +2,13 @@
 //
 // The VJPs of the forward kernels (kernels.cpp), f32: matrix products on
 // OpenBLAS, the rest OpenMP loops over independent rows, heads or features
-// (never two threads adding into one element).
+// (never two threads adding into one element). On the GPU each hands over
+// to the CUDA kernel (src/cuda/backward.cu).
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelUtils.h"
+#include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -18,7 +20,8 @@
 
 namespace tprt {
 
-Tensor linear_grad_input(Context &, const Tensor &dy, const Tensor &w) {
+Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
+  TPRT_ON_CUDA(ctx, linear_grad_input(ctx, dy, w))
   requireF32(dy, "linear_grad_input", "dy");
   requireF32(w, "linear_grad_input", "the weight");
   if (w.rank() != 2 || dy.rank() < 1 || dy.dim(-1) != w.dim(0))
@@ -35,7 +38,8 @@ Tensor linear_grad_input(Context &, const Tensor &dy, const Tensor &w) {
   return dx;
 }
 
-Tensor linear_grad_weight(Context &, const Tensor &dy, const Tensor &x) {
+Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
+  TPRT_ON_CUDA(ctx, linear_grad_weight(ctx, dy, x))
   requireF32(dy, "linear_grad_weight", "dy");
   requireF32(x, "linear_grad_weight", "x");
   if (dy.rank() < 1 || x.rank() != dy.rank() ||
@@ -52,7 +56,8 @@ Tensor linear_grad_weight(Context &, const Tensor &dy, const Tensor &x) {
   return dw;
 }
 
-Tensor sum_leading(Context &, const Tensor &x) {
+Tensor sum_leading(Context &ctx, const Tensor &x) {
+  TPRT_ON_CUDA(ctx, sum_leading(ctx, x))
   requireF32(x, "sum_leading", "the input");
   int64_t n = x.dim(-1), rows = x.numel() / std::max<int64_t>(n, 1);
   Tensor out(DType::F32, {n});
@@ -71,6 +76,8 @@ Tensor sum_leading(Context &, const Tensor &x) {
 Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                       const Tensor &table, bool vocabParallel,
                       int64_t paddingIdx) {
+  TPRT_ON_CUDA(ctx,
+               embedding_grad(ctx, ids, dy, table, vocabParallel, paddingIdx))
   requireF32(dy, "embedding_grad", "dy");
   if (ids.dtype() != DType::I64 || table.rank() != 2 ||
       dy.numel() != ids.numel() * table.dim(1))
@@ -91,9 +98,10 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
   return out;
 }
 
-Tensors rms_norm_grad(Context &, const Tensor &x, const Tensor &w,
+Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
                       const Tensor &dy, double eps, double offset,
                       int64_t group) {
+  TPRT_ON_CUDA(ctx, rms_norm_grad(ctx, x, w, dy, eps, offset, group))
   requireF32(x, "rms_norm_grad", "x");
   requireF32(w, "rms_norm_grad", "the weight");
   requireF32(dy, "rms_norm_grad", "dy");
@@ -140,11 +148,13 @@ Tensors rms_norm_grad(Context &, const Tensor &x, const Tensor &w,
   return {dx, dw};
 }
 
-Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
+Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                        const Tensor &v, const Tensor &dout,
                        const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                        int64_t headDim, double scale, bool causal,
                        int64_t window, double softcap) {
+  TPRT_ON_CUDA(ctx, attention_grad(ctx, q, k, v, dout, keyMask, heads, kvHeads,
+                                   headDim, scale, causal, window, softcap))
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim,
                        "attention_grad");
   requireF32(dout, "attention_grad", "dout");
@@ -213,21 +223,30 @@ Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
   return {dq, dk, dv};
 }
 
-Tensor silu_grad(Context &, const Tensor &x, const Tensor &dy) {
+Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
+  TPRT_ON_CUDA(ctx,
+               activation_grad(x, dy, cuda::Activation::Silu, 0, "silu_grad"))
   return binaryMap(x, dy, "silu_grad", [](float v, float d) {
     float s = 1.0f / (1.0f + std::exp(-v));
     return d * s * (1.0f + v * (1.0f - s));
   });
 }
 
-Tensor relu_squared_grad(Context &, const Tensor &x, const Tensor &dy) {
+Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
+  TPRT_ON_CUDA(ctx, activation_grad(x, dy, cuda::Activation::ReluSquared, 0,
+                                    "relu_squared_grad"))
   return binaryMap(x, dy, "relu_squared_grad", [](float v, float d) {
     return v > 0 ? 2.0f * v * d : 0.0f;
   });
 }
 
-Tensor gelu_grad(Context &, const Tensor &x, const Tensor &dy,
+Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                  bool tanhApproximation) {
+  TPRT_ON_CUDA(ctx,
+               activation_grad(x, dy,
+                               tanhApproximation ? cuda::Activation::GeluTanh
+                                                 : cuda::Activation::Gelu,
+                               0, "gelu_grad"))
   if (tanhApproximation)
     return binaryMap(x, dy, "gelu_grad", [](float v, float d) {
       const float k = 0.7978845608028654f; // sqrt(2 / pi)
@@ -242,8 +261,11 @@ Tensor gelu_grad(Context &, const Tensor &x, const Tensor &dy,
   });
 }
 
-Tensor softcap_grad(Context &, const Tensor &x, const Tensor &dy, double cap) {
+Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
+                    double cap) {
   float c = static_cast<float>(cap);
+  TPRT_ON_CUDA(
+      ctx, activation_grad(x, dy, cuda::Activation::Softcap, c, "softcap_grad"))
   return binaryMap(x, dy, "softcap_grad", [c](float v, float d) {
     float t = std::tanh(v / c);
     return d * (1.0f - t * t);
@@ -251,6 +273,7 @@ Tensor softcap_grad(Context &, const Tensor &x, const Tensor &dy, double cap) {
 }
 
 Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
+  TPRT_ON_CUDA(ctx, replica_sum(ctx, x, replicas))
   requireF32(x, "replica_sum", "the input");
   int64_t ranks = ctx.tp().size(), n = x.numel();
   if (replicas < 1 || ranks % replicas)
@@ -268,6 +291,7 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
 
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned) {
+  TPRT_ON_CUDA(ctx, accumulate_grad(ctx, grad, param, fqn, splitDim, owned))
   requireF32(grad, "accumulate_grad", "the gradient");
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +

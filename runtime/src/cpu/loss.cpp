@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelUtils.h"
+#include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -106,17 +107,21 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
 
 Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                       const Tensor &mask) {
+  TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, false))
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/false);
 }
 
 Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
                                      const Tensor &ids, const Tensor &mask) {
+  TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, true))
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
 }
 
 Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
                           const Tensor &mask, const Tensor &lse,
                           bool vocabParallel) {
+  TPRT_ON_CUDA(ctx,
+               cross_entropy_grad(ctx, logits, ids, mask, lse, vocabParallel))
   LossShape s(logits, ids, mask, "cross_entropy_grad");
   requireF32(lse, "cross_entropy_grad", "lse");
   if (lse.shape() != ids.shape())

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 namespace tprt {
 namespace cuda {
@@ -70,6 +71,63 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA);
+
+/// The forward's per-row statistics for the backward: log-sum-exp of the
+/// masked scores and dout . out, [batch, heads, sq].
+struct AttentionStats {
+  Tensor lse, delta;
+};
+AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
+                                  const Tensor &v, const Tensor &keyMask,
+                                  const Tensor &dout, int64_t heads,
+                                  int64_t kvHeads, int64_t headDim,
+                                  double scale, bool causal, int64_t window,
+                                  double softcap, const char *op);
+
+/// An f32 tensor of zeros on the GPU.
+Tensor zeros(const std::vector<int64_t> &shape);
+
+// The training step's kernels (backward.cu, loss.cu, blas.cpp).
+Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
+                      const Tensor &mask, bool vocabParallel);
+Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
+                          const Tensor &mask, const Tensor &lse,
+                          bool vocabParallel);
+Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w);
+Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x);
+Tensor sum_leading(Context &ctx, const Tensor &x);
+Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
+                      const Tensor &table, bool vocabParallel,
+                      int64_t paddingIdx);
+Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
+                      const Tensor &dy, double eps, double offset,
+                      int64_t group);
+Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
+                       const Tensor &v, const Tensor &dout,
+                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                       int64_t headDim, double scale, bool causal,
+                       int64_t window, double softcap);
+enum class Activation { Silu, ReluSquared, Gelu, GeluTanh, Softcap };
+/// dy * f'(x) of an activation (`parameter`: the soft cap).
+Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
+                       float parameter, const char *name);
+Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas);
+void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
+                     const char *fqn, int64_t splitDim, bool owned);
+
+// The optimizer step's arithmetic on gradient buffers (optimizer.cu).
+/// data[i] *= factor.
+void scaleInPlace(float *data, int64_t n, float factor);
+/// The sum of squares (FP64) or the largest magnitude (NaN when an element
+/// is) of `n` elements.
+double sumOfSquares(const float *data, int64_t n);
+double maxMagnitude(const float *data, int64_t n);
+/// torch.optim.AdamW's and SGD's element updates (Optimizer::step).
+void adamwUpdate(float *p, const float *g, float *m, float *v, int64_t n,
+                 float decay, float beta1, float beta2, float stepSize,
+                 float root2, float eps);
+void sgdUpdate(float *p, const float *g, float *momentumBuffer, int64_t n,
+               float weightDecay, float momentum, float lr, bool first);
 
 /// The elementwise ops, by kind.
 enum class Unary { Silu, Gelu, GeluTanh, ReluSquared, Scale, Softcap };

@@ -56,5 +56,45 @@ Tensor linear_bmm(Context &, const Tensor &x, const Tensor &w) {
   return out;
 }
 
+Tensor linear_grad_input(Context &, const Tensor &dy, const Tensor &w) {
+  requireGpu(dy, DType::F32, "linear_grad_input", "dy");
+  requireGpu(w, DType::F32, "linear_grad_input", "the weight");
+  if (w.rank() != 2 || dy.rank() < 1 || dy.dim(-1) != w.dim(0))
+    fatal("linear_grad_input: dy " + dy.describe() + " does not match weight " +
+          w.describe());
+  int64_t outF = w.dim(0), in = w.dim(1), rows = outF ? dy.numel() / outF : 0;
+  std::vector<int64_t> shape = dy.shape();
+  shape.back() = in;
+  // dx [rows, in] = dy [rows, out] w [out, in]: column-major, w(N) dy(N).
+  Tensor dx = zeros(shape);
+  if (rows == 0 || outF == 0 || in == 0)
+    return dx;
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasSgemm_64(blas(), CUBLAS_OP_N, CUBLAS_OP_N, in, rows, outF, &one,
+                       w.f32(), in, dy.f32(), outF, &zero, dx.f32(), in),
+        "linear_grad_input: cublasSgemm");
+  return dx;
+}
+
+Tensor linear_grad_weight(Context &, const Tensor &dy, const Tensor &x) {
+  requireGpu(dy, DType::F32, "linear_grad_weight", "dy");
+  requireGpu(x, DType::F32, "linear_grad_weight", "x");
+  int64_t outF = dy.rank() ? dy.dim(-1) : 0, in = x.rank() ? x.dim(-1) : 0;
+  int64_t rows = outF ? dy.numel() / outF : 0;
+  if (dy.rank() < 1 || x.rank() != dy.rank() ||
+      rows != (in ? x.numel() / in : 0))
+    fatal("linear_grad_weight: dy " + dy.describe() + " and x " + x.describe() +
+          " have different rows");
+  // dw [out, in] = dy^T x: column-major, x(N) dy(T).
+  Tensor dw = zeros({outF, in});
+  if (rows == 0 || outF == 0 || in == 0)
+    return dw;
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasSgemm_64(blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, outF, rows, &one,
+                       x.f32(), in, dy.f32(), outF, &zero, dw.f32(), in),
+        "linear_grad_weight: cublasSgemm");
+  return dw;
+}
+
 } // namespace cuda
 } // namespace tprt

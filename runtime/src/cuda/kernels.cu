@@ -187,13 +187,16 @@ __global__ void rotaryKernel(const float *x, float *out, const float *cosT,
 /// (`dimsPerLane` of them). Per key tile the block stages K (rows padded by
 /// one float against bank conflicts) and V in shared memory; lane j scores
 /// key j of the tile, and the warp folds the tile into its running maximum,
-/// sum and output (online softmax).
-template <int dimsPerLane>
-__global__ void attentionKernel(const float *q, const float *k, const float *v,
-                                const int64_t *keyMask, float *out, int64_t sq,
-                                int64_t skv, int heads, int group, int headDim,
-                                float scale, bool causal, int64_t window,
-                                float cap, int64_t queryOffset) {
+/// sum and output (online softmax). With `stats` (the backward's
+/// recomputation) it writes each row's log-sum-exp (+inf when it sees no
+/// key) and dout . out, [batch, heads, sq], instead of the output.
+template <int dimsPerLane, bool stats>
+__global__ void
+attentionKernel(const float *q, const float *k, const float *v,
+                const int64_t *keyMask, float *out, const float *dout,
+                float *lse, float *delta, int64_t sq, int64_t skv, int heads,
+                int group, int headDim, float scale, bool causal,
+                int64_t window, float cap, int64_t queryOffset) {
   extern __shared__ float shared[];
   const int tile = kAttentionKeyTile, rowsPerBlock = kAttentionRowsPerBlock;
   const int D = headDim;
@@ -280,28 +283,130 @@ __global__ void attentionKernel(const float *q, const float *k, const float *v,
     return;
   // A query that sees no key gets zeros, as on the CPU.
   float inv = l > 0 ? 1.0f / l : 0.0f;
+  int64_t at = (b * sq + row) * qStride + int64_t(h) * D;
+  if (stats) {
+    float dot = 0.0f;
+    for (int t = 0; t < dimsPerLane; ++t) {
+      int d = lane + 32 * t;
+      if (d < D)
+        dot += dout[at + d] * (acc[t] * inv);
+    }
+    for (int off = 16; off; off >>= 1)
+      dot += __shfl_xor_sync(kFullMask, dot, off);
+    if (lane == 0) {
+      int64_t stat = (b * heads + h) * sq + row;
+      lse[stat] = l > 0 ? m + logf(l) : INFINITY;
+      delta[stat] = dot;
+    }
+    return;
+  }
   for (int t = 0; t < dimsPerLane; ++t) {
     int d = lane + 32 * t;
     if (d < D)
-      out[(b * sq + row) * qStride + int64_t(h) * D + d] = acc[t] * inv;
+      out[at + d] = acc[t] * inv;
   }
 }
 
-template <int dimsPerLane>
-void launchAttention(dim3 grid, size_t sharedBytes, const float *q,
-                     const float *k, const float *v, const int64_t *mask,
-                     float *out, int64_t sq, int64_t skv, int heads, int group,
-                     int headDim, float scale, bool causal, int64_t window,
-                     float cap, int64_t queryOffset) {
-  check(cudaFuncSetAttribute(attentionKernel<dimsPerLane>,
+/// What one attention call reads and writes (out, or with `dout` the
+/// backward's statistics).
+struct AttentionCall {
+  const float *q, *k, *v;
+  const int64_t *mask;
+  float *out;
+  const float *dout;
+  float *lse, *delta;
+  int64_t sq, skv;
+  int heads, group, headDim;
+  float scale;
+  bool causal;
+  int64_t window;
+  float cap;
+  int64_t queryOffset;
+};
+
+template <int dimsPerLane, bool stats>
+void launchAttention(dim3 grid, size_t sharedBytes, const AttentionCall &c) {
+  check(cudaFuncSetAttribute(attentionKernel<dimsPerLane, stats>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(sharedBytes)),
         "attention: cudaFuncSetAttribute");
-  attentionKernel<dimsPerLane>
+  attentionKernel<dimsPerLane, stats>
       <<<grid, 32 * kAttentionRowsPerBlock, sharedBytes, stream()>>>(
-          q, k, v, mask, out, sq, skv, heads, group, headDim, scale, causal,
-          window, cap, queryOffset);
+          c.q, c.k, c.v, c.mask, c.out, c.dout, c.lse, c.delta, c.sq, c.skv,
+          c.heads, c.group, c.headDim, c.scale, c.causal, c.window, c.cap,
+          c.queryOffset);
   checkLaunch("attention");
+}
+
+/// Checks the operands (as the CPU kernel's AttentionShape) and runs the
+/// forward kernel: into `out`, or with `dout` into `lse` and `delta`.
+void runAttention(const Tensor &q, const Tensor &k, const Tensor &v,
+                  const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                  int64_t headDim, double scale, bool causal, int64_t window,
+                  double softcap, const char *op, float *out, const float *dout,
+                  float *lse, float *delta) {
+  requireGpu(q, DType::F32, op, "q");
+  requireGpu(k, DType::F32, op, "k");
+  requireGpu(v, DType::F32, op, "v");
+  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
+      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
+      v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
+      heads % kvHeads != 0)
+    fatal(std::string(op) + ": q " + q.describe() + ", k " + k.describe() +
+          ", v " + v.describe() + " do not match " + std::to_string(heads) +
+          " heads, " + std::to_string(kvHeads) + " KV heads of " +
+          std::to_string(headDim));
+  if (headDim > 256 || heads > 65535 || q.dim(0) > 65535)
+    fatal(std::string(op) +
+          ": the CUDA kernel takes head_dim <= 256, at most 65535 heads and "
+          "65535 batch rows, got " +
+          std::to_string(headDim) + ", " + std::to_string(heads) + " and " +
+          std::to_string(q.dim(0)));
+  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1);
+  const int64_t *mask = nullptr;
+  if (keyMask.defined()) {
+    requireGpu(keyMask, DType::I64, op, "the key mask");
+    if (keyMask.rank() != 2 || keyMask.dim(0) != batch || keyMask.dim(1) != skv)
+      fatal(std::string(op) + ": key mask " + keyMask.describe() +
+            " is not int64 [batch, seq_kv]");
+    mask = keyMask.i64();
+  }
+  if (batch == 0 || sq == 0 || heads == 0)
+    return;
+  const int64_t tile = kAttentionKeyTile, rows = kAttentionRowsPerBlock;
+  size_t sharedBytes =
+      (tile * (headDim + 1) + tile * headDim + rows * headDim + rows * tile) *
+      sizeof(float);
+  dim3 grid(static_cast<unsigned>((sq + rows - 1) / rows),
+            static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  AttentionCall c{q.f32(),
+                  k.f32(),
+                  v.f32(),
+                  mask,
+                  out,
+                  dout,
+                  lse,
+                  delta,
+                  sq,
+                  skv,
+                  static_cast<int>(heads),
+                  static_cast<int>(heads / kvHeads),
+                  static_cast<int>(headDim),
+                  static_cast<float>(scale),
+                  causal,
+                  window,
+                  static_cast<float>(softcap),
+                  skv - sq};
+  bool stats = dout != nullptr;
+  if (headDim <= 64)
+    stats ? launchAttention<2, true>(grid, sharedBytes, c)
+          : launchAttention<2, false>(grid, sharedBytes, c);
+  else if (headDim <= 128)
+    stats ? launchAttention<4, true>(grid, sharedBytes, c)
+          : launchAttention<4, false>(grid, sharedBytes, c);
+  else
+    stats ? launchAttention<8, true>(grid, sharedBytes, c)
+          : launchAttention<8, false>(grid, sharedBytes, c);
 }
 
 } // namespace
@@ -447,56 +552,29 @@ Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
                  int64_t headDim, double scale, bool causal, int64_t window,
                  double softcap) {
   requireGpu(q, DType::F32, "attention", "q");
-  requireGpu(k, DType::F32, "attention", "k");
-  requireGpu(v, DType::F32, "attention", "v");
-  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
-      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
-      v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
-      heads % kvHeads != 0)
-    fatal("attention: q " + q.describe() + ", k " + k.describe() + ", v " +
-          v.describe() + " do not match " + std::to_string(heads) + " heads, " +
-          std::to_string(kvHeads) + " KV heads of " + std::to_string(headDim));
-  if (headDim > 256 || heads > 65535)
-    fatal("attention: the CUDA kernel takes head_dim <= 256 and at most "
-          "65535 heads, got " +
-          std::to_string(headDim) + " and " + std::to_string(heads));
-  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1);
-  const int64_t *mask = nullptr;
-  if (keyMask.defined()) {
-    requireGpu(keyMask, DType::I64, "attention", "the key mask");
-    if (keyMask.rank() != 2 || keyMask.dim(0) != batch || keyMask.dim(1) != skv)
-      fatal("attention: key mask " + keyMask.describe() +
-            " is not int64 [batch, seq_kv]");
-    mask = keyMask.i64();
-  }
   Tensor out = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
-  if (batch == 0 || sq == 0 || heads == 0)
-    return out;
-  if (batch > 65535)
-    fatal("attention: the CUDA kernel takes at most 65535 batch rows");
-  const int64_t tile = kAttentionKeyTile, rows = kAttentionRowsPerBlock;
-  size_t sharedBytes =
-      (tile * (headDim + 1) + tile * headDim + rows * headDim + rows * tile) *
-      sizeof(float);
-  dim3 grid(static_cast<unsigned>((sq + rows - 1) / rows),
-            static_cast<unsigned>(heads), static_cast<unsigned>(batch));
-  int group = static_cast<int>(heads / kvHeads);
-  float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
-  int64_t queryOffset = skv - sq;
-  int d = static_cast<int>(headDim), h = static_cast<int>(heads);
-  if (headDim <= 64)
-    launchAttention<2>(grid, sharedBytes, q.f32(), k.f32(), v.f32(), mask,
-                       out.f32(), sq, skv, h, group, d, fscale, causal, window,
-                       cap, queryOffset);
-  else if (headDim <= 128)
-    launchAttention<4>(grid, sharedBytes, q.f32(), k.f32(), v.f32(), mask,
-                       out.f32(), sq, skv, h, group, d, fscale, causal, window,
-                       cap, queryOffset);
-  else
-    launchAttention<8>(grid, sharedBytes, q.f32(), k.f32(), v.f32(), mask,
-                       out.f32(), sq, skv, h, group, d, fscale, causal, window,
-                       cap, queryOffset);
+  runAttention(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal, window,
+               softcap, "attention", out.f32(), nullptr, nullptr, nullptr);
   return out;
+}
+
+AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
+                                  const Tensor &v, const Tensor &keyMask,
+                                  const Tensor &dout, int64_t heads,
+                                  int64_t kvHeads, int64_t headDim,
+                                  double scale, bool causal, int64_t window,
+                                  double softcap, const char *op) {
+  requireGpu(q, DType::F32, op, "q");
+  requireGpu(dout, DType::F32, op, "dout");
+  int64_t batch = q.rank() == 3 ? q.dim(0) : 0;
+  int64_t sq = q.rank() == 3 ? q.dim(1) : 0;
+  AttentionStats stats{
+      Tensor::uninitialized(DType::F32, {batch, heads, sq}, Device::CUDA),
+      Tensor::uninitialized(DType::F32, {batch, heads, sq}, Device::CUDA)};
+  runAttention(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal, window,
+               softcap, op, nullptr, dout.f32(), stats.lse.f32(),
+               stats.delta.f32());
+  return stats;
 }
 
 } // namespace cuda

@@ -3,10 +3,12 @@
 // tprt_model_optimizer_step calls these once per optimizer step, in the
 // order the compiler wrote: boundary, replica-gradient buckets,
 // normalization, norm, clipping, update. They share the training loop's
-// TrainState through the context.
+// TrainState through the context. The gradient buffers are where the
+// kernels ran (host or GPU); the arithmetic on them goes where they are.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/Cuda.h"
 #include "tprt/Train.h"
 
 #include <algorithm>
@@ -30,15 +32,48 @@ double maxMagnitude(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b);
 }
 
+/// `grad` times `factor`, in place.
+void scaleBuffer(Tensor &grad, float factor) {
+  float *g = grad.f32();
+  int64_t n = grad.numel();
+#ifdef TPRT_WITH_CUDA
+  if (grad.onGpu())
+    return cuda::scaleInPlace(g, n, factor);
+#endif
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
+    g[i] *= factor;
+}
+
 /// Every gradient buffer times `factor`.
 void scaleGrads(Context &ctx, float factor) {
-  for (auto &entry : ctx.grads()) {
-    float *g = entry.second.grad.f32();
-    int64_t n = entry.second.grad.numel();
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-    for (int64_t i = 0; i < n; ++i)
-      g[i] *= factor;
+  for (auto &entry : ctx.grads())
+    scaleBuffer(entry.second.grad, factor);
+}
+
+/// `n` floats from `src` to `dst`, both on `device`.
+void copyFloats(float *dst, const float *src, int64_t n, Device device) {
+#ifdef TPRT_WITH_CUDA
+  if (device == Device::CUDA)
+    return cuda::copy(dst, Device::CUDA, src, Device::CUDA, n * sizeof(float));
+#endif
+  std::copy_n(src, n, dst);
+}
+
+/// {sum of squares, largest magnitude} of a gradient buffer.
+std::pair<double, double> normParts(const Tensor &grad) {
+  const float *g = grad.f32();
+  int64_t n = grad.numel();
+#ifdef TPRT_WITH_CUDA
+  if (grad.onGpu())
+    return {cuda::sumOfSquares(g, n), cuda::maxMagnitude(g, n)};
+#endif
+  double sum = 0, max = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += static_cast<double>(g[i]) * g[i];
+    max = maxMagnitude(max, std::fabs(static_cast<double>(g[i])));
   }
+  return {sum, max};
 }
 
 /// The gradient buffers of a bucket's newline-separated FQNs, in order;
@@ -78,14 +113,14 @@ void optimizer_boundary(Context &ctx) {
 
 void packBucket(const std::vector<Tensor *> &grads, float *out) {
   for (Tensor *g : grads) {
-    std::copy_n(g->f32(), g->numel(), out);
+    copyFloats(out, g->f32(), g->numel(), g->device());
     out += g->numel();
   }
 }
 
 void unpackBucket(const float *in, const std::vector<Tensor *> &grads) {
   for (Tensor *g : grads) {
-    std::copy_n(in, g->numel(), g->f32());
+    copyFloats(g->f32(), in, g->numel(), g->device());
     in += g->numel();
   }
 }
@@ -130,7 +165,8 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
     bool bindable = !flat.defined();
     for (Context::GradBuffer *b : buffers)
       bindable &= !b->inBucket;
-    Tensor packed = Tensor::uninitialized(DType::F32, {total});
+    Tensor packed =
+        Tensor::uninitialized(DType::F32, {total}, grads.front()->device());
     packBucket(grads, packed.f32());
     comm.allReduceSum(packed.f32(), total);
     if (bindable) {
@@ -157,11 +193,7 @@ void normalize_grads(Context &ctx) {
   for (auto &[fqn, buffer] : ctx.grads()) {
     float factor = static_cast<float>(perToken * buffer.pendingScale);
     buffer.pendingScale = 1.0f;
-    float *g = buffer.grad.f32();
-    int64_t n = buffer.grad.numel();
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-    for (int64_t i = 0; i < n; ++i)
-      g[i] *= factor;
+    scaleBuffer(buffer.grad, factor);
   }
 }
 
@@ -173,11 +205,8 @@ Tensor grad_norm(Context &ctx) {
   // counted once.
   double parts[2] = {0, 0};
   for (auto &[fqn, buffer] : ctx.grads()) {
-    const float *g = buffer.grad.f32();
-    double part = 0;
-    for (int64_t i = 0, n = buffer.grad.numel(); i < n; ++i)
-      part = inf ? maxMagnitude(part, std::fabs(static_cast<double>(g[i])))
-                 : part + static_cast<double>(g[i]) * g[i];
+    auto [squares, largest] = normParts(buffer.grad);
+    double part = inf ? largest : squares;
     // A block that several ranks hold (KV heads fewer than the ranks):
     // each of its copies counted once.
     auto layout = ctx.paramLayouts().find(fqn);

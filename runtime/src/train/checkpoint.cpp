@@ -123,12 +123,15 @@ void saveCheckpoint(Context &ctx, const std::string &dir) {
   std::string adapterFile;
   for (const auto &[fqn, layout] : ctx.paramLayouts()) {
     Tensor local = *ctx.cachedParam(fqn);
+    int64_t rows = layout.shardDim >= 0 ? local.dim(layout.shardDim) : 0;
+    // Gathered where the parameter is, then written from the host.
+    if (layout.shardDim >= 0)
+      local = all_gather(ctx, local, layout.shardDim);
+    local = local.to(Device::CPU);
     if (local.dtype() != DType::F32)
       local = local.to(DType::F32);
     if (layout.shardDim >= 0)
-      local = dropReplicaBlocks(all_gather(ctx, local, layout.shardDim),
-                                layout.shardDim, local.dim(layout.shardDim),
-                                layout.replicas);
+      local = dropReplicaBlocks(local, layout.shardDim, rows, layout.replicas);
     if (isAdapterTensor(fqn)) {
       adapter.emplace_back(fqn, local);
       adapterFile = layout.file;

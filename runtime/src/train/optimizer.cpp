@@ -2,15 +2,29 @@
 //
 // The update formulas of torch.optim.AdamW and torch.optim.SGD (the
 // single-tensor implementations PyTorch runs on CPUs), in f32 with the
-// scalar factors in double as Python computes them.
+// scalar factors in double as Python computes them; on the GPU the same
+// element updates as kernels (src/cuda/optimizer.cu).
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/Cuda.h"
 #include "tprt/Train.h"
 
 #include <cmath>
 
 namespace tprt {
+namespace {
+
+/// f32 zeros of `shape` on `device`.
+Tensor zeros(const std::vector<int64_t> &shape, Device device) {
+#ifdef TPRT_WITH_CUDA
+  if (device == Device::CUDA)
+    return cuda::zeros(shape);
+#endif
+  return Tensor(DType::F32, shape);
+}
+
+} // namespace
 
 void Optimizer::step(Context &ctx) {
   ++step_;
@@ -25,7 +39,7 @@ void Optimizer::step(Context &ctx) {
     int64_t n = param->numel();
     Tensor &m = first_[fqn];
     if (!m.defined())
-      m = Tensor(DType::F32, param->shape());
+      m = zeros(param->shape(), param->device());
     float *mp = m.f32();
     if (name_ == "sgd") {
       // torch.optim.SGD: weight decay into the gradient, the momentum
@@ -33,6 +47,12 @@ void Optimizer::step(Context &ctx) {
       float wd = static_cast<float>(o.weightDecay),
             mom = static_cast<float>(o.momentum), lr = static_cast<float>(o.lr);
       bool first = step_ == 1;
+#ifdef TPRT_WITH_CUDA
+      if (param->onGpu()) {
+        cuda::sgdUpdate(p, g, mp, n, wd, mom, lr, first);
+        continue;
+      }
+#endif
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         float d = g[i] + wd * p[i];
@@ -43,7 +63,7 @@ void Optimizer::step(Context &ctx) {
     }
     Tensor &v = second_[fqn];
     if (!v.defined())
-      v = Tensor(DType::F32, param->shape());
+      v = zeros(param->shape(), param->device());
     float *vp = v.f32();
     float decay = static_cast<float>(1.0 - o.lr * o.weightDecay);
     float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);
@@ -52,6 +72,12 @@ void Optimizer::step(Context &ctx) {
     float stepSize = static_cast<float>(o.lr / correction1);
     float root2 = static_cast<float>(std::sqrt(correction2));
     float eps = static_cast<float>(o.eps);
+#ifdef TPRT_WITH_CUDA
+    if (param->onGpu()) {
+      cuda::adamwUpdate(p, g, mp, vp, n, decay, b1, b2, stepSize, root2, eps);
+      continue;
+    }
+#endif
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       p[i] *= decay;

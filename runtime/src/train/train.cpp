@@ -172,8 +172,12 @@ int train(Context &ctx, const TrainOptions &o) {
     for (int64_t k = 0; k < o.gradAccum; ++k, row += o.microBatch) {
       Tensor ids = takeRows(data, order, row, o.microBatch);
       Tensor m = takeRows(mask, order, row, o.microBatch);
-      loss += *tprt_model_train_step(ctx, ids, m).f32();
       tokens += labelTokens(m);
+      // The micro-batch goes where the kernels run; the loss comes back.
+      loss +=
+          *tprt_model_train_step(ctx, ids.to(ctx.device()), m.to(ctx.device()))
+               .to(Device::CPU)
+               .f32();
       processed += ids.numel();
     }
     // The global batch's loss and label tokens (one data-parallel rank's

@@ -1,0 +1,443 @@
+//===- backward.cu - CUDA kernels of the backward ops ---------------------===//
+//
+// The VJPs of the forward kernels (kernels.cu), f32, as the CPU computes
+// them (src/cpu/backward.cpp). Where rows of the input add into one element
+// of a gradient (embedding rows of a repeated token, an attention key seen
+// by many queries) the kernels add with atomics, so those sums are not in
+// a fixed order; everything else is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Runtime.h"
+#include "Tiling.h"
+
+#include <cmath>
+
+namespace tprt {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+#define TPRT_GRID_STRIDE(i, n)                                                 \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+__global__ void sumLeadingKernel(const float *x, float *out, int64_t rows,
+                                 int64_t n) {
+  TPRT_GRID_STRIDE(j, n) {
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      sum += x[r * n + j];
+    out[j] = static_cast<float>(sum);
+  }
+}
+
+__global__ void embeddingGradKernel(const int64_t *ids, const float *dy,
+                                    float *out, int64_t n, int64_t hidden,
+                                    int64_t start, int64_t rows,
+                                    int64_t paddingIdx) {
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    int64_t id = ids[i];
+    if (id < start || id >= start + rows || id == paddingIdx)
+      continue;
+    for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
+      atomicAdd(out + (id - start) * hidden + h, dy[i * hidden + h]);
+  }
+}
+
+/// Sums `value` over the block's threads; every thread gets the total.
+__device__ double blockSum(double value, double *scratch) {
+  for (int off = 16; off; off >>= 1)
+    value += __shfl_xor_sync(kFullMask, value, off);
+  __syncthreads(); // scratch is free
+  if (threadIdx.x % 32 == 0)
+    scratch[threadIdx.x / 32] = value;
+  __syncthreads();
+  double total = 0;
+  for (int i = 0; i < int(blockDim.x / 32); ++i)
+    total += scratch[i];
+  return total;
+}
+
+/// One block per group: dx, and the group's inverse RMS for dweight.
+__global__ void rmsNormGradKernel(const float *x, const float *w,
+                                  const float *dy, float *dx, float *inv,
+                                  int64_t groups, int64_t group, float eps,
+                                  float offset) {
+  __shared__ double scratch[kThreads / 32];
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const float *row = x + g * group, *drow = dy + g * group;
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
+      sum += static_cast<double>(row[i]) * row[i];
+    sum = blockSum(sum, scratch);
+    float ri = 1.0f / sqrtf(static_cast<float>(sum / group) + eps);
+    double dot = 0;
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
+      dot += static_cast<double>(drow[i]) * (offset + w[i]) * row[i] * ri;
+    dot = blockSum(dot, scratch);
+    float mean = static_cast<float>(dot / group);
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
+      dx[g * group + i] = ri * (drow[i] * (offset + w[i]) - row[i] * ri * mean);
+    if (threadIdx.x == 0)
+      inv[g] = ri;
+  }
+}
+
+__global__ void rmsNormWeightGradKernel(const float *x, const float *dy,
+                                        const float *inv, float *dw,
+                                        int64_t groups, int64_t group) {
+  TPRT_GRID_STRIDE(i, group) {
+    double sum = 0;
+    for (int64_t g = 0; g < groups; ++g)
+      sum += static_cast<double>(dy[g * group + i]) * x[g * group + i] * inv[g];
+    dw[i] = static_cast<float>(sum);
+  }
+}
+
+template <Activation op>
+__device__ float activationGrad(float v, float d, float p) {
+  if (op == Activation::Silu) {
+    float s = 1.0f / (1.0f + expf(-v));
+    return d * s * (1.0f + v * (1.0f - s));
+  }
+  if (op == Activation::ReluSquared)
+    return v > 0 ? 2.0f * v * d : 0.0f;
+  if (op == Activation::GeluTanh) {
+    const float k = 0.7978845608028654f;
+    float t = tanhf(k * (v + 0.044715f * v * v * v));
+    return d * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k *
+                                        (1.0f + 3.0f * 0.044715f * v * v));
+  }
+  if (op == Activation::Gelu)
+    return d * (0.5f * (1.0f + erff(v * 0.7071067811865476f)) +
+                v * 0.3989422804014327f * expf(-0.5f * v * v));
+  float t = tanhf(v / p); // Softcap
+  return d * (1.0f - t * t);
+}
+
+template <Activation op>
+__global__ void activationGradKernel(const float *x, const float *dy,
+                                     float *out, int64_t n, float p) {
+  TPRT_GRID_STRIDE(i, n) out[i] = activationGrad<op>(x[i], dy[i], p);
+}
+
+/// attention's backward, after attentionKernel<.., true> left each query
+/// row's log-sum-exp and delta = dout . out. Block (query tile, head, batch
+/// row) as in the forward; lane j of warp w recomputes p and dS of key j of
+/// the tile for query row w; the warp adds scale * dS K into its dq (owned:
+/// written once), and the block adds its rows' dS^T Q and P^T dout into dk
+/// and dv with one atomic per element and tile.
+template <int dimsPerLane>
+__global__ void
+attentionGradKernel(const float *q, const float *k, const float *v,
+                    const float *dout, const int64_t *keyMask, const float *lse,
+                    const float *delta, float *dq, float *dk, float *dv,
+                    int64_t sq, int64_t skv, int heads, int group, int headDim,
+                    float scale, bool causal, int64_t window, float cap,
+                    int64_t queryOffset) {
+  extern __shared__ float shared[];
+  const int tile = kAttentionKeyTile, rowsPerBlock = kAttentionRowsPerBlock;
+  const int D = headDim;
+  float *kTile = shared;
+  float *vTile = kTile + tile * (D + 1);
+  float *qRows = vTile + tile * (D + 1);
+  float *doRows = qRows + rowsPerBlock * D;
+  float *pRows = doRows + rowsPerBlock * D;
+  float *dsRows = pRows + rowsPerBlock * tile;
+
+  int64_t b = blockIdx.z;
+  int h = blockIdx.y, kvh = h / group;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int64_t firstRow = int64_t(blockIdx.x) * rowsPerBlock;
+  int64_t row = firstRow + warp;
+  bool active = row < sq;
+  int64_t pos = row + queryOffset;
+  int64_t qStride = int64_t(heads) * D, kvStride = int64_t(heads / group) * D;
+  int64_t at = (b * sq + row) * qStride + int64_t(h) * D;
+  float *myQ = qRows + warp * D, *myDo = doRows + warp * D;
+  for (int d = lane; d < D; d += 32) {
+    myQ[d] = active ? q[at + d] : 0.0f;
+    myDo[d] = active ? dout[at + d] : 0.0f;
+  }
+  int64_t stat = (b * heads + h) * sq + row;
+  float rowLse = active ? lse[stat] : 0.0f;
+  float rowDelta = active ? delta[stat] : 0.0f;
+
+  float acc[dimsPerLane];
+  for (int t = 0; t < dimsPerLane; ++t)
+    acc[t] = 0.0f;
+  int64_t lastRow =
+      firstRow + rowsPerBlock - 1 < sq ? firstRow + rowsPerBlock - 1 : sq - 1;
+  KeyRange range = attentionKeyRange(
+      firstRow + queryOffset, lastRow + queryOffset, skv, causal, window);
+  const float *kBase = k + b * skv * kvStride + int64_t(kvh) * D;
+  const float *vBase = v + b * skv * kvStride + int64_t(kvh) * D;
+  for (int64_t t0 = range.begin; t0 < range.end; t0 += tile) {
+    __syncthreads(); // the previous tile is no longer read
+    for (int idx = threadIdx.x; idx < tile * D; idx += blockDim.x) {
+      int jj = idx / D, d = idx % D;
+      int64_t j = t0 + jj;
+      bool inside = j < skv;
+      kTile[jj * (D + 1) + d] = inside ? kBase[j * kvStride + d] : 0.0f;
+      vTile[jj * (D + 1) + d] = inside ? vBase[j * kvStride + d] : 0.0f;
+    }
+    __syncthreads();
+    int64_t j = t0 + lane;
+    bool visible = active && j < skv &&
+                   attentionVisible(pos, j, causal, window) &&
+                   (!keyMask || keyMask[b * skv + j] != 0);
+    float p = 0.0f, ds = 0.0f;
+    if (visible) {
+      const float *kr = kTile + lane * (D + 1), *vr = vTile + lane * (D + 1);
+      float dot = 0.0f, dp = 0.0f;
+      for (int d = 0; d < D; ++d) {
+        dot += myQ[d] * kr[d];
+        dp += myDo[d] * vr[d];
+      }
+      float s = dot * scale, t = 0.0f;
+      if (cap > 0) {
+        t = tanhf(s / cap);
+        s = cap * t;
+      }
+      p = expf(s - rowLse);
+      ds = p * (dp - rowDelta);
+      if (cap > 0)
+        ds *= 1.0f - t * t;
+    }
+    pRows[warp * tile + lane] = p;
+    dsRows[warp * tile + lane] = ds;
+    __syncwarp();
+    for (int t = 0; t < dimsPerLane; ++t) {
+      int d = lane + 32 * t;
+      if (d < D) {
+        float a = acc[t];
+        for (int jj = 0; jj < tile; ++jj)
+          a += dsRows[warp * tile + jj] * kTile[jj * (D + 1) + d];
+        acc[t] = a;
+      }
+    }
+    __syncthreads(); // every row's p and dS of this tile are there
+    for (int idx = threadIdx.x; idx < tile * D; idx += blockDim.x) {
+      int jj = idx / D, d = idx % D;
+      int64_t key = t0 + jj;
+      if (key >= skv)
+        continue;
+      float sk = 0.0f, sv = 0.0f;
+      for (int w = 0; w < rowsPerBlock; ++w) {
+        sk += dsRows[w * tile + jj] * qRows[w * D + d];
+        sv += pRows[w * tile + jj] * doRows[w * D + d];
+      }
+      int64_t kvAt = (b * skv + key) * kvStride + int64_t(kvh) * D + d;
+      if (sk != 0.0f)
+        atomicAdd(dk + kvAt, sk * scale);
+      if (sv != 0.0f)
+        atomicAdd(dv + kvAt, sv);
+    }
+  }
+  if (!active)
+    return;
+  for (int t = 0; t < dimsPerLane; ++t) {
+    int d = lane + 32 * t;
+    if (d < D)
+      dq[at + d] = acc[t] * scale;
+  }
+}
+
+template <int dimsPerLane>
+void launchAttentionGrad(dim3 grid, size_t sharedBytes, const float *q,
+                         const float *k, const float *v, const float *dout,
+                         const int64_t *mask, const float *lse,
+                         const float *delta, float *dq, float *dk, float *dv,
+                         int64_t sq, int64_t skv, int heads, int group, int D,
+                         float scale, bool causal, int64_t window, float cap,
+                         int64_t queryOffset) {
+  check(cudaFuncSetAttribute(attentionGradKernel<dimsPerLane>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(sharedBytes)),
+        "attention_grad: cudaFuncSetAttribute");
+  attentionGradKernel<dimsPerLane>
+      <<<grid, 32 * kAttentionRowsPerBlock, sharedBytes, stream()>>>(
+          q, k, v, dout, mask, lse, delta, dq, dk, dv, sq, skv, heads, group, D,
+          scale, causal, window, cap, queryOffset);
+  checkLaunch("attention_grad");
+}
+
+} // namespace
+
+Tensor zeros(const std::vector<int64_t> &shape) {
+  Tensor t = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  memset(t.raw(), 0, t.bytes());
+  return t;
+}
+
+Tensor sum_leading(Context &, const Tensor &x) {
+  requireGpu(x, DType::F32, "sum_leading", "the input");
+  int64_t n = x.rank() ? x.dim(-1) : 1, rows = x.numel() / (n ? n : 1);
+  Tensor out = Tensor::uninitialized(DType::F32, {n}, Device::CUDA);
+  if (n == 0)
+    return out;
+  sumLeadingKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+      x.f32(), out.f32(), rows, n);
+  checkLaunch("sum_leading");
+  return out;
+}
+
+Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
+                      const Tensor &table, bool vocabParallel,
+                      int64_t paddingIdx) {
+  requireGpu(ids, DType::I64, "embedding_grad", "the ids");
+  requireGpu(dy, DType::F32, "embedding_grad", "dy");
+  if (table.rank() != 2 || dy.numel() != ids.numel() * table.dim(1))
+    fatal("embedding_grad: ids " + ids.describe() + ", dy " + dy.describe() +
+          " and table " + table.describe() + " do not match");
+  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
+  int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
+  Tensor out = zeros(table.shape());
+  if (n == 0 || hidden == 0)
+    return out;
+  embeddingGradKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
+      ids.i64(), dy.f32(), out.f32(), n, hidden, start, rows, paddingIdx);
+  checkLaunch("embedding_grad");
+  return out;
+}
+
+Tensors rms_norm_grad(Context &, const Tensor &x, const Tensor &w,
+                      const Tensor &dy, double eps, double offset,
+                      int64_t group) {
+  requireGpu(x, DType::F32, "rms_norm_grad", "x");
+  requireGpu(w, DType::F32, "rms_norm_grad", "the weight");
+  requireGpu(dy, DType::F32, "rms_norm_grad", "dy");
+  int64_t features = x.rank() ? x.dim(-1) : 0;
+  if (group == 0)
+    group = features;
+  if (x.shape() != dy.shape() || group <= 0 || features % group != 0 ||
+      w.numel() != group)
+    fatal("rms_norm_grad: input " + x.describe() + ", dy " + dy.describe() +
+          ", weight " + w.describe() + " and group " + std::to_string(group) +
+          " do not match");
+  int64_t groups = x.numel() / group;
+  Tensor dx = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  Tensor dw = zeros(w.shape());
+  if (groups == 0)
+    return {dx, dw};
+  Tensor inv = Tensor::uninitialized(DType::F32, {groups}, Device::CUDA);
+  rmsNormGradKernel<<<gridBlocks(groups, 1), kThreads, 0, stream()>>>(
+      x.f32(), w.f32(), dy.f32(), dx.f32(), inv.f32(), groups, group,
+      static_cast<float>(eps), static_cast<float>(offset));
+  checkLaunch("rms_norm_grad");
+  rmsNormWeightGradKernel<<<gridBlocks(group, kThreads), kThreads, 0,
+                            stream()>>>(x.f32(), dy.f32(), inv.f32(), dw.f32(),
+                                        groups, group);
+  checkLaunch("rms_norm_grad: weight");
+  return {dx, dw};
+}
+
+Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
+                       float parameter, const char *name) {
+  requireGpu(x, DType::F32, name, "x");
+  requireGpu(dy, DType::F32, name, "dy");
+  if (x.shape() != dy.shape())
+    fatal(std::string(name) + ": shapes differ: " + x.describe() + " vs " +
+          dy.describe());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  int64_t n = x.numel();
+  if (n == 0)
+    return out;
+  unsigned blocks = gridBlocks(n, kThreads);
+  const float *a = x.f32(), *d = dy.f32();
+  float *o = out.f32();
+  switch (op) {
+  case Activation::Silu:
+    activationGradKernel<Activation::Silu>
+        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
+    break;
+  case Activation::ReluSquared:
+    activationGradKernel<Activation::ReluSquared>
+        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
+    break;
+  case Activation::Gelu:
+    activationGradKernel<Activation::Gelu>
+        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
+    break;
+  case Activation::GeluTanh:
+    activationGradKernel<Activation::GeluTanh>
+        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
+    break;
+  case Activation::Softcap:
+    activationGradKernel<Activation::Softcap>
+        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
+    break;
+  }
+  checkLaunch(name);
+  return out;
+}
+
+Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
+                       const Tensor &v, const Tensor &dout,
+                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                       int64_t headDim, double scale, bool causal,
+                       int64_t window, double softcap) {
+  requireGpu(dout, DType::F32, "attention_grad", "dout");
+  if (dout.shape() != q.shape())
+    fatal("attention_grad: dout " + dout.describe() + " is not shaped like q " +
+          q.describe());
+  // The forward again, keeping each row's log-sum-exp and dout . out.
+  AttentionStats stats =
+      attentionWithStats(q, k, v, keyMask, dout, heads, kvHeads, headDim, scale,
+                         causal, window, softcap, "attention_grad");
+  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1);
+  Tensor dq = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
+  Tensor dk = zeros(k.shape()), dv = zeros(v.shape());
+  if (batch == 0 || sq == 0 || heads == 0)
+    return {dq, dk, dv};
+  const int64_t tile = kAttentionKeyTile, rows = kAttentionRowsPerBlock;
+  size_t sharedBytes =
+      (2 * tile * (headDim + 1) + 2 * rows * headDim + 2 * rows * tile) *
+      sizeof(float);
+  dim3 grid(static_cast<unsigned>((sq + rows - 1) / rows),
+            static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  int group = static_cast<int>(heads / kvHeads), d = static_cast<int>(headDim),
+      h = static_cast<int>(heads);
+  float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
+  const int64_t *mask = keyMask.defined() ? keyMask.i64() : nullptr;
+  int64_t offset = skv - sq;
+  if (headDim <= 64)
+    launchAttentionGrad<2>(grid, sharedBytes, q.f32(), k.f32(), v.f32(),
+                           dout.f32(), mask, stats.lse.f32(), stats.delta.f32(),
+                           dq.f32(), dk.f32(), dv.f32(), sq, skv, h, group, d,
+                           fscale, causal, window, cap, offset);
+  else if (headDim <= 128)
+    launchAttentionGrad<4>(grid, sharedBytes, q.f32(), k.f32(), v.f32(),
+                           dout.f32(), mask, stats.lse.f32(), stats.delta.f32(),
+                           dq.f32(), dk.f32(), dv.f32(), sq, skv, h, group, d,
+                           fscale, causal, window, cap, offset);
+  else
+    launchAttentionGrad<8>(grid, sharedBytes, q.f32(), k.f32(), v.f32(),
+                           dout.f32(), mask, stats.lse.f32(), stats.delta.f32(),
+                           dq.f32(), dk.f32(), dv.f32(), sq, skv, h, group, d,
+                           fscale, causal, window, cap, offset);
+  return {dq, dk, dv};
+}
+
+Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
+  requireGpu(x, DType::F32, "replica_sum", "the input");
+  int64_t ranks = ctx.tp().size(), n = x.numel();
+  if (replicas < 1 || ranks % replicas)
+    fatal("replica_sum: " + std::to_string(replicas) +
+          " replicas do not divide the " + std::to_string(ranks) + " ranks");
+  // Each block's slot of one all-reduce: the ranks sharing it add into it.
+  int64_t slot = ctx.tp().rank() / replicas;
+  Tensor slots = zeros({ranks / replicas, n});
+  copy(slots.f32() + slot * n, Device::CUDA, x.raw(), Device::CUDA, x.bytes());
+  ctx.tp().allReduceSum(slots.f32(), slots.numel());
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  copy(out.raw(), Device::CUDA, slots.f32() + slot * n, Device::CUDA,
+       x.bytes());
+  return out;
+}
+
+} // namespace cuda
+} // namespace tprt
