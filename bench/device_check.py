@@ -95,6 +95,25 @@ if GPU:
 say(f"bench/device-check.sh run, {time.strftime('%Y-%m-%d %H:%M:%S')}; GPU: {gpu_name}; "
     f"CPU threads: {os.cpu_count()}")
 say()
+# The CUDA kernels one by one against the CPU kernels (runtime/test/
+# CudaKernelsTest.cpp): its failing lines and its summary.
+kernel_test = os.path.join(os.path.dirname(os.path.abspath(args.programs)), "bin", "tprt-cuda-test")
+r = subprocess.run([kernel_test], capture_output=True, text=True, timeout=600)
+kernel_lines = (r.stdout + r.stderr).strip().splitlines()
+if r.returncode == 77:
+    say("Kernel test (tprt-cuda-test): " + (kernel_lines[-1] if kernel_lines else "skipped"))
+else:
+    if r.returncode != 0:
+        failures.append("tprt-cuda-test")
+    diffs = [float(m.group(1)) for m in
+             (re.match(r"(?:ok|FAIL) .*: (\S+)$", l) for l in kernel_lines) if m]
+    worst = max(diffs, default=float("nan"))
+    say(f"Kernel test (tprt-cuda-test, each CUDA kernel against the CPU kernel, relative max|diff|): "
+        f"{kernel_lines[-1] if kernel_lines else 'no output'}; worst {worst:.1e}")
+    for line in kernel_lines:
+        if line.startswith("FAIL"):
+            say("  " + line)
+say()
 say("Test models (test/models/NAME/ts_fold.onnx), logits relative max|diff| at the kept positions, "
     f"bound {RTOL:g}:")
 say("| program | input | CPU vs PyTorch | CUDA vs PyTorch | CUDA vs CPU |")

@@ -37,3 +37,13 @@ if os.path.isdir(os.path.join(shared, "fixtures")):
 else:
     lit_config.note(f"no fixtures in {shared} (set TPOPT_SHARED): the "
                     "fixture tests are unsupported")
+
+# A GPU the CUDA backend can use (the runtime built with it, nvidia-smi
+# listing a device): the `gpu` tests run; elsewhere their CPU-side
+# counterparts do.
+import shutil
+import subprocess
+if (os.path.exists(os.path.join(config.tp_obj_root, "lib", "libtprt.a"))
+        and shutil.which("nvidia-smi")
+        and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0):
+    config.available_features.add("gpu")

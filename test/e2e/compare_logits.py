@@ -6,7 +6,7 @@ the attention mask keeps:
     max|diff| <= rtol * max(1, max|ref|)
 
 Usage: compare_logits.py EXE REF_DIR TAG [--rtol 1e-4] [--weights W]
-       [--no-mask] [--mpirun N] [-- extra model args]
+       [--no-mask] [--mpirun N] [--device cpu|cuda]
 REF_DIR holds input_ids_TAG.npy, logits_TAG.npy and optionally
 attention_mask_TAG.npy (or TAG names a shared-fixture input and logits file
 pair with --ids/--logits). Prints one line and exits non-zero on mismatch."""
@@ -27,11 +27,13 @@ p.add_argument("--weights")
 p.add_argument("--rtol", type=float, default=1e-4)
 p.add_argument("--mpirun", type=int, default=0)
 p.add_argument("--threads", type=int, default=1)
+p.add_argument("--device", default="cpu", help="the program's --device")
 args = p.parse_args()
 
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "logits.npy")
-    cmd = [args.exe, "--input", args.ids, "--output", out, "--threads", str(args.threads)]
+    cmd = [args.exe, "--input", args.ids, "--output", out, "--threads", str(args.threads),
+           "--device", args.device]
     if args.mask:
         cmd += ["--attention-mask", args.mask]
     if args.weights:

@@ -1,0 +1,262 @@
+//===- CudaKernelsTest.cpp - the CUDA kernels against the CPU kernels -----===//
+//
+// Every kernel of the CUDA backend on random operands, with the shapes
+// where tiling and masking have edges (head dims of 64, 128 and 256, GQA,
+// causal and sliding windows, soft-capping, padding masks, fewer queries
+// than keys, sequences across several key tiles), compared with the CPU
+// kernel of the same op. Needs a GPU: without one it prints "skipped: no
+// GPU" and exits 77 (ctest's skip code). bench/device-check.sh runs it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestTensors.h"
+#include "tprt/Rope.h"
+#include "tprt/tprt.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <mpi.h>
+#include <string>
+
+using namespace tprt;
+using tprt::test::randomTensor;
+
+namespace {
+
+int failures = 0, checks = 0;
+
+/// max |gpu - cpu| / max(1, max |cpu|) within `tol`, printed per check.
+void expectClose(const std::string &what, const Tensor &cpu, const Tensor &gpu,
+                 double tol = 1e-5) {
+  ++checks;
+  Tensor got = gpu.to(Device::CPU);
+  if (got.shape() != cpu.shape()) {
+    std::printf("FAIL %s: shape %s vs %s\n", what.c_str(),
+                got.describe().c_str(), cpu.describe().c_str());
+    ++failures;
+    return;
+  }
+  double diff = 0, scale = 1;
+  for (int64_t i = 0; i < cpu.numel(); ++i) {
+    double a = cpu.f32()[i], b = got.f32()[i];
+    diff = std::isnan(b) != std::isnan(a) ? INFINITY
+                                          : std::max(diff, std::fabs(a - b));
+    scale = std::max(scale, std::fabs(a));
+  }
+  bool ok = diff / scale <= tol;
+  failures += !ok;
+  std::printf("%s %s: %.2e\n", ok ? "ok" : "FAIL", what.c_str(), diff / scale);
+}
+
+Tensor gpu(const Tensor &t) { return t.to(Device::CUDA); }
+
+Tensor randomIds(std::vector<int64_t> shape, int64_t vocab, unsigned seed) {
+  Tensor t(DType::I64, std::move(shape));
+  std::mt19937 gen(seed);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.i64()[i] = gen() % vocab;
+  return t;
+}
+
+/// Left padding of `pad` positions in row 0 (a padded batch).
+Tensor paddingMask(int64_t batch, int64_t seq, int64_t pad) {
+  Tensor m(DType::I64, {batch, seq});
+  for (int64_t i = 0; i < m.numel(); ++i)
+    m.i64()[i] = !(i / seq == 0 && i % seq < pad);
+  return m;
+}
+
+void testElementwise(Context &c, Context &g) {
+  Tensor x = randomTensor({3, 7, 33}, 1, -4, 4),
+         y = randomTensor({3, 7, 33}, 2);
+  expectClose("silu", silu(c, x), silu(g, gpu(x)));
+  expectClose("gelu", gelu(c, x, false), gelu(g, gpu(x), false));
+  expectClose("gelu tanh", gelu(c, x, true), gelu(g, gpu(x), true));
+  expectClose("relu_squared", relu_squared(c, x), relu_squared(g, gpu(x)));
+  expectClose("scale", scale(c, x, 0.37), scale(g, gpu(x), 0.37));
+  expectClose("softcap", softcap(c, x, 3.0), softcap(g, gpu(x), 3.0));
+  expectClose("add", add(c, x, y), add(g, gpu(x), gpu(y)));
+  expectClose("mul", mul(c, x, y), mul(g, gpu(x), gpu(y)));
+  expectClose("silu_grad", silu_grad(c, x, y), silu_grad(g, gpu(x), gpu(y)));
+  expectClose("gelu_grad", gelu_grad(c, x, y, false),
+              gelu_grad(g, gpu(x), gpu(y), false));
+  expectClose("gelu_grad tanh", gelu_grad(c, x, y, true),
+              gelu_grad(g, gpu(x), gpu(y), true));
+  expectClose("relu_squared_grad", relu_squared_grad(c, x, y),
+              relu_squared_grad(g, gpu(x), gpu(y)));
+  expectClose("softcap_grad", softcap_grad(c, x, y, 3.0),
+              softcap_grad(g, gpu(x), gpu(y), 3.0));
+}
+
+void testLinear(Context &c, Context &g) {
+  Tensor x = randomTensor({2, 9, 48}, 3), w = randomTensor({40, 48}, 4),
+         b = randomTensor({40}, 5), dy = randomTensor({2, 9, 40}, 6);
+  expectClose("linear", linear(c, x, w), linear(g, gpu(x), gpu(w)));
+  expectClose("linear_bias", linear_bias(c, x, w, b),
+              linear_bias(g, gpu(x), gpu(w), gpu(b)));
+  expectClose("linear_bmm", linear_bmm(c, x, w), linear_bmm(g, gpu(x), gpu(w)));
+  expectClose("linear_bmm_bias", linear_bmm_bias(c, x, w, b),
+              linear_bmm_bias(g, gpu(x), gpu(w), gpu(b)));
+  expectClose("bias_add", bias_add(c, dy, b), bias_add(g, gpu(dy), gpu(b)));
+  expectClose("linear_grad_input", linear_grad_input(c, dy, w),
+              linear_grad_input(g, gpu(dy), gpu(w)));
+  expectClose("linear_grad_weight", linear_grad_weight(c, dy, x),
+              linear_grad_weight(g, gpu(dy), gpu(x)));
+  expectClose("sum_leading", sum_leading(c, dy), sum_leading(g, gpu(dy)));
+}
+
+void testEmbeddingAndNorm(Context &c, Context &g) {
+  Tensor table = randomTensor({50, 24}, 7), ids = randomIds({3, 11}, 50, 8);
+  ids.i64()[3] = ids.i64()[4] = ids.i64()[5]; // a repeated token
+  expectClose("embedding", embedding(c, ids, table),
+              embedding(g, gpu(ids), gpu(table)));
+  Tensor dy = randomTensor({3, 11, 24}, 9);
+  expectClose("embedding_grad", embedding_grad(c, ids, dy, table, false, -1),
+              embedding_grad(g, gpu(ids), gpu(dy), gpu(table), false, -1));
+  expectClose(
+      "embedding_grad padding",
+      embedding_grad(c, ids, dy, table, false, ids.i64()[0]),
+      embedding_grad(g, gpu(ids), gpu(dy), gpu(table), false, ids.i64()[0]));
+  Tensor x = randomTensor({3, 5, 64}, 10), w = randomTensor({64}, 11),
+         wg = randomTensor({16}, 12), d = randomTensor({3, 5, 64}, 13);
+  for (auto [weight, group, offset] : {std::tuple{&w, int64_t(0), 0.0},
+                                       {&w, int64_t(0), 1.0},
+                                       {&wg, int64_t(16), 0.0}}) {
+    std::string name = "rms_norm group " + std::to_string(group) + " offset " +
+                       std::to_string(int(offset));
+    expectClose(name, rms_norm(c, x, *weight, 1e-6, offset, group),
+                rms_norm(g, gpu(x), gpu(*weight), 1e-6, offset, group));
+    Tensors cpu = rms_norm_grad(c, x, *weight, d, 1e-6, offset, group);
+    Tensors dev =
+        rms_norm_grad(g, gpu(x), gpu(*weight), gpu(d), 1e-6, offset, group);
+    expectClose(name + " grad x", cpu[0], dev[0]);
+    expectClose(name + " grad w", cpu[1], dev[1]);
+  }
+}
+
+void testRotary(Context &c, Context &g) {
+  Tensor x = randomTensor({2, 13, 4 * 32}, 14);
+  for (auto [rotaryDim, interleaved, type] :
+       {std::tuple{int64_t(32), false, RopeType::Default},
+        {int64_t(16), false, RopeType::Llama3},
+        {int64_t(32), true, RopeType::Yarn}}) {
+    std::string name = "rotary dim " + std::to_string(rotaryDim) +
+                       (interleaved ? " interleaved" : "") + " type " +
+                       std::to_string(int64_t(type));
+    for (bool transpose : {false, true})
+      expectClose(
+          name + (transpose ? " transpose" : ""),
+          rotary(c, x, 32, rotaryDim, 10000.0, interleaved, int64_t(type), 8.0,
+                 1.0, 4.0, 64, 32.0, 1.0, true, 1.1, transpose),
+          rotary(g, gpu(x), 32, rotaryDim, 10000.0, interleaved, int64_t(type),
+                 8.0, 1.0, 4.0, 64, 32.0, 1.0, true, 1.1, transpose));
+  }
+}
+
+void testAttention(Context &c, Context &g) {
+  struct Case {
+    int64_t batch, sq, skv, heads, kvHeads, headDim;
+    bool causal;
+    int64_t window;
+    double softcap;
+    bool mask;
+  };
+  for (Case k : {Case{2, 9, 9, 4, 2, 64, true, 0, 0, true},
+                 Case{1, 70, 70, 2, 1, 128, true, 0, 0, false},
+                 Case{2, 45, 45, 2, 2, 256, true, 20, 50.0, true},
+                 Case{1, 5, 40, 3, 1, 48, true, 0, 0, false},
+                 Case{2, 33, 33, 2, 1, 32, false, 0, 0, true},
+                 Case{1, 64, 64, 4, 4, 64, true, 33, 0, false}}) {
+    std::string name =
+        "attention b" + std::to_string(k.batch) + " sq" + std::to_string(k.sq) +
+        " skv" + std::to_string(k.skv) + " h" + std::to_string(k.heads) + "/" +
+        std::to_string(k.kvHeads) + " d" + std::to_string(k.headDim) +
+        (k.causal ? " causal" : "") +
+        (k.window ? " window " + std::to_string(k.window) : "") +
+        (k.softcap > 0 ? " softcap" : "") + (k.mask ? " padded" : "");
+    Tensor q = randomTensor({k.batch, k.sq, k.heads * k.headDim}, 20, -2, 2);
+    Tensor kk =
+        randomTensor({k.batch, k.skv, k.kvHeads * k.headDim}, 21, -2, 2);
+    Tensor v = randomTensor({k.batch, k.skv, k.kvHeads * k.headDim}, 22);
+    Tensor dout = randomTensor(q.shape(), 23);
+    Tensor mask = k.mask ? paddingMask(k.batch, k.skv, 3) : Tensor();
+    Tensor gmask = k.mask ? gpu(mask) : Tensor();
+    double s = 1.0 / std::sqrt(double(k.headDim));
+    expectClose(name,
+                attention(c, q, kk, v, mask, k.heads, k.kvHeads, k.headDim, s,
+                          k.causal, k.window, k.softcap),
+                attention(g, gpu(q), gpu(kk), gpu(v), gmask, k.heads, k.kvHeads,
+                          k.headDim, s, k.causal, k.window, k.softcap));
+    Tensors cpu = attention_grad(c, q, kk, v, dout, mask, k.heads, k.kvHeads,
+                                 k.headDim, s, k.causal, k.window, k.softcap);
+    Tensors dev =
+        attention_grad(g, gpu(q), gpu(kk), gpu(v), gpu(dout), gmask, k.heads,
+                       k.kvHeads, k.headDim, s, k.causal, k.window, k.softcap);
+    expectClose(name + " dq", cpu[0], dev[0], 2e-5);
+    expectClose(name + " dk", cpu[1], dev[1], 2e-5);
+    expectClose(name + " dv", cpu[2], dev[2], 2e-5);
+  }
+}
+
+void testLoss(Context &c, Context &g) {
+  Tensor logits = randomTensor({2, 10, 300}, 30, -5, 5);
+  Tensor ids = randomIds({2, 10}, 300, 31), mask = paddingMask(2, 10, 4);
+  Tensors cpu = cross_entropy(c, logits, ids, mask);
+  Tensors dev = cross_entropy(g, gpu(logits), gpu(ids), gpu(mask));
+  expectClose("cross_entropy loss", cpu[0], dev[0]);
+  expectClose("cross_entropy lse", cpu[1], dev[1]);
+  expectClose(
+      "cross_entropy_grad",
+      cross_entropy_grad(c, logits, ids, mask, cpu[1], false),
+      cross_entropy_grad(g, gpu(logits), gpu(ids), gpu(mask), dev[1], false));
+}
+
+void testMamba2(Context &c, Context &g) {
+  int64_t heads = 4, headDim = 8, groups = 2, state = 16, kernel = 4,
+          hidden = 24, inner = heads * headDim,
+          conv = inner + 2 * groups * state, proj = inner + conv + heads;
+  Tensor x = randomTensor({2, 11, hidden}, 40);
+  Tensor inProj = randomTensor({proj, hidden}, 41, -0.3f, 0.3f);
+  Tensor convW = randomTensor({conv, 1, kernel}, 42),
+         convB = randomTensor({conv}, 43), dtBias = randomTensor({heads}, 44),
+         aLog = randomTensor({heads}, 45), d = randomTensor({heads}, 46),
+         normW = randomTensor({inner}, 47),
+         outProj = randomTensor({hidden, inner}, 48, -0.3f, 0.3f);
+  Tensor mask = paddingMask(2, 11, 2);
+  expectClose("mamba2_mixer",
+              mamba2_mixer(c, x, inProj, convW, convB, dtBias, aLog, d, normW,
+                           outProj, mask, heads, headDim, groups, state, kernel,
+                           1e-5, 0.0, false),
+              mamba2_mixer(g, gpu(x), gpu(inProj), gpu(convW), gpu(convB),
+                           gpu(dtBias), gpu(aLog), gpu(d), gpu(normW),
+                           gpu(outProj), gpu(mask), heads, headDim, groups,
+                           state, kernel, 1e-5, 0.0, false));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  if (!cudaBackendBuilt() || std::system("nvidia-smi -L >/dev/null 2>&1")) {
+    std::printf("skipped: no GPU (%s)\n", cudaBackendBuilt()
+                                              ? "nvidia-smi finds none"
+                                              : "built without CUDA");
+    MPI_Finalize();
+    return 77;
+  }
+  Context cpu(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  Context dev(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  dev.setDevice(Device::CUDA);
+  testElementwise(cpu, dev);
+  testLinear(cpu, dev);
+  testEmbeddingAndNorm(cpu, dev);
+  testRotary(cpu, dev);
+  testAttention(cpu, dev);
+  testLoss(cpu, dev);
+  testMamba2(cpu, dev);
+  std::printf("%s: %d of %d checks failed\n", failures ? "FAIL" : "ok",
+              failures, checks);
+  MPI_Finalize();
+  return failures ? 1 : 0;
+}
