@@ -224,6 +224,23 @@ void testMamba2(Context &c, Context &g) {
          normW = randomTensor({inner}, 47),
          outProj = randomTensor({hidden, inner}, 48, -0.3f, 0.3f);
   Tensor mask = paddingMask(2, 11, 2);
+  Tensor dout = randomTensor({2, 11, hidden}, 49);
+  for (bool foldedA : {false, true}) {
+    Tensors cpu = mamba2_mixer_grad(c, x, inProj, convW, convB, dtBias, aLog, d,
+                                    normW, outProj, mask, dout, heads, headDim,
+                                    groups, state, kernel, 1e-5, 0.05, foldedA);
+    Tensors dev = mamba2_mixer_grad(
+        g, gpu(x), gpu(inProj), gpu(convW), gpu(convB), gpu(dtBias), gpu(aLog),
+        gpu(d), gpu(normW), gpu(outProj), gpu(mask), gpu(dout), heads, headDim,
+        groups, state, kernel, 1e-5, 0.05, foldedA);
+    const char *names[] = {"x",         "in_proj",     "conv weight",
+                           "conv bias", "dt_bias",     "A_log",
+                           "D",         "norm weight", "out_proj"};
+    for (int i = 0; i < 9; ++i)
+      expectClose(std::string("mamba2_mixer_grad ") + names[i] +
+                      (foldedA ? " (folded A)" : ""),
+                  cpu[i], dev[i], 2e-5);
+  }
   expectClose("mamba2_mixer",
               mamba2_mixer(c, x, inProj, convW, convB, dtBias, aLog, d, normW,
                            outProj, mask, heads, headDim, groups, state, kernel,

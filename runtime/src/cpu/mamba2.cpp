@@ -215,12 +215,13 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &dout, int64_t heads, int64_t headDim,
                           int64_t groups, int64_t state, int64_t kernel,
                           double normEps, double dtMin, bool foldedA) {
-  if (ctx.device() == Device::CUDA)
-    fatal("mamba2_mixer_grad has no CUDA kernel yet: train NemotronH with "
-          "--device cpu");
   Mamba2Dims m("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
                aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,
                groups, state, kernel);
+  TPRT_ON_CUDA(ctx, mamba2_mixer_grad(ctx, x, inProj, convWeight, convBias,
+                                      dtBias, aLog, d, normWeight, outProj,
+                                      keyMask, dout, heads, headDim, groups,
+                                      state, kernel, normEps, dtMin, foldedA))
   int64_t batch = m.batch, seq = m.seq, hidden = m.hidden, inner = m.inner,
           conv = m.conv, proj = m.proj;
   const int64_t *mask = m.mask;

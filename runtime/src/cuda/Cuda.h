@@ -129,6 +129,15 @@ void adamwUpdate(float *p, const float *g, float *m, float *v, int64_t n,
 void sgdUpdate(float *p, const float *g, float *momentumBuffer, int64_t n,
                float weightDecay, float momentum, float lr, bool first);
 
+Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
+                          const Tensor &convWeight, const Tensor &convBias,
+                          const Tensor &dtBias, const Tensor &aLog,
+                          const Tensor &d, const Tensor &normWeight,
+                          const Tensor &outProj, const Tensor &keyMask,
+                          const Tensor &dout, int64_t heads, int64_t headDim,
+                          int64_t groups, int64_t state, int64_t kernel,
+                          double normEps, double dtMin, bool foldedA);
+
 /// The elementwise ops, by kind.
 enum class Unary { Silu, Gelu, GeluTanh, ReluSquared, Scale, Softcap };
 enum class Binary { Add, Mul };

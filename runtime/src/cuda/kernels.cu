@@ -284,7 +284,7 @@ attentionKernel(const float *q, const float *k, const float *v,
   // A query that sees no key gets zeros, as on the CPU.
   float inv = l > 0 ? 1.0f / l : 0.0f;
   int64_t at = (b * sq + row) * qStride + int64_t(h) * D;
-  if (stats) {
+  if constexpr (stats) {
     float dot = 0.0f;
     for (int t = 0; t < dimsPerLane; ++t) {
       int d = lane + 32 * t;
@@ -298,12 +298,12 @@ attentionKernel(const float *q, const float *k, const float *v,
       lse[stat] = l > 0 ? m + logf(l) : INFINITY;
       delta[stat] = dot;
     }
-    return;
-  }
-  for (int t = 0; t < dimsPerLane; ++t) {
-    int d = lane + 32 * t;
-    if (d < D)
-      out[at + d] = acc[t] * inv;
+  } else {
+    for (int t = 0; t < dimsPerLane; ++t) {
+      int d = lane + 32 * t;
+      if (d < D)
+        out[at + d] = acc[t] * inv;
+    }
   }
 }
 

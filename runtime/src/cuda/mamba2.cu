@@ -3,8 +3,9 @@
 // The CPU kernel's steps (src/cpu/mamba2.cpp) with its arithmetic: the two
 // projections on cuBLAS; the causal depthwise convolution, the selective
 // scan as its recurrence (one thread per (batch, head, channel), its state
-// row in local memory) and the gated RMS norm as kernels. The caller (the
-// CPU entry point) has checked the operands' shapes.
+// row in local memory) and the gated RMS norm as kernels; the backward
+// recomputes the forward keeping every state, as the CPU does. The caller
+// (the CPU entry point) has checked the operands' shapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,11 +32,12 @@ __global__ void maskRowsKernel(const float *x, const int64_t *mask, float *out,
 }
 
 /// xbc[b, t, c] = silu(bias[c] + sum_k w[c, k] p[b, t - K + 1 + k, inner + c])
-/// at kept positions, else 0.
+/// at kept positions, else 0; `pre` (the backward's) gets the sum before
+/// SiLU when given.
 __global__ void convKernel(const float *p, const float *w, const float *bias,
-                           const int64_t *mask, float *xbc, int64_t batch,
-                           int64_t seq, int64_t conv, int64_t proj,
-                           int64_t inner, int64_t kernel) {
+                           const int64_t *mask, float *xbc, float *pre,
+                           int64_t batch, int64_t seq, int64_t conv,
+                           int64_t proj, int64_t inner, int64_t kernel) {
   int64_t n = batch * seq * conv;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -46,14 +48,19 @@ __global__ void convKernel(const float *p, const float *w, const float *bias,
       if (src >= 0)
         acc += w[c * kernel + k] * p[(b * seq + src) * proj + inner + c];
     }
+    if (pre)
+      pre[i] = acc;
     xbc[i] = kept(mask, bt) ? acc / (1.0f + expf(-acc)) : 0.0f;
   }
 }
 
 /// One thread per (batch, head, channel i): the recurrence over the
-/// sequence of its state row s[n], y = C s + D x.
+/// sequence of its state row s[n], y = C s + D x. The backward's
+/// recomputation also asks for dt per (token, head), whether max() kept
+/// softplus, and every state after each token ([tokens, inner, state]).
 __global__ void scanKernel(const float *p, const float *xb, const float *dtBias,
                            const float *aLog, const float *d, float *y,
+                           float *dts, uint8_t *dtLive, float *states,
                            int64_t batch, int64_t seq, int64_t heads,
                            int64_t headDim, int64_t groups, int64_t state,
                            int64_t conv, int64_t proj, int64_t inner,
@@ -76,11 +83,19 @@ __global__ void scanKernel(const float *p, const float *xb, const float *dtBias,
       float xi = row[h * headDim + i];
       float dt = p[bt * proj + inner + conv + h] + dtBias[h];
       dt = dt > 20.0f ? dt : log1pf(expf(dt)); // softplus
+      if (dtLive && i == 0)
+        dtLive[bt * heads + h] = dt >= dtMin;
       dt = fmaxf(dt, dtMin);
+      if (dts && i == 0)
+        dts[bt * heads + h] = dt;
       float decay = expf(dt * a), dx = dt * xi, acc = 0.0f;
+      float *kept =
+          states ? states + (bt * inner + h * headDim + i) * state : nullptr;
       for (int64_t k = 0; k < state; ++k) {
         s[k] = decay * s[k] + dx * bg[k];
         acc += s[k] * cg[k];
+        if (kept)
+          kept[k] = s[k];
       }
       y[bt * inner + h * headDim + i] = acc + d[h] * xi;
     }
@@ -88,8 +103,10 @@ __global__ void scanKernel(const float *p, const float *xb, const float *dtBias,
 }
 
 /// One block per (token, group): z = y * silu(gate), then
-/// y = w * z / sqrt(mean(z^2) + eps) over the group, in place.
-__global__ void gatedNormKernel(const float *p, float *y, const float *w,
+/// out = w * z / sqrt(mean(z^2) + eps) over the group (`out` may be `y`);
+/// the backward's recomputation also keeps z and the inverse RMS.
+__global__ void gatedNormKernel(const float *p, const float *y, float *out,
+                                const float *w, float *zs, float *invs,
                                 int64_t tokens, int64_t groups,
                                 int64_t groupSize, int64_t proj, int64_t inner,
                                 float eps) {
@@ -102,7 +119,9 @@ __global__ void gatedNormKernel(const float *p, float *y, const float *w,
          i += blockDim.x) {
       float gate = p[t * proj + i];
       float z = y[t * inner + i] * (gate / (1.0f + expf(-gate)));
-      y[t * inner + i] = z;
+      if (zs)
+        zs[t * inner + i] = z;
+      out[t * inner + i] = z;
       sum += double(z) * z;
     }
     for (int off = 16; off; off >>= 1)
@@ -115,13 +134,241 @@ __global__ void gatedNormKernel(const float *p, float *y, const float *w,
       for (int i = 0; i < kThreads / 32; ++i)
         total += partial[i];
       inverse = 1.0f / sqrtf(float(total / groupSize) + eps);
+      if (invs)
+        invs[tg] = inverse;
     }
     __syncthreads();
     float r = inverse;
     for (int64_t i = g * groupSize + threadIdx.x; i < (g + 1) * groupSize;
          i += blockDim.x)
-      y[t * inner + i] = w[i] * (y[t * inner + i] * r);
+      out[t * inner + i] = w[i] * (out[t * inner + i] * r);
     __syncthreads();
+  }
+}
+
+/// The gated norm's backward, one block per (token, group): from the
+/// cotangent of its output `dn`, the cotangents of y (`dy`) and of the
+/// gate (into the projection's cotangent `dp`).
+__global__ void gatedNormGradKernel(const float *p, const float *y,
+                                    const float *zs, const float *invs,
+                                    const float *w, const float *dn, float *dy,
+                                    float *dp, int64_t tokens, int64_t groups,
+                                    int64_t groupSize, int64_t proj,
+                                    int64_t inner) {
+  __shared__ double partial[kThreads / 32];
+  __shared__ float mean;
+  for (int64_t tg = blockIdx.x; tg < tokens * groups; tg += gridDim.x) {
+    int64_t t = tg / groups, g = tg % groups;
+    float r = invs[tg];
+    double dot = 0;
+    for (int64_t i = g * groupSize + threadIdx.x; i < (g + 1) * groupSize;
+         i += blockDim.x)
+      dot += double(dn[t * inner + i]) * w[i] * (zs[t * inner + i] * r);
+    for (int off = 16; off; off >>= 1)
+      dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    if (threadIdx.x % 32 == 0)
+      partial[threadIdx.x / 32] = dot;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double total = 0;
+      for (int i = 0; i < kThreads / 32; ++i)
+        total += partial[i];
+      mean = float(total / groupSize);
+    }
+    __syncthreads();
+    float m = mean;
+    for (int64_t i = g * groupSize + threadIdx.x; i < (g + 1) * groupSize;
+         i += blockDim.x) {
+      float zn = zs[t * inner + i] * r;
+      float dz = r * (dn[t * inner + i] * w[i] - zn * m);
+      float gate = p[t * proj + i], sg = 1.0f / (1.0f + expf(-gate));
+      dy[t * inner + i] = dz * gate * sg;
+      dp[t * proj + i] =
+          dz * y[t * inner + i] * sg * (1.0f + gate * (1.0f - sg));
+    }
+    __syncthreads();
+  }
+}
+
+/// dw[i] = sum over tokens of dn * z * inv (the norm weight's gradient),
+/// one thread per feature, in token order.
+__global__ void gatedNormWeightGradKernel(const float *zs, const float *invs,
+                                          const float *dn, float *dw,
+                                          int64_t tokens, int64_t groups,
+                                          int64_t groupSize, int64_t inner) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < inner;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t g = i / groupSize;
+    double sum = 0;
+    for (int64_t t = 0; t < tokens; ++t)
+      sum += double(dn[t * inner + i]) *
+             (zs[t * inner + i] * invs[t * groups + g]);
+    dw[i] = float(sum);
+  }
+}
+
+/// The scan backward, one block per (batch, head) and one thread per
+/// channel i, last token first: thread i carries its state row's cotangent
+/// dS[n]; the channels' sums (of the decay's and dt's cotangents, and of B's
+/// and C's, shared by the heads of a group) go through shared memory.
+__global__ void scanGradKernel(const float *p, const float *xb,
+                               const float *dtBias, const float *aLog,
+                               const float *d, const float *dts,
+                               const uint8_t *dtLive, const float *states,
+                               const float *dy, float *dxb, float *dp,
+                               float *dDtBias, float *dALog, float *dD,
+                               int64_t seq, int64_t heads, int64_t headDim,
+                               int64_t groups, int64_t state, int64_t conv,
+                               int64_t proj, int64_t inner, bool foldedA) {
+  extern __shared__ double sums[]; // [2 * warps], then dB[state], dC[state]
+  int warps = (blockDim.x + 31) / 32;
+  float *dB = reinterpret_cast<float *>(sums + 2 * warps), *dC = dB + state;
+  int64_t b = blockIdx.x / heads, h = blockIdx.x % heads;
+  int64_t perGroup = heads / groups, g = h / perGroup, gn = groups * state;
+  int64_t i = threadIdx.x;
+  bool channel = i < headDim;
+  float a = foldedA ? aLog[h] : -expf(aLog[h]);
+  float dS[kMaxState];
+  for (int64_t n = 0; n < state; ++n)
+    dS[n] = 0.0f;
+  double dDSum = 0, da = 0, dtBiasSum = 0;
+  for (int64_t t = seq - 1; t >= 0; --t) {
+    int64_t bt = b * seq + t;
+    for (int64_t n = threadIdx.x; n < 2 * state; n += blockDim.x)
+      dB[n] = 0.0f; // dB and dC
+    __syncthreads();
+    const float *row = xb + bt * conv;
+    const float *bg = row + inner + g * state,
+                *cg = row + inner + gn + g * state;
+    float dt = dts[bt * heads + h], decay = expf(dt * a);
+    double dDecay = 0, dDt = 0;
+    if (channel) {
+      float xi = row[h * headDim + i];
+      float dyi = dy[bt * inner + h * headDim + i];
+      const float *si = states + (bt * inner + h * headDim + i) * state;
+      const float *prev =
+          t ? states + ((bt - 1) * inner + h * headDim + i) * state : nullptr;
+      dDSum += double(dyi) * xi;
+      float dxi = dyi * d[h];
+      for (int64_t n = 0; n < state; ++n) {
+        atomicAdd(dC + n, dyi * si[n]);
+        dS[n] += dyi * cg[n];
+        if (prev)
+          dDecay += double(dS[n]) * prev[n];
+        dDt += double(dS[n]) * xi * bg[n];
+        dxi += dS[n] * dt * bg[n];
+        atomicAdd(dB + n, dS[n] * dt * xi);
+        dS[n] *= decay; // to the previous state
+      }
+      dxb[bt * conv + h * headDim + i] = dxi;
+    }
+    // The block's sums of dDecay and dDt.
+    for (int off = 16; off; off >>= 1) {
+      dDecay += __shfl_xor_sync(0xffffffffu, dDecay, off);
+      dDt += __shfl_xor_sync(0xffffffffu, dDt, off);
+    }
+    if (threadIdx.x % 32 == 0) {
+      sums[threadIdx.x / 32] = dDecay;
+      sums[warps + threadIdx.x / 32] = dDt;
+    }
+    __syncthreads();
+    for (int64_t n = threadIdx.x; n < state; n += blockDim.x) {
+      atomicAdd(dxb + bt * conv + inner + g * state + n, dB[n]);
+      atomicAdd(dxb + bt * conv + inner + gn + g * state + n, dC[n]);
+    }
+    if (threadIdx.x == 0) {
+      double decaySum = 0, dtSum = 0;
+      for (int w = 0; w < warps; ++w) {
+        decaySum += sums[w];
+        dtSum += sums[warps + w];
+      }
+      dtSum += decaySum * decay * a;
+      da += decaySum * decay * dt;
+      if (dtLive[bt * heads + h]) {
+        float raw = p[bt * proj + inner + conv + h] + dtBias[h];
+        float draw =
+            float(dtSum) * (raw > 20.0f ? 1.0f : 1.0f / (1.0f + expf(-raw)));
+        dp[bt * proj + inner + conv + h] = draw;
+        dtBiasSum += draw;
+      }
+    }
+    __syncthreads(); // sums, dB and dC are read
+  }
+  // dD: the block's channels, then one atomic per block.
+  for (int off = 16; off; off >>= 1)
+    dDSum += __shfl_xor_sync(0xffffffffu, dDSum, off);
+  if (threadIdx.x % 32 == 0)
+    sums[threadIdx.x / 32] = dDSum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < warps; ++w)
+      total += sums[w];
+    atomicAdd(dD + h, float(total));
+    atomicAdd(dDtBias + h, float(dtBiasSum));
+    atomicAdd(dALog + h, float(foldedA ? da : da * a));
+  }
+}
+
+/// The cotangent of the convolution's sum at kept positions:
+/// dxb * silu'(pre) (0 at masked ones).
+__global__ void convSumGradKernel(const float *dxb, const float *pre,
+                                  const int64_t *mask, float *dacc, int64_t n,
+                                  int64_t conv) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float acc = pre[i], sg = 1.0f / (1.0f + expf(-acc));
+    dacc[i] =
+        kept(mask, i / conv) ? dxb[i] * sg * (1.0f + acc * (1.0f - sg)) : 0.0f;
+  }
+}
+
+/// The projection's xBC cotangent: the sum over the taps that read
+/// position src (gathered, not scattered: no atomics).
+__global__ void convInputGradKernel(const float *dacc, const float *w,
+                                    float *dp, int64_t batch, int64_t seq,
+                                    int64_t conv, int64_t proj, int64_t inner,
+                                    int64_t kernel) {
+  int64_t n = batch * seq * conv;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t c = i % conv, bs = i / conv, src = bs % seq, b = bs / seq;
+    float sum = 0.0f;
+    for (int64_t k = 0; k < kernel; ++k) {
+      int64_t t = src + (kernel - 1) - k;
+      if (t < seq)
+        sum += dacc[(b * seq + t) * conv + c] * w[c * kernel + k];
+    }
+    dp[bs * proj + inner + c] = sum;
+  }
+}
+
+/// The convolution's weight and bias gradients, one thread per (c, k) (k ==
+/// kernel: the bias), summed over batch and tokens in order.
+__global__ void convWeightGradKernel(const float *dacc, const float *p,
+                                     float *dw, float *dbias, int64_t batch,
+                                     int64_t seq, int64_t conv, int64_t proj,
+                                     int64_t inner, int64_t kernel) {
+  int64_t n = conv * (kernel + 1);
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int64_t c = idx / (kernel + 1), k = idx % (kernel + 1);
+    double sum = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < seq; ++t) {
+        float g = dacc[(b * seq + t) * conv + c];
+        if (k == kernel) {
+          sum += g;
+          continue;
+        }
+        int64_t src = t - (kernel - 1) + k;
+        if (src >= 0)
+          sum += double(g) * p[(b * seq + src) * proj + inner + c];
+      }
+    if (k == kernel)
+      dbias[c] = float(sum);
+    else
+      dw[c * kernel + k] = float(sum);
   }
 }
 
@@ -165,8 +412,8 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
   Tensor xbc =
       Tensor::uninitialized(DType::F32, {batch, seq, conv}, Device::CUDA);
   convKernel<<<gridBlocks(xbc.numel(), kThreads), kThreads, 0, stream()>>>(
-      zxbcdt.f32(), convWeight.f32(), convBias.f32(), mask, xbc.f32(), batch,
-      seq, conv, proj, inner, kernel);
+      zxbcdt.f32(), convWeight.f32(), convBias.f32(), mask, xbc.f32(), nullptr,
+      batch, seq, conv, proj, inner, kernel);
   checkLaunch("mamba2_mixer: convolution");
 
   // 3. Selective scan; 4. gated RMS norm, in place.
@@ -174,16 +421,152 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
       Tensor::uninitialized(DType::F32, {batch, seq, inner}, Device::CUDA);
   scanKernel<<<gridBlocks(batch * heads * headDim, 64), 64, 0, stream()>>>(
       zxbcdt.f32(), xbc.f32(), dtBias.f32(), aLog.f32(), d.f32(), y.f32(),
-      batch, seq, heads, headDim, groups, state, conv, proj, inner,
-      static_cast<float>(dtMin), foldedA);
+      nullptr, nullptr, nullptr, batch, seq, heads, headDim, groups, state,
+      conv, proj, inner, static_cast<float>(dtMin), foldedA);
   checkLaunch("mamba2_mixer: scan");
   gatedNormKernel<<<gridBlocks(tokens * groups, 1), kThreads, 0, stream()>>>(
-      zxbcdt.f32(), y.f32(), normWeight.f32(), tokens, groups, inner / groups,
-      proj, inner, static_cast<float>(normEps));
+      zxbcdt.f32(), y.f32(), y.f32(), normWeight.f32(), nullptr, nullptr,
+      tokens, groups, inner / groups, proj, inner, static_cast<float>(normEps));
   checkLaunch("mamba2_mixer: gated norm");
 
   // 5. Output projection.
   return cuda::linear(ctx, y, outProj);
+}
+
+Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
+                          const Tensor &convWeight, const Tensor &convBias,
+                          const Tensor &dtBias, const Tensor &aLog,
+                          const Tensor &d, const Tensor &normWeight,
+                          const Tensor &outProj, const Tensor &keyMask,
+                          const Tensor &dout, int64_t heads, int64_t headDim,
+                          int64_t groups, int64_t state, int64_t kernel,
+                          double normEps, double dtMin, bool foldedA) {
+  const char *op = "mamba2_mixer_grad";
+  for (const Tensor *t : {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog,
+                          &d, &normWeight, &outProj, &dout})
+    requireGpu(*t, DType::F32, op, "an operand");
+  if (state > kMaxState || headDim > 1024)
+    fatal(std::string(op) + ": the CUDA scan takes at most " +
+          std::to_string(kMaxState) +
+          " state elements and 1024 channels per "
+          "head, got " +
+          std::to_string(state) + " and " + std::to_string(headDim));
+  int64_t batch = x.dim(0), seq = x.dim(1), hidden = x.dim(2),
+          inner = heads * headDim, conv = inner + 2 * groups * state,
+          proj = inner + conv + heads, tokens = batch * seq,
+          groupSize = inner / groups;
+  const int64_t *mask = nullptr;
+  if (keyMask.defined()) {
+    requireGpu(keyMask, DType::I64, op, "the key mask");
+    mask = keyMask.i64();
+  }
+  Tensor dConvWeight = zeros(convWeight.shape()),
+         dConvBias = zeros(convBias.shape()), dDtBias = zeros(dtBias.shape()),
+         dALog = zeros(aLog.shape()), dD = zeros(d.shape()),
+         dNormWeight = zeros(normWeight.shape());
+  if (tokens == 0)
+    return {zeros(x.shape()),
+            zeros(inProj.shape()),
+            dConvWeight,
+            dConvBias,
+            dDtBias,
+            dALog,
+            dD,
+            dNormWeight,
+            zeros(outProj.shape())};
+
+  // The forward again, keeping what the backward reads.
+  Tensor xin = x;
+  if (mask) {
+    xin = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+    maskRowsKernel<<<gridBlocks(x.numel(), kThreads), kThreads, 0, stream()>>>(
+        x.f32(), mask, xin.f32(), x.numel(), hidden);
+    checkLaunch("mamba2_mixer_grad: mask");
+  }
+  Tensor zxbcdt = cuda::linear(ctx, xin, inProj);
+  const float *p = zxbcdt.f32();
+  Tensor xbc =
+      Tensor::uninitialized(DType::F32, {batch, seq, conv}, Device::CUDA);
+  Tensor pre = Tensor::uninitialized(DType::F32, xbc.shape(), Device::CUDA);
+  convKernel<<<gridBlocks(xbc.numel(), kThreads), kThreads, 0, stream()>>>(
+      p, convWeight.f32(), convBias.f32(), mask, xbc.f32(), pre.f32(), batch,
+      seq, conv, proj, inner, kernel);
+  checkLaunch("mamba2_mixer_grad: convolution");
+  Tensor y =
+      Tensor::uninitialized(DType::F32, {batch, seq, inner}, Device::CUDA);
+  Tensor dts = Tensor::uninitialized(DType::F32, {tokens, heads}, Device::CUDA);
+  Tensor dtLive =
+      Tensor::uninitialized(DType::F32, {tokens, heads}, Device::CUDA);
+  Tensor states =
+      Tensor::uninitialized(DType::F32, {tokens, inner, state}, Device::CUDA);
+  uint8_t *live = static_cast<uint8_t *>(dtLive.raw());
+  scanKernel<<<gridBlocks(batch * heads * headDim, 64), 64, 0, stream()>>>(
+      p, xbc.f32(), dtBias.f32(), aLog.f32(), d.f32(), y.f32(), dts.f32(), live,
+      states.f32(), batch, seq, heads, headDim, groups, state, conv, proj,
+      inner, static_cast<float>(dtMin), foldedA);
+  checkLaunch("mamba2_mixer_grad: scan");
+  Tensor z = Tensor::uninitialized(DType::F32, y.shape(), Device::CUDA);
+  Tensor inv =
+      Tensor::uninitialized(DType::F32, {tokens, groups}, Device::CUDA);
+  Tensor normed = Tensor::uninitialized(DType::F32, y.shape(), Device::CUDA);
+  gatedNormKernel<<<gridBlocks(tokens * groups, 1), kThreads, 0, stream()>>>(
+      p, y.f32(), normed.f32(), normWeight.f32(), z.f32(), inv.f32(), tokens,
+      groups, groupSize, proj, inner, static_cast<float>(normEps));
+  checkLaunch("mamba2_mixer_grad: gated norm");
+
+  // 5. The output projection.
+  Tensor dOutProj = cuda::linear_grad_weight(ctx, dout, normed);
+  Tensor dNormed = cuda::linear_grad_input(ctx, dout, outProj);
+  // 4. The gated norm: y's cotangent, the gate's into dzxbcdt.
+  Tensor dzxbcdt = zeros(zxbcdt.shape());
+  Tensor dy = Tensor::uninitialized(DType::F32, y.shape(), Device::CUDA);
+  gatedNormGradKernel<<<gridBlocks(tokens * groups, 1), kThreads, 0,
+                        stream()>>>(
+      p, y.f32(), z.f32(), inv.f32(), normWeight.f32(), dNormed.f32(), dy.f32(),
+      dzxbcdt.f32(), tokens, groups, groupSize, proj, inner);
+  checkLaunch("mamba2_mixer_grad: gated norm backward");
+  gatedNormWeightGradKernel<<<gridBlocks(inner, kThreads), kThreads, 0,
+                              stream()>>>(z.f32(), inv.f32(), dNormed.f32(),
+                                          dNormWeight.f32(), tokens, groups,
+                                          groupSize, inner);
+  checkLaunch("mamba2_mixer_grad: norm weight");
+  // 3. The scan, last token first.
+  Tensor dxb = zeros(xbc.shape());
+  int threads = static_cast<int>((headDim + 31) / 32 * 32);
+  size_t sharedBytes =
+      2 * (threads / 32) * sizeof(double) + 2 * state * sizeof(float);
+  scanGradKernel<<<static_cast<unsigned>(batch * heads), threads, sharedBytes,
+                   stream()>>>(p, xbc.f32(), dtBias.f32(), aLog.f32(), d.f32(),
+                               dts.f32(), live, states.f32(), dy.f32(),
+                               dxb.f32(), dzxbcdt.f32(), dDtBias.f32(),
+                               dALog.f32(), dD.f32(), seq, heads, headDim,
+                               groups, state, conv, proj, inner, foldedA);
+  checkLaunch("mamba2_mixer_grad: scan backward");
+  // 2. Mask, SiLU and the causal depthwise convolution.
+  Tensor dacc = Tensor::uninitialized(DType::F32, xbc.shape(), Device::CUDA);
+  convSumGradKernel<<<gridBlocks(dacc.numel(), kThreads), kThreads, 0,
+                      stream()>>>(dxb.f32(), pre.f32(), mask, dacc.f32(),
+                                  dacc.numel(), conv);
+  checkLaunch("mamba2_mixer_grad: SiLU backward");
+  convInputGradKernel<<<gridBlocks(dacc.numel(), kThreads), kThreads, 0,
+                        stream()>>>(dacc.f32(), convWeight.f32(), dzxbcdt.f32(),
+                                    batch, seq, conv, proj, inner, kernel);
+  checkLaunch("mamba2_mixer_grad: convolution input");
+  convWeightGradKernel<<<gridBlocks(conv * (kernel + 1), kThreads), kThreads, 0,
+                         stream()>>>(dacc.f32(), p, dConvWeight.f32(),
+                                     dConvBias.f32(), batch, seq, conv, proj,
+                                     inner, kernel);
+  checkLaunch("mamba2_mixer_grad: convolution weight");
+  // 1. The input projection and the padding mask.
+  Tensor dInProj = cuda::linear_grad_weight(ctx, dzxbcdt, xin);
+  Tensor dx = cuda::linear_grad_input(ctx, dzxbcdt, inProj);
+  if (mask) {
+    maskRowsKernel<<<gridBlocks(dx.numel(), kThreads), kThreads, 0, stream()>>>(
+        dx.f32(), mask, dx.f32(), dx.numel(), hidden);
+    checkLaunch("mamba2_mixer_grad: mask");
+  }
+  return {dx,    dInProj, dConvWeight, dConvBias, dDtBias,
+          dALog, dD,      dNormWeight, dOutProj};
 }
 
 } // namespace cuda
