@@ -359,7 +359,7 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
             if step == 0 and key == "f32":
-                torch_loss = float(loss)
+                torch_loss = loss.item()
         torch_ms[key] = 1e3 * float(np.median(times[2:]))
         del m, opt
     loss_rel = abs(ours_loss - torch_loss) / abs(torch_loss) if ours_loss is not None else None
