@@ -2,6 +2,7 @@
 //
 //   model --input ids.npy [--attention-mask mask.npy] --output logits.npy
 //         [--weights MODEL.onnx] [--threads T] [--bench N] [--device D]
+//         [--autocast bf16|f32]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
 //         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf --seed S]
@@ -13,7 +14,8 @@
 // read once, by the first) and prints their median time. --train runs the
 // training loop of a program compiled with tpc --train (tprt/Train.h).
 // --device cuda runs the forward on the GPU of each rank (one per rank,
-// NCCL collectives) when the runtime was built with the CUDA backend.
+// NCCL collectives) when the runtime was built with the CUDA backend;
+// --autocast bf16 runs its linears in bf16 with FP32 accumulation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,13 +47,14 @@ void usage(const char *argv0) {
       stderr,
       "usage: %s --input ids.npy [--attention-mask mask.npy] "
       "--output logits.npy [--weights MODEL.onnx] [--threads T] "
-      "[--bench N] [--device cpu|cuda]\n"
+      "[--bench N] [--device cpu|cuda] [--autocast bf16|f32]\n"
       "       %s --train --data tokens.npy [--data-mask mask.npy] "
       "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
       "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
       "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] [--seed S] "
       "[--save DIR] [--log F] "
-      "[--weights MODEL.onnx] [--threads T]\n",
+      "[--weights MODEL.onnx] [--threads T] [--device cpu|cuda] "
+      "[--autocast bf16|f32]\n",
       argv0, argv0);
 }
 
@@ -181,12 +184,14 @@ bool isCheckpoint(const std::string &weights) {
 /// `weights`.
 std::unique_ptr<tprt::Context> makeContext(int rank, int size,
                                            const std::string &weights,
-                                           tprt::Device device) {
+                                           tprt::Device device,
+                                           tprt::DType autocast) {
   bool checkpoint = isCheckpoint(weights);
   auto ctx = std::make_unique<tprt::Context>(
       rank, size, checkpoint ? tprt_model_path : weights,
       baseName(tprt_model_path));
   ctx->setDevice(device);
+  ctx->setAutocast(autocast);
   ctx->setGrid(tprt_model_tp_size, dataParallelSize());
   if (!checkpoint) {
     checkWeightFiles(*ctx);
@@ -243,6 +248,7 @@ int main(int argc, char **argv) try {
   int threads = 1, bench = 0;
   bool training = false;
   tprt::Device device = tprt::Device::CPU;
+  tprt::DType autocast = tprt::DType::F32;
   tprt::TrainOptions train;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -272,6 +278,11 @@ int main(int argc, char **argv) try {
       if (name != "cpu" && name != "cuda")
         tprt::fatal("--device must be cpu or cuda, got '" + name + "'");
       device = name == "cuda" ? tprt::Device::CUDA : tprt::Device::CPU;
+    } else if (arg == "--autocast") {
+      std::string name = value();
+      if (name != "bf16" && name != "f32")
+        tprt::fatal("--autocast must be bf16 or f32, got '" + name + "'");
+      autocast = name == "bf16" ? tprt::DType::BF16 : tprt::DType::F32;
     } else if (arg == "--data")
       train.data = value();
     else if (arg == "--data-mask")
@@ -328,7 +339,7 @@ int main(int argc, char **argv) try {
       tprt::fatal("--train takes --data (not --input, --output or --bench)");
     }
     std::unique_ptr<tprt::Context> ctx =
-        makeContext(rank, size, weights, device);
+        makeContext(rank, size, weights, device, autocast);
     int status = tprt::train(*ctx, train);
     MPI_Finalize();
     return status;
@@ -374,7 +385,7 @@ int main(int argc, char **argv) try {
   }
 
   std::unique_ptr<tprt::Context> context =
-      makeContext(rank, size, weights, device);
+      makeContext(rank, size, weights, device, autocast);
   tprt::Context &ctx = *context;
   // The inputs go where the kernels run; the logits come back.
   ids = ids.to(device);

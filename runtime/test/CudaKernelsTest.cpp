@@ -106,6 +106,26 @@ void testLinear(Context &c, Context &g) {
   expectClose("sum_leading", sum_leading(c, dy), sum_leading(g, gpu(dy)));
 }
 
+/// `t` rounded to bf16 and back: what autocast multiplies.
+Tensor roundBf16(const Tensor &t) { return t.to(DType::BF16).to(DType::F32); }
+
+/// bf16 autocast's products equal the FP32 products of the operands rounded
+/// to bf16 (FP32 accumulation on both sides).
+void testAutocast(Context &c, Context &g16) {
+  Tensor x = randomTensor({2, 9, 48}, 50), w = randomTensor({40, 48}, 51),
+         dy = randomTensor({2, 9, 40}, 52);
+  Tensor xr = roundBf16(x), wr = roundBf16(w), dyr = roundBf16(dy);
+  expectClose("linear autocast bf16", linear(c, xr, wr),
+              linear(g16, gpu(x), gpu(w)));
+  expectClose("linear_bmm autocast bf16", linear_bmm(c, xr, wr),
+              linear_bmm(g16, gpu(x), gpu(w)));
+  expectClose("linear_grad_input autocast bf16", linear_grad_input(c, dyr, wr),
+              linear_grad_input(g16, gpu(dy), gpu(w)));
+  expectClose("linear_grad_weight autocast bf16",
+              linear_grad_weight(c, dyr, xr),
+              linear_grad_weight(g16, gpu(dy), gpu(x)));
+}
+
 void testEmbeddingAndNorm(Context &c, Context &g) {
   Tensor table = randomTensor({50, 24}, 7), ids = randomIds({3, 11}, 50, 8);
   ids.i64()[3] = ids.i64()[4] = ids.i64()[5]; // a repeated token
@@ -265,8 +285,12 @@ int main(int argc, char **argv) {
   Context cpu(0, 1, "/nonexistent/model.onnx", "model.onnx");
   Context dev(0, 1, "/nonexistent/model.onnx", "model.onnx");
   dev.setDevice(Device::CUDA);
+  Context bf16(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  bf16.setDevice(Device::CUDA);
+  bf16.setAutocast(DType::BF16);
   testElementwise(cpu, dev);
   testLinear(cpu, dev);
+  testAutocast(cpu, bf16);
   testEmbeddingAndNorm(cpu, dev);
   testRotary(cpu, dev);
   testAttention(cpu, dev);

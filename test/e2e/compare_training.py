@@ -17,6 +17,7 @@ within 1e-5 norm-wise).
 Usage: compare_training.py EXE TRAIN_DIR [--mpirun N] [--rtol 1e-5] [--dp D]
        [--first-norm-rtol 1e-6]
        [--wtol 1e-4] [--steps S] [--device cpu|cuda] [--weights MODEL]
+       [--autocast bf16]
 TRAIN_DIR holds tokens.npy, mask.npy, reference.json and final.safetensors.
 Prints one line per step and a summary; exits non-zero on a mismatch."""
 import argparse
@@ -39,6 +40,7 @@ p.add_argument("--wtol", type=float, default=1e-4)
 p.add_argument("--first-norm-rtol", type=float, default=1e-6)
 p.add_argument("--device", default="cpu", help="the program's --device")
 p.add_argument("--weights", help="the program's --weights (the model file elsewhere)")
+p.add_argument("--autocast", help="the program's --autocast")
 p.add_argument("--dp", type=int, default=1,
                help="the program's data-parallel groups: each runs "
                "grad_accum / dp of the reference's micro-batches")
@@ -61,6 +63,8 @@ with tempfile.TemporaryDirectory() as tmp:
            "--log", log, "--save", save, "--device", args.device]
     if args.weights:
         cmd += ["--weights", args.weights]
+    if args.autocast:
+        cmd += ["--autocast", args.autocast]
     if "max_grad_norm" in ref:
         cmd += ["--max-grad-norm", str(ref["max_grad_norm"])]
     if args.mpirun:

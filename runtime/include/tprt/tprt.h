@@ -169,6 +169,12 @@ public:
   /// backend or no GPU is visible.
   void setDevice(Device device);
   Device device() const { return device_; }
+  /// BF16: the linear forms, forward and backward, multiply bf16 copies of
+  /// their operands with FP32 accumulation into FP32 results (PyTorch
+  /// autocast's rule for linears); everything else stays FP32. F32 (the
+  /// default): FP32 throughout. BF16 needs Device::CUDA.
+  void setAutocast(DType dtype);
+  DType autocast() const { return autocast_; }
   /// The ranks form a dp x tp grid: tensor-parallel groups of `tp`
   /// consecutive ranks, data-parallel groups of the ranks with the same
   /// position in theirs. Makes both communicators; collective. Without it
@@ -246,6 +252,7 @@ private:
 
   int rank_, worldSize_;
   Device device_ = Device::CPU;
+  DType autocast_ = DType::F32;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_, dp_;
   std::map<std::string, Tensor> params_;

@@ -28,6 +28,10 @@ void check(cublasStatus_t status, const char *what);
 /// After a kernel launch: a launch error names the kernel.
 void checkLaunch(const char *kernel);
 
+/// `n` floats rounded to bf16 (nearest even) in a new device buffer, for
+/// the autocast GEMMs.
+std::shared_ptr<unsigned char[]> toBf16(const float *data, int64_t n);
+
 /// The operand checks of the forward kernels: defined, f32 (or i64), and on
 /// the GPU.
 void requireGpu(const Tensor &t, DType dtype, const char *op, const char *what);

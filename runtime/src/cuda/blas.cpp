@@ -1,9 +1,13 @@
 //===- blas.cpp - the linear forms on cuBLAS ------------------------------===//
 //
 // Row-major x [rows, in] times w [out, in]^T is, read column-major, the
-// product w^T(op T) x(op N) into out [out, rows]: one cublasSgemm for the
-// linear form, one strided-batched call (the weight's stride 0) for the bmm
-// form, as TPLinear dispatches them on the CPU.
+// product w^T(op T) x(op N) into out [out, rows]: one GEMM for the linear
+// form, one strided-batched GEMM (the weight's stride 0) for the bmm form,
+// as TPLinear dispatches them on the CPU; the backward's two products
+// likewise. FP32 by default (no TF32); with bf16 autocast (`model
+// --autocast bf16`, PyTorch autocast's rule for linears) both operands are
+// rounded to bf16 and multiplied on the tensor cores with FP32
+// accumulation into an FP32 result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,9 +25,41 @@ void checkLinear(const Tensor &x, const Tensor &w, const char *op) {
           " does not match weight " + w.describe() + " ([out, in])");
 }
 
+/// One column-major GEMM operand: `elements` floats read as op(matrix)
+/// with leading dimension `ld`, `stride` apart between batch entries.
+struct Operand {
+  const float *data;
+  int64_t elements;
+  cublasOperation_t op;
+  int64_t ld, stride;
+};
+
+/// C [m, n] (column-major, ldc m, `strideC` apart) = op(A) op(B) for each
+/// of `batch` entries.
+void gemm(Context &ctx, const char *what, int64_t m, int64_t n, int64_t k,
+          const Operand &a, const Operand &b, float *c, int64_t strideC,
+          int64_t batch) {
+  const float one = 1.0f, zero = 0.0f;
+  if (ctx.autocast() == DType::BF16) {
+    std::shared_ptr<unsigned char[]> a16 = toBf16(a.data, a.elements);
+    std::shared_ptr<unsigned char[]> b16 = toBf16(b.data, b.elements);
+    check(cublasGemmStridedBatchedEx_64(
+              blas(), a.op, b.op, m, n, k, &one, a16.get(), CUDA_R_16BF, a.ld,
+              a.stride, b16.get(), CUDA_R_16BF, b.ld, b.stride, &zero, c,
+              CUDA_R_32F, m, strideC, batch, CUBLAS_COMPUTE_32F,
+              CUBLAS_GEMM_DEFAULT),
+          what);
+    return;
+  }
+  check(cublasSgemmStridedBatched_64(blas(), a.op, b.op, m, n, k, &one, a.data,
+                                     a.ld, a.stride, b.data, b.ld, b.stride,
+                                     &zero, c, m, strideC, batch),
+        what);
+}
+
 } // namespace
 
-Tensor linear(Context &, const Tensor &x, const Tensor &w) {
+Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
   checkLinear(x, w, "linear");
   int64_t in = w.dim(1), outF = w.dim(0), rows = x.numel() / in;
   std::vector<int64_t> shape = x.shape();
@@ -31,14 +67,13 @@ Tensor linear(Context &, const Tensor &x, const Tensor &w) {
   Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
   if (rows == 0 || outF == 0)
     return out;
-  const float one = 1.0f, zero = 0.0f;
-  check(cublasSgemm_64(blas(), CUBLAS_OP_T, CUBLAS_OP_N, outF, rows, in, &one,
-                       w.f32(), in, x.f32(), in, &zero, out.f32(), outF),
-        "linear: cublasSgemm");
+  gemm(ctx, "linear: cuBLAS GEMM", outF, rows, in,
+       {w.f32(), w.numel(), CUBLAS_OP_T, in, 0},
+       {x.f32(), x.numel(), CUBLAS_OP_N, in, 0}, out.f32(), 0, 1);
   return out;
 }
 
-Tensor linear_bmm(Context &, const Tensor &x, const Tensor &w) {
+Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
   checkLinear(x, w, "linear_bmm");
   if (x.rank() != 3)
     fatal("linear_bmm: the input must be 3-D, got " + x.describe());
@@ -47,16 +82,14 @@ Tensor linear_bmm(Context &, const Tensor &x, const Tensor &w) {
       Tensor::uninitialized(DType::F32, {batch, seq, outF}, Device::CUDA);
   if (batch == 0 || seq == 0 || outF == 0)
     return out;
-  const float one = 1.0f, zero = 0.0f;
-  check(cublasSgemmStridedBatched_64(blas(), CUBLAS_OP_T, CUBLAS_OP_N, outF,
-                                     seq, in, &one, w.f32(), in, 0, x.f32(), in,
-                                     seq * in, &zero, out.f32(), outF,
-                                     seq * outF, batch),
-        "linear_bmm: cublasSgemmStridedBatched");
+  gemm(ctx, "linear_bmm: cuBLAS strided-batched GEMM", outF, seq, in,
+       {w.f32(), w.numel(), CUBLAS_OP_T, in, 0},
+       {x.f32(), x.numel(), CUBLAS_OP_N, in, seq * in}, out.f32(), seq * outF,
+       batch);
   return out;
 }
 
-Tensor linear_grad_input(Context &, const Tensor &dy, const Tensor &w) {
+Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   requireGpu(dy, DType::F32, "linear_grad_input", "dy");
   requireGpu(w, DType::F32, "linear_grad_input", "the weight");
   if (w.rank() != 2 || dy.rank() < 1 || dy.dim(-1) != w.dim(0))
@@ -69,14 +102,13 @@ Tensor linear_grad_input(Context &, const Tensor &dy, const Tensor &w) {
   Tensor dx = zeros(shape);
   if (rows == 0 || outF == 0 || in == 0)
     return dx;
-  const float one = 1.0f, zero = 0.0f;
-  check(cublasSgemm_64(blas(), CUBLAS_OP_N, CUBLAS_OP_N, in, rows, outF, &one,
-                       w.f32(), in, dy.f32(), outF, &zero, dx.f32(), in),
-        "linear_grad_input: cublasSgemm");
+  gemm(ctx, "linear_grad_input: cuBLAS GEMM", in, rows, outF,
+       {w.f32(), w.numel(), CUBLAS_OP_N, in, 0},
+       {dy.f32(), dy.numel(), CUBLAS_OP_N, outF, 0}, dx.f32(), 0, 1);
   return dx;
 }
 
-Tensor linear_grad_weight(Context &, const Tensor &dy, const Tensor &x) {
+Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
   requireGpu(dy, DType::F32, "linear_grad_weight", "dy");
   requireGpu(x, DType::F32, "linear_grad_weight", "x");
   int64_t outF = dy.rank() ? dy.dim(-1) : 0, in = x.rank() ? x.dim(-1) : 0;
@@ -89,10 +121,9 @@ Tensor linear_grad_weight(Context &, const Tensor &dy, const Tensor &x) {
   Tensor dw = zeros({outF, in});
   if (rows == 0 || outF == 0 || in == 0)
     return dw;
-  const float one = 1.0f, zero = 0.0f;
-  check(cublasSgemm_64(blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, outF, rows, &one,
-                       x.f32(), in, dy.f32(), outF, &zero, dw.f32(), in),
-        "linear_grad_weight: cublasSgemm");
+  gemm(ctx, "linear_grad_weight: cuBLAS GEMM", in, outF, rows,
+       {x.f32(), x.numel(), CUBLAS_OP_N, in, 0},
+       {dy.f32(), dy.numel(), CUBLAS_OP_T, outF, 0}, dw.f32(), 0, 1);
   return dw;
 }
 

@@ -13,6 +13,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cuda_bf16.h>
 #include <vector>
 
 namespace tprt {
@@ -112,6 +113,12 @@ __global__ void binaryKernel(const float *a, const float *b, float *out,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     out[i] = op == Binary::Add ? a[i] + b[i] : a[i] * b[i];
+}
+
+__global__ void bf16Kernel(const float *x, __nv_bfloat16 *out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(x[i]);
 }
 
 __global__ void addBiasKernel(float *out, const float *bias, int64_t n,
@@ -478,6 +485,16 @@ Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name) {
     binaryKernel<Binary::Mul>
         <<<blocks, kThreads, 0, stream()>>>(a.f32(), b.f32(), out.f32(), n);
   checkLaunch(name);
+  return out;
+}
+
+std::shared_ptr<unsigned char[]> toBf16(const float *data, int64_t n) {
+  std::shared_ptr<unsigned char[]> out = allocate(n * sizeof(__nv_bfloat16));
+  if (n > 0) {
+    bf16Kernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+        data, reinterpret_cast<__nv_bfloat16 *>(out.get()), n);
+    checkLaunch("bf16 autocast");
+  }
   return out;
 }
 

@@ -50,6 +50,16 @@ void Context::setDevice(Device device) {
   device_ = device;
 }
 
+void Context::setAutocast(DType dtype) {
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    fatal(std::string("autocast to ") + dtypeName(dtype) +
+          " is not supported (bf16 or f32)");
+  if (dtype == DType::BF16 && device_ != Device::CUDA)
+    fatal("--autocast bf16 runs on the GPU (--device cuda): the CPU kernels "
+          "compute in f32");
+  autocast_ = dtype;
+}
+
 std::unique_ptr<Communicator> Context::makeCommunicator(int color) {
 #ifdef TPRT_WITH_CUDA
   if (device_ == Device::CUDA)
