@@ -156,11 +156,11 @@ struct TPCheckHFConfigPass
     };
     auto supported = [&](StringRef type) -> LogicalResult {
       if (type == "default" || type == "linear" || type == "llama3" ||
-          type == "yarn")
+          type == "yarn" || type == "dynamic")
         return success();
       return fail("rope_type '" + type +
                   "' is not supported yet (tp-opt implements default, "
-                  "linear, llama3 and yarn)");
+                  "linear, llama3, yarn and dynamic)");
     };
     // Per layer type (Gemma3: linear scaling on the global layers of its
     // larger checkpoints), or one set of parameters for every layer.

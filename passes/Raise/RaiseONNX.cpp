@@ -586,8 +586,10 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
   }
 
   /// YaRN's parameters from the config's rope_parameters (or rope_scaling),
-  /// with transformers' defaults (_compute_yarn_parameters); nothing for the
-  /// other types, which the tables show.
+  /// with transformers' defaults (_compute_yarn_parameters), and dynamic
+  /// NTK's (factor, max_position_embeddings): neither can be read off the
+  /// tables (an export traced at a short length holds dynamic's unscaled
+  /// ones); nothing for the other types, which the tables show.
   LogicalResult readConfigRope(std::optional<tprt::RopeScaling> &rope,
                                double &theta) {
     llvm::Expected<llvm::json::Object> file = readJSONObject(hfConfig);
@@ -613,6 +615,23 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
     std::optional<StringRef> type = params->getString("rope_type");
     if (!type)
       type = params->getString("type");
+    if (type == StringRef("dynamic")) {
+      std::optional<double> factor = params->getNumber("factor");
+      std::optional<int64_t> max = json->getInteger("max_position_embeddings");
+      if (!factor || !(*factor >= 1) || !max || *max <= 0) {
+        getOperation().emitError()
+            << "hf-config '" << hfConfig
+            << "': dynamic RoPE needs a factor >= 1 and "
+               "max_position_embeddings";
+        return failure();
+      }
+      tprt::RopeScaling dynamic;
+      dynamic.type = tprt::RopeType::Dynamic;
+      dynamic.factor = *factor;
+      dynamic.originalMaxPositions = *max;
+      rope = dynamic;
+      return success();
+    }
     if (type != StringRef("yarn"))
       return success();
     auto fail = [&](const Twine &what) {

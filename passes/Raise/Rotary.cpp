@@ -156,9 +156,12 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     if (configTheta > 0)
       candidates.push_back({configTheta, {}});
   }
-  // YaRN's ramp is set by parameters the tables cannot tell apart: taken
-  // from --hf-config.
-  if (configRope)
+  // YaRN's ramp is set by parameters the tables cannot tell apart, and
+  // dynamic NTK's tables are unscaled at the traced length: taken from
+  // --hf-config, dynamic first (unscaled RoPE matches its tables too).
+  if (configRope && configRope->type == tprt::RopeType::Dynamic)
+    candidates.insert(candidates.begin(), {configTheta, *configRope});
+  else if (configRope)
     candidates.push_back({configTheta, *configRope});
   std::optional<Mismatch> firstMismatch;
   const Candidate *found = nullptr;
@@ -195,11 +198,13 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   if (scaling.type != tprt::RopeType::Default) {
     bool llama3 = scaling.type == tprt::RopeType::Llama3;
     bool yarn = scaling.type == tprt::RopeType::Yarn;
-    ropeType = builder.getStringAttr(llama3 ? "llama3"
-                                     : yarn ? "yarn"
-                                            : "linear");
+    bool dynamic = scaling.type == tprt::RopeType::Dynamic;
+    ropeType = builder.getStringAttr(llama3    ? "llama3"
+                                     : yarn    ? "yarn"
+                                     : dynamic ? "dynamic"
+                                               : "linear");
     factor = builder.getF64FloatAttr(scaling.factor);
-    if (llama3 || yarn)
+    if (llama3 || yarn || dynamic)
       originalMax = builder.getI64IntegerAttr(scaling.originalMaxPositions);
     if (llama3) {
       lowFreqFactor = builder.getF64FloatAttr(scaling.lowFreqFactor);

@@ -132,6 +132,13 @@ VARIANTS = {
         "original_max_position_embeddings": 8192}),
     "llama_rope_linear": lambda: llama_rope({
         "rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}),
+    # Dynamic NTK scaling: default RoPE up to max_position_embeddings (8
+    # here, so the traced [2, 8] exports default tables), a larger base for
+    # longer sequences (the reference's 12 positions).
+    "llama_rope_dynamic": lambda: llama_with(
+        max_position_embeddings=8,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0,
+                         "factor": 2.0}),
     # Qwen2.5's long-context scaling: YaRN (factor 4 over 4096 original
     # positions: with head_dim 16 its ramp spans dimensions 2 to 6).
     "qwen2_rope_yarn": lambda: variant_of(qwen2, rope_parameters={
@@ -161,6 +168,9 @@ VARIANTS = {
         layer_types=["sliding_attention"] * 5 + ["full_attention"]),
 }
 ARCHS.update(VARIANTS)
+# Variants torch.export cannot trace (dynamic RoPE recomputes its
+# frequencies behind a data-dependent branch): TorchScript only.
+TORCHSCRIPT_ONLY = {"llama_rope_dynamic"}
 # Variants exported with the inner model under another name.
 VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
 # Checkpoints in bf16 / f16, as from_pretrained(dtype=...) builds them (the

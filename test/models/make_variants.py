@@ -47,7 +47,8 @@ def make_variant(name, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
         f.write(config.to_json_string())
-    generate.export_folded_and_dynamo(model, out)
+    generate.export_folded_and_dynamo(
+        model, out, dynamo_opsets=() if name in generate.TORCHSCRIPT_ONLY else (None,))
     ref = os.path.join(out, "ref")
     os.makedirs(ref, exist_ok=True)
     for i, (tag, shape) in enumerate(generate.REF_SHAPES.items()):

@@ -237,10 +237,11 @@ LogicalResult RotaryOp::verify() {
   // Each rope_type takes exactly its parameters.
   std::optional<StringRef> type = getRopeType();
   bool linear = type == "linear", llama3 = type == "llama3",
-       yarn = type == "yarn";
-  if (type && !linear && !llama3 && !yarn)
-    return emitOpError("rope_type '")
-           << *type << "' is not one tp-opt implements (linear, llama3, yarn)";
+       yarn = type == "yarn", dynamic = type == "dynamic";
+  if (type && !linear && !llama3 && !yarn && !dynamic)
+    return emitOpError("rope_type '") << *type
+                                      << "' is not one tp-opt implements "
+                                         "(linear, llama3, yarn, dynamic)";
   auto check = [&](StringRef name, Attribute attr, bool wanted,
                    double value) -> LogicalResult {
     if (!attr && wanted)
@@ -254,7 +255,8 @@ LogicalResult RotaryOp::verify() {
   auto value = [](std::optional<APFloat> v) {
     return v ? v->convertToDouble() : 0.0;
   };
-  if (failed(check("factor", getFactorAttr(), linear || llama3 || yarn,
+  if (failed(check("factor", getFactorAttr(),
+                   linear || llama3 || yarn || dynamic,
                    value(getFactor()))) ||
       failed(
           check("beta_fast", getBetaFastAttr(), yarn, value(getBetaFast()))) ||
@@ -267,7 +269,8 @@ LogicalResult RotaryOp::verify() {
       failed(check("high_freq_factor", getHighFreqFactorAttr(), llama3,
                    value(getHighFreqFactor()))) ||
       failed(check("original_max_position_embeddings",
-                   getOriginalMaxPositionEmbeddingsAttr(), llama3 || yarn,
+                   getOriginalMaxPositionEmbeddingsAttr(),
+                   llama3 || yarn || dynamic,
                    getOriginalMaxPositionEmbeddings().value_or(0))))
     return failure();
   if (getTruncateAttr() && !yarn)

@@ -118,7 +118,7 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
       .i64(rotaryDim ? rotaryDim.getInt() : 0)
       .f64(getTheta().convertToDouble())
       .flag(getInterleaved());
-  // tprt::RopeType: 0 default, 1 linear, 2 llama3, 3 yarn.
+  // tprt::RopeType: 0 default, 1 linear, 2 llama3, 3 yarn, 4 dynamic.
   std::optional<StringRef> type = getRopeType();
   auto value = [](std::optional<APFloat> v, double fallback) {
     return v ? v->convertToDouble() : fallback;
@@ -126,7 +126,8 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
   call.i64(!type               ? 0
            : *type == "linear" ? 1
            : *type == "llama3" ? 2
-                               : 3)
+           : *type == "yarn"   ? 3
+                               : 4)
       .f64(value(getFactor(), 1.0))
       .f64(value(getLowFreqFactor(), 1.0))
       .f64(value(getHighFreqFactor(), 4.0))

@@ -31,6 +31,11 @@ enum class RopeType : int64_t {
   /// original_max_position_embeddings; cos and sin scaled by
   /// attention_factor.
   Yarn = 3,
+  /// Dynamic NTK: unscaled up to max_position_embeddings (held in
+  /// originalMaxPositions) positions; for a longer sequence of length L the
+  /// base becomes theta * (factor * L / max - (factor - 1)) ^ (d / (d - 2)).
+  /// The frequencies depend on the sequence length.
+  Dynamic = 4,
 };
 
 struct RopeScaling {
@@ -46,10 +51,21 @@ struct RopeScaling {
   double attentionFactor = 1.0;
 };
 
-/// The `rotaryDim / 2` inverse frequencies of RoPE with base `theta`.
+/// The `rotaryDim / 2` inverse frequencies of RoPE with base `theta` for a
+/// sequence of `seqLen` positions (only Dynamic depends on it; 0: short).
 inline void ropeInverseFrequencies(float *out, int64_t rotaryDim, double theta,
-                                   const RopeScaling &s) {
+                                   const RopeScaling &s, int64_t seqLen = 0) {
   int64_t half = rotaryDim / 2;
+  if (s.type == RopeType::Dynamic && seqLen > s.originalMaxPositions) {
+    // transformers computes the new base on tensors: in float32.
+    float length = static_cast<float>(seqLen);
+    float grown = static_cast<float>(s.factor) * length /
+                      static_cast<float>(s.originalMaxPositions) -
+                  static_cast<float>(s.factor - 1);
+    float exponent = static_cast<float>(static_cast<double>(rotaryDim) /
+                                        (rotaryDim - 2));
+    theta = static_cast<float>(theta) * std::pow(grown, exponent);
+  }
   for (int64_t i = 0; i < half; ++i)
     out[i] = 1.0f / static_cast<float>(std::pow(
                         theta, static_cast<double>(2 * i) / rotaryDim));

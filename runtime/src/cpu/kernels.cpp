@@ -293,7 +293,7 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
   // As HF computes it: f32 inverse frequencies, f32 angle = position * freq.
-  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Yarn))
+  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Dynamic))
     fatal("rotary: unknown rope type " + std::to_string(ropeType));
   RopeScaling scaling{static_cast<RopeType>(ropeType),
                       factor,
@@ -307,7 +307,7 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   // HF multiplies cos and sin (in f32) by the attention factor.
   const float amplitude = static_cast<float>(attentionFactor);
   std::vector<float> freq(half);
-  ropeInverseFrequencies(freq.data(), rotaryDim, theta, scaling);
+  ropeInverseFrequencies(freq.data(), rotaryDim, theta, scaling, seq);
   std::vector<float> cosT(seq * half), sinT(seq * half);
   for (int64_t p = 0; p < seq; ++p)
     for (int64_t i = 0; i < half; ++i) {

@@ -201,9 +201,17 @@ func.func @rotary_theta(%x: tensor<2x8x64xf32>) {
 
 // -----
 
-func.func @rotary_dynamic(%x: tensor<2x8x64xf32>) {
-  // expected-error @+1 {{rope_type 'dynamic' is not one tp-opt implements (linear, llama3, yarn)}}
-  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "dynamic", factor = 4.0 : f64} : tensor<2x8x64xf32>
+func.func @rotary_longrope(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rope_type 'longrope' is not one tp-opt implements (linear, llama3, yarn, dynamic)}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "longrope", factor = 4.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_dynamic_params(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rope_type 'dynamic' needs original_max_position_embeddings}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "dynamic", factor = 2.0 : f64} : tensor<2x8x64xf32>
   return
 }
 

@@ -164,7 +164,13 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
       `original_max_position_embeddings` positions (floored and ceiled
       unless `truncate = false`), a ramp `r = clamp((i - low) / (high -
       low), 0, 1)` blends `f` into `f / factor` as `r f / factor + (1 - r)
-      f`; cos and sin are multiplied by `attention_factor`.
+      f`; cos and sin are multiplied by `attention_factor`;
+    - `dynamic` (dynamic NTK): unscaled while the sequence length `L` is at
+      most `original_max_position_embeddings` (the config's
+      `max_position_embeddings`), else with the base `theta * (factor * L /
+      original_max_position_embeddings - (factor - 1)) ^ (d / (d - 2))`
+      (`d` the rotated width): the frequencies follow the length of each
+      call, as transformers recomputes them per forward.
 
     With `transpose` the rotation is by the opposite angle (its transpose,
     the backward of the rotation; `attention_factor` still scales).
