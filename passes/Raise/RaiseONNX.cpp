@@ -619,10 +619,9 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
       std::optional<double> factor = params->getNumber("factor");
       std::optional<int64_t> max = json->getInteger("max_position_embeddings");
       if (!factor || !(*factor >= 1) || !max || *max <= 0) {
-        getOperation().emitError()
-            << "hf-config '" << hfConfig
-            << "': dynamic RoPE needs a factor >= 1 and "
-               "max_position_embeddings";
+        getOperation().emitError() << "hf-config '" << hfConfig
+                                   << "': dynamic RoPE needs a factor >= 1 and "
+                                      "max_position_embeddings";
         return failure();
       }
       tprt::RopeScaling dynamic;

@@ -256,8 +256,7 @@ LogicalResult RotaryOp::verify() {
     return v ? v->convertToDouble() : 0.0;
   };
   if (failed(check("factor", getFactorAttr(),
-                   linear || llama3 || yarn || dynamic,
-                   value(getFactor()))) ||
+                   linear || llama3 || yarn || dynamic, value(getFactor()))) ||
       failed(
           check("beta_fast", getBetaFastAttr(), yarn, value(getBetaFast()))) ||
       failed(

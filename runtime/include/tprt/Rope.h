@@ -62,8 +62,8 @@ inline void ropeInverseFrequencies(float *out, int64_t rotaryDim, double theta,
     float grown = static_cast<float>(s.factor) * length /
                       static_cast<float>(s.originalMaxPositions) -
                   static_cast<float>(s.factor - 1);
-    float exponent = static_cast<float>(static_cast<double>(rotaryDim) /
-                                        (rotaryDim - 2));
+    float exponent =
+        static_cast<float>(static_cast<double>(rotaryDim) / (rotaryDim - 2));
     theta = static_cast<float>(theta) * std::pow(grown, exponent);
   }
   for (int64_t i = 0; i < half; ++i)
