@@ -1,7 +1,8 @@
 //===- KernelUtils.h - what the CPU kernels share ---------------*- C++ -*-===//
 //
 // Operand checks and the OpenMP elementwise loops of the forward
-// (kernels.cpp) and backward (backward.cpp) kernels.
+// (kernels.cpp) and backward (backward.cpp) kernels; the shape checks
+// (AxisView, requireSplittable, AttentionShape) serve the CUDA kernels too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,20 +62,50 @@ Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
   return out;
 }
 
+/// x viewed as [outer, n, inner] around `axis`.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  AxisView(const Tensor &x, int64_t axis, const char *op) {
+    if (axis < 0 || axis >= x.rank())
+      fatal(std::string(op) + ": axis " + std::to_string(axis) + " of a rank-" +
+            std::to_string(x.rank()) + " tensor");
+    for (int64_t d = 0; d < x.rank(); ++d)
+      (d < axis ? outer : d == axis ? n : inner) *= x.dim(d);
+  }
+};
+
+/// What a reduce-scatter's indivisible dimension usually means.
+constexpr const char *kSequenceHint =
+    " (with sequence parallelism the sequence length must be a multiple of "
+    "tp)";
+
+/// Dimension `axis` of `x` splits into one block per rank; `hint` ends the
+/// message when it does not.
+inline void requireSplittable(const Tensor &x, const AxisView &v, int64_t axis,
+                              int64_t ranks, const char *op,
+                              const char *hint = "") {
+  if (v.n % ranks)
+    fatal(std::string(op) + ": dimension " + std::to_string(axis) + " of " +
+          x.describe() + " is not divisible by " + std::to_string(ranks) +
+          " ranks" + hint);
+}
+
 /// The shapes of an attention call (forward or backward), checked: q
 /// [B, Sq, heads * headDim], k and v [B, Skv, kvHeads * headDim], the key
-/// mask int64 [B, Skv] or undefined. Queries are the last Sq positions of
-/// the keys (Sq == Skv without a cache).
+/// mask int64 [B, Skv] or undefined, all on `device`. Queries are the last
+/// Sq positions of the keys (Sq == Skv without a cache).
 struct AttentionShape {
   int64_t batch, sq, skv, group, queryOffset;
   const int64_t *mask = nullptr;
 
   AttentionShape(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                 int64_t headDim, const char *op) {
-    requireF32(q, op, "q");
-    requireF32(k, op, "k");
-    requireF32(v, op, "v");
+                 int64_t headDim, const char *op, Device device = Device::CPU) {
+    for (auto [t, what] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}})
+      if (!t->defined() || t->dtype() != DType::F32 || t->device() != device)
+        fatal(std::string(op) + ": " + what + " must be an f32 tensor on " +
+              deviceName(device) + ", got " +
+              (t->defined() ? t->describe() : "nothing"));
     if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
         q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
         v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
@@ -89,8 +120,9 @@ struct AttentionShape {
     group = heads / kvHeads;
     queryOffset = skv - sq;
     if (keyMask.defined()) {
-      if (keyMask.dtype() != DType::I64 || keyMask.rank() != 2 ||
-          keyMask.dim(0) != batch || keyMask.dim(1) != skv)
+      if (keyMask.dtype() != DType::I64 || keyMask.device() != device ||
+          keyMask.rank() != 2 || keyMask.dim(0) != batch ||
+          keyMask.dim(1) != skv)
         fatal(std::string(op) + ": key mask " + keyMask.describe() +
               " is not int64 [batch, seq_kv]");
       mask = keyMask.i64();

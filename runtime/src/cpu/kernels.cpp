@@ -82,22 +82,6 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
   return out;
 }
 
-namespace {
-
-/// x viewed as [outer, n, inner] around `axis`.
-struct AxisView {
-  int64_t outer = 1, n = 1, inner = 1;
-  AxisView(const Tensor &x, int64_t axis, const char *op) {
-    if (axis < 0 || axis >= x.rank())
-      fatal(std::string(op) + ": axis " + std::to_string(axis) + " of a rank-" +
-            std::to_string(x.rank()) + " tensor");
-    for (int64_t d = 0; d < x.rank(); ++d)
-      (d < axis ? outer : d == axis ? n : inner) *= x.dim(d);
-  }
-};
-
-} // namespace
-
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   TPRT_ON_CUDA(ctx, all_gather(ctx, x, axis))
   requireF32(x, "all_gather", "the input");
@@ -124,11 +108,7 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   requireF32(x, "reduce_scatter_sum", "the input");
   AxisView v(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
-  if (v.n % ranks)
-    fatal("reduce_scatter_sum: dimension " + std::to_string(axis) + " of " +
-          x.describe() + " is not divisible by " + std::to_string(ranks) +
-          " ranks (with sequence parallelism the sequence length must be a "
-          "multiple of tp)");
+  requireSplittable(x, v, axis, ranks, "reduce_scatter_sum", kSequenceHint);
   // Pack so that rank r's slice of every outer row is contiguous.
   int64_t chunk = v.n / ranks * v.inner;
   Tensor packed = Tensor::uninitialized(DType::F32, {ranks, v.outer * chunk});
@@ -150,10 +130,7 @@ Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
   requireF32(x, "all_slice", "the input");
   AxisView v(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
-  if (v.n % ranks)
-    fatal("all_slice: dimension " + std::to_string(axis) + " of " +
-          x.describe() + " is not divisible by " + std::to_string(ranks) +
-          " ranks");
+  requireSplittable(x, v, axis, ranks, "all_slice");
   std::vector<int64_t> shape = x.shape();
   shape[axis] /= ranks;
   Tensor out = Tensor::uninitialized(DType::F32, shape);

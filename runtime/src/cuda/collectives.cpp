@@ -7,23 +7,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "Runtime.h"
+#include "cpu/KernelUtils.h"
 
 namespace tprt {
 namespace cuda {
 namespace {
 
-/// x viewed as [outer, n, inner] around `axis`.
-struct AxisView {
-  int64_t outer = 1, n = 1, inner = 1;
-  AxisView(const Tensor &x, int64_t axis, const char *op) {
-    requireGpu(x, DType::F32, op, "the input");
-    if (axis < 0 || axis >= x.rank())
-      fatal(std::string(op) + ": axis " + std::to_string(axis) + " of a rank-" +
-            std::to_string(x.rank()) + " tensor");
-    for (int64_t d = 0; d < x.rank(); ++d)
-      (d < axis ? outer : d == axis ? n : inner) *= x.dim(d);
-  }
-};
+/// x, an f32 tensor on the GPU, viewed around `axis` (cpu/KernelUtils.h).
+AxisView gpuAxisView(const Tensor &x, int64_t axis, const char *op) {
+  requireGpu(x, DType::F32, op, "the input");
+  return AxisView(x, axis, op);
+}
 
 /// `rows` runs of `run` floats, `srcPitch` and `dstPitch` floats apart.
 void copyRuns(float *dst, int64_t dstPitch, const float *src, int64_t srcPitch,
@@ -47,7 +41,7 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
 }
 
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
-  AxisView v(x, axis, "all_gather");
+  AxisView v = gpuAxisView(x, axis, "all_gather");
   int64_t ranks = ctx.tp().size(), numel = x.numel();
   Tensor blocks =
       Tensor::uninitialized(DType::F32, {ranks, numel}, Device::CUDA);
@@ -66,13 +60,9 @@ Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
-  AxisView v(x, axis, "reduce_scatter_sum");
+  AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
-  if (v.n % ranks)
-    fatal("reduce_scatter_sum: dimension " + std::to_string(axis) + " of " +
-          x.describe() + " is not divisible by " + std::to_string(ranks) +
-          " ranks (with sequence parallelism the sequence length must be a "
-          "multiple of tp)");
+  requireSplittable(x, v, axis, ranks, "reduce_scatter_sum", kSequenceHint);
   int64_t chunk = v.n / ranks * v.inner;
   std::vector<int64_t> shape = x.shape();
   shape[axis] /= ranks;
@@ -91,12 +81,9 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
-  AxisView v(x, axis, "all_slice");
+  AxisView v = gpuAxisView(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
-  if (v.n % ranks)
-    fatal("all_slice: dimension " + std::to_string(axis) + " of " +
-          x.describe() + " is not divisible by " + std::to_string(ranks) +
-          " ranks");
+  requireSplittable(x, v, axis, ranks, "all_slice");
   std::vector<int64_t> shape = x.shape();
   shape[axis] /= ranks;
   Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);

@@ -10,6 +10,7 @@
 
 #include "Runtime.h"
 #include "Tiling.h"
+#include "cpu/KernelUtils.h"
 
 #include <climits>
 #include <cmath>
@@ -352,32 +353,16 @@ void runAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                   int64_t headDim, double scale, bool causal, int64_t window,
                   double softcap, const char *op, float *out, const float *dout,
                   float *lse, float *delta) {
-  requireGpu(q, DType::F32, op, "q");
-  requireGpu(k, DType::F32, op, "k");
-  requireGpu(v, DType::F32, op, "v");
-  if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
-      q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
-      v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
-      heads % kvHeads != 0)
-    fatal(std::string(op) + ": q " + q.describe() + ", k " + k.describe() +
-          ", v " + v.describe() + " do not match " + std::to_string(heads) +
-          " heads, " + std::to_string(kvHeads) + " KV heads of " +
-          std::to_string(headDim));
-  if (headDim > 256 || heads > 65535 || q.dim(0) > 65535)
+  AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim, op,
+                       Device::CUDA);
+  if (headDim > 256 || heads > 65535 || shape.batch > 65535)
     fatal(std::string(op) +
           ": the CUDA kernel takes head_dim <= 256, at most 65535 heads and "
           "65535 batch rows, got " +
           std::to_string(headDim) + ", " + std::to_string(heads) + " and " +
-          std::to_string(q.dim(0)));
-  int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1);
-  const int64_t *mask = nullptr;
-  if (keyMask.defined()) {
-    requireGpu(keyMask, DType::I64, op, "the key mask");
-    if (keyMask.rank() != 2 || keyMask.dim(0) != batch || keyMask.dim(1) != skv)
-      fatal(std::string(op) + ": key mask " + keyMask.describe() +
-            " is not int64 [batch, seq_kv]");
-    mask = keyMask.i64();
-  }
+          std::to_string(shape.batch));
+  int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv;
+  const int64_t *mask = shape.mask;
   if (batch == 0 || sq == 0 || heads == 0)
     return;
   const int64_t tile = kAttentionKeyTile, rows = kAttentionRowsPerBlock;
