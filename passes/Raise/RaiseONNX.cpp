@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Raiser.h"
+#include "tpopt/Plan/Architecture.h"
 #include "tpopt/Plan/Plan.h"
 
 #include "tpopt/Passes.h"
@@ -380,6 +381,39 @@ LogicalResult Raiser::visit(NodeOp node) {
   return success();
 }
 
+std::string Raiser::describeArchitecture(func::FuncOp source,
+                                         StringRef configModelType) {
+  if (!configModelType.empty()) {
+    if (const Architecture *arch =
+            lookupArchitectureByModelType(configModelType))
+      return ("a " + arch->name + " model (model_type '" + configModelType +
+              "' in --hf-config)")
+          .str();
+    return ("a model of model_type '" + configModelType +
+            "' (--hf-config), which tp-opt does not compile")
+        .str();
+  }
+  ArchitectureTraits traits;
+  for (unsigned i = 0; i < source.getNumArguments(); ++i) {
+    auto name = source.getArgAttrOfType<StringAttr>(
+        i, onnx_ir::ONNXDialect::kNameAttrName);
+    if (!name)
+      continue;
+    StringRef n = name.getValue();
+    traits.mamba |= n.ends_with("A_log");
+    traits.backboneNames |= n.starts_with("backbone.");
+    traits.qkNorm |= n.contains(".q_norm.");
+    // Gemma's sandwich norms: only its layers have them.
+    traits.normWeightOffset |= n.contains("pre_feedforward_layernorm");
+    traits.embeddingScale |= n.contains("pre_feedforward_layernorm");
+    traits.attentionBias |= n.ends_with("self_attn.q_proj.bias");
+    traits.outputProjectionBias |= n.ends_with("self_attn.o_proj.bias");
+  }
+  return ("a " + recognizeArchitecture(traits).name +
+          " graph (as its parameter names suggest)")
+      .str();
+}
+
 LogicalResult Raiser::run() {
   // The new function starts with the source's arguments; unused ones are
   // dropped at the end.
@@ -574,10 +608,13 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
     }
     std::optional<tprt::RopeScaling> configRope;
     double configTheta = 0;
-    if (!hfConfig.empty() && failed(readConfigRope(configRope, configTheta)))
+    std::string modelType;
+    if (!hfConfig.empty() &&
+        failed(readConfigRope(configRope, configTheta, modelType)))
       return signalPassFailure();
     for (func::FuncOp func : graphs) {
-      Raiser raiser(func, probeBatch, probeSeq, trace, configRope, configTheta);
+      Raiser raiser(func, probeBatch, probeSeq, trace, configRope, configTheta,
+                    modelType);
       if (failed(raiser.run()))
         return signalPassFailure();
     }
@@ -585,13 +622,14 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
     getOperation()->removeAttr("onnx.opset_import");
   }
 
-  /// YaRN's parameters from the config's rope_parameters (or rope_scaling),
+  /// The config's model_type; YaRN's parameters from the config's
+  /// rope_parameters (or rope_scaling),
   /// with transformers' defaults (_compute_yarn_parameters), and dynamic
   /// NTK's (factor, max_position_embeddings): neither can be read off the
   /// tables (an export traced at a short length holds dynamic's unscaled
   /// ones); nothing for the other types, which the tables show.
   LogicalResult readConfigRope(std::optional<tprt::RopeScaling> &rope,
-                               double &theta) {
+                               double &theta, std::string &modelType) {
     llvm::Expected<llvm::json::Object> file = readJSONObject(hfConfig);
     if (!file) {
       getOperation().emitError()
@@ -599,6 +637,10 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
       return failure();
     }
     const llvm::json::Object *json = &*file;
+    // The architecture, for errors (CheckHFConfig checks it against the
+    // raised graph).
+    if (std::optional<StringRef> type = json->getString("model_type"))
+      modelType = type->str();
     if (const llvm::json::Object *text = json->getObject("text_config"))
       json = text;
     const llvm::json::Object *params = json->getObject("rope_parameters");

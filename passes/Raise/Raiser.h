@@ -185,10 +185,11 @@ class Raiser {
 public:
   Raiser(func::FuncOp source, int64_t probeBatch, int64_t probeSeq, bool trace,
          std::optional<tprt::RopeScaling> configRope = std::nullopt,
-         double configTheta = 0)
+         double configTheta = 0, StringRef configModelType = "")
       : source(source), ctx(source.getContext()), builder(ctx),
         probeBatch(probeBatch), probeSeq(probeSeq), trace(trace),
-        configRope(configRope), configTheta(configTheta) {}
+        configRope(configRope), configTheta(configTheta),
+        architecture(describeArchitecture(source, configModelType)) {}
 
   LogicalResult run();
 
@@ -200,8 +201,14 @@ public:
                 << node.getOpType() << ", scope '"
                 << (scope.empty() ? std::string("<none>") : scope) << "'"
                 << decoderBlockOf(scope) << "): ";
+    diag.attachNote() << "while raising " << architecture;
     return diag;
   }
+  /// What is being raised, for errors: the architecture --hf-config's
+  /// model_type names, else the one the graph's parameter names suggest (the
+  /// registry's traits, read off the names before any op is raised).
+  static std::string describeArchitecture(func::FuncOp source,
+                                          StringRef configModelType);
   /// Which decoder block a scope is in (", layer 3's block 'self_attn'"),
   /// with what tp-opt knows it cannot raise there.
   static std::string decoderBlockOf(StringRef scope) {
@@ -385,6 +392,8 @@ public:
   /// (YaRN), with its base.
   std::optional<tprt::RopeScaling> configRope;
   double configTheta;
+  /// "a qwen3 graph (as its parameter names suggest)", for errors.
+  std::string architecture;
   Type elementType;
   func::FuncOp target;
   /// Node-based so that pointers to abstract values survive insertions.

@@ -55,6 +55,7 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},
     %w: tensor<8x4xf32> {onnx.name = "onnx::MatMul_3", tp.source = #tp.source<initializer = "onnx::MatMul_3", file = "m.onnx", offset = 256, length = 128, transposed = false>}) -> tensor<?x?x4xf32> {
   %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  // expected-note @+2 {{while raising a llama graph (as its parameter names suggest)}}
   // expected-error @+1 {{cannot raise node '/model/up/MatMul' (MatMul, scope 'model.up'): weight 'tensor<8x4xf32>' does not take 4 input features}}
   %mm = onnx.node "MatMul"(%h, %w) {domain = "", name = "/model/up/MatMul", onnx_attrs = {}, scope = "model.up"} : (tensor<*xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
   return %mm : tensor<?x?x4xf32>
@@ -74,6 +75,7 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
   %bias = onnx.node "Constant"() {domain = "", name = "/model/attn/Constant_1", onnx_attrs = {value = dense<0.5> : tensor<f32>}, scope = "model.attn"} : () -> tensor<f32>
   %masked = onnx.node "Add"(%scores, %bias) {domain = "", name = "/model/attn/Add", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
   %p = onnx.node "Softmax"(%masked) {domain = "", name = "/model/attn/Softmax", onnx_attrs = {axis = -1 : i64}, scope = "model.attn"} : (tensor<*xf32>) -> tensor<*xf32>
+  // expected-note @+2 {{while raising a llama graph (as its parameter names suggest)}}
   // expected-error @+1 {{cannot raise node '/model/attn/MatMul_1' (MatMul, scope 'model.attn'): the attention mask adds values other than 0 and a large negative number}}
   %o = onnx.node "MatMul"(%p, %q) {domain = "", name = "/model/attn/MatMul_1", onnx_attrs = {}, scope = "model.attn"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<?x?x4xf32>
   return %o : tensor<?x?x4xf32>
@@ -127,7 +129,22 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
 func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>}) -> tensor<?x?x4xf32> {
   %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  // expected-note @+2 {{while raising a llama graph (as its parameter names suggest)}}
   // expected-error @+1 {{cannot raise node '/model/layers.2/self_attn/qkv_proj/Celu' (Celu, scope 'model.layers.2.self_attn.qkv_proj', layer 2's block 'self_attn.qkv_proj': a fused projection (Phi-3, Falcon, GPT-NeoX), which tp-opt does not raise): no building block matches it}}
   %c = onnx.node "Celu"(%h) {domain = "", name = "/model/layers.2/self_attn/qkv_proj/Celu", onnx_attrs = {}, scope = "model.layers.2.self_attn.qkv_proj"} : (tensor<*xf32>) -> tensor<?x?x4xf32>
+  return %c : tensor<?x?x4xf32>
+}
+
+// -----
+
+// The architecture in the note is the one the parameter names suggest
+// (per-head q/k norms: Qwen3), before any op is raised.
+func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+    %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+    %qn: tensor<4xf32> {onnx.name = "model.layers.0.self_attn.q_norm.weight", tp.source = #tp.source<initializer = "model.layers.0.self_attn.q_norm.weight", file = "m.onnx", offset = 256, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
+  %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
+  // expected-note @+2 {{while raising a qwen3 graph (as its parameter names suggest)}}
+  // expected-error @+1 {{cannot raise node '/model/layers.0/mlp/Celu' (Celu, scope 'model.layers.0.mlp', layer 0's block 'mlp'): no building block matches it}}
+  %c = onnx.node "Celu"(%h) {domain = "", name = "/model/layers.0/mlp/Celu", onnx_attrs = {}, scope = "model.layers.0.mlp"} : (tensor<*xf32>) -> tensor<?x?x4xf32>
   return %c : tensor<?x?x4xf32>
 }
