@@ -125,6 +125,12 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
     } else if (auto *s = std::get_if<std::string>(&arg)) {
       attr = emitc::OpaqueAttr::get(
           ctx, kind == RuntimeArg::CString ? quoted(*s) : *s);
+    } else if (auto *reals = std::get_if<SmallVector<double>>(&arg)) {
+      // Round-trip precision: the runtime gets the attribute's doubles.
+      std::string list = "{";
+      for (auto [k, d] : llvm::enumerate(*reals))
+        list += (k ? ", " : "") + llvm::formatv("{0:e16}", d).str();
+      attr = emitc::OpaqueAttr::get(ctx, list + "}");
     } else {
       std::string shape = "{";
       for (auto [k, d] : llvm::enumerate(std::get<SmallVector<int64_t>>(arg)))

@@ -156,11 +156,11 @@ struct TPCheckHFConfigPass
     };
     auto supported = [&](StringRef type) -> LogicalResult {
       if (type == "default" || type == "linear" || type == "llama3" ||
-          type == "yarn" || type == "dynamic")
+          type == "yarn" || type == "dynamic" || type == "longrope")
         return success();
       return fail("rope_type '" + type +
                   "' is not supported yet (tp-opt implements default, "
-                  "linear, llama3, yarn and dynamic)");
+                  "linear, llama3, yarn, dynamic and longrope)");
     };
     // Per layer type (Gemma3: linear scaling on the global layers of its
     // larger checkpoints), or one set of parameters for every layer.

@@ -85,7 +85,9 @@ void ConfigReader::readAttention(AttentionOp att) {
     if (std::optional<StringRef> type = rot.getRopeType();
         type && !config.ropeType) {
       config.ropeType = type->str();
-      config.ropeFactor = rot.getFactor()->convertToDouble();
+      // LongRoPE has per-pair factors instead.
+      if (std::optional<APFloat> factor = rot.getFactor())
+        config.ropeFactor = factor->convertToDouble();
     }
   }
 }

@@ -622,6 +622,57 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
     getOperation()->removeAttr("onnx.opset_import");
   }
 
+  /// LongRoPE's parameters as _compute_longrope_parameters reads them: the
+  /// per-pair factors, the original length, and the attention factor (given,
+  /// or sqrt(1 + ln(factor) / ln(original)) with factor defaulting to
+  /// max_position_embeddings / original).
+  LogicalResult readLongrope(const llvm::json::Object &json,
+                             const llvm::json::Object &params,
+                             std::optional<tprt::RopeScaling> &rope,
+                             double &theta) {
+    auto fail = [&](const Twine &what) {
+      getOperation().emitError()
+          << "hf-config '" << hfConfig << "': longrope " << what;
+      return failure();
+    };
+    tprt::RopeScaling longrope;
+    longrope.type = tprt::RopeType::Longrope;
+    for (auto [key, into] : {std::pair{"short_factor", &longrope.shortFactor},
+                             std::pair{"long_factor", &longrope.longFactor}}) {
+      const llvm::json::Array *list = params.getArray(key);
+      if (!list)
+        return fail(Twine("needs ") + key);
+      for (const llvm::json::Value &v : *list) {
+        std::optional<double> f = v.getAsNumber();
+        if (!f || !(*f > 0))
+          return fail(Twine(key) + " must hold positive numbers");
+        into->push_back(*f);
+      }
+    }
+    std::optional<int64_t> original =
+        params.getInteger("original_max_position_embeddings");
+    if (!original || *original <= 1)
+      return fail("needs original_max_position_embeddings");
+    longrope.originalMaxPositions = *original;
+    std::optional<double> factor = params.getNumber("factor");
+    if (!factor) {
+      std::optional<int64_t> max = json.getInteger("max_position_embeddings");
+      if (!max)
+        return fail("needs factor or max_position_embeddings");
+      factor = static_cast<double>(*max) / *original;
+    }
+    std::optional<double> attention = params.getNumber("attention_factor");
+    longrope.attentionFactor =
+        attention ? *attention
+        : *factor <= 1.0
+            ? 1.0
+            : std::sqrt(1 + std::log(*factor) / std::log(*original));
+    if (theta <= 0)
+      return fail("needs rope_theta");
+    rope = longrope;
+    return success();
+  }
+
   /// The config's model_type; YaRN's parameters from the config's
   /// rope_parameters (or rope_scaling),
   /// with transformers' defaults (_compute_yarn_parameters), and dynamic
@@ -673,6 +724,8 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
       rope = dynamic;
       return success();
     }
+    if (type == StringRef("longrope"))
+      return readLongrope(*json, *params, rope, theta);
     if (type != StringRef("yarn"))
       return success();
     auto fail = [&](const Twine &what) {

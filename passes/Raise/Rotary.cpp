@@ -91,7 +91,11 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   auto check = [&](double theta, const tprt::RopeScaling &scaling)
       -> FailureOr<std::optional<Mismatch>> {
     SmallVector<float> freq(half);
-    tprt::ropeInverseFrequencies(freq.data(), d, theta, scaling);
+    // LongRoPE's export picks its factors by the traced length (a Where
+    // on it): the probe's. Dynamic NTK's holds unscaled tables.
+    tprt::ropeInverseFrequencies(
+        freq.data(), d, theta, scaling,
+        scaling.type == tprt::RopeType::Longrope ? probeSeq : 0);
     float amplitude = static_cast<float>(scaling.attentionFactor);
     for (int64_t b = 0; b < probeBatch; ++b)
       for (int64_t p = 0; p < probeSeq; ++p)
@@ -156,9 +160,10 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     if (configTheta > 0)
       candidates.push_back({configTheta, {}});
   }
-  // YaRN's ramp is set by parameters the tables cannot tell apart, and
-  // dynamic NTK's tables are unscaled at the traced length: taken from
-  // --hf-config, dynamic first (unscaled RoPE matches its tables too).
+  // YaRN's ramp and LongRoPE's factors are parameters the tables cannot
+  // tell apart, and dynamic NTK's tables are unscaled at the traced length:
+  // taken from --hf-config, dynamic first (unscaled RoPE matches its tables
+  // too).
   if (configRope && configRope->type == tprt::RopeType::Dynamic)
     candidates.insert(candidates.begin(), {configTheta, *configRope});
   else if (configRope)
@@ -185,13 +190,14 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
            << m.c << ", sin " << m.s
            << "), nor linear or llama3 scaling with parameters read from the "
               "tables"
-           << (configRope ? ", nor the config's yarn scaling"
-                          : " (yarn needs --hf-config; other rope types are "
-                            "not supported yet)");
+           << (configRope ? ", nor the config's scaling"
+                          : " (yarn, dynamic and longrope need --hf-config; "
+                            "other rope types are not supported yet)");
   }
   StringAttr ropeType;
   FloatAttr factor, lowFreqFactor, highFreqFactor, betaFast, betaSlow,
       attentionFactor;
+  DenseF64ArrayAttr shortFactor, longFactor;
   IntegerAttr originalMax;
   BoolAttr truncate;
   const tprt::RopeScaling &scaling = found->scaling;
@@ -199,12 +205,20 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     bool llama3 = scaling.type == tprt::RopeType::Llama3;
     bool yarn = scaling.type == tprt::RopeType::Yarn;
     bool dynamic = scaling.type == tprt::RopeType::Dynamic;
-    ropeType = builder.getStringAttr(llama3    ? "llama3"
-                                     : yarn    ? "yarn"
-                                     : dynamic ? "dynamic"
-                                               : "linear");
-    factor = builder.getF64FloatAttr(scaling.factor);
-    if (llama3 || yarn || dynamic)
+    bool longrope = scaling.type == tprt::RopeType::Longrope;
+    ropeType = builder.getStringAttr(llama3     ? "llama3"
+                                     : yarn     ? "yarn"
+                                     : dynamic  ? "dynamic"
+                                     : longrope ? "longrope"
+                                                : "linear");
+    if (!longrope)
+      factor = builder.getF64FloatAttr(scaling.factor);
+    if (longrope) {
+      shortFactor = builder.getDenseF64ArrayAttr(scaling.shortFactor);
+      longFactor = builder.getDenseF64ArrayAttr(scaling.longFactor);
+      attentionFactor = builder.getF64FloatAttr(scaling.attentionFactor);
+    }
+    if (llama3 || yarn || dynamic || longrope)
       originalMax = builder.getI64IntegerAttr(scaling.originalMaxPositions);
     if (llama3) {
       lowFreqFactor = builder.getF64FloatAttr(scaling.lowFreqFactor);
@@ -223,7 +237,7 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
       builder.getI64IntegerAttr(d), builder.getF64FloatAttr(found->theta),
       IntegerAttr(), UnitAttr(), ropeType, factor, lowFreqFactor,
       highFreqFactor, originalMax, betaFast, betaSlow, truncate,
-      attentionFactor, UnitAttr());
+      attentionFactor, UnitAttr(), shortFactor, longFactor);
   Activation result = x;
   result.value = y;
   out = makeAct(result, cosPart.shape);

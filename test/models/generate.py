@@ -135,6 +135,15 @@ VARIANTS = {
     # Dynamic NTK scaling: default RoPE up to max_position_embeddings (8
     # here, so the traced [2, 8] exports default tables), a larger base for
     # longer sequences (the reference's 12 positions).
+    # LongRoPE (Phi-3's type): per-pair factors, short up to 8 positions,
+    # long beyond (the references' 12).
+    "llama_rope_longrope": lambda: llama_with(
+        max_position_embeddings=16,
+        rope_parameters={
+            "rope_type": "longrope", "rope_theta": 10000.0,
+            "original_max_position_embeddings": 8,
+            "short_factor": [1.0, 1.1, 1.2, 1.3, 1.5, 1.8, 2.0, 2.5],
+            "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]}),
     "llama_rope_dynamic": lambda: llama_with(
         max_position_embeddings=8,
         rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0,
@@ -169,8 +178,11 @@ VARIANTS = {
 }
 ARCHS.update(VARIANTS)
 # Variants torch.export cannot trace (dynamic RoPE recomputes its
-# frequencies behind a data-dependent branch): TorchScript only.
+# frequencies behind a data-dependent branch): TorchScript only; and those
+# the TorchScript exporter cannot (LongRoPE copies its choice of factors
+# into the inv_freq buffer, aten::copy_): dynamo only.
 TORCHSCRIPT_ONLY = {"llama_rope_dynamic"}
+DYNAMO_ONLY = {"llama_rope_longrope"}
 # Variants exported with the inner model under another name.
 VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
 # Checkpoints in bf16 / f16, as from_pretrained(dtype=...) builds them (the
@@ -232,7 +244,7 @@ def build(arch, attn="eager"):
     return config, hf
 
 
-def export_folded_and_dynamo(model, out, dynamo_opsets=(None,)):
+def export_folded_and_dynamo(model, out, dynamo_opsets=(None,), torchscript=True):
     """`model` (a LogitsOnly) exported to out/ts_fold.onnx (TorchScript,
     opset 17, constant folding) and, per entry of `dynamo_opsets`, to
     out/dynamo.onnx (the dynamo exporter's default opset: None) or
@@ -244,9 +256,10 @@ def export_folded_and_dynamo(model, out, dynamo_opsets=(None,)):
     axes = {n: {0: "batch", 1: "seq"}
             for n in ["input_ids", "attention_mask", "logits"]}
     with contextlib.redirect_stdout(io.StringIO()):
-        torch.onnx.export(model, (ids, mask), os.path.join(out, "ts_fold.onnx"),
-                          dynamo=False, opset_version=17,
-                          do_constant_folding=True, dynamic_axes=axes, **names)
+        if torchscript:
+            torch.onnx.export(model, (ids, mask), os.path.join(out, "ts_fold.onnx"),
+                              dynamo=False, opset_version=17,
+                              do_constant_folding=True, dynamic_axes=axes, **names)
         for opset in dynamo_opsets:
             extra = {} if opset is None else {"opset_version": opset}
             program = torch.onnx.export(

@@ -147,6 +147,8 @@ StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
     return "tprt::DType";
   case RuntimeArg::Shape:
     return "std::vector<int64_t>";
+  case RuntimeArg::Reals:
+    return "std::vector<double>";
   }
   return "";
 }
@@ -177,6 +179,8 @@ static bool matches(const RuntimeCall::Arg &arg, RuntimeArg kind) {
     return std::holds_alternative<std::string>(arg);
   case RuntimeArg::Shape:
     return std::holds_alternative<SmallVector<int64_t>>(arg);
+  case RuntimeArg::Reals:
+    return std::holds_alternative<SmallVector<double>>(arg);
   }
   return false;
 }

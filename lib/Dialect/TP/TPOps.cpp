@@ -237,11 +237,27 @@ LogicalResult RotaryOp::verify() {
   // Each rope_type takes exactly its parameters.
   std::optional<StringRef> type = getRopeType();
   bool linear = type == "linear", llama3 = type == "llama3",
-       yarn = type == "yarn", dynamic = type == "dynamic";
-  if (type && !linear && !llama3 && !yarn && !dynamic)
-    return emitOpError("rope_type '") << *type
-                                      << "' is not one tp-opt implements "
-                                         "(linear, llama3, yarn, dynamic)";
+       yarn = type == "yarn", dynamic = type == "dynamic",
+       longrope = type == "longrope";
+  if (type && !linear && !llama3 && !yarn && !dynamic && !longrope)
+    return emitOpError("rope_type '")
+           << *type
+           << "' is not one tp-opt implements (linear, llama3, yarn, "
+              "dynamic, longrope)";
+  // LongRoPE's factors: one per rotated pair, positive.
+  for (auto [name, factors] : {std::pair{"short_factor", getShortFactorAttr()},
+                               std::pair{"long_factor", getLongFactorAttr()}}) {
+    if (!factors && longrope)
+      return emitOpError("rope_type 'longrope' needs ") << name;
+    if (factors && !longrope)
+      return emitOpError(name) << " without a rope_type that takes it";
+    if (factors && static_cast<int64_t>(factors.size()) != rotaryDim / 2)
+      return emitOpError(name) << " has " << factors.size() << " factors for "
+                               << rotaryDim / 2 << " rotated pairs";
+    if (factors &&
+        llvm::any_of(factors.asArrayRef(), [](double f) { return !(f > 0); }))
+      return emitOpError(name) << " must be positive";
+  }
   auto check = [&](StringRef name, Attribute attr, bool wanted,
                    double value) -> LogicalResult {
     if (!attr && wanted)
@@ -261,15 +277,15 @@ LogicalResult RotaryOp::verify() {
           check("beta_fast", getBetaFastAttr(), yarn, value(getBetaFast()))) ||
       failed(
           check("beta_slow", getBetaSlowAttr(), yarn, value(getBetaSlow()))) ||
-      failed(check("attention_factor", getAttentionFactorAttr(), yarn,
-                   value(getAttentionFactor()))) ||
+      failed(check("attention_factor", getAttentionFactorAttr(),
+                   yarn || longrope, value(getAttentionFactor()))) ||
       failed(check("low_freq_factor", getLowFreqFactorAttr(), llama3,
                    value(getLowFreqFactor()))) ||
       failed(check("high_freq_factor", getHighFreqFactorAttr(), llama3,
                    value(getHighFreqFactor()))) ||
       failed(check("original_max_position_embeddings",
                    getOriginalMaxPositionEmbeddingsAttr(),
-                   llama3 || yarn || dynamic,
+                   llama3 || yarn || dynamic || longrope,
                    getOriginalMaxPositionEmbeddings().value_or(0))))
     return failure();
   if (getTruncateAttr() && !yarn)

@@ -103,9 +103,23 @@ LogicalResult RmsNormOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kRotaryParams[] = {
-    kTensor, kI64, kI64, kF64, kBool, kI64, kF64, kF64,
-    kF64,    kI64, kF64, kF64, kBool, kF64, kBool};
+static constexpr RuntimeArg kRotaryParams[] = {kTensor,
+                                               kI64,
+                                               kI64,
+                                               kF64,
+                                               kBool,
+                                               kI64,
+                                               kF64,
+                                               kF64,
+                                               kF64,
+                                               kI64,
+                                               kF64,
+                                               kF64,
+                                               kBool,
+                                               kF64,
+                                               kBool,
+                                               RuntimeArg::Reals,
+                                               RuntimeArg::Reals};
 static constexpr RuntimeSignature kRotary[] = {{"tprt::rotary", kRotaryParams}};
 
 ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }
@@ -118,16 +132,18 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
       .i64(rotaryDim ? rotaryDim.getInt() : 0)
       .f64(getTheta().convertToDouble())
       .flag(getInterleaved());
-  // tprt::RopeType: 0 default, 1 linear, 2 llama3, 3 yarn, 4 dynamic.
+  // tprt::RopeType: 0 default, 1 linear, 2 llama3, 3 yarn, 4 dynamic,
+  // 5 longrope.
   std::optional<StringRef> type = getRopeType();
   auto value = [](std::optional<APFloat> v, double fallback) {
     return v ? v->convertToDouble() : fallback;
   };
-  call.i64(!type               ? 0
-           : *type == "linear" ? 1
-           : *type == "llama3" ? 2
-           : *type == "yarn"   ? 3
-                               : 4)
+  call.i64(!type                ? 0
+           : *type == "linear"  ? 1
+           : *type == "llama3"  ? 2
+           : *type == "yarn"    ? 3
+           : *type == "dynamic" ? 4
+                                : 5)
       .f64(value(getFactor(), 1.0))
       .f64(value(getLowFreqFactor(), 1.0))
       .f64(value(getHighFreqFactor(), 4.0))
@@ -137,6 +153,10 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
       .flag(getTruncate().value_or(true))
       .f64(value(getAttentionFactor(), 1.0))
       .flag(getTranspose());
+  auto factors = [](DenseF64ArrayAttr attr) {
+    return attr ? attr.asArrayRef() : ArrayRef<double>();
+  };
+  call.reals(factors(getShortFactorAttr())).reals(factors(getLongFactorAttr()));
   return success();
 }
 

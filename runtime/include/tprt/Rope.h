@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace tprt {
 
@@ -36,6 +37,10 @@ enum class RopeType : int64_t {
   /// base becomes theta * (factor * L / max - (factor - 1)) ^ (d / (d - 2)).
   /// The frequencies depend on the sequence length.
   Dynamic = 4,
+  /// LongRoPE: frequency i divided by shortFactor[i] up to
+  /// original_max_position_embeddings positions, by longFactor[i] beyond;
+  /// cos and sin scaled by attention_factor.
+  Longrope = 5,
 };
 
 struct RopeScaling {
@@ -47,8 +52,11 @@ struct RopeScaling {
   double betaFast = 32.0;
   double betaSlow = 1.0;
   bool truncate = true;
-  /// Multiplies cos and sin (YaRN's mscale); 1 for the other types.
+  /// Multiplies cos and sin (YaRN's mscale, LongRoPE's); 1 for the other
+  /// types.
   double attentionFactor = 1.0;
+  /// LongRoPE's per-pair factors.
+  std::vector<double> shortFactor, longFactor;
 };
 
 /// The `rotaryDim / 2` inverse frequencies of RoPE with base `theta` for a
@@ -69,7 +77,15 @@ inline void ropeInverseFrequencies(float *out, int64_t rotaryDim, double theta,
   for (int64_t i = 0; i < half; ++i)
     out[i] = 1.0f / static_cast<float>(std::pow(
                         theta, static_cast<double>(2 * i) / rotaryDim));
-  if (s.type == RopeType::Linear) {
+  if (s.type == RopeType::Longrope) {
+    // 1 / (ext * base ^ (2i / d)), in float32 as transformers computes it.
+    const std::vector<double> &ext =
+        seqLen > s.originalMaxPositions ? s.longFactor : s.shortFactor;
+    for (int64_t i = 0; i < half && i < static_cast<int64_t>(ext.size()); ++i)
+      out[i] = 1.0f / (static_cast<float>(ext[i]) *
+                       static_cast<float>(std::pow(
+                           theta, static_cast<double>(2 * i) / rotaryDim)));
+  } else if (s.type == RopeType::Linear) {
     for (int64_t i = 0; i < half; ++i)
       out[i] = out[i] / static_cast<float>(s.factor);
   } else if (s.type == RopeType::Yarn) {

@@ -336,12 +336,15 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
 /// RoPE on packed heads [B, S, H * headDim] at positions 0..S-1; the first
 /// `rotaryDim` features of each head rotate (rotate_half pairing unless
 /// `interleaved`). The frequencies are transformers' for `ropeType`
-/// (tprt::RopeType in Rope.h) with its parameters.
+/// (tprt::RopeType in Rope.h) with its parameters, for a sequence of S
+/// positions (dynamic and LongRoPE depend on it).
 Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
-              bool truncate, double attentionFactor, bool transpose = false);
+              bool truncate, double attentionFactor, bool transpose = false,
+              std::vector<double> shortFactor = {},
+              std::vector<double> longFactor = {});
 /// Grouped-query attention on packed heads. `keyMask` [B, Skv] (non-zero =
 /// keep) may be undefined. `window` 0 and `softcap` 0 mean none.
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,

@@ -259,7 +259,8 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
-              bool truncate, double attentionFactor, bool transpose) {
+              bool truncate, double attentionFactor, bool transpose,
+              std::vector<double> shortFactor, std::vector<double> longFactor) {
   if (!x.defined() || x.dtype() != DType::F32)
     requireF32(x, "rotary", "the input");
   if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
@@ -270,8 +271,14 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
   // As HF computes it: f32 inverse frequencies, f32 angle = position * freq.
-  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Dynamic))
+  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Longrope))
     fatal("rotary: unknown rope type " + std::to_string(ropeType));
+  if (ropeType == static_cast<int64_t>(RopeType::Longrope) &&
+      (static_cast<int64_t>(shortFactor.size()) != half ||
+       static_cast<int64_t>(longFactor.size()) != half))
+    fatal("rotary: LongRoPE takes " + std::to_string(half) +
+          " short and long factors, got " + std::to_string(shortFactor.size()) +
+          " and " + std::to_string(longFactor.size()));
   RopeScaling scaling{static_cast<RopeType>(ropeType),
                       factor,
                       lowFreqFactor,
@@ -280,7 +287,9 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
                       betaFast,
                       betaSlow,
                       truncate,
-                      attentionFactor};
+                      attentionFactor,
+                      shortFactor,
+                      longFactor};
   // HF multiplies cos and sin (in f32) by the attention factor.
   const float amplitude = static_cast<float>(attentionFactor);
   std::vector<float> freq(half);

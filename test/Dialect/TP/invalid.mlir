@@ -201,9 +201,25 @@ func.func @rotary_theta(%x: tensor<2x8x64xf32>) {
 
 // -----
 
-func.func @rotary_longrope(%x: tensor<2x8x64xf32>) {
-  // expected-error @+1 {{rope_type 'longrope' is not one tp-opt implements (linear, llama3, yarn, dynamic)}}
-  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "longrope", factor = 4.0 : f64} : tensor<2x8x64xf32>
+func.func @rotary_proportional(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{rope_type 'proportional' is not one tp-opt implements (linear, llama3, yarn, dynamic, longrope)}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "proportional", factor = 4.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_longrope_factors(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{long_factor has 2 factors for 8 rotated pairs}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, rope_type = "longrope", original_max_position_embeddings = 8 : i64, attention_factor = 1.0 : f64, short_factor = array<f64: 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0>, long_factor = array<f64: 1.0, 2.0>} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_stray_long_factor(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{short_factor without a rope_type that takes it}}
+  %0 = tp.rotary %x {head_dim = 16 : i64, theta = 1.0e4 : f64, short_factor = array<f64: 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0>} : tensor<2x8x64xf32>
   return
 }
 

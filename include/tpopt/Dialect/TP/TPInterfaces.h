@@ -116,6 +116,8 @@ enum class RuntimeArg {
   DType,
   /// `std::vector<int64_t>` (a shape).
   Shape,
+  /// `std::vector<double>` (per-frequency factors).
+  Reals,
 };
 
 /// The C++ parameter type of `kind`, as tprt.h declares it.
@@ -138,7 +140,7 @@ StringRef getRuntimeReturnCppType(const RuntimeSignature &signature);
 class RuntimeCall {
 public:
   using Arg = std::variant<Value, int64_t, double, bool, std::string,
-                           SmallVector<int64_t>>;
+                           SmallVector<int64_t>, SmallVector<double>>;
 
   explicit RuntimeCall(Operation *op) : op(op) {}
 
@@ -155,6 +157,9 @@ public:
   RuntimeCall &str(StringRef v) { return push(v.str()); }
   RuntimeCall &shape(ArrayRef<int64_t> v) {
     return push(SmallVector<int64_t>(v));
+  }
+  RuntimeCall &reals(ArrayRef<double> v) {
+    return push(SmallVector<double>(v));
   }
 
   Operation *getOp() const { return op; }

@@ -170,7 +170,12 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
       `max_position_embeddings`), else with the base `theta * (factor * L /
       original_max_position_embeddings - (factor - 1)) ^ (d / (d - 2))`
       (`d` the rotated width): the frequencies follow the length of each
-      call, as transformers recomputes them per forward.
+      call, as transformers recomputes them per forward;
+    - `longrope` (LongRoPE): frequency `i` divided by `short_factor[i]`
+      while the sequence length is at most
+      `original_max_position_embeddings`, by `long_factor[i]` beyond (one
+      factor per rotated pair); cos and sin multiplied by
+      `attention_factor`.
 
     With `transpose` the rotation is by the opposite angle (its transpose,
     the backward of the rotation; `attention_factor` still scales).
@@ -196,7 +201,9 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
                    OptionalAttr<F64Attr>:$beta_slow,
                    OptionalAttr<BoolAttr>:$truncate,
                    OptionalAttr<F64Attr>:$attention_factor,
-                   UnitAttr:$transpose);
+                   UnitAttr:$transpose,
+                   OptionalAttr<DenseF64ArrayAttr>:$short_factor,
+                   OptionalAttr<DenseF64ArrayAttr>:$long_factor);
   let results = (outs TP_FloatTensor:$result);
   let builders = [
     // Unscaled RoPE.
@@ -206,7 +213,7 @@ def TP_RotaryOp : TP_Op<"rotary", [Pure, SameOperandsAndResultType,
       build($_builder, $_state, type, x, head_dim, theta, rotary_dim,
             interleaved, StringAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
             IntegerAttr(), FloatAttr(), FloatAttr(), BoolAttr(), FloatAttr(),
-            UnitAttr());
+            UnitAttr(), DenseF64ArrayAttr(), DenseF64ArrayAttr());
     }]>
   ];
   let assemblyFormat = "$x attr-dict `:` type($x)";
