@@ -13,8 +13,8 @@
 // the logits. --bench N runs N more timed forward passes (parameters are
 // read once, by the first) and prints their median time. --train runs the
 // training loop of a program compiled with tpc --train (tprt/Train.h).
-// --device cuda runs the forward on the GPU of each rank (one per rank,
-// NCCL collectives) when the runtime was built with the CUDA backend;
+// --device cuda runs forward and training on the GPU of each rank (one per
+// rank, NCCL collectives) when the runtime was built with the CUDA backend;
 // --autocast bf16 runs its linears in bf16 with FP32 accumulation.
 //
 //===----------------------------------------------------------------------===//

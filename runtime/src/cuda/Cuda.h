@@ -1,8 +1,9 @@
 //===- Cuda.h - the CUDA backend of tprt ------------------------*- C++ -*-===//
 //
 // What the rest of the runtime calls when ctx.device() is Device::CUDA:
-// device memory, copies, the NCCL communicators and one kernel per forward
-// op, with tprt.h's signatures. Every call is queued on the rank's one
+// device memory, copies, the NCCL communicators, one kernel per op of the
+// forward and the training step (tprt.h's signatures), and the optimizer
+// step's arithmetic on gradient buffers. Every call is queued on the rank's one
 // stream, so kernels, cuBLAS and NCCL run in program order without
 // synchronization; only copies to the host wait.
 //
@@ -22,9 +23,10 @@
 namespace tprt {
 namespace cuda {
 
-/// Takes the GPU of this rank (local rank modulo the visible GPUs; an error
-/// when the node's ranks outnumber them: NCCL needs one GPU per rank) and
-/// makes its stream and cuBLAS handle. Collective over MPI_COMM_WORLD.
+/// Takes the GPU of this rank (local rank r of the node takes GPU r; an
+/// error when the node's ranks outnumber its GPUs: NCCL needs one GPU per
+/// rank) and makes its stream and cuBLAS handle. Collective over
+/// MPI_COMM_WORLD.
 void initialize();
 
 /// Device memory from CUDA's stream-ordered pool (cudaMallocAsync), which

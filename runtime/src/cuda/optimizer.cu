@@ -98,6 +98,7 @@ std::pair<double, double> normParts(const float *data, int64_t n) {
   unsigned blocks = gridBlocks(n, kThreads);
   if (blocks > kNormBlocks)
     blocks = kNormBlocks;
+  // 8-byte elements: the blocks' double sums.
   Tensor sums = Tensor::uninitialized(DType::I64, {blocks}, Device::CUDA);
   Tensor maxes = Tensor::uninitialized(DType::F32, {blocks}, Device::CUDA);
   normPartsKernel<<<blocks, kThreads, 0, stream()>>>(
