@@ -222,10 +222,15 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
       dict && succeeded(ModelConfig::verify(
                   dict, [&] { return module.emitError(); }))) {
     ModelConfig config = ModelConfig::fromAttr(dict);
-    if (config.ropeType)
+    // LongRoPE has per-pair factors (on tp.rotary), no single one.
+    if (config.ropeType && config.ropeFactor)
       llvm::raw_string_ostream(rope) << llvm::format(
           "RoPE: %s, factor %g, theta %g\n\n", config.ropeType->c_str(),
-          config.ropeFactor.value_or(1.0), config.ropeTheta.value_or(0.0));
+          *config.ropeFactor, config.ropeTheta.value_or(0.0));
+    else if (config.ropeType)
+      llvm::raw_string_ostream(rope)
+          << llvm::format("RoPE: %s, theta %g\n\n", config.ropeType->c_str(),
+                          config.ropeTheta.value_or(0.0));
   }
   report.markdown = "# Plan report\n\n" + report.summary +
                     "\n\nPlan: " + source + "\n\n" + rope + table;
