@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace tprt {
@@ -120,10 +121,9 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
 // The optimizer step's arithmetic on gradient buffers (optimizer.cu).
 /// data[i] *= factor.
 void scaleInPlace(float *data, int64_t n, float factor);
-/// The sum of squares (FP64) or the largest magnitude (NaN when an element
-/// is) of `n` elements.
-double sumOfSquares(const float *data, int64_t n);
-double maxMagnitude(const float *data, int64_t n);
+/// {the sum of squares (FP64), the largest magnitude (NaN when an element
+/// is)} of `n` elements, in one pass.
+std::pair<double, double> normParts(const float *data, int64_t n);
 /// torch.optim.AdamW's and SGD's element updates (Optimizer::step).
 void adamwUpdate(float *p, const float *g, float *m, float *v, int64_t n,
                  float decay, float beta1, float beta2, float stepSize,

@@ -52,6 +52,11 @@ TPRT_HOST_DEVICE inline KeyRange attentionKeyRange(int64_t firstPos,
   return {begin, end};
 }
 
+/// A grid-stride loop of the calling thread over [0, n) (device code).
+#define TPRT_GRID_STRIDE(i, n)                                                 \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
+       i += int64_t(gridDim.x) * blockDim.x)
+
 /// Blocks for a grid-stride loop over `n` elements with `threads` each.
 TPRT_HOST_DEVICE inline unsigned gridBlocks(int64_t n, int threads) {
   int64_t blocks = (n + threads - 1) / threads;

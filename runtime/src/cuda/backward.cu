@@ -20,10 +20,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-#define TPRT_GRID_STRIDE(i, n)                                                 \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 __global__ void sumLeadingKernel(const float *x, float *out, int64_t rows,
                                  int64_t n) {
   TPRT_GRID_STRIDE(j, n) {

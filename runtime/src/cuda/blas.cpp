@@ -99,9 +99,10 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   std::vector<int64_t> shape = dy.shape();
   shape.back() = in;
   // dx [rows, in] = dy [rows, out] w [out, in]: column-major, w(N) dy(N).
-  Tensor dx = zeros(shape);
+  // The GEMM writes every element (beta 0); an empty product is zeros.
   if (rows == 0 || outF == 0 || in == 0)
-    return dx;
+    return zeros(shape);
+  Tensor dx = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
   gemm(ctx, "linear_grad_input: cuBLAS GEMM", in, rows, outF,
        {w.f32(), w.numel(), CUBLAS_OP_N, in, 0},
        {dy.f32(), dy.numel(), CUBLAS_OP_N, outF, 0}, dx.f32(), 0, 1);
@@ -118,9 +119,9 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
     fatal("linear_grad_weight: dy " + dy.describe() + " and x " + x.describe() +
           " have different rows");
   // dw [out, in] = dy^T x: column-major, x(N) dy(T).
-  Tensor dw = zeros({outF, in});
   if (rows == 0 || outF == 0 || in == 0)
-    return dw;
+    return zeros({outF, in});
+  Tensor dw = Tensor::uninitialized(DType::F32, {outF, in}, Device::CUDA);
   gemm(ctx, "linear_grad_weight: cuBLAS GEMM", in, outF, rows,
        {x.f32(), x.numel(), CUBLAS_OP_N, in, 0},
        {dy.f32(), dy.numel(), CUBLAS_OP_T, outF, 0}, dw.f32(), 0, 1);

@@ -12,6 +12,8 @@
 #include "Runtime.h"
 #include "Tiling.h"
 
+#include <climits>
+
 namespace tprt {
 namespace cuda {
 namespace {
@@ -372,6 +374,104 @@ __global__ void convWeightGradKernel(const float *dacc, const float *p,
   }
 }
 
+/// The sizes of a mixer call, its operands checked (on the GPU, f32; the
+/// CPU entry point checked their shapes).
+struct Mamba2Sizes {
+  int64_t batch, seq, hidden, heads, headDim, groups, state, kernel, inner,
+      conv, proj, tokens, groupSize;
+  const int64_t *mask = nullptr;
+
+  Mamba2Sizes(const char *op, std::initializer_list<const Tensor *> operands,
+              const Tensor &x, const Tensor &keyMask, int64_t heads,
+              int64_t headDim, int64_t groups, int64_t state, int64_t kernel,
+              bool backward)
+      : batch(x.dim(0)), seq(x.dim(1)), hidden(x.dim(2)), heads(heads),
+        headDim(headDim), groups(groups), state(state), kernel(kernel),
+        inner(heads * headDim), conv(inner + 2 * groups * state),
+        proj(inner + conv + heads), tokens(batch * seq),
+        groupSize(inner / groups) {
+    for (const Tensor *t : operands)
+      requireGpu(*t, DType::F32, op, "an operand");
+    // The backward's scan runs a block of head_dim threads.
+    int64_t maxHeadDim = backward ? 1024 : INT64_MAX;
+    if (state > kMaxState || headDim > maxHeadDim)
+      fatal(std::string(op) + ": the CUDA scan takes at most " +
+            std::to_string(kMaxState) + " state elements" +
+            (backward ? " and 1024 channels per head" : "") + ", got " +
+            std::to_string(state) +
+            (backward ? " and " + std::to_string(headDim) : std::string()));
+    if (keyMask.defined()) {
+      requireGpu(keyMask, DType::I64, op, "the key mask");
+      mask = keyMask.i64();
+    }
+  }
+};
+
+/// Steps 1 to 4 of the mixer (masked input, projection, convolution, scan,
+/// gated norm). With `keep` (the backward's recomputation) also what the
+/// backward reads: the convolution before SiLU, dt and whether max() kept
+/// softplus, every state, z and the inverse RMS; `normed` is then its own
+/// tensor, not `y` normed in place.
+struct Mamba2Forward {
+  Tensor xin, zxbcdt, xbc, pre, y, dts, dtLive, states, z, inv, normed;
+};
+
+Mamba2Forward runForward(Context &ctx, const Mamba2Sizes &m, const Tensor &x,
+                         const Tensor &inProj, const Tensor &convWeight,
+                         const Tensor &convBias, const Tensor &dtBias,
+                         const Tensor &aLog, const Tensor &d,
+                         const Tensor &normWeight, double normEps, double dtMin,
+                         bool foldedA, bool keep) {
+  auto make = [](std::vector<int64_t> shape) {
+    return Tensor::uninitialized(DType::F32, std::move(shape), Device::CUDA);
+  };
+  auto data = [](Tensor &t) { return t.defined() ? t.f32() : nullptr; };
+  Mamba2Forward f;
+  f.xin = x;
+  if (m.mask) {
+    f.xin = make(x.shape());
+    maskRowsKernel<<<gridBlocks(x.numel(), kThreads), kThreads, 0, stream()>>>(
+        x.f32(), m.mask, f.xin.f32(), x.numel(), m.hidden);
+    checkLaunch("mamba2_mixer: mask");
+  }
+  f.zxbcdt = cuda::linear(ctx, f.xin, inProj);
+  const float *p = f.zxbcdt.f32();
+  f.xbc = make({m.batch, m.seq, m.conv});
+  if (keep)
+    f.pre = make(f.xbc.shape());
+  convKernel<<<gridBlocks(f.xbc.numel(), kThreads), kThreads, 0, stream()>>>(
+      p, convWeight.f32(), convBias.f32(), m.mask, f.xbc.f32(), data(f.pre),
+      m.batch, m.seq, m.conv, m.proj, m.inner, m.kernel);
+  checkLaunch("mamba2_mixer: convolution");
+  f.y = make({m.batch, m.seq, m.inner});
+  if (keep) {
+    f.dts = make({m.tokens, m.heads});
+    f.dtLive = make({m.tokens, m.heads}); // bytes: one per (token, head)
+    f.states = make({m.tokens, m.inner, m.state});
+  }
+  scanKernel<<<gridBlocks(m.batch * m.heads * m.headDim, 64), 64, 0,
+               stream()>>>(
+      p, f.xbc.f32(), dtBias.f32(), aLog.f32(), d.f32(), f.y.f32(), data(f.dts),
+      keep ? static_cast<uint8_t *>(f.dtLive.raw()) : nullptr, data(f.states),
+      m.batch, m.seq, m.heads, m.headDim, m.groups, m.state, m.conv, m.proj,
+      m.inner, static_cast<float>(dtMin), foldedA);
+  checkLaunch("mamba2_mixer: scan");
+  if (keep) {
+    f.z = make(f.y.shape());
+    f.inv = make({m.tokens, m.groups});
+    f.normed = make(f.y.shape());
+  } else {
+    f.normed = f.y;
+  }
+  gatedNormKernel<<<gridBlocks(m.tokens * m.groups, 1), kThreads, 0,
+                    stream()>>>(p, f.y.f32(), f.normed.f32(), normWeight.f32(),
+                                data(f.z), data(f.inv), m.tokens, m.groups,
+                                m.groupSize, m.proj, m.inner,
+                                static_cast<float>(normEps));
+  checkLaunch("mamba2_mixer: gated norm");
+  return f;
+}
+
 } // namespace
 
 Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
@@ -381,56 +481,18 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA) {
-  const char *op = "mamba2_mixer";
-  for (const Tensor *t : {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog,
-                          &d, &normWeight, &outProj})
-    requireGpu(*t, DType::F32, op, "an operand");
-  if (state > kMaxState)
-    fatal(std::string(op) + ": the CUDA scan holds at most " +
-          std::to_string(kMaxState) + " state elements, got " +
-          std::to_string(state));
-  int64_t batch = x.dim(0), seq = x.dim(1), hidden = x.dim(2),
-          inner = heads * headDim, conv = inner + 2 * groups * state,
-          proj = inner + conv + heads, tokens = batch * seq;
-  const int64_t *mask = nullptr;
-  if (keyMask.defined()) {
-    requireGpu(keyMask, DType::I64, op, "the key mask");
-    mask = keyMask.i64();
-  }
-  if (tokens == 0)
+  Mamba2Sizes m("mamba2_mixer",
+                {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog, &d,
+                 &normWeight, &outProj},
+                x, keyMask, heads, headDim, groups, state, kernel,
+                /*backward=*/false);
+  if (m.tokens == 0)
     return cuda::linear(ctx, x, outProj);
-
-  // 1, 2. Masked input, projection, convolution, SiLU, mask.
-  Tensor xin = x;
-  if (mask) {
-    xin = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
-    maskRowsKernel<<<gridBlocks(x.numel(), kThreads), kThreads, 0, stream()>>>(
-        x.f32(), mask, xin.f32(), x.numel(), hidden);
-    checkLaunch("mamba2_mixer: mask");
-  }
-  Tensor zxbcdt = cuda::linear(ctx, xin, inProj);
-  Tensor xbc =
-      Tensor::uninitialized(DType::F32, {batch, seq, conv}, Device::CUDA);
-  convKernel<<<gridBlocks(xbc.numel(), kThreads), kThreads, 0, stream()>>>(
-      zxbcdt.f32(), convWeight.f32(), convBias.f32(), mask, xbc.f32(), nullptr,
-      batch, seq, conv, proj, inner, kernel);
-  checkLaunch("mamba2_mixer: convolution");
-
-  // 3. Selective scan; 4. gated RMS norm, in place.
-  Tensor y =
-      Tensor::uninitialized(DType::F32, {batch, seq, inner}, Device::CUDA);
-  scanKernel<<<gridBlocks(batch * heads * headDim, 64), 64, 0, stream()>>>(
-      zxbcdt.f32(), xbc.f32(), dtBias.f32(), aLog.f32(), d.f32(), y.f32(),
-      nullptr, nullptr, nullptr, batch, seq, heads, headDim, groups, state,
-      conv, proj, inner, static_cast<float>(dtMin), foldedA);
-  checkLaunch("mamba2_mixer: scan");
-  gatedNormKernel<<<gridBlocks(tokens * groups, 1), kThreads, 0, stream()>>>(
-      zxbcdt.f32(), y.f32(), y.f32(), normWeight.f32(), nullptr, nullptr,
-      tokens, groups, inner / groups, proj, inner, static_cast<float>(normEps));
-  checkLaunch("mamba2_mixer: gated norm");
-
+  Mamba2Forward f =
+      runForward(ctx, m, x, inProj, convWeight, convBias, dtBias, aLog, d,
+                 normWeight, normEps, dtMin, foldedA, /*keep=*/false);
   // 5. Output projection.
-  return cuda::linear(ctx, y, outProj);
+  return cuda::linear(ctx, f.normed, outProj);
 }
 
 Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
@@ -441,25 +503,15 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &dout, int64_t heads, int64_t headDim,
                           int64_t groups, int64_t state, int64_t kernel,
                           double normEps, double dtMin, bool foldedA) {
-  const char *op = "mamba2_mixer_grad";
-  for (const Tensor *t : {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog,
-                          &d, &normWeight, &outProj, &dout})
-    requireGpu(*t, DType::F32, op, "an operand");
-  if (state > kMaxState || headDim > 1024)
-    fatal(std::string(op) + ": the CUDA scan takes at most " +
-          std::to_string(kMaxState) +
-          " state elements and 1024 channels per "
-          "head, got " +
-          std::to_string(state) + " and " + std::to_string(headDim));
-  int64_t batch = x.dim(0), seq = x.dim(1), hidden = x.dim(2),
-          inner = heads * headDim, conv = inner + 2 * groups * state,
-          proj = inner + conv + heads, tokens = batch * seq,
-          groupSize = inner / groups;
-  const int64_t *mask = nullptr;
-  if (keyMask.defined()) {
-    requireGpu(keyMask, DType::I64, op, "the key mask");
-    mask = keyMask.i64();
-  }
+  Mamba2Sizes m("mamba2_mixer_grad",
+                {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog, &d,
+                 &normWeight, &outProj, &dout},
+                x, keyMask, heads, headDim, groups, state, kernel,
+                /*backward=*/true);
+  int64_t batch = m.batch, seq = m.seq, hidden = m.hidden, inner = m.inner,
+          conv = m.conv, proj = m.proj, tokens = m.tokens,
+          groupSize = m.groupSize;
+  const int64_t *mask = m.mask;
   Tensor dConvWeight = zeros(convWeight.shape()),
          dConvBias = zeros(convBias.shape()), dDtBias = zeros(dtBias.shape()),
          dALog = zeros(aLog.shape()), dD = zeros(d.shape()),
@@ -476,43 +528,14 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
             zeros(outProj.shape())};
 
   // The forward again, keeping what the backward reads.
-  Tensor xin = x;
-  if (mask) {
-    xin = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
-    maskRowsKernel<<<gridBlocks(x.numel(), kThreads), kThreads, 0, stream()>>>(
-        x.f32(), mask, xin.f32(), x.numel(), hidden);
-    checkLaunch("mamba2_mixer_grad: mask");
-  }
-  Tensor zxbcdt = cuda::linear(ctx, xin, inProj);
-  const float *p = zxbcdt.f32();
-  Tensor xbc =
-      Tensor::uninitialized(DType::F32, {batch, seq, conv}, Device::CUDA);
-  Tensor pre = Tensor::uninitialized(DType::F32, xbc.shape(), Device::CUDA);
-  convKernel<<<gridBlocks(xbc.numel(), kThreads), kThreads, 0, stream()>>>(
-      p, convWeight.f32(), convBias.f32(), mask, xbc.f32(), pre.f32(), batch,
-      seq, conv, proj, inner, kernel);
-  checkLaunch("mamba2_mixer_grad: convolution");
-  Tensor y =
-      Tensor::uninitialized(DType::F32, {batch, seq, inner}, Device::CUDA);
-  Tensor dts = Tensor::uninitialized(DType::F32, {tokens, heads}, Device::CUDA);
-  Tensor dtLive =
-      Tensor::uninitialized(DType::F32, {tokens, heads}, Device::CUDA);
-  Tensor states =
-      Tensor::uninitialized(DType::F32, {tokens, inner, state}, Device::CUDA);
-  uint8_t *live = static_cast<uint8_t *>(dtLive.raw());
-  scanKernel<<<gridBlocks(batch * heads * headDim, 64), 64, 0, stream()>>>(
-      p, xbc.f32(), dtBias.f32(), aLog.f32(), d.f32(), y.f32(), dts.f32(), live,
-      states.f32(), batch, seq, heads, headDim, groups, state, conv, proj,
-      inner, static_cast<float>(dtMin), foldedA);
-  checkLaunch("mamba2_mixer_grad: scan");
-  Tensor z = Tensor::uninitialized(DType::F32, y.shape(), Device::CUDA);
-  Tensor inv =
-      Tensor::uninitialized(DType::F32, {tokens, groups}, Device::CUDA);
-  Tensor normed = Tensor::uninitialized(DType::F32, y.shape(), Device::CUDA);
-  gatedNormKernel<<<gridBlocks(tokens * groups, 1), kThreads, 0, stream()>>>(
-      p, y.f32(), normed.f32(), normWeight.f32(), z.f32(), inv.f32(), tokens,
-      groups, groupSize, proj, inner, static_cast<float>(normEps));
-  checkLaunch("mamba2_mixer_grad: gated norm");
+  Mamba2Forward f =
+      runForward(ctx, m, x, inProj, convWeight, convBias, dtBias, aLog, d,
+                 normWeight, normEps, dtMin, foldedA, /*keep=*/true);
+  const float *p = f.zxbcdt.f32();
+  Tensor &xin = f.xin, &zxbcdt = f.zxbcdt, &xbc = f.xbc, &pre = f.pre, &y = f.y,
+         &dts = f.dts, &states = f.states, &z = f.z, &inv = f.inv,
+         &normed = f.normed;
+  uint8_t *live = static_cast<uint8_t *>(f.dtLive.raw());
 
   // 5. The output projection.
   Tensor dOutProj = cuda::linear_grad_weight(ctx, dout, normed);

@@ -21,10 +21,6 @@ constexpr int kThreads = 256;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kNormBlocks = 256;
 
-#define TPRT_GRID_STRIDE(i, n)                                                 \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 __global__ void scaleKernel(float *data, int64_t n, float factor) {
   TPRT_GRID_STRIDE(i, n) data[i] *= factor;
 }
@@ -91,7 +87,8 @@ __global__ void sgdKernel(float *p, const float *g, float *buf, int64_t n,
   }
 }
 
-/// Both parts of `n` elements: {sum of squares, largest magnitude}.
+} // namespace
+
 std::pair<double, double> normParts(const float *data, int64_t n) {
   if (n == 0)
     return {0.0, 0.0};
@@ -119,22 +116,12 @@ std::pair<double, double> normParts(const float *data, int64_t n) {
   return {sum, best};
 }
 
-} // namespace
-
 void scaleInPlace(float *data, int64_t n, float factor) {
   if (n == 0)
     return;
   scaleKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(data, n,
                                                                   factor);
   checkLaunch("scale");
-}
-
-double sumOfSquares(const float *data, int64_t n) {
-  return normParts(data, n).first;
-}
-
-double maxMagnitude(const float *data, int64_t n) {
-  return normParts(data, n).second;
 }
 
 void adamwUpdate(float *p, const float *g, float *m, float *v, int64_t n,

@@ -66,7 +66,7 @@ std::pair<double, double> normParts(const Tensor &grad) {
   int64_t n = grad.numel();
 #ifdef TPRT_WITH_CUDA
   if (grad.onGpu())
-    return {cuda::sumOfSquares(g, n), cuda::maxMagnitude(g, n)};
+    return cuda::normParts(g, n);
 #endif
   double sum = 0, max = 0;
   for (int64_t i = 0; i < n; ++i) {
