@@ -19,12 +19,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/Gemm.h"
 #include "cuda/Cuda.h"
 #include "tprt/Train.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -332,7 +332,7 @@ int main(int argc, char **argv) try {
     }
   }
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  tprt::cpu::setThreads(threads);
   if (training) {
     if (train.data.empty() || !input.empty() || !output.empty() || bench) {
       usage(argv[0]);
@@ -387,6 +387,7 @@ int main(int argc, char **argv) try {
   std::unique_ptr<tprt::Context> context =
       makeContext(rank, size, weights, device, autocast);
   tprt::Context &ctx = *context;
+  ctx.setConstantWeights(true);
   // The inputs go where the kernels run; the logits come back.
   ids = ids.to(device);
   attentionMask = attentionMask.to(device);
@@ -410,8 +411,10 @@ int main(int argc, char **argv) try {
     }
     std::sort(times.begin(), times.end());
     if (rank == 0)
-      std::printf("forward: median %.3f ms, min %.3f ms over %d runs\n",
-                  1e3 * times[times.size() / 2], 1e3 * times.front(), bench);
+      std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s)\n",
+                  1e3 * times[times.size() / 2], 1e3 * times.front(), bench,
+                  device == tprt::Device::CUDA ? "cuBLAS"
+                                               : tprt::cpu::gemmLibrary());
   }
   MPI_Finalize();
   return 0;

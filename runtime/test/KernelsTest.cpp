@@ -76,6 +76,45 @@ TEST(Kernels, LinearFormsAgree) {
               testing::ExitedWithCode(1), "bias_add: bias .* does not match");
 }
 
+/// Restores the shared test context's packing setting.
+struct ConstantWeights {
+  ConstantWeights() { ctx().setConstantWeights(true); }
+  ~ConstantWeights() { ctx().setConstantWeights(false); }
+};
+
+// A forward-only program keeps weights in the GEMM library's packed layout:
+// both forms, at shapes large enough for blocked layouts, with row counts
+// that give different primitives for one weight.
+TEST(Kernels, PackedWeightsMatchNaive) {
+  ConstantWeights constant;
+  Tensor w = randomTensor({96, 80}, 21), b = randomTensor({96}, 22);
+  for (auto [batch, seq] : {std::pair{1, 33}, {4, 33}, {1, 1}, {3, 64}}) {
+    Tensor x = randomTensor({batch, seq, 80}, 23 + batch * seq);
+    auto [want, wantBias] = naiveLinear(x, w, b);
+    expectClose(linear(ctx(), x, w), want);
+    expectClose(linear_bmm(ctx(), x, w), want);
+    expectClose(linear_bias(ctx(), x, w, b), wantBias);
+  }
+}
+
+// A packed weight belongs to its allocation: a new weight at the address of
+// a freed one is packed afresh, and a view is packed by its own elements.
+TEST(Kernels, PackedWeightsFollowTheirAllocation) {
+  ConstantWeights constant;
+  Tensor x = randomTensor({8, 64}, 31);
+  // glibc hands the freed block of one iteration to the next.
+  for (unsigned seed = 32; seed < 40; ++seed) {
+    Tensor w = randomTensor({48, 64}, seed), b = randomTensor({48}, 1);
+    expectClose(linear(ctx(), x, w), naiveLinear(x, w, b).first);
+  }
+  Tensor base = randomTensor({2, 48, 64}, 41);
+  Tensor top = Tensor::view(base, 0, {48, 64}),
+         bottom = Tensor::view(base, 48 * 64, {48, 64});
+  Tensor b = randomTensor({48}, 1);
+  expectClose(linear(ctx(), x, top), naiveLinear(x, top, b).first);
+  expectClose(linear(ctx(), x, bottom), naiveLinear(x, bottom, b).first);
+}
+
 TEST(Kernels, EmbeddingGathersRowsAndRejectsBadIds) {
   Tensor table = randomTensor({5, 3}, 4);
   Tensor ids(DType::I64, {1, 3});
@@ -328,6 +367,28 @@ TEST(Kernels, Activations) {
   }
   expectClose(add(ctx(), x, y), sum);
   expectClose(mul(ctx(), x, y), prod);
+}
+
+// The vectorized activations over many elements (full vectors, a tail, and
+// every thread's share), including where exp overflows or underflows.
+TEST(Kernels, ActivationsAtScale) {
+  Tensor x = randomTensor({4099}, 17, -20, 20);
+  x.f32()[0] = -100.0f;
+  x.f32()[1] = 100.0f;
+  x.f32()[2] = 0.0f;
+  x.f32()[3] = -1e-20f;
+  std::vector<double> s, gt, ge;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.f32()[i];
+    s.push_back(v / (1 + std::exp(-v)));
+    gt.push_back(
+        0.5 * v *
+        (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    ge.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+  }
+  expectClose(silu(ctx(), x), s);
+  expectClose(gelu(ctx(), x, true), gt);
+  expectClose(gelu(ctx(), x, false), ge);
 }
 
 /// Mamba2 in its quadratic ("attention") form: y_t = sum_{s<=t}

@@ -125,7 +125,6 @@ writeFile(StringRef path, function_ref<LogicalResult(raw_ostream &)> write) {
 
 static LogicalResult compile(StringRef cpp, StringRef exe) {
   std::string include = std::string("-I") + TPC_RUNTIME_INCLUDE_DIR;
-  std::string blasInclude = std::string("-I") + TPC_OPENBLAS_INCLUDE_DIR;
   std::string runtimeMain =
       std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt_main.a";
   std::string runtime = std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt.a";
@@ -138,12 +137,12 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
     return failure();
   }
   std::string tempExe = (exe + ".tmp").str();
-  SmallVector<StringRef> args = {*program, "-std=c++17", "-O2", "-fopenmp",
-                                 include, blasInclude, cpp, "-o", tempExe,
-                                 runtimeMain, runtime, TPC_OPENBLAS_LIBRARY,
-                                 // The OpenMP build, not the pthread one
-                                 // the system alternative points at.
-                                 TPC_OPENBLAS_RPATH};
+  SmallVector<StringRef> args = {*program,    "-std=c++17", "-O2", "-fopenmp",
+                                 include,     cpp,          "-o",  tempExe,
+                                 runtimeMain, runtime};
+  SmallVector<StringRef> gemmLink;
+  StringRef(TPC_GEMM_LINK).split(gemmLink, ' ', -1, /*KeepEmpty=*/false);
+  args.append(gemmLink.begin(), gemmLink.end());
   SmallVector<StringRef> sanitize;
   StringRef(TPC_SANITIZE_FLAGS).split(sanitize, ' ', -1, /*KeepEmpty=*/false);
   args.append(sanitize.begin(), sanitize.end());

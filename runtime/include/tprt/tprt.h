@@ -73,6 +73,11 @@ public:
   int64_t numel() const;
   size_t bytes() const { return numel() * dtypeSize(dtype_); }
 
+  /// The allocation this tensor's elements live in (a view's is its
+  /// base's), without keeping it alive: what caches of derived forms (a
+  /// packed weight) key on.
+  std::weak_ptr<const void> allocation() const { return storage_; }
+
   void *raw() { return storage_.get(); }
   const void *raw() const { return storage_.get(); }
   float *f32();
@@ -175,6 +180,12 @@ public:
   /// default): FP32 throughout. BF16 needs Device::CUDA.
   void setAutocast(DType dtype);
   DType autocast() const { return autocast_; }
+  /// Parameters do not change once read (a forward-only run): the CPU
+  /// linear forms then keep each weight in the GEMM library's packed
+  /// layout instead of reading the plain one on every call. main sets it
+  /// unless it trains.
+  void setConstantWeights(bool constant) { constantWeights_ = constant; }
+  bool constantWeights() const { return constantWeights_; }
   /// The ranks form a dp x tp grid: tensor-parallel groups of `tp`
   /// consecutive ranks, data-parallel groups of the ranks with the same
   /// position in theirs. Makes both communicators; collective. Without it
@@ -253,6 +264,7 @@ private:
   int rank_, worldSize_;
   Device device_ = Device::CPU;
   DType autocast_ = DType::F32;
+  bool constantWeights_ = false;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_, dp_;
   std::map<std::string, Tensor> params_;

@@ -1,18 +1,18 @@
 //===- backward.cpp - CPU kernels of the backward ops ---------------------===//
 //
-// The VJPs of the forward kernels (kernels.cpp), f32: matrix products on
-// OpenBLAS, the rest OpenMP loops over independent rows, heads or features
-// (never two threads adding into one element). On the GPU each hands over
-// to the CUDA kernel (src/cuda/backward.cu).
+// The VJPs of the forward kernels (kernels.cpp), f32: matrix products
+// through Gemm.h, the rest OpenMP loops over independent rows, heads or
+// features (never two threads adding into one element). On the GPU each hands
+// over to the CUDA kernel (src/cuda/backward.cu).
 //
 //===----------------------------------------------------------------------===//
 
+#include "Gemm.h"
 #include "KernelUtils.h"
 #include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -33,8 +33,7 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   shape.back() = in;
   Tensor dx(DType::F32, shape);
   if (rows > 0 && outF > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, in, outF, 1.0f,
-                dy.f32(), outF, w.f32(), in, 0.0f, dx.f32(), in);
+    cpu::linearGradInput(dy.f32(), w.f32(), dx.f32(), rows, in, outF);
   return dx;
 }
 
@@ -51,8 +50,7 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
           rows = dy.numel() / std::max<int64_t>(outF, 1);
   Tensor dw(DType::F32, {outF, in});
   if (rows > 0)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, outF, in, rows, 1.0f,
-                dy.f32(), outF, x.f32(), in, 0.0f, dw.f32(), in);
+    cpu::linearGradWeight(dy.f32(), x.f32(), dw.f32(), rows, in, outF);
   return dw;
 }
 
@@ -185,16 +183,16 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
           const float *doh = dod + b * sq * qStride + h * headDim;
           float *dqh = dq.f32() + b * sq * qStride + h * headDim;
           // The probabilities, as the forward computes them.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
-                      fscale, qh, qStride, kh, kvStride, 0.0f, p.data(), skv);
+          cpu::sgemm(false, true, sq, skv, headDim, fscale, qh, qStride, kh,
+                     kvStride, 0.0f, p.data(), skv);
           for (int64_t i = 0; i < sq; ++i)
             masking.probabilities(p.data() + i * skv, b, i + queryOffset,
                                   cap > 0 ? tanhs.data() + i * skv : nullptr);
           // dv += P^T dout; dP = dout v^T.
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, skv, headDim, sq,
-                      1.0f, p.data(), skv, doh, qStride, 1.0f, dvh, kvStride);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
-                      1.0f, doh, qStride, vh, kvStride, 0.0f, dp.data(), skv);
+          cpu::sgemm(true, false, skv, headDim, sq, 1.0f, p.data(), skv, doh,
+                     qStride, 1.0f, dvh, kvStride);
+          cpu::sgemm(false, true, sq, skv, headDim, 1.0f, doh, qStride, vh,
+                     kvStride, 0.0f, dp.data(), skv);
           // dS = P (dP - rowsum(dP P)), through the cap's tanh.
           for (int64_t i = 0; i < sq; ++i) {
             float *prow = p.data() + i * skv, *drow = dp.data() + i * skv;
@@ -212,11 +210,10 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
             }
           }
           // dq = scale dS k; dk += scale dS^T q.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, headDim,
-                      skv, fscale, dp.data(), skv, kh, kvStride, 0.0f, dqh,
-                      qStride);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, skv, headDim, sq,
-                      fscale, dp.data(), skv, qh, qStride, 1.0f, dkh, kvStride);
+          cpu::sgemm(false, false, sq, headDim, skv, fscale, dp.data(), skv, kh,
+                     kvStride, 0.0f, dqh, qStride);
+          cpu::sgemm(true, false, skv, headDim, sq, fscale, dp.data(), skv, qh,
+                     qStride, 1.0f, dkh, kvStride);
         }
       }
   }

@@ -1,19 +1,20 @@
 //===- kernels.cpp - CPU kernels of the tp ops ----------------------------===//
 //
-// f32 compute. Matrix products go to OpenBLAS; the rest are loops
-// parallelized with OpenMP over independent rows, heads or elements. On a
+// f32 compute. Matrix products go to the GEMM library (Gemm.h); the rest are
+// loops parallelized with OpenMP over independent rows, heads or elements. On a
 // context that runs on the GPU each entry point hands over to the CUDA
 // kernel of the same op (TPRT_ON_CUDA).
 //
 //===----------------------------------------------------------------------===//
 
+#include "Activation.h"
+#include "Gemm.h"
 #include "KernelUtils.h"
 #include "cuda/Cuda.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <limits>
 #include <omp.h>
@@ -152,9 +153,8 @@ Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
   std::vector<int64_t> shape = x.shape();
   shape.back() = outF;
   Tensor out = Tensor::uninitialized(DType::F32, shape);
-  if (rows > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
-                x.f32(), in, w.f32(), in, 0.0f, out.f32(), outF);
+  if (rows > 0 && outF > 0)
+    cpu::linear(w, x.f32(), out.f32(), 1, rows, ctx.constantWeights());
   return out;
 }
 
@@ -203,12 +203,10 @@ Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
   if (w.rank() != 2 || x.rank() != 3 || x.dim(-1) != w.dim(1))
     fatal("linear_bmm: input " + x.describe() + " does not match weight " +
           w.describe() + " ([out, in], 3-D input)");
-  int64_t batch = x.dim(0), seq = x.dim(1), in = w.dim(1), outF = w.dim(0);
+  int64_t batch = x.dim(0), seq = x.dim(1), outF = w.dim(0);
   Tensor out = Tensor::uninitialized(DType::F32, {batch, seq, outF});
-  for (int64_t b = 0; b < batch && seq > 0; ++b)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, outF, in, 1.0f,
-                x.f32() + b * seq * in, in, w.f32(), in, 0.0f,
-                out.f32() + b * seq * outF, outF);
+  if (batch > 0 && seq > 0 && outF > 0)
+    cpu::linear(w, x.f32(), out.f32(), batch, seq, ctx.constantWeights());
   return out;
 }
 
@@ -367,21 +365,28 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
         const float *kh = kd + b * skv * kvStride + kvh * headDim;
         const float *vh = vd + b * skv * kvStride + kvh * headDim;
         float *oh = o + b * sq * qStride + h * headDim;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, skv, headDim,
-                    fscale, qh, qStride, kh, kvStride, 0.0f, scores.data(),
-                    skv);
+        cpu::sgemm(false, true, sq, skv, headDim, fscale, qh, qStride, kh,
+                   kvStride, 0.0f, scores.data(), skv);
         for (int64_t i = 0; i < sq; ++i)
           masking.probabilities(scores.data() + i * skv, b, i + queryOffset);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, headDim, skv,
-                    1.0f, scores.data(), skv, vh, kvStride, 0.0f, oh, qStride);
+        cpu::sgemm(false, false, sq, headDim, skv, 1.0f, scores.data(), skv, vh,
+                   kvStride, 0.0f, oh, qStride);
       }
   }
   return out;
 }
 
+/// An activation over all of `x`, vectorized (Activation.h).
+static Tensor activationOf(const Tensor &x, cpu::Activation f, const char *op) {
+  requireF32(x, op, "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  cpu::activation(f, x.f32(), out.f32(), x.numel());
+  return out;
+}
+
 Tensor silu(Context &ctx, const Tensor &x) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Silu, 0, "silu"))
-  return unaryMap(x, "silu", [](float v) { return v / (1.0f + std::exp(-v)); });
+  return activationOf(x, cpu::Activation::Silu, "silu");
 }
 
 Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
@@ -389,14 +394,9 @@ Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
       ctx,
       unary(x, tanhApproximation ? cuda::Unary::GeluTanh : cuda::Unary::Gelu, 0,
             "gelu"))
-  if (tanhApproximation)
-    return unaryMap(x, "gelu", [](float v) {
-      const float k = 0.7978845608028654f; // sqrt(2 / pi)
-      return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
-    });
-  return unaryMap(x, "gelu", [](float v) {
-    return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
-  });
+  return activationOf(
+      x, tanhApproximation ? cpu::Activation::GeluTanh : cpu::Activation::Gelu,
+      "gelu");
 }
 
 Tensor relu_squared(Context &ctx, const Tensor &x) {

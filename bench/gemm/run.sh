@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# bench/gemm: single-core sgemm of the runtime's GEMM library (oneDNN)
+# against OpenBLAS: the machine's peak, the forward's projection shapes
+# alone, and the forward's projections in order (their fraction of the
+# peak). Arguments go to the benchmark: --hidden, --layers, --heads,
+# --kv-heads, --head-dim, --mlp, --vocab, --rows, --rounds.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ninja -C "$root/build" tprt-gemm-bench >/dev/null
+OMP_WAIT_POLICY=passive "$root/build/bin/tprt-gemm-bench" "$@"

@@ -1,0 +1,109 @@
+//===- Activation.cpp - vectorized activations ----------------------------===//
+
+#include "Activation.h"
+#include "tprt/tprt.h"
+
+#include <cmath>
+#include <string>
+
+#ifdef TPRT_WITH_ONEDNN
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
+#endif
+
+namespace tprt::cpu {
+
+#ifdef TPRT_WITH_ONEDNN
+
+namespace {
+using dnnl::algorithm;
+using dnnl::eltwise_forward;
+using dnnl::memory;
+
+dnnl::engine &engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+algorithm algorithmOf(Activation f) {
+  switch (f) {
+  case Activation::Silu:
+    return algorithm::eltwise_swish; // x sigmoid(alpha x), alpha 1
+  case Activation::Gelu:
+    return algorithm::eltwise_gelu_erf;
+  case Activation::GeluTanh:
+    return algorithm::eltwise_gelu_tanh;
+  }
+  fatal("unknown activation");
+}
+
+/// One primitive per (activation, element count), made on first use.
+eltwise_forward &primitiveFor(Activation f, int64_t n) {
+  static std::mutex mutex;
+  static std::map<std::pair<Activation, int64_t>, eltwise_forward> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find({f, n});
+  if (it != cache.end())
+    return it->second;
+  memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
+#if DNNL_VERSION_MAJOR >= 3
+  eltwise_forward::primitive_desc pd(engine(),
+                                     dnnl::prop_kind::forward_inference,
+                                     algorithmOf(f), md, md, 1.0f, 0.0f);
+#else
+  eltwise_forward::primitive_desc pd(
+      eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithmOf(f),
+                            md, 1.0f, 0.0f),
+      engine());
+#endif
+  return cache.emplace(std::make_pair(f, n), eltwise_forward(pd)).first->second;
+}
+} // namespace
+
+void activation(Activation f, const float *x, float *out, int64_t n) {
+  if (n == 0)
+    return;
+  try {
+    eltwise_forward &prim = primitiveFor(f, n);
+    memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
+    dnnl::stream stream(engine());
+    prim.execute(stream,
+                 {{DNNL_ARG_SRC, memory(md, engine(), const_cast<float *>(x))},
+                  {DNNL_ARG_DST, memory(md, engine(), out)}});
+    stream.wait();
+  } catch (const dnnl::error &e) {
+    fatal(std::string("oneDNN eltwise failed: ") + e.what());
+  }
+}
+
+#else // scalar loops
+
+void activation(Activation f, const float *x, float *out, int64_t n) {
+  switch (f) {
+  case Activation::Silu:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = x[i] / (1.0f + std::exp(-x[i]));
+    return;
+  case Activation::Gelu:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.7071067811865476f));
+    return;
+  case Activation::GeluTanh: {
+    const float k = 0.7978845608028654f; // sqrt(2 / pi)
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      out[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+    }
+    return;
+  }
+  }
+}
+
+#endif
+
+} // namespace tprt::cpu

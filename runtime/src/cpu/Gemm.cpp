@@ -1,0 +1,252 @@
+//===- Gemm.cpp - the CPU matrix products ---------------------------------===//
+//
+// With oneDNN: the linear forms and their backward are matmul primitives,
+// made once per shape and kept (making one costs tens of microseconds, a
+// small product a few); a packed weight is reordered once into the layout
+// the primitive asks for and kept while the weight's allocation lives.
+// Small products inside parallel regions (attention, one per head) are
+// dnnl_sgemm, which runs on the calling thread there. Without oneDNN all of
+// them are cblas_sgemm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+#include "tprt/tprt.h"
+
+#include <string>
+
+#ifdef TPRT_WITH_ONEDNN
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <vector>
+#else
+#include <cblas.h>
+#endif
+
+namespace tprt::cpu {
+
+#ifdef TPRT_WITH_ONEDNN
+
+namespace {
+using dnnl::matmul;
+using dnnl::memory;
+using Dims = memory::dims;
+
+dnnl::engine &engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+/// A CPU stream executes on the calling thread: one per thread is safe.
+dnnl::stream &stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+memory::desc f32(const Dims &dims, const Dims &strides) {
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+memory::desc f32Any(const Dims &dims) {
+  return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
+}
+
+matmul::primitive_desc matmulDesc(const memory::desc &src,
+                                  const memory::desc &weights,
+                                  const memory::desc &dst) {
+#if DNNL_VERSION_MAJOR >= 3
+  return matmul::primitive_desc(engine(), src, weights, dst);
+#else
+  return matmul::primitive_desc(matmul::desc(src, weights, dst), engine());
+#endif
+}
+
+[[noreturn]] void fail(const char *what, const dnnl::error &e) {
+  fatal(std::string("oneDNN ") + what + " failed: " + e.what());
+}
+
+/// Primitives by (kind, batch, m, n, k): every call site has fixed strides
+/// for a given shape, so the shape is the key.
+struct Primitive {
+  matmul::primitive_desc desc;
+  matmul prim;
+};
+using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+std::mutex cacheMutex;
+std::map<Key, Primitive> primitives;
+
+template <typename MakeDesc>
+Primitive &primitiveFor(const Key &key, MakeDesc makeDesc) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  auto it = primitives.find(key);
+  if (it != primitives.end())
+    return it->second;
+  try {
+    matmul::primitive_desc desc = makeDesc();
+    return primitives.emplace(key, Primitive{desc, matmul(desc)}).first->second;
+  } catch (const dnnl::error &e) {
+    fail("matmul creation", e);
+  }
+}
+
+/// A weight in a primitive's preferred layout, valid while the allocation
+/// it was made from lives (a new tensor at the same address has another
+/// owner, and is packed afresh).
+struct PackedWeight {
+  std::weak_ptr<const void> owner;
+  const float *data;
+  memory::desc layout;
+  memory packed;
+};
+std::vector<PackedWeight> packedWeights;
+
+bool sameOwner(const std::weak_ptr<const void> &a,
+               const std::weak_ptr<const void> &b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+const memory &packedWeight(const Tensor &w, const memory::desc &plainLayout,
+                           const memory::desc &layout) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  std::weak_ptr<const void> owner = w.allocation();
+  for (const PackedWeight &p : packedWeights)
+    if (p.data == w.f32() && p.layout == layout && sameOwner(p.owner, owner))
+      return p.packed;
+  // Forget the packed forms of weights that no longer exist.
+  packedWeights.erase(
+      std::remove_if(packedWeights.begin(), packedWeights.end(),
+                     [](const PackedWeight &p) { return p.owner.expired(); }),
+      packedWeights.end());
+  try {
+    memory plain(plainLayout, engine(), const_cast<float *>(w.f32()));
+    memory packed(layout, engine());
+    dnnl::reorder(plain, packed).execute(stream(), plain, packed);
+    stream().wait();
+    packedWeights.push_back({owner, w.f32(), layout, packed});
+    return packedWeights.back().packed;
+  } catch (const dnnl::error &e) {
+    fail("weight reorder", e);
+  }
+}
+
+void run(Primitive &p, const memory &src, const memory &weights,
+         const memory &dst) {
+  try {
+    p.prim.execute(stream(), {{DNNL_ARG_SRC, src},
+                              {DNNL_ARG_WEIGHTS, weights},
+                              {DNNL_ARG_DST, dst}});
+    stream().wait();
+  } catch (const dnnl::error &e) {
+    fail("matmul", e);
+  }
+}
+
+enum Kind { Linear, LinearPacked, GradInput, GradWeight };
+} // namespace
+
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc) {
+  dnnl_status_t status = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m,
+                                    n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success)
+    fatal("dnnl_sgemm failed (status " + std::to_string(status) + ")");
+}
+
+void linear(const Tensor &w, const float *x, float *out, int64_t batch,
+            int64_t rows, bool packed) {
+  int64_t outF = w.dim(0), in = w.dim(1);
+  // The weight [out, in] row-major is the [in, out] matrix of strides
+  // {1, in}; the bmm form shares it across the batch (batch dimension 1).
+  Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
+  Dims srcStrides = {rows * in, in, 1}, dstStrides = {rows * outF, outF, 1};
+  memory::desc plainWeight = f32(wei, {in * outF, 1, in});
+  Primitive &p = primitiveFor(
+      {packed ? LinearPacked : Linear, batch, rows, outF, in}, [&] {
+        return matmulDesc(f32(src, srcStrides),
+                          packed ? f32Any(wei) : plainWeight,
+                          f32(dst, dstStrides));
+      });
+  memory srcMem(f32(src, srcStrides), engine(), const_cast<float *>(x));
+  memory dstMem(f32(dst, dstStrides), engine(), out);
+  if (packed) {
+    run(p, srcMem, packedWeight(w, plainWeight, p.desc.weights_desc()), dstMem);
+    return;
+  }
+  run(p, srcMem, memory(plainWeight, engine(), const_cast<float *>(w.f32())),
+      dstMem);
+}
+
+void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
+                     int64_t in, int64_t out) {
+  Primitive &p = primitiveFor({GradInput, 1, rows, in, out}, [&] {
+    return matmulDesc(f32({rows, out}, {out, 1}), f32({out, in}, {in, 1}),
+                      f32({rows, in}, {in, 1}));
+  });
+  run(p, memory(p.desc.src_desc(), engine(), const_cast<float *>(dy)),
+      memory(p.desc.weights_desc(), engine(), const_cast<float *>(w)),
+      memory(p.desc.dst_desc(), engine(), dx));
+}
+
+void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
+                      int64_t in, int64_t out) {
+  // dy^T is dy [rows, out] read with strides {1, out}.
+  Primitive &p = primitiveFor({GradWeight, 1, out, in, rows}, [&] {
+    return matmulDesc(f32({out, rows}, {1, out}), f32({rows, in}, {in, 1}),
+                      f32({out, in}, {in, 1}));
+  });
+  run(p, memory(p.desc.src_desc(), engine(), const_cast<float *>(dy)),
+      memory(p.desc.weights_desc(), engine(), const_cast<float *>(x)),
+      memory(p.desc.dst_desc(), engine(), dw));
+}
+
+void setThreads(int) {}
+
+const char *gemmLibrary() {
+  static const std::string name = [] {
+    const dnnl_version_t *v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." +
+           std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }();
+  return name.c_str();
+}
+
+#else // OpenBLAS
+
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
+}
+
+void linear(const Tensor &w, const float *x, float *out, int64_t batch,
+            int64_t rows, bool /*packed*/) {
+  int64_t outF = w.dim(0), in = w.dim(1);
+  for (int64_t i = 0; i < batch; ++i)
+    sgemm(false, true, rows, outF, in, 1.0f, x + i * rows * in, in, w.f32(), in,
+          0.0f, out + i * rows * outF, outF);
+}
+
+void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
+                     int64_t in, int64_t out) {
+  sgemm(false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
+                      int64_t in, int64_t out) {
+  sgemm(true, false, out, in, rows, 1.0f, dy, out, x, in, 0.0f, dw, in);
+}
+
+void setThreads(int threads) { openblas_set_num_threads(threads); }
+
+const char *gemmLibrary() { return "OpenBLAS"; }
+
+#endif
+
+} // namespace tprt::cpu

@@ -1,0 +1,55 @@
+//===- Gemm.h - the CPU matrix products -------------------------*- C++ -*-===//
+//
+// Every CPU kernel's matrix product goes through here, so that the GEMM
+// library is chosen in one place: oneDNN's matmul primitive (its brgemm
+// kernels ran these shapes at about twice OpenBLAS 0.3.21's speed on the
+// build machines, docs/runtime.md) when the runtime was built with it,
+// OpenBLAS otherwise. All matrices are row-major.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPRT_CPU_GEMM_H
+#define TPRT_CPU_GEMM_H
+
+#include <cstdint>
+
+namespace tprt {
+class Tensor;
+
+namespace cpu {
+
+/// C = alpha op(A) op(B) + beta C, cblas_sgemm's contract (row-major, op
+/// transposes when asked). Runs on the calling thread alone, so it may be
+/// called from inside an OpenMP parallel region (the attention kernels call
+/// it once per head).
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc);
+
+/// out[batch][rows, out] = x[batch][rows, in] w[out, in]^T with all the
+/// context's threads: the linear form (batch 1, every leading dimension
+/// flattened into rows) and the bmm form (one product per batch row, the
+/// weight shared). With `packed` the weight is reordered once into the
+/// library's preferred layout and kept while `w` lives: only for weights
+/// that do not change (see Context::setConstantWeights).
+void linear(const Tensor &w, const float *x, float *out, int64_t batch,
+            int64_t rows, bool packed);
+
+/// The backward's two products, with all threads: dx[rows, in] = dy[rows,
+/// out] w[out, in] and dw[out, in] = dy[rows, out]^T x[rows, in].
+void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
+                     int64_t in, int64_t out);
+void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
+                      int64_t in, int64_t out);
+
+/// The threads of the products at top level (OpenBLAS keeps its own
+/// count; oneDNN follows OpenMP's).
+void setThreads(int threads);
+
+/// The library that does the products ("oneDNN 2.6.3" or "OpenBLAS").
+const char *gemmLibrary();
+
+} // namespace cpu
+} // namespace tprt
+
+#endif // TPRT_CPU_GEMM_H
