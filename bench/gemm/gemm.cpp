@@ -11,7 +11,8 @@
 //   - the forward's projections as the forward runs them: every layer's
 //     seven products, then the LM head, each with its own weight, so that
 //     weights come from memory as they do in the program. Its rate over the
-//     peak is the fraction docs/runtime.md reports.
+//     peak is the fraction docs/runtime.md reports. Then the same with the
+//     sibling projections fused (q/k/v and gate/up as one product each).
 // Defaults are the medium Llama of bench/forward (hidden 512, 4 layers, 8
 // heads of 64, 4 KV heads, MLP 1408, vocab 4096) at 128 rows.
 //
@@ -178,34 +179,58 @@ int main(int argc, char **argv) {
                 (long long)p.out, gflops(flop, a), gflops(flop, b), b / a);
   }
 
-  // The forward's sequence: distinct weights per layer.
-  std::vector<Product> sequence;
-  for (int64_t l = 0; l < o.layers; ++l)
-    sequence.insert(sequence.end(), layer.begin(), layer.end());
-  sequence.push_back(head);
-  std::vector<tprt::Tensor> weights, inputs, outputs;
-  double flop = 0;
-  for (const Product &p : sequence) {
-    weights.push_back(filled({p.out, p.in}, 0.f));
-    inputs.push_back(filled({o.rows, p.in}, 1.f));
-    outputs.push_back(filled({o.rows, p.out}, 0.f));
-    flop += 2.0 * o.rows * p.in * p.out;
-  }
-  auto all = [&](auto product) {
-    return [&, product] {
-      for (size_t i = 0; i < sequence.size(); ++i)
-        product(weights[i], inputs[i], outputs[i], o.rows);
-    };
+  // The forward's sequence, each product with its own weight; and the same
+  // with sibling projections fused (q/k/v, gate/up: one product over the
+  // concatenated weights), what a fusion pass would give the library.
+  auto sequenceOf = [&](const std::vector<Product> &perLayer) {
+    std::vector<Product> sequence;
+    for (int64_t l = 0; l < o.layers; ++l)
+      sequence.insert(sequence.end(), perLayer.begin(), perLayer.end());
+    sequence.push_back(head);
+    return sequence;
   };
-  auto [a, b] = race(all(ours), all(openblas), rounds, 1);
-  std::printf("| the forward's %zu projections in order | %lld rows | %.1f | "
-              "%.1f | %.2f |\n",
-              sequence.size(), (long long)o.rows, gflops(flop, a),
-              gflops(flop, b), b / a);
-  std::printf("\nsingle-core sgemm peak (the best rate above): %.1f GFLOPS\n"
-              "the forward's projections reach %.0f%% of it with tprt "
-              "(%.2f ms for %.2f GFLOP), %.0f%% with OpenBLAS (%.2f ms)\n",
-              peak, 100 * gflops(flop, a) / peak, 1e3 * a, flop / 1e9,
-              100 * gflops(flop, b) / peak, 1e3 * b);
+  std::vector<Product> fusedLayer = {{"qkv_proj", q + 2 * kv, h},
+                                     {"o_proj", h, q},
+                                     {"gate_up_proj", 2 * o.mlp, h},
+                                     {"down_proj", h, o.mlp}};
+  double forwardRate = 0, forwardMs = 0, forwardFlop = 0, openblasRate = 0,
+         openblasMs = 0;
+  for (bool fused : {false, true}) {
+    std::vector<Product> sequence = sequenceOf(fused ? fusedLayer : layer);
+    std::vector<tprt::Tensor> weights, inputs, outputs;
+    double flop = 0;
+    for (const Product &p : sequence) {
+      weights.push_back(filled({p.out, p.in}, 0.f));
+      inputs.push_back(filled({o.rows, p.in}, 1.f));
+      outputs.push_back(filled({o.rows, p.out}, 0.f));
+      flop += 2.0 * o.rows * p.in * p.out;
+    }
+    auto all = [&](auto product) {
+      return [&, product] {
+        for (size_t i = 0; i < sequence.size(); ++i)
+          product(weights[i], inputs[i], outputs[i], o.rows);
+      };
+    };
+    auto [a, b] = race(all(ours), all(openblas), rounds, 1);
+    std::printf("| the forward's %zu projections in order%s | %lld rows | "
+                "%.1f | %.1f | %.2f |\n",
+                sequence.size(), fused ? ", siblings fused" : "",
+                (long long)o.rows, gflops(flop, a), gflops(flop, b), b / a);
+    if (!fused) {
+      forwardRate = gflops(flop, a);
+      forwardMs = 1e3 * a;
+      forwardFlop = flop;
+      openblasRate = gflops(flop, b);
+      openblasMs = 1e3 * b;
+    } else {
+      std::printf("\nsingle-core sgemm peak (the best rate above): %.1f "
+                  "GFLOPS\nthe forward's projections reach %.0f%% of it "
+                  "with tprt (%.2f ms for %.2f GFLOP), %.0f%% with OpenBLAS "
+                  "(%.2f ms); with siblings fused %.0f%% (%.2f ms)\n",
+                  peak, 100 * forwardRate / peak, forwardMs, forwardFlop / 1e9,
+                  100 * openblasRate / peak, openblasMs,
+                  100 * gflops(flop, a) / peak, 1e3 * a);
+    }
+  }
   return 0;
 }
