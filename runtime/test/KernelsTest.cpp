@@ -292,7 +292,8 @@ std::vector<double> naiveAttention(const Tensor &q, const Tensor &k,
 
 struct AttentionCase {
   int64_t batch, seq, heads, kvHeads, window;
-  bool causal, masked;
+  bool causal;
+  int64_t padded; // leading keys masked out (0: no key mask)
   double softcap;
 };
 
@@ -305,30 +306,38 @@ TEST_P(AttentionTest, MatchesNaive) {
   Tensor k = randomTensor({c.batch, c.seq, c.kvHeads * d}, 11, -2, 2);
   Tensor v = randomTensor({c.batch, c.seq, c.kvHeads * d}, 12);
   Tensor mask;
-  if (c.masked) {
+  if (c.padded) {
     mask = Tensor(DType::I64, {c.batch, c.seq});
     for (int64_t i = 0; i < mask.numel(); ++i)
-      mask.i64()[i] = (i % c.seq) >= 1 || c.seq == 1; // first key padded
+      mask.i64()[i] = (i % c.seq) >= c.padded || c.seq == 1;
   }
   Tensor got = attention(ctx(), q, k, v, mask, c.heads, c.kvHeads, d, 0.5,
                          c.causal, c.window, c.softcap);
   expectClose(got,
-              naiveAttention(q, k, v, c.masked ? &mask : nullptr, c.heads,
+              naiveAttention(q, k, v, c.padded ? &mask : nullptr, c.heads,
                              c.kvHeads, d, 0.5, c.causal, c.window, c.softcap),
               1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, AttentionTest,
-    testing::Values(AttentionCase{2, 6, 4, 2, 0, true, false, 0}, // GQA 2
-                    AttentionCase{1, 6, 3, 3, 0, true, false, 0}, // ratio 1
-                    AttentionCase{2, 1, 4, 1, 0, true, true, 0},  // seq 1
-                    AttentionCase{2, 7, 2, 1, 3, true, false, 0}, // window 3
-                    AttentionCase{1, 5, 2, 2, 64, true, false,
-                                  0},                            // window > seq
-                    AttentionCase{2, 6, 4, 2, 0, true, true, 0}, // padding
-                    AttentionCase{1, 6, 2, 1, 0, false, false, 0}, // not causal
-                    AttentionCase{1, 6, 2, 1, 0, true, false, 2.0})); // softcap
+    testing::Values(AttentionCase{2, 6, 4, 2, 0, true, 0, 0},   // GQA 2
+                    AttentionCase{1, 6, 3, 3, 0, true, 0, 0},   // ratio 1
+                    AttentionCase{2, 1, 4, 1, 0, true, 1, 0},   // seq 1
+                    AttentionCase{2, 7, 2, 1, 3, true, 0, 0},   // window 3
+                    AttentionCase{1, 5, 2, 2, 64, true, 0, 0},  // window > seq
+                    AttentionCase{2, 6, 4, 2, 0, true, 1, 0},   // padding
+                    AttentionCase{1, 6, 2, 1, 0, false, 0, 0},  // not causal
+                    AttentionCase{1, 6, 2, 1, 0, true, 0, 2.0}, // softcap
+                    // Several query blocks and key tiles (kernels.cpp's
+                    // kAttentionQueryBlock, kAttentionKeyBlock): the online
+                    // softmax across tiles, causal tiles skipped, window
+                    // tiles skipped, a first tile every row sees nothing
+                    // of, and soft-capping per tile.
+                    AttentionCase{1, 300, 4, 2, 0, true, 0, 0},
+                    AttentionCase{2, 300, 2, 1, 150, true, 0, 0},
+                    AttentionCase{1, 300, 2, 1, 0, false, 200, 0},
+                    AttentionCase{1, 300, 2, 2, 0, true, 130, 2.0}));
 
 TEST(Kernels, QueryThatSeesNoKeyIsZero) {
   Tensor q = randomTensor({1, 3, 4}, 13), k = randomTensor({1, 3, 4}, 14);
@@ -489,6 +498,15 @@ TEST(Kernels, Mamba2MatchesQuadraticForm) {
     }
     expectClose(got, want, 2e-4);
   }
+}
+
+// A tensor that cannot fit is an error naming its shape, before anything
+// is allocated.
+TEST(Tensors, AllocationBeyondMemoryIsAnError) {
+  EXPECT_EXIT(Tensor::uninitialized(DType::F32, {1 << 20, 1 << 20, 1 << 10}),
+              testing::ExitedWithCode(1),
+              "a tensor of shape .* does not fit in this machine's [0-9]+ "
+              "bytes of memory");
 }
 
 TEST(Tensors, HalfAndBf16RoundTrip) {

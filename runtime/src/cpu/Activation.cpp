@@ -35,6 +35,8 @@ algorithm algorithmOf(Activation f) {
     return algorithm::eltwise_gelu_erf;
   case Activation::GeluTanh:
     return algorithm::eltwise_gelu_tanh;
+  case Activation::Exp:
+    return algorithm::eltwise_exp;
   }
   fatal("unknown activation");
 }
@@ -101,6 +103,11 @@ void activation(Activation f, const float *x, float *out, int64_t n) {
     }
     return;
   }
+  case Activation::Exp:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = std::exp(x[i]);
+    return;
   }
 }
 

@@ -19,9 +19,11 @@ enum class Activation {
   Silu,     // x sigmoid(x)
   Gelu,     // 0.5 x (1 + erf(x / sqrt 2))
   GeluTanh, // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+  Exp,      // exp(x), 0 at -inf: the attention's softmax
 };
 
-/// out[i] = f(x[i]) for i < n, with all the threads OpenMP gives.
+/// out[i] = f(x[i]) for i < n (in place when out == x), with all the
+/// threads OpenMP gives: inside a parallel region, the calling thread's.
 void activation(Activation f, const float *x, float *out, int64_t n);
 
 } // namespace tprt::cpu

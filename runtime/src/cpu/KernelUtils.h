@@ -9,6 +9,7 @@
 #ifndef TPRT_CPU_KERNELUTILS_H
 #define TPRT_CPU_KERNELUTILS_H
 
+#include "Activation.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -130,6 +131,11 @@ struct AttentionShape {
   }
 };
 
+/// The CPU attention's tiles: queries per block (a unit of parallel work)
+/// and keys per tile of scores (one [query block, key tile] of floats per
+/// thread).
+constexpr int64_t kAttentionQueryBlock = 64, kAttentionKeyBlock = 128;
+
 /// What tp.attention does to one row of `scale * q k^T` scores (query at
 /// key position `pos` of batch row `b`): soft-capping (the tanh of each
 /// capped score kept in `tanhs` when given, for the backward), the causal,
@@ -173,6 +179,52 @@ struct AttentionMasking {
     float inv = 1.0f / total;
     for (int64_t j = 0; j < skv; ++j)
       row[j] *= inv;
+  }
+
+  /// One step of the online softmax over a [rows, cols] tile of scores
+  /// (queries at positions firstPos.., keys j0..): soft-capping and masks
+  /// as above, then the tile becomes exp(score - running maximum) (0 where
+  /// masked), and each row's running maximum, sum and [rows, headDim]
+  /// accumulator are rescaled to the new maximum. The caller adds tile V
+  /// to the accumulator and divides by the sum at the end.
+  void onlineSoftmax(float *tile, int64_t rows, int64_t cols, int64_t b,
+                     int64_t firstPos, int64_t j0, float *rowMax, float *rowSum,
+                     float *acc, int64_t headDim) const {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    float correction[kAttentionQueryBlock];
+    for (int64_t i = 0; i < rows; ++i) {
+      float *row = tile + i * cols;
+      int64_t pos = firstPos + i;
+      float best = rowMax[i];
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t key = j0 + j;
+        bool visible = (!causal || key <= pos) &&
+                       (window <= 0 || pos - key < window) &&
+                       (!keyMask || keyMask[b * skv + key] != 0);
+        float s = cap > 0 ? cap * std::tanh(row[j] / cap) : row[j];
+        row[j] = visible ? s : ninf;
+        best = std::max(best, row[j]);
+      }
+      if (best == ninf) { // nothing visible yet: the row stays empty
+        correction[i] = 1.0f;
+        continue;
+      }
+      for (int64_t j = 0; j < cols; ++j)
+        row[j] -= best; // -inf stays -inf, whose exp is 0
+      correction[i] = std::exp(rowMax[i] - best); // 0 for the first keys
+      rowMax[i] = best;
+    }
+    cpu::activation(cpu::Activation::Exp, tile, tile, rows * cols);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float *row = tile + i * cols;
+      float total = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        total += row[j];
+      rowSum[i] = rowSum[i] * correction[i] + total;
+      if (correction[i] != 1.0f)
+        for (int64_t d = 0; d < headDim; ++d)
+          acc[i * headDim + d] *= correction[i];
+    }
   }
 };
 

@@ -11,6 +11,7 @@
 #include "Gemm.h"
 #include "KernelUtils.h"
 #include "cuda/Cuda.h"
+#include "cuda/Tiling.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
@@ -340,38 +341,56 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
   float *o = out.f32();
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
   int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
-  // Per (batch, head): scores = Q K^T and out = P V as two sgemm calls on
-  // the packed layout (leading dimensions step over the other heads). Each
-  // thread holds one [sq, skv] score matrix: say so if that cannot fit.
-  uint64_t scoreBytes = 0, threads = omp_get_max_threads();
-  if (__builtin_mul_overflow(static_cast<uint64_t>(sq) * sizeof(float),
-                             static_cast<uint64_t>(skv), &scoreBytes) ||
-      __builtin_mul_overflow(scoreBytes, threads, &scoreBytes) ||
-      scoreBytes > physicalMemoryBytes())
-    fatal("attention: " + std::to_string(threads) + " score matrices of " +
-          std::to_string(sq) + " x " + std::to_string(skv) +
-          " floats (one per thread) do not fit in this machine's " +
-          std::to_string(physicalMemoryBytes()) +
-          " bytes of memory (shorter sequences, or fewer threads)");
   AttentionMasking masking{causal, window, cap, mask, skv};
+  // Per (batch, head, block of queries): the key tiles the block can see
+  // (cuda::attentionKeyRange, the GPU kernel's rule), each as scores = Q K^T
+  // and acc += P V, two products on the packed layout (leading dimensions
+  // step over the other heads), with an online softmax in between: each
+  // row keeps its running maximum and sum, and rescales its accumulator
+  // when the maximum grows. A thread holds one tile of scores, never a
+  // [sq, skv] matrix.
+  int64_t queryBlocks = (sq + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
 #pragma omp parallel
   {
-    std::vector<float> scores(sq * skv);
-#pragma omp for collapse(2) schedule(static)
+    std::vector<float> tile(kAttentionQueryBlock * kAttentionKeyBlock),
+        acc(kAttentionQueryBlock * headDim), rowMax(kAttentionQueryBlock),
+        rowSum(kAttentionQueryBlock);
+#pragma omp for collapse(3) schedule(static)
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h) {
-        int64_t kvh = h / group;
-        const float *qh = qd + b * sq * qStride + h * headDim;
-        const float *kh = kd + b * skv * kvStride + kvh * headDim;
-        const float *vh = vd + b * skv * kvStride + kvh * headDim;
-        float *oh = o + b * sq * qStride + h * headDim;
-        cpu::sgemm(false, true, sq, skv, headDim, fscale, qh, qStride, kh,
-                   kvStride, 0.0f, scores.data(), skv);
-        for (int64_t i = 0; i < sq; ++i)
-          masking.probabilities(scores.data() + i * skv, b, i + queryOffset);
-        cpu::sgemm(false, false, sq, headDim, skv, 1.0f, scores.data(), skv, vh,
-                   kvStride, 0.0f, oh, qStride);
-      }
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t qb = 0; qb < queryBlocks; ++qb) {
+          int64_t kvh = h / group, i0 = qb * kAttentionQueryBlock,
+                  rows = std::min(kAttentionQueryBlock, sq - i0);
+          const float *qh = qd + (b * sq + i0) * qStride + h * headDim;
+          const float *kh = kd + b * skv * kvStride + kvh * headDim;
+          const float *vh = vd + b * skv * kvStride + kvh * headDim;
+          cuda::KeyRange range = cuda::attentionKeyRange(
+              i0 + queryOffset, i0 + rows - 1 + queryOffset, skv, causal,
+              window);
+          std::fill_n(rowMax.begin(), rows,
+                      -std::numeric_limits<float>::infinity());
+          std::fill_n(rowSum.begin(), rows, 0.0f);
+          std::fill_n(acc.begin(), rows * headDim, 0.0f);
+          for (int64_t j0 = range.begin; j0 < range.end;
+               j0 += kAttentionKeyBlock) {
+            int64_t cols = std::min(kAttentionKeyBlock, range.end - j0);
+            cpu::sgemm(false, true, rows, cols, headDim, fscale, qh, qStride,
+                       kh + j0 * kvStride, kvStride, 0.0f, tile.data(), cols);
+            masking.onlineSoftmax(tile.data(), rows, cols, b, i0 + queryOffset,
+                                  j0, rowMax.data(), rowSum.data(), acc.data(),
+                                  headDim);
+            cpu::sgemm(false, false, rows, headDim, cols, 1.0f, tile.data(),
+                       cols, vh + j0 * kvStride, kvStride, 1.0f, acc.data(),
+                       headDim);
+          }
+          // A query that sees no key gets zeros.
+          for (int64_t i = 0; i < rows; ++i) {
+            float inv = rowSum[i] > 0 ? 1.0f / rowSum[i] : 0.0f;
+            float *oh = o + (b * sq + i0 + i) * qStride + h * headDim;
+            for (int64_t d = 0; d < headDim; ++d)
+              oh[d] = acc[i * headDim + d] * inv;
+          }
+        }
   }
   return out;
 }
