@@ -10,6 +10,7 @@
 #include "Activation.h"
 #include "Gemm.h"
 #include "KernelUtils.h"
+#include "Vector.h"
 #include "cuda/Cuda.h"
 #include "cuda/Tiling.h"
 #include "tprt/Rope.h"
@@ -243,13 +244,10 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
 #pragma omp parallel for schedule(static)
   for (int64_t g = 0; g < groups; ++g) {
     const float *row = in + g * group;
-    double sum = 0;
-    for (int64_t i = 0; i < group; ++i)
-      sum += static_cast<double>(row[i]) * row[i];
+    double sum = cpu::sumOfSquares(row, group);
     float inv = 1.0f / std::sqrt(static_cast<float>(sum / group) +
                                  static_cast<float>(eps));
-    for (int64_t i = 0; i < group; ++i)
-      o[g * group + i] = (row[i] * inv) * (off + weight[i]);
+    cpu::scaleRow(row, inv, weight, off, o + g * group, group);
   }
   return out;
 }
