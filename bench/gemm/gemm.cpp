@@ -103,24 +103,18 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "gemm: %s needs a positive integer\n", arg.c_str());
       return 2;
     }
-    if (arg == "--hidden")
-      o.hidden = v;
-    else if (arg == "--layers")
-      o.layers = v;
-    else if (arg == "--heads")
-      o.heads = v;
-    else if (arg == "--kv-heads")
-      o.kvHeads = v;
-    else if (arg == "--head-dim")
-      o.headDim = v;
-    else if (arg == "--mlp")
-      o.mlp = v;
-    else if (arg == "--vocab")
-      o.vocab = v;
-    else if (arg == "--rows")
-      o.rows = v;
-    else if (arg == "--rounds")
-      o.rounds = v;
+    const std::pair<const char *, int64_t *> options[] = {
+        {"--hidden", &o.hidden},    {"--layers", &o.layers},
+        {"--heads", &o.heads},      {"--kv-heads", &o.kvHeads},
+        {"--head-dim", &o.headDim}, {"--mlp", &o.mlp},
+        {"--vocab", &o.vocab},      {"--rows", &o.rows},
+        {"--rounds", &o.rounds}};
+    int64_t *field = nullptr;
+    for (auto [name, target] : options)
+      if (arg == name)
+        field = target;
+    if (field)
+      *field = v;
     else {
       std::fprintf(stderr,
                    "usage: gemm [--hidden H] [--layers L] [--heads N] "

@@ -348,23 +348,34 @@ TEST(Kernels, QueryThatSeesNoKeyIsZero) {
     EXPECT_EQ(y.f32()[x], 0.0f);
 }
 
+/// SiLU, tanh-GELU and exact GELU of each element of `x`, in double.
+struct ActivationReferences {
+  std::vector<double> silu, geluTanh, gelu;
+  explicit ActivationReferences(const Tensor &x) {
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double v = x.f32()[i];
+      silu.push_back(v / (1 + std::exp(-v)));
+      geluTanh.push_back(
+          0.5 * v *
+          (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+      gelu.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+    }
+  }
+};
+
 TEST(Kernels, Activations) {
   Tensor x = randomTensor({37}, 15, -6, 6);
-  std::vector<double> s, gt, ge, r2, sc, cap;
+  ActivationReferences want(x);
+  std::vector<double> r2, sc, cap;
   for (int i = 0; i < 37; ++i) {
     double v = x.f32()[i];
-    s.push_back(v / (1 + std::exp(-v)));
-    gt.push_back(
-        0.5 * v *
-        (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
-    ge.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
     r2.push_back(v > 0 ? v * v : 0);
     sc.push_back(v * 8.0);
     cap.push_back(3.0 * std::tanh(v / 3.0));
   }
-  expectClose(silu(ctx(), x), s);
-  expectClose(gelu(ctx(), x, true), gt);
-  expectClose(gelu(ctx(), x, false), ge);
+  expectClose(silu(ctx(), x), want.silu);
+  expectClose(gelu(ctx(), x, true), want.geluTanh);
+  expectClose(gelu(ctx(), x, false), want.gelu);
   expectClose(relu_squared(ctx(), x), r2);
   expectClose(scale(ctx(), x, 8.0), sc);
   expectClose(softcap(ctx(), x, 3.0), cap);
@@ -386,18 +397,10 @@ TEST(Kernels, ActivationsAtScale) {
   x.f32()[1] = 100.0f;
   x.f32()[2] = 0.0f;
   x.f32()[3] = -1e-20f;
-  std::vector<double> s, gt, ge;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    double v = x.f32()[i];
-    s.push_back(v / (1 + std::exp(-v)));
-    gt.push_back(
-        0.5 * v *
-        (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
-    ge.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
-  }
-  expectClose(silu(ctx(), x), s);
-  expectClose(gelu(ctx(), x, true), gt);
-  expectClose(gelu(ctx(), x, false), ge);
+  ActivationReferences want(x);
+  expectClose(silu(ctx(), x), want.silu);
+  expectClose(gelu(ctx(), x, true), want.geluTanh);
+  expectClose(gelu(ctx(), x, false), want.gelu);
 }
 
 /// Mamba2 in its quadratic ("attention") form: y_t = sum_{s<=t}
