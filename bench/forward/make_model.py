@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the benchmark's medium Llama (hidden 512, 4 layers, 8 heads, 4 KV
 heads, head_dim 64, MLP 1408, vocab 4096) with transformers'
-LlamaForCausalLM and random weights, and exports it with the TorchScript
+LlamaForCausalLM and random weights (norms included), and exports it with the TorchScript
 exporter (opset 17, constant folding, input_ids + attention_mask).
 
     make_model.py OUT_DIR          (needs scripts/setup.sh --models)
@@ -14,23 +14,41 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from generate import LogitsOnly  # noqa: E402
 
-out = sys.argv[1]
-os.makedirs(out, exist_ok=True)
-config = transformers.LlamaConfig(
+CONFIG = dict(
     vocab_size=4096, hidden_size=512, num_hidden_layers=4,
     num_attention_heads=8, num_key_value_heads=4, head_dim=64,
     intermediate_size=1408, rms_norm_eps=1e-6, rope_theta=10000.0,
     tie_word_embeddings=False)
-config._attn_implementation = "eager"
-torch.manual_seed(0)
-model = LogitsOnly(transformers.LlamaForCausalLM(config).eval()).eval()
-ids = torch.randint(0, 4096, (2, 16))
-mask = torch.ones_like(ids)
-axes = {n: {0: "batch", 1: "seq"} for n in ["input_ids", "attention_mask", "logits"]}
-torch.onnx.export(model, (ids, mask), os.path.join(out, "model.onnx"),
-                  dynamo=False, opset_version=17, do_constant_folding=True,
-                  input_names=["input_ids", "attention_mask"],
-                  output_names=["logits"], dynamic_axes=axes)
-with open(os.path.join(out, "config.json"), "w") as f:
-    f.write(config.to_json_string())
-print(os.path.join(out, "model.onnx"))
+
+
+def medium_llama(config):
+    """The benchmark's LlamaForCausalLM: seed 0, and random RMS-norm weights
+    (transformers' default ones are all equal, and the exporter folds equal
+    initializers into one shared parameter: the compiled program would train
+    one norm weight where PyTorch trains nine). bench/train/torch_step.py
+    builds its peer with this too."""
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    return model
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    config = transformers.LlamaConfig(**CONFIG)
+    model = LogitsOnly(medium_llama(config).eval()).eval()
+    ids = torch.randint(0, 4096, (2, 16))
+    mask = torch.ones_like(ids)
+    axes = {n: {0: "batch", 1: "seq"} for n in ["input_ids", "attention_mask", "logits"]}
+    torch.onnx.export(model, (ids, mask), os.path.join(out, "model.onnx"),
+                      dynamo=False, opset_version=17, do_constant_folding=True,
+                      input_names=["input_ids", "attention_mask"],
+                      output_names=["logits"], dynamic_axes=axes)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        f.write(config.to_json_string())
+    print(os.path.join(out, "model.onnx"))

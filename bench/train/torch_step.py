@@ -22,13 +22,14 @@ import numpy as np
 import torch
 import transformers
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "forward"))
+from make_model import medium_llama  # noqa: E402
+
 
 def build(args):
     config = transformers.LlamaConfig.from_json_file(
         os.path.join(args.model_dir, "config.json"))
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)  # bench/forward/make_model.py's weights
-    return transformers.LlamaForCausalLM(config)
+    return medium_llama(config)  # the ONNX file's weights
 
 
 def train(args, model, sync=lambda: None):
