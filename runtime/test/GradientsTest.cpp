@@ -118,6 +118,33 @@ TEST(Gradients, Attention) {
   }
 }
 
+// Across the CPU kernel's tiles (blocks of 64 queries, tiles of 128 keys):
+// the backward's per-tile recomputation from each row's log-sum-exp, tiles
+// skipped by the causal and window limits, and rows that see no key (the
+// first 130 keys padded).
+TEST(Gradients, AttentionAcrossTiles) {
+  Tensor q = randomTensor({1, 300, 16}, 41), k = randomTensor({1, 300, 8}, 42),
+         v = randomTensor({1, 300, 8}, 43), r = randomTensor({1, 300, 16}, 44);
+  Tensor mask(DType::I64, {1, 300});
+  for (int64_t i = 0; i < mask.numel(); ++i)
+    mask.i64()[i] = i >= 130;
+  for (auto [window, softcap] : {std::pair{int64_t(0), 0.0}, {150, 2.0}}) {
+    auto loss = [&, window = window,
+                 softcap = softcap](std::vector<Tensor> &in) {
+      return dot(attention(ctx(), in[0], in[1], in[2], mask, 2, 1, 8, 0.5, true,
+                           window, softcap),
+                 r);
+    };
+    Tensors grads = attention_grad(ctx(), q, k, v, r, mask, 2, 1, 8, 0.5, true,
+                                   window, softcap);
+    for (size_t i = 0; i < 3; ++i)
+      checkDirectional({q, k, v}, i, loss, grads[i], 45 + i);
+    // Queries that see no key get no gradient.
+    for (int64_t x = 0; x < 130 * 16; ++x)
+      ASSERT_EQ(grads[0].f32()[x], 0.0f) << "dq element " << x;
+  }
+}
+
 TEST(Gradients, Mamba2Mixer) {
   // 2 heads of 4 in 1 group of state 3, a kernel of 3, a padded position.
   int64_t heads = 2, headDim = 4, groups = 1, state = 3, kernel = 3;

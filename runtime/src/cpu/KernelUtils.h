@@ -10,6 +10,8 @@
 #define TPRT_CPU_KERNELUTILS_H
 
 #include "Activation.h"
+#include "Gemm.h"
+#include "cuda/Tiling.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -224,6 +226,65 @@ struct AttentionMasking {
       if (correction[i] != 1.0f)
         for (int64_t d = 0; d < headDim; ++d)
           acc[i * headDim + d] *= correction[i];
+    }
+  }
+
+  /// The probabilities of a [rows, cols] tile of `scale * q k^T` scores
+  /// (queries at positions firstPos.., keys j0..) from each row's
+  /// log-sum-exp over all its keys (the backward's recomputation):
+  /// soft-capping (each tanh kept in `tanhs` when given) and masks as
+  /// above, then exp(score - lse), 0 where masked.
+  void tileProbabilities(float *tile, int64_t rows, int64_t cols, int64_t b,
+                         int64_t firstPos, int64_t j0, const float *lse,
+                         float *tanhs) const {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < rows; ++i) {
+      float *row = tile + i * cols;
+      int64_t pos = firstPos + i;
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t key = j0 + j;
+        bool visible = lse[i] != ninf && (!causal || key <= pos) &&
+                       (window <= 0 || pos - key < window) &&
+                       (!keyMask || keyMask[b * skv + key] != 0);
+        float s = row[j];
+        if (cap > 0) {
+          float t = std::tanh(s / cap);
+          if (tanhs)
+            tanhs[i * cols + j] = t;
+          s = cap * t;
+        }
+        row[j] = visible ? s - lse[i] : ninf; // exp(-inf) is 0
+      }
+    }
+    cpu::activation(cpu::Activation::Exp, tile, tile, rows * cols);
+  }
+
+  /// One head's attention for a block of `rows` queries at positions
+  /// firstPos.. (`qh`: the block's first query) over the key tiles the block
+  /// can see (cuda::attentionKeyRange, the GPU kernel's rule): two products
+  /// per tile on the packed layout (leading dimensions step over the other
+  /// heads) with the online softmax between them. Leaves the unnormalized
+  /// output in acc [rows, headDim] and each row's running maximum and sum
+  /// (the output is acc / rowSum; rowSum 0: the row sees no key). `tile`
+  /// holds kAttentionQueryBlock x kAttentionKeyBlock floats of scratch.
+  void attendQueryBlock(const float *qh, int64_t qStride, const float *kh,
+                        const float *vh, int64_t kvStride, int64_t rows,
+                        int64_t headDim, float scale, int64_t b,
+                        int64_t firstPos, float *tile, float *acc,
+                        float *rowMax, float *rowSum) const {
+    cuda::KeyRange range = cuda::attentionKeyRange(
+        firstPos, firstPos + rows - 1, skv, causal, window);
+    std::fill_n(rowMax, rows, -std::numeric_limits<float>::infinity());
+    std::fill_n(rowSum, rows, 0.0f);
+    std::fill_n(acc, rows * headDim, 0.0f);
+    for (int64_t j0 = range.begin; j0 < range.end; j0 += kAttentionKeyBlock) {
+      int64_t cols = std::min(kAttentionKeyBlock, range.end - j0);
+      cpu::sgemm(false, true, rows, cols, headDim, scale, qh, qStride,
+                 kh + j0 * kvStride, kvStride, 0.0f, tile, cols);
+      onlineSoftmax(tile, rows, cols, b, firstPos, j0, rowMax, rowSum, acc,
+                    headDim);
+      cpu::sgemm(false, false, rows, headDim, cols, 1.0f, tile, cols,
+                 vh + j0 * kvStride, kvStride, 1.0f, acc, headDim);
     }
   }
 };

@@ -166,11 +166,22 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
   int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
   AttentionMasking masking{causal, window, cap, mask, skv};
+  const float ninf = -std::numeric_limits<float>::infinity();
+  int64_t queryBlocks = (sq + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
   // One (batch, KV head) per iteration: the query heads of its group add
-  // into the same dk and dv.
+  // into the same dk and dv. Per block of queries, tiled over keys as the
+  // forward: first the block's forward again (each row's log-sum-exp, and
+  // delta = dout . out = rowsum(P * dP)), then per key tile P from the
+  // log-sum-exp, dv += P^T dout, dP = dout v^T, dS = P (dP - delta) through
+  // the cap's tanh, dq += scale dS k, dk += scale dS^T q. A thread holds
+  // tiles, never a [sq, skv] matrix.
 #pragma omp parallel
   {
-    std::vector<float> p(sq * skv), dp(sq * skv), tanhs(cap > 0 ? sq * skv : 0);
+    const int64_t tileSize = kAttentionQueryBlock * kAttentionKeyBlock;
+    std::vector<float> p(tileSize), dp(tileSize), tanhs(cap > 0 ? tileSize : 0),
+        acc(kAttentionQueryBlock * headDim), rowMax(kAttentionQueryBlock),
+        rowSum(kAttentionQueryBlock), lse(kAttentionQueryBlock),
+        delta(kAttentionQueryBlock);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t kvh = 0; kvh < kvHeads; ++kvh) {
@@ -178,43 +189,57 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
         const float *vh = vd + b * skv * kvStride + kvh * headDim;
         float *dkh = dk.f32() + b * skv * kvStride + kvh * headDim;
         float *dvh = dv.f32() + b * skv * kvStride + kvh * headDim;
-        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          const float *qh = qd + b * sq * qStride + h * headDim;
-          const float *doh = dod + b * sq * qStride + h * headDim;
-          float *dqh = dq.f32() + b * sq * qStride + h * headDim;
-          // The probabilities, as the forward computes them.
-          cpu::sgemm(false, true, sq, skv, headDim, fscale, qh, qStride, kh,
-                     kvStride, 0.0f, p.data(), skv);
-          for (int64_t i = 0; i < sq; ++i)
-            masking.probabilities(p.data() + i * skv, b, i + queryOffset,
-                                  cap > 0 ? tanhs.data() + i * skv : nullptr);
-          // dv += P^T dout; dP = dout v^T.
-          cpu::sgemm(true, false, skv, headDim, sq, 1.0f, p.data(), skv, doh,
-                     qStride, 1.0f, dvh, kvStride);
-          cpu::sgemm(false, true, sq, skv, headDim, 1.0f, doh, qStride, vh,
-                     kvStride, 0.0f, dp.data(), skv);
-          // dS = P (dP - rowsum(dP P)), through the cap's tanh.
-          for (int64_t i = 0; i < sq; ++i) {
-            float *prow = p.data() + i * skv, *drow = dp.data() + i * skv;
-            double dot = 0;
-            for (int64_t j = 0; j < skv; ++j)
-              dot += static_cast<double>(prow[j]) * drow[j];
-            float fdot = static_cast<float>(dot);
-            for (int64_t j = 0; j < skv; ++j) {
-              float ds = prow[j] * (drow[j] - fdot);
-              if (cap > 0) {
-                float t = tanhs[i * skv + j];
-                ds *= 1.0f - t * t;
-              }
-              drow[j] = ds;
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+          for (int64_t qb = 0; qb < queryBlocks; ++qb) {
+            int64_t i0 = qb * kAttentionQueryBlock,
+                    rows = std::min(kAttentionQueryBlock, sq - i0),
+                    firstPos = i0 + queryOffset;
+            int64_t offset = (b * sq + i0) * qStride + h * headDim;
+            const float *qh = qd + offset, *doh = dod + offset;
+            float *dqh = dq.f32() + offset;
+            masking.attendQueryBlock(qh, qStride, kh, vh, kvStride, rows,
+                                     headDim, fscale, b, firstPos, p.data(),
+                                     acc.data(), rowMax.data(), rowSum.data());
+            for (int64_t i = 0; i < rows; ++i) {
+              // A row that sees no key has no gradient (lse -inf: P = 0).
+              lse[i] = rowSum[i] > 0 ? rowMax[i] + std::log(rowSum[i]) : ninf;
+              double dot = 0;
+              for (int64_t d = 0; d < headDim; ++d)
+                dot += static_cast<double>(doh[i * qStride + d]) *
+                       acc[i * headDim + d];
+              delta[i] =
+                  rowSum[i] > 0 ? static_cast<float>(dot / rowSum[i]) : 0.0f;
+            }
+            cuda::KeyRange range = cuda::attentionKeyRange(
+                firstPos, firstPos + rows - 1, skv, causal, window);
+            for (int64_t j0 = range.begin; j0 < range.end;
+                 j0 += kAttentionKeyBlock) {
+              int64_t cols = std::min(kAttentionKeyBlock, range.end - j0);
+              cpu::sgemm(false, true, rows, cols, headDim, fscale, qh, qStride,
+                         kh + j0 * kvStride, kvStride, 0.0f, p.data(), cols);
+              masking.tileProbabilities(p.data(), rows, cols, b, firstPos, j0,
+                                        lse.data(),
+                                        cap > 0 ? tanhs.data() : nullptr);
+              cpu::sgemm(true, false, cols, headDim, rows, 1.0f, p.data(), cols,
+                         doh, qStride, 1.0f, dvh + j0 * kvStride, kvStride);
+              cpu::sgemm(false, true, rows, cols, headDim, 1.0f, doh, qStride,
+                         vh + j0 * kvStride, kvStride, 0.0f, dp.data(), cols);
+              for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < cols; ++j) {
+                  int64_t e = i * cols + j;
+                  float ds = p[e] * (dp[e] - delta[i]);
+                  if (cap > 0)
+                    ds *= 1.0f - tanhs[e] * tanhs[e];
+                  dp[e] = ds;
+                }
+              cpu::sgemm(false, false, rows, headDim, cols, fscale, dp.data(),
+                         cols, kh + j0 * kvStride, kvStride, 1.0f, dqh,
+                         qStride);
+              cpu::sgemm(true, false, cols, headDim, rows, fscale, dp.data(),
+                         cols, qh, qStride, 1.0f, dkh + j0 * kvStride,
+                         kvStride);
             }
           }
-          // dq = scale dS k; dk += scale dS^T q.
-          cpu::sgemm(false, false, sq, headDim, skv, fscale, dp.data(), skv, kh,
-                     kvStride, 0.0f, dqh, qStride);
-          cpu::sgemm(true, false, skv, headDim, sq, fscale, dp.data(), skv, qh,
-                     qStride, 1.0f, dkh, kvStride);
-        }
       }
   }
   return {dq, dk, dv};

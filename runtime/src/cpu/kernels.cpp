@@ -12,7 +12,6 @@
 #include "KernelUtils.h"
 #include "Vector.h"
 #include "cuda/Cuda.h"
-#include "cuda/Tiling.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
@@ -340,13 +339,8 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
   int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
   AttentionMasking masking{causal, window, cap, mask, skv};
-  // Per (batch, head, block of queries): the key tiles the block can see
-  // (cuda::attentionKeyRange, the GPU kernel's rule), each as scores = Q K^T
-  // and acc += P V, two products on the packed layout (leading dimensions
-  // step over the other heads), with an online softmax in between: each
-  // row keeps its running maximum and sum, and rescales its accumulator
-  // when the maximum grows. A thread holds one tile of scores, never a
-  // [sq, skv] matrix.
+  // Per (batch, head, block of queries), tiled over keys: a thread holds
+  // one tile of scores, never a [sq, skv] matrix.
   int64_t queryBlocks = (sq + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
 #pragma omp parallel
   {
@@ -359,28 +353,12 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
         for (int64_t qb = 0; qb < queryBlocks; ++qb) {
           int64_t kvh = h / group, i0 = qb * kAttentionQueryBlock,
                   rows = std::min(kAttentionQueryBlock, sq - i0);
-          const float *qh = qd + (b * sq + i0) * qStride + h * headDim;
-          const float *kh = kd + b * skv * kvStride + kvh * headDim;
-          const float *vh = vd + b * skv * kvStride + kvh * headDim;
-          cuda::KeyRange range = cuda::attentionKeyRange(
-              i0 + queryOffset, i0 + rows - 1 + queryOffset, skv, causal,
-              window);
-          std::fill_n(rowMax.begin(), rows,
-                      -std::numeric_limits<float>::infinity());
-          std::fill_n(rowSum.begin(), rows, 0.0f);
-          std::fill_n(acc.begin(), rows * headDim, 0.0f);
-          for (int64_t j0 = range.begin; j0 < range.end;
-               j0 += kAttentionKeyBlock) {
-            int64_t cols = std::min(kAttentionKeyBlock, range.end - j0);
-            cpu::sgemm(false, true, rows, cols, headDim, fscale, qh, qStride,
-                       kh + j0 * kvStride, kvStride, 0.0f, tile.data(), cols);
-            masking.onlineSoftmax(tile.data(), rows, cols, b, i0 + queryOffset,
-                                  j0, rowMax.data(), rowSum.data(), acc.data(),
-                                  headDim);
-            cpu::sgemm(false, false, rows, headDim, cols, 1.0f, tile.data(),
-                       cols, vh + j0 * kvStride, kvStride, 1.0f, acc.data(),
-                       headDim);
-          }
+          masking.attendQueryBlock(
+              qd + (b * sq + i0) * qStride + h * headDim, qStride,
+              kd + b * skv * kvStride + kvh * headDim,
+              vd + b * skv * kvStride + kvh * headDim, kvStride, rows, headDim,
+              fscale, b, i0 + queryOffset, tile.data(), acc.data(),
+              rowMax.data(), rowSum.data());
           // A query that sees no key gets zeros.
           for (int64_t i = 0; i < rows; ++i) {
             float inv = rowSum[i] > 0 ? 1.0f / rowSum[i] : 0.0f;
