@@ -14,14 +14,15 @@
 #       reference inputs on the CPU and the GPU backend against the PyTorch
 #       logits and each other, three training steps of each against the
 #       PyTorch run, and times the medium Llama's forward and training step
-#       against PyTorch eager. --cpu-only builds without CUDA and runs the
-#       CPU side (CI).
-#       Writes DIR/device-check.log; exits non-zero when a check fails.
+#       against PyTorch eager. --cpu-only builds without CUDA and with
+#       OpenBLAS (as a GPU machine without oneDNN does) and runs the CPU
+#       side (CI). Writes DIR/device-check.log; exits non-zero when a check
+#       fails.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
-  sed -n '4,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -112,17 +113,19 @@ prepare)
 run)
   [ -f "$dir/manifest.tsv" ] || { echo "device-check.sh: '$dir' was not prepared (bench/device-check.sh prepare)" >&2; exit 1; }
   build=${build:-$dir/build}
-  cuda=ON
-  ((cpu_only)) && cuda=OFF
+  cuda=ON onednn=AUTO
+  ((cpu_only)) && cuda=OFF onednn=OFF
   start=$(date +%s)
   cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DTPRT_CUDA=$cuda -DTPRT_PROGRAMS="$dir/programs" >"$dir/build.log" 2>&1 &&
+    -DTPRT_CUDA=$cuda -DTPRT_ONEDNN=$onednn -DTPRT_PROGRAMS="$dir/programs" \
+    >"$dir/build.log" 2>&1 &&
     ninja -C "$build" >>"$dir/build.log" 2>&1 || {
     tail -40 "$dir/build.log" >&2
     echo "device-check.sh: the build failed ($dir/build.log)" >&2
     exit 1
   }
-  echo "device-check.sh: built in $(($(date +%s) - start)) s (CUDA $cuda)"
+  gemm=$(sed -n 's/.*tprt: CPU products on \([A-Za-z]*\).*/\1/p' "$dir/build.log" | head -1)
+  echo "device-check.sh: built in $(($(date +%s) - start)) s (CUDA $cuda, CPU products on $gemm)"
   args=(--dir "$dir" --programs "$build/programs" --root "$root" --iters "$iters")
   ((cpu_only)) && args+=(--cpu-only)
   python=${PYTHON:-$(command -v python3)}
