@@ -150,14 +150,19 @@ struct AttentionMasking {
   const int64_t *keyMask; // [batch, skv], or null
   int64_t skv;
 
+  /// Whether the query at key position `pos` of batch row `b` sees key
+  /// `key` (the GPU kernel's rule, and the key mask).
+  bool sees(int64_t b, int64_t pos, int64_t key) const {
+    return cuda::attentionVisible(pos, key, causal, window) &&
+           (!keyMask || keyMask[b * skv + key] != 0);
+  }
+
   void probabilities(float *row, int64_t b, int64_t pos,
                      float *tanhs = nullptr) const {
     const float ninf = -std::numeric_limits<float>::infinity();
     float best = ninf;
     for (int64_t j = 0; j < skv; ++j) {
-      bool visible = (!causal || j <= pos) &&
-                     (window <= 0 || pos - j < window) &&
-                     (!keyMask || keyMask[b * skv + j] != 0);
+      bool visible = sees(b, pos, j);
       float s = row[j];
       if (cap > 0) {
         float t = std::tanh(s / cap);
@@ -199,10 +204,7 @@ struct AttentionMasking {
       int64_t pos = firstPos + i;
       float best = rowMax[i];
       for (int64_t j = 0; j < cols; ++j) {
-        int64_t key = j0 + j;
-        bool visible = (!causal || key <= pos) &&
-                       (window <= 0 || pos - key < window) &&
-                       (!keyMask || keyMask[b * skv + key] != 0);
+        bool visible = sees(b, pos, j0 + j);
         float s = cap > 0 ? cap * std::tanh(row[j] / cap) : row[j];
         row[j] = visible ? s : ninf;
         best = std::max(best, row[j]);
@@ -242,10 +244,7 @@ struct AttentionMasking {
       float *row = tile + i * cols;
       int64_t pos = firstPos + i;
       for (int64_t j = 0; j < cols; ++j) {
-        int64_t key = j0 + j;
-        bool visible = lse[i] != ninf && (!causal || key <= pos) &&
-                       (window <= 0 || pos - key < window) &&
-                       (!keyMask || keyMask[b * skv + key] != 0);
+        bool visible = lse[i] != ninf && sees(b, pos, j0 + j);
         float s = row[j];
         if (cap > 0) {
           float t = std::tanh(s / cap);
