@@ -15,7 +15,8 @@ using namespace tprt::cuda;
 
 namespace {
 
-/// The CPU kernel's rule (src/cpu/KernelUtils.h, AttentionMasking).
+/// tp.attention's rule (TPOps.td), written out independently of Tiling.h,
+/// which the CPU kernel now shares.
 bool cpuVisible(int64_t pos, int64_t j, bool causal, int64_t window) {
   if (causal && j > pos)
     return false;

@@ -7,9 +7,10 @@
 #include <string>
 
 #ifdef TPRT_WITH_ONEDNN
+#include "Dnnl.h"
+
 #include <map>
 #include <mutex>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 #endif
 
@@ -21,11 +22,6 @@ namespace {
 using dnnl::algorithm;
 using dnnl::eltwise_forward;
 using dnnl::memory;
-
-dnnl::engine &engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 algorithm algorithmOf(Activation f) {
   switch (f) {
@@ -51,14 +47,14 @@ eltwise_forward &primitiveFor(Activation f, int64_t n) {
     return it->second;
   memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
 #if DNNL_VERSION_MAJOR >= 3
-  eltwise_forward::primitive_desc pd(engine(),
+  eltwise_forward::primitive_desc pd(dnnlEngine(),
                                      dnnl::prop_kind::forward_inference,
                                      algorithmOf(f), md, md, 1.0f, 0.0f);
 #else
   eltwise_forward::primitive_desc pd(
       eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithmOf(f),
                             md, 1.0f, 0.0f),
-      engine());
+      dnnlEngine());
 #endif
   return cache.emplace(std::make_pair(f, n), eltwise_forward(pd)).first->second;
 }
@@ -70,10 +66,10 @@ void activation(Activation f, const float *x, float *out, int64_t n) {
   try {
     eltwise_forward &prim = primitiveFor(f, n);
     memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
-    dnnl::stream stream(engine());
-    prim.execute(stream,
-                 {{DNNL_ARG_SRC, memory(md, engine(), const_cast<float *>(x))},
-                  {DNNL_ARG_DST, memory(md, engine(), out)}});
+    dnnl::stream &stream = dnnlStream();
+    prim.execute(stream, {{DNNL_ARG_SRC,
+                           memory(md, dnnlEngine(), const_cast<float *>(x))},
+                          {DNNL_ARG_DST, memory(md, dnnlEngine(), out)}});
     stream.wait();
   } catch (const dnnl::error &e) {
     fatal(std::string("oneDNN eltwise failed: ") + e.what());

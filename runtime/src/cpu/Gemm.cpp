@@ -16,13 +16,13 @@
 #include <string>
 
 #ifdef TPRT_WITH_ONEDNN
-#include <algorithm>
+#include "Dnnl.h"
+
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
-#include <vector>
 #else
 #include <cblas.h>
 #endif
@@ -36,17 +36,6 @@ using dnnl::matmul;
 using dnnl::memory;
 using Dims = memory::dims;
 
-dnnl::engine &engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-/// A CPU stream executes on the calling thread: one per thread is safe.
-dnnl::stream &stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
-
 memory::desc f32(const Dims &dims, const Dims &strides) {
   return memory::desc(dims, memory::data_type::f32, strides);
 }
@@ -59,9 +48,9 @@ matmul::primitive_desc matmulDesc(const memory::desc &src,
                                   const memory::desc &weights,
                                   const memory::desc &dst) {
 #if DNNL_VERSION_MAJOR >= 3
-  return matmul::primitive_desc(engine(), src, weights, dst);
+  return matmul::primitive_desc(dnnlEngine(), src, weights, dst);
 #else
-  return matmul::primitive_desc(matmul::desc(src, weights, dst), engine());
+  return matmul::primitive_desc(matmul::desc(src, weights, dst), dnnlEngine());
 #endif
 }
 
@@ -98,11 +87,11 @@ Primitive &primitiveFor(const Key &key, MakeDesc makeDesc) {
 /// owner, and is packed afresh).
 struct PackedWeight {
   std::weak_ptr<const void> owner;
-  const float *data;
   memory::desc layout;
   memory packed;
 };
-std::vector<PackedWeight> packedWeights;
+/// By the weight's first element (node-based: references stay valid).
+std::multimap<const float *, PackedWeight> packedWeights;
 
 bool sameOwner(const std::weak_ptr<const void> &a,
                const std::weak_ptr<const void> &b) {
@@ -113,21 +102,20 @@ const memory &packedWeight(const Tensor &w, const memory::desc &plainLayout,
                            const memory::desc &layout) {
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::weak_ptr<const void> owner = w.allocation();
-  for (const PackedWeight &p : packedWeights)
-    if (p.data == w.f32() && p.layout == layout && sameOwner(p.owner, owner))
-      return p.packed;
+  auto [first, last] = packedWeights.equal_range(w.f32());
+  for (auto it = first; it != last; ++it)
+    if (it->second.layout == layout && sameOwner(it->second.owner, owner))
+      return it->second.packed;
   // Forget the packed forms of weights that no longer exist.
-  packedWeights.erase(
-      std::remove_if(packedWeights.begin(), packedWeights.end(),
-                     [](const PackedWeight &p) { return p.owner.expired(); }),
-      packedWeights.end());
+  for (auto it = packedWeights.begin(); it != packedWeights.end();)
+    it = it->second.owner.expired() ? packedWeights.erase(it) : std::next(it);
   try {
-    memory plain(plainLayout, engine(), const_cast<float *>(w.f32()));
-    memory packed(layout, engine());
-    dnnl::reorder(plain, packed).execute(stream(), plain, packed);
-    stream().wait();
-    packedWeights.push_back({owner, w.f32(), layout, packed});
-    return packedWeights.back().packed;
+    memory plain(plainLayout, dnnlEngine(), const_cast<float *>(w.f32()));
+    memory packed(layout, dnnlEngine());
+    dnnl::reorder(plain, packed).execute(dnnlStream(), plain, packed);
+    dnnlStream().wait();
+    return packedWeights.emplace(w.f32(), PackedWeight{owner, layout, packed})
+        ->second.packed;
   } catch (const dnnl::error &e) {
     fail("weight reorder", e);
   }
@@ -136,10 +124,10 @@ const memory &packedWeight(const Tensor &w, const memory::desc &plainLayout,
 void run(Primitive &p, const memory &src, const memory &weights,
          const memory &dst) {
   try {
-    p.prim.execute(stream(), {{DNNL_ARG_SRC, src},
-                              {DNNL_ARG_WEIGHTS, weights},
-                              {DNNL_ARG_DST, dst}});
-    stream().wait();
+    p.prim.execute(dnnlStream(), {{DNNL_ARG_SRC, src},
+                                  {DNNL_ARG_WEIGHTS, weights},
+                                  {DNNL_ARG_DST, dst}});
+    dnnlStream().wait();
   } catch (const dnnl::error &e) {
     fail("matmul", e);
   }
@@ -171,14 +159,14 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
                           packed ? f32Any(wei) : plainWeight,
                           f32(dst, dstStrides));
       });
-  memory srcMem(f32(src, srcStrides), engine(), const_cast<float *>(x));
-  memory dstMem(f32(dst, dstStrides), engine(), out);
+  memory srcMem(f32(src, srcStrides), dnnlEngine(), const_cast<float *>(x));
+  memory dstMem(f32(dst, dstStrides), dnnlEngine(), out);
   if (packed) {
     run(p, srcMem, packedWeight(w, plainWeight, p.desc.weights_desc()), dstMem);
     return;
   }
-  run(p, srcMem, memory(plainWeight, engine(), const_cast<float *>(w.f32())),
-      dstMem);
+  run(p, srcMem,
+      memory(plainWeight, dnnlEngine(), const_cast<float *>(w.f32())), dstMem);
 }
 
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
@@ -187,9 +175,9 @@ void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
     return matmulDesc(f32({rows, out}, {out, 1}), f32({out, in}, {in, 1}),
                       f32({rows, in}, {in, 1}));
   });
-  run(p, memory(p.desc.src_desc(), engine(), const_cast<float *>(dy)),
-      memory(p.desc.weights_desc(), engine(), const_cast<float *>(w)),
-      memory(p.desc.dst_desc(), engine(), dx));
+  run(p, memory(p.desc.src_desc(), dnnlEngine(), const_cast<float *>(dy)),
+      memory(p.desc.weights_desc(), dnnlEngine(), const_cast<float *>(w)),
+      memory(p.desc.dst_desc(), dnnlEngine(), dx));
 }
 
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
@@ -199,9 +187,9 @@ void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
     return matmulDesc(f32({out, rows}, {1, out}), f32({rows, in}, {in, 1}),
                       f32({out, in}, {in, 1}));
   });
-  run(p, memory(p.desc.src_desc(), engine(), const_cast<float *>(dy)),
-      memory(p.desc.weights_desc(), engine(), const_cast<float *>(x)),
-      memory(p.desc.dst_desc(), engine(), dw));
+  run(p, memory(p.desc.src_desc(), dnnlEngine(), const_cast<float *>(dy)),
+      memory(p.desc.weights_desc(), dnnlEngine(), const_cast<float *>(x)),
+      memory(p.desc.dst_desc(), dnnlEngine(), dw));
 }
 
 void setThreads(int) {}

@@ -93,6 +93,21 @@ inline void requireSplittable(const Tensor &x, const AxisView &v, int64_t axis,
           " ranks" + hint);
 }
 
+/// A key mask's elements after checking it is int64 [batch, seq] on
+/// `device` (`seqName` names the sequence in the message); null when it is
+/// undefined (no mask).
+inline const int64_t *checkedKeyMask(const Tensor &keyMask, int64_t batch,
+                                     int64_t seq, Device device, const char *op,
+                                     const char *seqName) {
+  if (!keyMask.defined())
+    return nullptr;
+  if (keyMask.dtype() != DType::I64 || keyMask.device() != device ||
+      keyMask.rank() != 2 || keyMask.dim(0) != batch || keyMask.dim(1) != seq)
+    fatal(std::string(op) + ": key mask " + keyMask.describe() +
+          " is not int64 [batch, " + seqName + "]");
+  return keyMask.i64();
+}
+
 /// The shapes of an attention call (forward or backward), checked: q
 /// [B, Sq, heads * headDim], k and v [B, Skv, kvHeads * headDim], the key
 /// mask int64 [B, Skv] or undefined, all on `device`. Queries are the last
@@ -122,15 +137,59 @@ struct AttentionShape {
     skv = k.dim(1);
     group = heads / kvHeads;
     queryOffset = skv - sq;
-    if (keyMask.defined()) {
-      if (keyMask.dtype() != DType::I64 || keyMask.device() != device ||
-          keyMask.rank() != 2 || keyMask.dim(0) != batch ||
-          keyMask.dim(1) != skv)
-        fatal(std::string(op) + ": key mask " + keyMask.describe() +
-              " is not int64 [batch, seq_kv]");
-      mask = keyMask.i64();
-    }
+    mask = checkedKeyMask(keyMask, batch, skv, device, op, "seq_kv");
   }
+};
+
+/// The sizes of a mamba2_mixer call (forward, or backward with `dout`),
+/// checked: x [batch, seq, hidden] and the parameters of `heads` heads of
+/// `headDim` in `groups` groups of state `state` and a convolution of
+/// `kernel`, all f32 on `device`; the key mask int64 [batch, seq] or
+/// undefined; dout, when defined, x's shape.
+struct Mamba2Shape {
+  int64_t batch = 0, seq = 0, hidden = 0, heads, headDim, groups, state, kernel,
+          inner, conv, proj, tokens = 0, groupSize = 0;
+  const int64_t *mask = nullptr;
+
+  Mamba2Shape(const char *op, const Tensor &x, const Tensor &inProj,
+              const Tensor &convWeight, const Tensor &convBias,
+              const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
+              const Tensor &normWeight, const Tensor &outProj,
+              const Tensor &keyMask, const Tensor &dout, int64_t heads,
+              int64_t headDim, int64_t groups, int64_t state, int64_t kernel,
+              Device device = Device::CPU)
+      : heads(heads), headDim(headDim), groups(groups), state(state),
+        kernel(kernel), inner(heads * headDim),
+        conv(inner + 2 * groups * state), proj(inner + conv + heads) {
+    for (const Tensor *t : {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog,
+                            &d, &normWeight, &outProj})
+      if (!t->defined() || t->dtype() != DType::F32 || t->device() != device)
+        fatal(std::string(op) + ": an operand must be an f32 tensor on " +
+              deviceName(device) + ", got " +
+              (t->defined() ? t->describe() : "nothing"));
+    if (x.rank() != 3 || inProj.rank() != 2 || outProj.rank() != 2 ||
+        inProj.dim(0) != proj || convWeight.numel() != conv * kernel ||
+        convBias.numel() != conv || dtBias.numel() != heads ||
+        aLog.numel() != heads || d.numel() != heads ||
+        normWeight.numel() != inner || outProj.dim(1) != inner || groups <= 0 ||
+        heads % groups != 0 ||
+        (dout.defined() &&
+         (dout.shape() != x.shape() || dout.dtype() != DType::F32 ||
+          dout.device() != device)))
+      fatal(std::string(op) + ": parameters do not match " +
+            std::to_string(heads) + " heads of " + std::to_string(headDim) +
+            ", " + std::to_string(groups) + " groups of state " +
+            std::to_string(state));
+    batch = x.dim(0);
+    seq = x.dim(1);
+    hidden = x.dim(2);
+    tokens = batch * seq;
+    groupSize = inner / groups;
+    mask = checkedKeyMask(keyMask, batch, seq, device, op, "seq");
+  }
+  /// Whether token `token` (batch row * seq + position) is not padding
+  /// (host masks only).
+  bool kept(int64_t token) const { return !mask || mask[token] != 0; }
 };
 
 /// The CPU attention's tiles: queries per block (a unit of parallel work)
@@ -138,11 +197,10 @@ struct AttentionShape {
 /// thread).
 constexpr int64_t kAttentionQueryBlock = 64, kAttentionKeyBlock = 128;
 
-/// What tp.attention does to one row of `scale * q k^T` scores (query at
-/// key position `pos` of batch row `b`): soft-capping (the tanh of each
-/// capped score kept in `tanhs` when given, for the backward), the causal,
-/// window and key masks, then the softmax. A query that sees no key gets a
-/// row of zeros.
+/// What tp.attention does to tiles of `scale * q k^T` scores between the
+/// two products: soft-capping, the causal, window and key masks, and the
+/// softmax, online (forward) or from each row's log-sum-exp (backward). A
+/// query that sees no key gets a row of zeros.
 struct AttentionMasking {
   bool causal;
   int64_t window;
@@ -157,43 +215,23 @@ struct AttentionMasking {
            (!keyMask || keyMask[b * skv + key] != 0);
   }
 
-  void probabilities(float *row, int64_t b, int64_t pos,
-                     float *tanhs = nullptr) const {
-    const float ninf = -std::numeric_limits<float>::infinity();
-    float best = ninf;
-    for (int64_t j = 0; j < skv; ++j) {
-      bool visible = sees(b, pos, j);
-      float s = row[j];
-      if (cap > 0) {
-        float t = std::tanh(s / cap);
-        if (tanhs)
-          tanhs[j] = t;
-        s = cap * t;
-      }
-      row[j] = visible ? s : ninf;
-      best = std::max(best, row[j]);
-    }
-    if (best == ninf) {
-      std::fill(row, row + skv, 0.0f);
-      return;
-    }
-    float total = 0;
-    for (int64_t j = 0; j < skv; ++j) {
-      float e = row[j] == ninf ? 0.0f : std::exp(row[j] - best);
-      row[j] = e;
-      total += e;
-    }
-    float inv = 1.0f / total;
-    for (int64_t j = 0; j < skv; ++j)
-      row[j] *= inv;
+  /// A score soft-capped (cap tanh(s / cap); the tanh kept in `tanh` when
+  /// given, for the backward), or as it is without a cap.
+  float capped(float s, float *tanh = nullptr) const {
+    if (cap <= 0)
+      return s;
+    float t = std::tanh(s / cap);
+    if (tanh)
+      *tanh = t;
+    return cap * t;
   }
 
   /// One step of the online softmax over a [rows, cols] tile of scores
-  /// (queries at positions firstPos.., keys j0..): soft-capping and masks
-  /// as above, then the tile becomes exp(score - running maximum) (0 where
-  /// masked), and each row's running maximum, sum and [rows, headDim]
-  /// accumulator are rescaled to the new maximum. The caller adds tile V
-  /// to the accumulator and divides by the sum at the end.
+  /// (queries at positions firstPos.., keys j0..): soft-capping and masks, then
+  /// the tile becomes exp(score - running maximum) (0 where masked), and each
+  /// row's running maximum, sum and [rows, headDim] accumulator are rescaled to
+  /// the new maximum. The caller adds tile V to the accumulator and divides by
+  /// the sum at the end.
   void onlineSoftmax(float *tile, int64_t rows, int64_t cols, int64_t b,
                      int64_t firstPos, int64_t j0, float *rowMax, float *rowSum,
                      float *acc, int64_t headDim) const {
@@ -204,9 +242,7 @@ struct AttentionMasking {
       int64_t pos = firstPos + i;
       float best = rowMax[i];
       for (int64_t j = 0; j < cols; ++j) {
-        bool visible = sees(b, pos, j0 + j);
-        float s = cap > 0 ? cap * std::tanh(row[j] / cap) : row[j];
-        row[j] = visible ? s : ninf;
+        row[j] = sees(b, pos, j0 + j) ? capped(row[j]) : ninf;
         best = std::max(best, row[j]);
       }
       if (best == ninf) { // nothing visible yet: the row stays empty
@@ -234,8 +270,8 @@ struct AttentionMasking {
   /// The probabilities of a [rows, cols] tile of `scale * q k^T` scores
   /// (queries at positions firstPos.., keys j0..) from each row's
   /// log-sum-exp over all its keys (the backward's recomputation):
-  /// soft-capping (each tanh kept in `tanhs` when given) and masks as
-  /// above, then exp(score - lse), 0 where masked.
+  /// soft-capping (each tanh kept in `tanhs` when given) and masks, then
+  /// exp(score - lse), 0 where masked.
   void tileProbabilities(float *tile, int64_t rows, int64_t cols, int64_t b,
                          int64_t firstPos, int64_t j0, const float *lse,
                          float *tanhs) const {
@@ -245,13 +281,7 @@ struct AttentionMasking {
       int64_t pos = firstPos + i;
       for (int64_t j = 0; j < cols; ++j) {
         bool visible = lse[i] != ninf && sees(b, pos, j0 + j);
-        float s = row[j];
-        if (cap > 0) {
-          float t = std::tanh(s / cap);
-          if (tanhs)
-            tanhs[i * cols + j] = t;
-          s = cap * t;
-        }
+        float s = capped(row[j], tanhs ? tanhs + i * cols + j : nullptr);
         row[j] = visible ? s - lse[i] : ninf; // exp(-inf) is 0
       }
     }

@@ -2,8 +2,7 @@
 
 #include "Vector.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) &&        \
-    !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TPRT_VECTOR_CLONES                                                     \
   __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelUtils.h"
 #include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
@@ -19,52 +20,13 @@ namespace tprt {
 
 namespace {
 
-/// The sizes of a mixer call; the parameters and the mask are checked
-/// against them (and `dout`, the backward's output cotangent, when given).
-struct Mamba2Dims {
-  int64_t batch, seq, hidden, inner, conv, proj;
-  const int64_t *mask = nullptr;
-
-  Mamba2Dims(const char *op, const Tensor &x, const Tensor &inProj,
-             const Tensor &convWeight, const Tensor &convBias,
-             const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
-             const Tensor &normWeight, const Tensor &outProj,
-             const Tensor &keyMask, const Tensor &dout, int64_t heads,
-             int64_t headDim, int64_t groups, int64_t state, int64_t kernel) {
-    batch = x.dim(0);
-    seq = x.dim(1);
-    hidden = x.dim(2);
-    inner = heads * headDim;
-    conv = inner + 2 * groups * state;
-    proj = inner + conv + heads;
-    if (x.rank() != 3 || inProj.dim(0) != proj ||
-        convWeight.numel() != conv * kernel || convBias.numel() != conv ||
-        dtBias.numel() != heads || aLog.numel() != heads ||
-        d.numel() != heads || normWeight.numel() != inner ||
-        outProj.dim(1) != inner || heads % groups != 0 ||
-        (dout.defined() && dout.shape() != x.shape()))
-      fatal(std::string(op) + ": parameters do not match " +
-            std::to_string(heads) + " heads of " + std::to_string(headDim) +
-            ", " + std::to_string(groups) + " groups of state " +
-            std::to_string(state));
-    if (keyMask.defined()) {
-      if (keyMask.dtype() != DType::I64 || keyMask.dim(0) != batch ||
-          keyMask.dim(1) != seq)
-        fatal(std::string(op) + ": key mask " + keyMask.describe() +
-              " is not int64 [batch, seq]");
-      mask = keyMask.i64();
-    }
-  }
-  bool kept(int64_t token) const { return !mask || mask[token] != 0; }
-};
-
 /// Steps 1 and 2 of the mixer: padding positions zeroed (`xin`), the input
 /// projection (returned), then the causal depthwise convolution over the
 /// sequence, its bias, SiLU and the mask (`xbc`, [tokens, conv]); `pre`,
 /// when given, gets the convolution's output before SiLU.
 Tensor projectAndConvolve(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &convWeight, const Tensor &convBias,
-                          const Mamba2Dims &m, int64_t kernel, Tensor &xin,
+                          const Mamba2Shape &m, int64_t kernel, Tensor &xin,
                           float *xbc, float *pre) {
   xin = x;
   if (m.mask) {
@@ -101,7 +63,7 @@ Tensor projectAndConvolve(Context &ctx, const Tensor &x, const Tensor &inProj,
 /// `xb`. The backward's recomputation also asks for dt per (token, head)
 /// (`dts`), whether max() kept softplus (`dtLive`) and every state after
 /// each token (`states`, [tokens, inner, state]); null when not wanted.
-void selectiveScan(const Mamba2Dims &m, const float *p, const float *xb,
+void selectiveScan(const Mamba2Shape &m, const float *p, const float *xb,
                    const float *dtBias, const float *aLog, const float *d,
                    int64_t heads, int64_t headDim, int64_t groups,
                    int64_t state, double dtMin, bool foldedA, float *y,
@@ -148,7 +110,7 @@ void selectiveScan(const Mamba2Dims &m, const float *p, const float *xb,
 /// silu(gate), out = w * z / rms(z) per group (`out` may be `y`). The
 /// backward's recomputation also keeps z and the inverse RMS per (token,
 /// group); null when not wanted.
-void gatedNorm(const Mamba2Dims &m, const float *p, const float *y,
+void gatedNorm(const Mamba2Shape &m, const float *p, const float *y,
                const float *w, int64_t groups, double eps, float *out, float *z,
                float *inv) {
   int64_t inner = m.inner, groupSize = inner / groups;
@@ -181,13 +143,13 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA) {
-  Mamba2Dims m("mamba2_mixer", x, inProj, convWeight, convBias, dtBias, aLog, d,
-               normWeight, outProj, keyMask, Tensor(), heads, headDim, groups,
-               state, kernel);
   TPRT_ON_CUDA(ctx,
                mamba2_mixer(ctx, x, inProj, convWeight, convBias, dtBias, aLog,
                             d, normWeight, outProj, keyMask, heads, headDim,
                             groups, state, kernel, normEps, dtMin, foldedA))
+  Mamba2Shape m("mamba2_mixer", x, inProj, convWeight, convBias, dtBias, aLog,
+                d, normWeight, outProj, keyMask, Tensor(), heads, headDim,
+                groups, state, kernel);
   int64_t batch = m.batch, seq = m.seq, inner = m.inner, conv = m.conv;
 
   // 1, 2. Masked input, projection, convolution, SiLU, mask.
@@ -215,19 +177,19 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &dout, int64_t heads, int64_t headDim,
                           int64_t groups, int64_t state, int64_t kernel,
                           double normEps, double dtMin, bool foldedA) {
-  Mamba2Dims m("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
-               aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,
-               groups, state, kernel);
   TPRT_ON_CUDA(ctx, mamba2_mixer_grad(ctx, x, inProj, convWeight, convBias,
                                       dtBias, aLog, d, normWeight, outProj,
                                       keyMask, dout, heads, headDim, groups,
                                       state, kernel, normEps, dtMin, foldedA))
+  Mamba2Shape m("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
+                aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,
+                groups, state, kernel);
   int64_t batch = m.batch, seq = m.seq, hidden = m.hidden, inner = m.inner,
           conv = m.conv, proj = m.proj;
   const int64_t *mask = m.mask;
   auto kept = [&](int64_t bt) { return m.kept(bt); };
-  int64_t tokens = batch * seq, perGroup = heads / groups, gn = groups * state,
-          groupSize = inner / groups;
+  int64_t tokens = m.tokens, perGroup = heads / groups, gn = groups * state,
+          groupSize = m.groupSize;
 
   // The forward again, keeping what the backward reads.
   Tensor xin;

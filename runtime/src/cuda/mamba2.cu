@@ -4,13 +4,15 @@
 // projections on cuBLAS; the causal depthwise convolution, the selective
 // scan as its recurrence (one thread per (batch, head, channel), its state
 // row in local memory) and the gated RMS norm as kernels; the backward
-// recomputes the forward keeping every state, as the CPU does. The caller
-// (the CPU entry point) has checked the operands' shapes.
+// recomputes the forward keeping every state, as the CPU does. The
+// operands are checked as the CPU checks them (cpu/KernelUtils.h,
+// Mamba2Shape), on the GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Runtime.h"
 #include "Tiling.h"
+#include "cpu/KernelUtils.h"
 
 #include <climits>
 
@@ -374,38 +376,29 @@ __global__ void convWeightGradKernel(const float *dacc, const float *p,
   }
 }
 
-/// The sizes of a mixer call, its operands checked (on the GPU, f32; the
-/// CPU entry point checked their shapes).
-struct Mamba2Sizes {
-  int64_t batch, seq, hidden, heads, headDim, groups, state, kernel, inner,
-      conv, proj, tokens, groupSize;
-  const int64_t *mask = nullptr;
-
-  Mamba2Sizes(const char *op, std::initializer_list<const Tensor *> operands,
-              const Tensor &x, const Tensor &keyMask, int64_t heads,
-              int64_t headDim, int64_t groups, int64_t state, int64_t kernel,
-              bool backward)
-      : batch(x.dim(0)), seq(x.dim(1)), hidden(x.dim(2)), heads(heads),
-        headDim(headDim), groups(groups), state(state), kernel(kernel),
-        inner(heads * headDim), conv(inner + 2 * groups * state),
-        proj(inner + conv + heads), tokens(batch * seq),
-        groupSize(inner / groups) {
-    for (const Tensor *t : operands)
-      requireGpu(*t, DType::F32, op, "an operand");
-    // The backward's scan runs a block of head_dim threads.
-    int64_t maxHeadDim = backward ? 1024 : INT64_MAX;
-    if (state > kMaxState || headDim > maxHeadDim)
-      fatal(std::string(op) + ": the CUDA scan takes at most " +
-            std::to_string(kMaxState) + " state elements" +
-            (backward ? " and 1024 channels per head" : "") + ", got " +
-            std::to_string(state) +
-            (backward ? " and " + std::to_string(headDim) : std::string()));
-    if (keyMask.defined()) {
-      requireGpu(keyMask, DType::I64, op, "the key mask");
-      mask = keyMask.i64();
-    }
-  }
-};
+/// The sizes of a mixer call, checked (Mamba2Shape, on the GPU), and the
+/// CUDA scan's limits.
+Mamba2Shape checkedShape(const char *op, const Tensor &x, const Tensor &inProj,
+                         const Tensor &convWeight, const Tensor &convBias,
+                         const Tensor &dtBias, const Tensor &aLog,
+                         const Tensor &d, const Tensor &normWeight,
+                         const Tensor &outProj, const Tensor &keyMask,
+                         const Tensor &dout, int64_t heads, int64_t headDim,
+                         int64_t groups, int64_t state, int64_t kernel) {
+  Mamba2Shape m(op, x, inProj, convWeight, convBias, dtBias, aLog, d,
+                normWeight, outProj, keyMask, dout, heads, headDim, groups,
+                state, kernel, Device::CUDA);
+  // The backward's scan runs a block of head_dim threads.
+  bool backward = dout.defined();
+  int64_t maxHeadDim = backward ? 1024 : INT64_MAX;
+  if (state > kMaxState || headDim > maxHeadDim)
+    fatal(std::string(op) + ": the CUDA scan takes at most " +
+          std::to_string(kMaxState) + " state elements" +
+          (backward ? " and 1024 channels per head" : "") + ", got " +
+          std::to_string(state) +
+          (backward ? " and " + std::to_string(headDim) : std::string()));
+  return m;
+}
 
 /// Steps 1 to 4 of the mixer (masked input, projection, convolution, scan,
 /// gated norm). With `keep` (the backward's recomputation) also what the
@@ -416,7 +409,7 @@ struct Mamba2Forward {
   Tensor xin, zxbcdt, xbc, pre, y, dts, dtLive, states, z, inv, normed;
 };
 
-Mamba2Forward runForward(Context &ctx, const Mamba2Sizes &m, const Tensor &x,
+Mamba2Forward runForward(Context &ctx, const Mamba2Shape &m, const Tensor &x,
                          const Tensor &inProj, const Tensor &convWeight,
                          const Tensor &convBias, const Tensor &dtBias,
                          const Tensor &aLog, const Tensor &d,
@@ -481,11 +474,9 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA) {
-  Mamba2Sizes m("mamba2_mixer",
-                {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog, &d,
-                 &normWeight, &outProj},
-                x, keyMask, heads, headDim, groups, state, kernel,
-                /*backward=*/false);
+  Mamba2Shape m = checkedShape("mamba2_mixer", x, inProj, convWeight, convBias,
+                               dtBias, aLog, d, normWeight, outProj, keyMask,
+                               Tensor(), heads, headDim, groups, state, kernel);
   if (m.tokens == 0)
     return cuda::linear(ctx, x, outProj);
   Mamba2Forward f =
@@ -503,11 +494,10 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &dout, int64_t heads, int64_t headDim,
                           int64_t groups, int64_t state, int64_t kernel,
                           double normEps, double dtMin, bool foldedA) {
-  Mamba2Sizes m("mamba2_mixer_grad",
-                {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog, &d,
-                 &normWeight, &outProj, &dout},
-                x, keyMask, heads, headDim, groups, state, kernel,
-                /*backward=*/true);
+  Mamba2Shape m =
+      checkedShape("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
+                   aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,
+                   groups, state, kernel);
   int64_t batch = m.batch, seq = m.seq, hidden = m.hidden, inner = m.inner,
           conv = m.conv, proj = m.proj, tokens = m.tokens,
           groupSize = m.groupSize;
