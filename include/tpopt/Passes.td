@@ -382,13 +382,43 @@ def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
     the tprt function it names, with its attributes as literal arguments
     and the ONNX node it came from in a comment (escaped: no byte of a name
     can leave the comment). What cannot be lowered (an op without a runtime
-    call, an unlocated parameter) is diagnosed before anything is rewritten. The module also defines `tprt_model_path`, the model file the
+    call, an unlocated parameter) is diagnosed before anything is
+    rewritten. The module also defines `tprt_model_path`, the model file the
     program reads its weights from unless `--weights` says otherwise.
-    `tp-translate --mlir-to-cpp` then prints the C++.
+
+    With `layer-loops` (the default), each run of consecutive decoder
+    layers that make the same calls becomes one `emitc.for`: the layers are
+    found from the parameters their calls read (`...layers.N...`), each
+    iteration loads its layer's parameters and reads the arguments that
+    differ between layers (FQNs, offsets, epsilons, windows) from constant
+    tables `tprt_layers<id>_<column>`, and the values one layer hands the
+    next are carried in variables. The C++ is then as long for 80 layers as
+    for 2. Layers whose values are read beyond the next layer (a training
+    step's backward) stay straight-line, as does everything when the option
+    is off.
+
+    ```c++
+    static const char *const tprt_layers0_2[] = {
+        "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.1.self_attn.q_proj.weight"};
+    ...
+    for (size_t i = 0; i < 2; i += 1) {
+      tprt::Tensor x = residual;
+      tprt::Tensor wq = tprt::load_param(ctx, tprt_layers0_2[i], ...);
+      ...
+      residual = out;
+    }
+    ```
+
+    Every tensor is released after its last reader. `tp-translate
+    --mlir-to-cpp` then prints the C++.
   }];
   let options = [
     Option<"modelPath", "model-path", "std::string", /*default=*/"\"\"",
            "The model file (default: the module's onnx.file)">,
+    Option<"layerLoops", "layer-loops", "bool", /*default=*/"true",
+           "Roll runs of equal decoder layers into loops over per-layer "
+           "tables">,
   ];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }

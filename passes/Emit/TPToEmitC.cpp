@@ -17,6 +17,8 @@
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
+#include "LayerLoops.h"
+
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -444,8 +446,12 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     // The grid was for the collectives; the runtime knows its communicator.
     for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
       grid.erase();
-    for (auto entry : module.getOps<emitc::FuncOp>())
+    unsigned loops = 0;
+    for (auto entry : module.getOps<emitc::FuncOp>()) {
+      if (layerLoops)
+        loops += rollLayerLoops(entry, loops);
       releaseDeadTensors(entry);
+    }
     // The program's fingerprint: ranks launched with different programs
     // stop before their first collective.
     std::string text;
@@ -524,14 +530,22 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
   /// training step's forward and backward, then hold only the live
   /// activations instead of all of them until the function returns.
   static void releaseDeadTensors(emitc::FuncOp func) {
-    if (func.getBody().empty())
-      return;
-    Block &body = func.getBody().front();
-    OpBuilder builder(func.getContext());
+    SmallVector<Block *> blocks;
+    func.walk([&](Block *block) { blocks.push_back(block); });
+    for (Block *block : blocks)
+      releaseDeadTensors(*block);
+  }
+
+  /// The tensors `body` defines, released after their last reader in it
+  /// (a loop reading a tensor is its reader).
+  static void releaseDeadTensors(Block &body) {
+    OpBuilder builder(body.getParent()->getContext());
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      // Parameters stay in the context's cache anyway.
+      // Parameters stay in the context's cache anyway; a literal (an
+      // empty tensor) holds nothing.
       auto call = dyn_cast<emitc::CallOpaqueOp>(op);
-      if (call && call.getCallee() == getLoadParamSignature().callee)
+      if ((call && call.getCallee() == getLoadParamSignature().callee) ||
+          isa<emitc::LiteralOp>(op))
         continue;
       for (Value v : op.getResults()) {
         auto type = dyn_cast<emitc::OpaqueType>(v.getType());
@@ -542,8 +556,9 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
         // the caller's.
         Operation *last = &op;
         for (Operation *user : v.getUsers())
-          if (last->isBeforeInBlock(user))
-            last = user;
+          if (Operation *reader = body.findAncestorOpInBlock(*user);
+              reader && last->isBeforeInBlock(reader))
+            last = reader;
         if (last->hasTrait<OpTrait::IsTerminator>())
           continue;
         builder.setInsertionPointAfter(last);
