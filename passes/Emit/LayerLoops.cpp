@@ -6,14 +6,20 @@
 // layer's (or a parameter outside the layers), form layer N's range. This
 // holds for every exporter, whose node names may not name the layer.
 //
-// Consecutive ranges (N, N+1, ...) roll into one loop when each makes the
-// same calls as the first, operand for operand: a value of its own range at
-// the same place, the same value from before the run, a parameter loaded
-// with the same arguments but for those that become table columns, or a
-// value of the previous range (then carried in a variable from one
-// iteration to the next). A value read beyond the next range ends the run,
-// so the loop never needs to keep a layer's values; the last layer's
-// values that are read after the run leave the loop in variables too.
+// Consecutive ranges of distinct layers (0, 1, 2, ... in a forward pass;
+// N-1, ..., 0 in a backward pass; FQN order in an init) roll into one loop
+// when each makes the same calls as the first, operand for operand: a value
+// of its own range at the same place, the same value from before the run,
+// a parameter loaded with the same arguments but for those that become
+// table columns, a value of the previous range (carried in a variable from
+// one iteration to the next), or a value an earlier loop computed for a
+// layer at the same distance (the backward reading its layer's forward).
+// What a layer computes and something reads beyond the next layer is kept
+// per iteration in an array, read by the later loop through a table of
+// iteration numbers, and emptied there when that is its only reader, so a
+// training step frees each layer's activations after its backward as the
+// straight-line code did. The last layer's values read after the loop
+// leave it in variables.
 //
 //===----------------------------------------------------------------------===//
 
@@ -118,13 +124,31 @@ std::string columnValue(Attribute attr) {
   return cast<emitc::OpaqueAttr>(attr).getValue().str();
 }
 
+/// A value of a rolled run, by layer: the value unit `unit` computes in
+/// layer `layer` (`in`: the value carried into layer `layer` in unit
+/// `unit`'s variable, which for the run's first layer is its initial
+/// value).
+struct Identity {
+  unsigned run;
+  bool in;
+  unsigned unit;
+  int64_t layer;
+};
+
 /// How a call's operand is found in its layer's range.
 struct OperandClass {
-  enum Kind { Inside, Param, Carried, Shared } kind;
-  unsigned index = 0; // unit (Inside, Carried) or parameter slot (Param)
-  Value value;        // the shared value; Carried: the first range's
+  enum Kind { Inside, Param, Carried, Shared, Saved } kind;
+  /// Inside, Carried, Saved: the unit; Param: the parameter slot.
+  unsigned index = 0;
+  /// Shared: the value; Carried: the first range's.
+  Value value;
+  /// Saved: the earlier run, and the layer read relative to this one's.
+  unsigned run = 0;
+  bool in = false;
+  int64_t offset = 0;
   bool operator==(const OperandClass &o) const {
-    return kind == o.kind && index == o.index && value == o.value;
+    return kind == o.kind && index == o.index && value == o.value &&
+           run == o.run && in == o.in && offset == o.offset;
   }
 };
 
@@ -144,6 +168,14 @@ struct Run {
   llvm::SetVector<std::pair<int64_t, unsigned>> varying;
   /// Carried unit -> the first range's value (from before the run).
   DenseMap<unsigned, Value> carriedInit;
+
+  unsigned size() const { return ranges.front().end - ranges.front().begin; }
+  /// The iteration that computes layer `layer`.
+  int64_t iterationOf(int64_t layer) const {
+    return llvm::find_if(ranges,
+                         [&](const Range &r) { return r.layer == layer; }) -
+           ranges.begin();
+  }
 };
 
 class Roller {
@@ -157,7 +189,10 @@ private:
   bool extend(Run &run, const Range &next);
   bool sameCall(Run &run, emitc::CallOpaqueOp t, emitc::CallOpaqueOp c,
                 int64_t key);
-  void roll(Run &run, unsigned id);
+  std::optional<Identity> identityOf(Value v) const;
+  Value arrayOf(unsigned run, bool in, unsigned unit);
+  void roll(unsigned index);
+  void releaseSavedValues();
 
   /// The range index and unit of a call inside some range.
   std::optional<std::pair<unsigned, unsigned>> placeOf(Operation *op) const {
@@ -172,6 +207,12 @@ private:
   SmallVector<Unit> units;
   SmallVector<Range> ranges;
   DenseMap<Operation *, std::pair<unsigned, unsigned>> place;
+  /// The runs found, and the run of each of their ranges.
+  std::vector<Run> runs;
+  DenseMap<unsigned, unsigned> runOfRange;
+  /// Per (run, in, unit): the array of that value per iteration, for what
+  /// reads it after the next layer.
+  std::map<std::tuple<unsigned, bool, unsigned>, Value> arrays;
 };
 
 bool Roller::collectUnits() {
@@ -223,6 +264,29 @@ void Roller::findRanges() {
       place[units[u].call] = {static_cast<unsigned>(r), u - range.begin};
 }
 
+std::optional<Identity> Roller::identityOf(Value v) const {
+  if (auto at = placeOf(v.getDefiningOp())) {
+    auto it = runOfRange.find(at->first);
+    if (it == runOfRange.end())
+      return std::nullopt;
+    const Run &run = runs[it->second];
+    unsigned k = at->first - run.first;
+    if (at->second >= run.size())
+      return std::nullopt;
+    int64_t layer = run.ranges[k].layer;
+    // What the next layer reads from its variable.
+    if (run.carriedInit.count(at->second) && k + 1 < run.ranges.size())
+      return Identity{it->second, true, at->second, run.ranges[k + 1].layer};
+    return Identity{it->second, false, at->second, layer};
+  }
+  for (auto [r, run] : llvm::enumerate(runs))
+    for (auto &[unit, init] : run.carriedInit)
+      if (init == v)
+        return Identity{static_cast<unsigned>(r), true, unit,
+                        run.ranges.front().layer};
+  return std::nullopt;
+}
+
 /// Whether call `c` (in a later range) matches the template's call `t`;
 /// arguments that differ become columns keyed by `key` (a unit, or ~slot
 /// for a parameter's load_param).
@@ -249,8 +313,12 @@ bool Roller::sameCall(Run &run, emitc::CallOpaqueOp t, emitc::CallOpaqueOp c,
 }
 
 bool Roller::extend(Run &run, const Range &next) {
+  // Layers in any order (a backward pass, an init in FQN order), each
+  // once.
   const Range &first = run.ranges.front();
-  const Range &prev = run.ranges.back();
+  if (llvm::any_of(run.ranges,
+                   [&](const Range &r) { return r.layer == next.layer; }))
+    return false;
   // A longer range (the last layer, followed by calls that read no
   // parameter) contributes its first calls; the rest follow the loop.
   unsigned size = first.end - first.begin;
@@ -262,15 +330,6 @@ bool Roller::extend(Run &run, const Range &next) {
            (at->first <= prevIndex ||
             (at->first == prevIndex + 1 && at->second < size));
   };
-  // The previous range becomes an inner one: what it computes is read by
-  // itself or the next range only.
-  for (unsigned u = prev.begin; u < prev.end; ++u)
-    for (Operation *user : units[u].call->getUsers()) {
-      auto at = placeOf(user);
-      if (!at || (at->first != prevIndex &&
-                  (at->first != prevIndex + 1 || at->second >= size)))
-        return false;
-    }
   Run grown = run;
   SmallVector<emitc::CallOpaqueOp> slots(grown.params.size());
   for (unsigned u = 0; u < size; ++u) {
@@ -287,7 +346,7 @@ bool Roller::extend(Run &run, const Range &next) {
         // Inside the template: the same unit inside this range.
         if (!cAt || cAt->first != prevIndex + 1 || cAt->second != tAt->second)
           return false;
-        cls = {OperandClass::Inside, tAt->second, {}};
+        cls = {OperandClass::Inside, tAt->second};
       } else if (auto tLoad = asLoadParam(tv.getDefiningOp())) {
         auto cLoad = asLoadParam(cv.getDefiningOp());
         if (!cLoad)
@@ -305,7 +364,7 @@ bool Roller::extend(Run &run, const Range &next) {
         if (!slots[s] && !sameCall(grown, tLoad, cLoad, ~int64_t(s)))
           return false;
         slots[s] = cLoad;
-        cls = {OperandClass::Param, s, {}};
+        cls = {OperandClass::Param, s};
       } else if (cAt && cAt->first == prevIndex) {
         // The previous layer's value: carried, starting from the value
         // the template reads.
@@ -315,6 +374,17 @@ bool Roller::extend(Run &run, const Range &next) {
         if (!inserted && it->second != tv)
           return false;
         cls = {OperandClass::Carried, cAt->second, tv};
+      } else if (auto tId = identityOf(tv), cId = identityOf(cv);
+                 tId && cId && tId->run == cId->run && tId->in == cId->in &&
+                 tId->unit == cId->unit &&
+                 cId->layer - tId->layer == next.layer - first.layer) {
+        // A value an earlier loop computed for a layer at the same
+        // distance (the backward reading its layer's forward): kept there
+        // per iteration.
+        cls = {OperandClass::Saved, tId->unit};
+        cls.run = tId->run;
+        cls.in = tId->in;
+        cls.offset = tId->layer - first.layer;
       } else {
         if (inRun(tAt) || inRun(cAt) || tv != cv)
           return false;
@@ -338,32 +408,91 @@ bool Roller::extend(Run &run, const Range &next) {
   return true;
 }
 
-void Roller::roll(Run &run, unsigned id) {
+/// The array of `run`'s value `unit` per iteration, declared at the start
+/// of the function.
+Value Roller::arrayOf(unsigned run, bool in, unsigned unit) {
+  Value &array = arrays[{run, in, unit}];
+  if (!array) {
+    const Run &r = runs[run];
+    Type type =
+        units[r.ranges.front().begin + unit].call->getResult(0).getType();
+    OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+    array = emitc::VariableOp::create(
+        b, func.getLoc(),
+        emitc::ArrayType::get({static_cast<int64_t>(r.ranges.size())}, type),
+        emitc::OpaqueAttr::get(func.getContext(), ""));
+  }
+  return array;
+}
+
+void Roller::roll(unsigned index) {
+  Run &run = runs[index];
+  unsigned id = firstId + index;
   MLIRContext *ctx = func.getContext();
   const Range &first = run.ranges.front(), &last = run.ranges.back();
-  unsigned size = first.end - first.begin;
+  unsigned size = run.size();
   unsigned count = run.ranges.size();
   Location loc = units[first.begin].call.getLoc();
-  unsigned lastIndex = run.first + count - 1;
+  Type tensorType = emitc::OpaqueType::get(ctx, "tprt::Tensor");
+  auto emptyOf = [&](OpBuilder &b, Type type) -> Value {
+    return emitc::LiteralOp::create(b, loc, type,
+                                    type == tensorType ? "tprt::Tensor()"
+                                                       : "tprt::Tensors()");
+  };
 
-  // Values of the last range read after the run leave in variables, as do
-  // the carried ones.
+  // What reads this run's values outside their layer and the next: the
+  // last layer's values leave the loop in variables (as do the carried
+  // ones), the others are kept per iteration in arrays.
   llvm::SmallSetVector<unsigned, 4> slots;
   for (auto &[unit, init] : run.carriedInit)
     slots.insert(unit);
-  for (unsigned u = 0; u < size; ++u)
-    for (Operation *user : units[last.begin + u].call->getUsers()) {
-      auto at = placeOf(user);
-      if (!at || at->first != lastIndex || at->second >= size)
-        slots.insert(u);
+  struct Read {
+    OpOperand *use;
+    Value array;
+    int64_t element;
+  };
+  SmallVector<Read> reads;
+  for (unsigned k = 0; k < count; ++k)
+    for (unsigned u = 0; u < size; ++u) {
+      emitc::CallOpaqueOp call = units[run.ranges[k].begin + u].call;
+      if (!call->getNumResults())
+        continue;
+      for (OpOperand &use : call->getResult(0).getUses()) {
+        auto at = placeOf(use.getOwner());
+        bool inLoop = at && at->second < size && at->first >= run.first &&
+                      at->first < run.first + count;
+        if (inLoop &&
+            (at->first == run.first + k || at->first == run.first + k + 1))
+          continue;
+        if (k + 1 == count) {
+          slots.insert(u);
+          continue;
+        }
+        bool in = run.carriedInit.count(u);
+        reads.push_back({&use, arrayOf(index, in, u), in ? k + 1 : k});
+      }
     }
 
   // The tables, before the function.
-  OpBuilder b(func);
+  OpBuilder b(func), atModule(func);
   std::string prefix = llvm::formatv("tprt_layers{0}_", id).str();
-  DenseMap<std::pair<int64_t, unsigned>, std::pair<std::string, Type>> tables;
   // Equal columns (an FQN that is also the initializer's name) share one.
   std::map<std::string, std::string> byContents;
+  auto table = [&](const std::string &cxx,
+                   const std::string &values) -> std::string {
+    std::string &name = byContents[cxx + "\n" + values];
+    if (name.empty()) {
+      name = prefix + std::to_string(byContents.size() - 1);
+      // `const char *const`, `const int64_t`.
+      emitc::VerbatimOp::create(atModule, loc,
+                                (cxx.back() == '*'
+                                     ? "static " + cxx + "const "
+                                     : "static const " + cxx + " ") +
+                                    name + "[] = {" + values + "};");
+    }
+    return name;
+  };
+  DenseMap<std::pair<int64_t, unsigned>, std::pair<std::string, Type>> tables;
   for (auto key : run.varying) {
     auto [owner, position] = key;
     Type type;
@@ -377,18 +506,18 @@ void Roller::roll(Run &run, unsigned id) {
         std::tie(type, cxx) = *columnType(attr);
       values += (r ? ", " : "") + columnValue(attr);
     }
-    std::string &name = byContents[cxx + "\n" + values];
-    if (name.empty()) {
-      name = prefix + std::to_string(byContents.size() - 1);
-      // `const char *const`, `const int64_t`.
-      emitc::VerbatimOp::create(b, loc,
-                                (cxx.back() == '*'
-                                     ? "static " + cxx + "const "
-                                     : "static const " + cxx + " ") +
-                                    name + "[] = {" + values + "};");
-    }
-    tables[key] = {name, type};
+    tables[key] = {table(cxx, values), type};
   }
+  // Which iteration of an earlier loop holds the value each iteration
+  // reads.
+  Type i64 = b.getI64Type();
+  auto elementTable = [&](const OperandClass &cls) -> std::string {
+    std::string values;
+    for (unsigned r = 0; r < count; ++r)
+      values += (r ? ", " : "") + std::to_string(runs[cls.run].iterationOf(
+                                      run.ranges[r].layer + cls.offset));
+    return table("int64_t", values);
+  };
 
   // The loop, where the first range was.
   Operation *start = units[first.begin].comment
@@ -397,16 +526,16 @@ void Roller::roll(Run &run, unsigned id) {
   b.setInsertionPoint(start);
   emitc::VerbatimOp::create(
       b, loc,
-      llvm::formatv("// layers {0} to {1}: one loop, each layer's parameters "
-                    "and differing arguments from the tables {2}*",
-                    first.layer, last.layer, prefix)
+      llvm::formatv("// {0} layers ({1} first, {2} last): one loop, each "
+                    "layer's parameters and differing arguments from the "
+                    "tables {3}*",
+                    count, first.layer, last.layer, prefix)
           .str());
-  Type index = b.getIndexType();
-  Type tensorType = emitc::OpaqueType::get(ctx, "tprt::Tensor");
+  Type indexType = b.getIndexType();
   auto constant = [&](int64_t v) -> Value {
-    return emitc::ConstantOp::create(b, loc, index, b.getIndexAttr(v));
+    return emitc::ConstantOp::create(b, loc, indexType, b.getIndexAttr(v));
   };
-  Value lower = constant(0), upper = constant(count), step = constant(1);
+  Value lower = constant(0), upper = constant(count), one = constant(1);
   DenseMap<unsigned, Value> variables;
   for (unsigned u : slots) {
     Type type = units[first.begin + u].call->getResult(0).getType();
@@ -416,22 +545,24 @@ void Roller::roll(Run &run, unsigned id) {
       emitc::AssignOp::create(b, loc, var, init);
     variables[u] = var;
   }
-  auto loop = emitc::ForOp::create(b, loc, lower, upper, step);
+  auto loop = emitc::ForOp::create(b, loc, lower, upper, one);
   b.setInsertionPointToStart(loop.getBody());
   Value iv = loop.getInductionVar();
 
+  auto element = [&](Value array, Value at) -> Value {
+    auto type = cast<emitc::ArrayType>(array.getType()).getElementType();
+    return emitc::SubscriptOp::create(b, loc, emitc::LValueType::get(type),
+                                      array, ValueRange{at});
+  };
   // One load per table and iteration.
   llvm::StringMap<Value> columns;
-  auto column = [&](std::pair<int64_t, unsigned> key) -> Value {
-    auto [name, type] = tables.lookup(key);
+  auto column = [&](StringRef name, Type type) -> Value {
     Value &read = columns[name];
     if (read)
       return read;
     Value table = emitc::LiteralOp::create(
         b, loc, emitc::ArrayType::get({count}, type), name);
-    Value element = emitc::SubscriptOp::create(
-        b, loc, emitc::LValueType::get(type), table, ValueRange{iv});
-    return read = emitc::LoadOp::create(b, loc, type, element);
+    return read = emitc::LoadOp::create(b, loc, type, element(table, iv));
   };
   // A call of the template with its varying arguments read from the tables.
   auto cloneCall = [&](emitc::CallOpaqueOp t, SmallVector<Value> operands,
@@ -445,29 +576,36 @@ void Roller::roll(Run &run, unsigned id) {
           continue;
         }
         newArgs.push_back(b.getIndexAttr(operands.size()));
-        operands.push_back(column({key, position}));
+        auto [name, type] = tables.lookup({key, position});
+        operands.push_back(column(name, type));
       }
     auto call = emitc::CallOpaqueOp::create(
         b, t.getLoc(), t->getResultTypes(), t.getCallee(), operands,
         args ? b.getArrayAttr(newArgs) : ArrayAttr());
     return call->getNumResults() ? call->getResult(0) : Value();
   };
-
   // A variable's value, leaving it empty: a loaded tensor is then freed
   // after its last reader, not when the variable is next assigned.
   auto take = [&](Value var) -> Value {
     Type type = cast<emitc::LValueType>(var.getType()).getValueType();
     Value v = emitc::LoadOp::create(b, loc, type, var);
-    emitc::AssignOp::create(b, loc, var,
-                            emitc::LiteralOp::create(b, loc, type,
-                                                     type == tensorType
-                                                         ? "tprt::Tensor()"
-                                                         : "tprt::Tensors()"));
+    emitc::AssignOp::create(b, loc, var, emptyOf(b, type));
     return v;
   };
+
+  // What the layer is handed, kept for later loops when they read it.
+  DenseMap<unsigned, Value> loaded;
+  for (unsigned u : slots)
+    if (run.carriedInit.count(u)) {
+      loaded[u] = take(variables.lookup(u));
+      if (arrays.count({index, true, u}))
+        emitc::AssignOp::create(b, loc, element(arrays[{index, true, u}], iv),
+                                loaded[u]);
+    }
   SmallVector<Value> params(run.params.size());
   SmallVector<Value> inside(size);
-  DenseMap<unsigned, Value> loaded;
+  // One load per array element and iteration.
+  DenseMap<std::pair<Value, Value>, Value> saved;
   for (unsigned u = 0; u < size; ++u) {
     Unit &t = units[first.begin + u];
     SmallVector<Value> operands;
@@ -487,39 +625,54 @@ void Roller::roll(Run &run, unsigned id) {
                         ~int64_t(cls.index));
         operands.push_back(params[cls.index]);
         break;
-      case OperandClass::Carried: {
-        Value &v = loaded[cls.index];
-        if (!v)
-          v = take(variables.lookup(cls.index));
-        operands.push_back(v);
+      case OperandClass::Carried:
+        operands.push_back(loaded.lookup(cls.index));
         break;
-      }
       case OperandClass::Shared:
         operands.push_back(cls.value);
         break;
+      case OperandClass::Saved: {
+        Value array = arrayOf(cls.run, cls.in, cls.index);
+        Value at = column(elementTable(cls), i64);
+        Value &v = saved[{array, at}];
+        if (!v)
+          v = emitc::LoadOp::create(
+              b, loc, cast<emitc::ArrayType>(array.getType()).getElementType(),
+              element(array, at));
+        operands.push_back(v);
+        break;
+      }
       }
     }
     if (t.comment)
       emitc::VerbatimOp::create(b, t.comment.getLoc(), t.comment.getValue());
     inside[u] = cloneCall(t.call, operands, u);
+    if (auto it = arrays.find({index, false, u}); it != arrays.end())
+      emitc::AssignOp::create(b, loc, element(it->second, iv), inside[u]);
   }
   for (unsigned u : slots)
     emitc::AssignOp::create(b, loc, variables.lookup(u), inside[u]);
 
   // After the loop, the last layer's values read later come from their
-  // variables; then the ranges go.
+  // variables, the others from the arrays; then the ranges go.
   b.setInsertionPointAfter(loop);
+  unsigned lastIndex = run.first + count - 1;
   for (unsigned u = 0; u < size; ++u) {
-    Value old = units[last.begin + u].call->getNumResults()
-                    ? units[last.begin + u].call->getResult(0)
-                    : Value();
-    if (!old || !slots.contains(u) || old.use_empty())
+    emitc::CallOpaqueOp call = units[last.begin + u].call;
+    if (!call->getNumResults() || !slots.contains(u))
       continue;
+    Value old = call->getResult(0);
     Value out = take(variables.lookup(u));
     old.replaceUsesWithIf(out, [&](OpOperand &use) {
       auto at = placeOf(use.getOwner());
       return !at || at->first != lastIndex || at->second >= size;
     });
+  }
+  for (Read &read : reads) {
+    b.setInsertionPoint(read.use->getOwner());
+    read.use->set(
+        emitc::LoadOp::create(b, loc, read.use->get().getType(),
+                              element(read.array, constant(read.element))));
   }
   for (unsigned u = last.end; u-- > first.begin;) {
     units[u].call.erase();
@@ -528,11 +681,64 @@ void Roller::roll(Run &run, unsigned id) {
   }
 }
 
+/// An array element read in one place only is emptied there, so that a
+/// training step frees each layer's activations after its backward as the
+/// straight-line code did.
+void Roller::releaseSavedValues() {
+  for (auto &[key, array] : arrays) {
+    SmallVector<emitc::LoadOp> loads;
+    bool elsewhere = false;
+    for (Operation *user : array.getUsers())
+      for (Operation *access : user->getUsers())
+        if (auto load = dyn_cast<emitc::LoadOp>(access))
+          loads.push_back(load);
+        else if (!isa<emitc::AssignOp>(access))
+          elsewhere = true;
+    // One read in a loop reads each element once; reads outside loops
+    // read the elements their constant indices name.
+    bool inLoop = llvm::any_of(loads, [](emitc::LoadOp load) {
+      return load->getParentOfType<emitc::ForOp>();
+    });
+    if (elsewhere || (inLoop && loads.size() != 1))
+      continue;
+    auto indexOf = [](emitc::LoadOp load) {
+      auto access = load.getOperand().getDefiningOp<emitc::SubscriptOp>();
+      return access ? access.getIndices().front() : Value();
+    };
+    // Constant indices are distinct constants: compare their values.
+    auto constantOf = [](Value v) -> std::optional<int64_t> {
+      if (auto c = v.getDefiningOp<emitc::ConstantOp>())
+        if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+          return i.getInt();
+      return std::nullopt;
+    };
+    std::map<int64_t, unsigned> perElement;
+    for (emitc::LoadOp load : loads)
+      if (auto c = constantOf(indexOf(load)))
+        ++perElement[*c];
+    for (emitc::LoadOp load : loads) {
+      auto c = constantOf(indexOf(load));
+      if (!inLoop && (!c || perElement[*c] != 1))
+        continue;
+      OpBuilder b(load->getContext());
+      b.setInsertionPointAfter(load);
+      auto access = load.getOperand().getDefiningOp<emitc::SubscriptOp>();
+      Type type = load.getType();
+      Value empty = emitc::LiteralOp::create(
+          b, load.getLoc(), type,
+          isa<emitc::OpaqueType>(type) &&
+                  cast<emitc::OpaqueType>(type).getValue() == "tprt::Tensors"
+              ? "tprt::Tensors()"
+              : "tprt::Tensor()");
+      emitc::AssignOp::create(b, load.getLoc(), access, empty);
+    }
+  }
+}
+
 unsigned Roller::run() {
   if (!collectUnits())
     return 0;
   findRanges();
-  std::vector<Run> runs;
   for (unsigned r = 0; r < ranges.size();) {
     Run current;
     current.first = r;
@@ -540,15 +746,20 @@ unsigned Roller::run() {
     unsigned next = r + 1;
     while (next < ranges.size() &&
            ranges[next].begin == current.ranges.back().end &&
-           ranges[next].layer == ranges[next - 1].layer + 1 &&
            extend(current, ranges[next]))
       ++next;
-    if (current.ranges.size() >= 2)
+    if (current.ranges.size() >= 2) {
+      for (unsigned k = 0; k < current.ranges.size(); ++k)
+        runOfRange[r + k] = runs.size();
       runs.push_back(std::move(current));
+    }
     r = next;
   }
-  for (auto [id, run] : llvm::enumerate(runs))
-    roll(run, firstId + id);
+  // The last loop first: a loop reads the arrays an earlier one fills,
+  // and the earlier one's calls go once nothing reads them.
+  for (unsigned r = runs.size(); r-- > 0;)
+    roll(r);
+  releaseSavedValues();
   // Parameters now loaded inside the loops only.
   for (Operation &op : llvm::make_early_inc_range(func.getBody().front()))
     if (asLoadParam(&op) && op.use_empty())

@@ -20,12 +20,11 @@ namespace mlir::tp {
 /// make the same calls into one `emitc.for`: per iteration it loads the
 /// layer's parameters and passes the attribute values that differ between
 /// layers (FQNs, file offsets, windows) from constant tables defined before
-/// `func`; values one layer hands the next live in variables. `func` must
-/// be straight-line calls before tensors are released. Layers that differ,
-/// or whose values are read beyond the next layer (a training step's
-/// backward), stay as they are. The tables are named
-/// `tprt_layers<id>_<column>`, ids counting from `firstId`. Returns the
-/// number of loops made.
+/// `func`; values one layer hands the next live in variables, values read
+/// later (by a backward pass) in arrays. `func` must be straight-line calls
+/// before tensors are released; layers that differ stay as they are. The
+/// tables are named `tprt_layers<id>_<column>`, ids counting from
+/// `firstId`. Returns the number of loops made.
 unsigned rollLayerLoops(emitc::FuncOp func, unsigned firstId);
 
 } // namespace mlir::tp

@@ -21,7 +21,7 @@
 // CHECK-NOT: model.layers.{{[0-2]}}
 // CHECK: tprt::load_param([[CTX]], "model.layers.3.input_layernorm.weight"
 // CHECK: tprt::Tensor [[H0:v[0-9]+]] = tprt::embedding(
-// CHECK: // layers 0 to 2: one loop
+// CHECK: // 3 layers (0 first, 2 last): one loop
 // CHECK: tprt::Tensor [[RES:v[0-9]+]];
 // CHECK-NEXT: [[RES]] = [[H0]];
 // CHECK-NEXT: tprt::release([[H0]]);
@@ -86,12 +86,19 @@ module attributes {onnx.file = "m.onnx"} {
 
 // -----
 
-// Layer 0's norm is read after the layers: a loop from layer 0 would have
-// to keep it, so the loop starts at layer 1.
-// CHECK: static const char *const tprt_layers0_0[] = {"model.layers.1.input_layernorm.weight", "model.layers.2.input_layernorm.weight"};
-// CHECK: tprt::rms_norm(
-// CHECK: // layers 1 to 2: one loop
-// CHECK: for (
+// Layer 0's norm is read after the layers: the loop keeps each layer's
+// norm in an array, and the add after it reads element 0, emptying it.
+// CHECK: static const char *const tprt_layers0_0[] = {"model.layers.0.input_layernorm.weight", "model.layers.1.input_layernorm.weight", "model.layers.2.input_layernorm.weight"};
+// CHECK: tprt::Tensor [[NORMS:v[0-9]+]][3];
+// CHECK: // 3 layers (0 first, 2 last): one loop
+// CHECK: for (size_t [[I:i[0-9]+]] =
+// CHECK: tprt::Tensor [[N:v[0-9]+]] = tprt::rms_norm(
+// CHECK-NEXT: [[NORMS]]{{\[}}[[I]]{{\]}} = [[N]];
+// CHECK: }
+// CHECK: size_t [[ZERO:v[0-9]+]] = 0;
+// CHECK-NEXT: tprt::Tensor [[N0:v[0-9]+]] = [[NORMS]]{{\[}}[[ZERO]]{{\]}};
+// CHECK-NEXT: [[NORMS]]{{\[}}[[ZERO]]{{\]}} = tprt::Tensor();
+// CHECK-NEXT: tprt::add({{v[0-9]+}}, {{v[0-9]+}}, [[N0]]);
 module attributes {onnx.file = "m.onnx"} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
@@ -108,5 +115,83 @@ module attributes {onnx.file = "m.onnx"} {
     %h3 = tp.add %h2, %r2 : tensor<?x?x4xf32>
     %y = tp.add %h3, %r0 : tensor<?x?x4xf32>
     return %y : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+// A pass over the layers backwards (2, 1, 0) reads each layer's norm and
+// input from the forward loop: the forward keeps both per iteration (the
+// input as the value carried into the layer), the backward loop reads
+// them by the iteration that computed its layer and empties them.
+// CHECK: static const int64_t [[BACK:tprt_layers1_[0-9]+]][] = {2, 1, 0};
+// CHECK: tprt::Tensor [[IN:v[0-9]+]][3];
+// CHECK-NEXT: tprt::Tensor [[NORMS:v[0-9]+]][3];
+// CHECK: // 3 layers (0 first, 2 last): one loop
+// CHECK: for (size_t [[I:i[0-9]+]] =
+// CHECK: tprt::Tensor [[X:v[0-9]+]] = [[VAR:v[0-9]+]];
+// CHECK-NEXT: [[VAR]] = tprt::Tensor();
+// CHECK-NEXT: [[IN]]{{\[}}[[I]]{{\]}} = [[X]];
+// CHECK: tprt::Tensor [[N:v[0-9]+]] = tprt::rms_norm({{v[0-9]+}}, [[X]],
+// CHECK-NEXT: [[NORMS]]{{\[}}[[I]]{{\]}} = [[N]];
+// CHECK: // 3 layers (2 first, 0 last): one loop
+// CHECK: for (size_t [[J:i[0-9]+]] =
+// CHECK: int64_t [[E:v[0-9]+]] = [[BACK]]{{\[}}[[J]]{{\]}};
+// CHECK-NEXT: tprt::Tensor [[SN:v[0-9]+]] = [[NORMS]]{{\[}}[[E]]{{\]}};
+// CHECK-NEXT: [[NORMS]]{{\[}}[[E]]{{\]}} = tprt::Tensor();
+// CHECK: tprt::rms_norm({{v[0-9]+}}, [[SN]],
+// CHECK: tprt::Tensor [[SX:v[0-9]+]] = [[IN]]{{\[}}[[E]]{{\]}};
+// CHECK-NEXT: [[IN]]{{\[}}[[E]]{{\]}} = tprt::Tensor();
+// CHECK-NEXT: tprt::mul({{v[0-9]+}}, {{v[0-9]+}}, [[SX]]);
+module attributes {onnx.file = "m.onnx"} {
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+      %n0: tensor<4xf32> {tp.fqn = "model.layers.0.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.0.input_layernorm.weight", file = "m.onnx", offset = 256, length = 16, transposed = false>},
+      %n1: tensor<4xf32> {tp.fqn = "model.layers.1.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.1.input_layernorm.weight", file = "m.onnx", offset = 272, length = 16, transposed = false>},
+      %n2: tensor<4xf32> {tp.fqn = "model.layers.2.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.2.input_layernorm.weight", file = "m.onnx", offset = 288, length = 16, transposed = false>},
+      %nf: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.source = #tp.source<initializer = "model.norm.weight", file = "m.onnx", offset = 304, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
+    %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %h1 = tp.add %h0, %r0 : tensor<?x?x4xf32>
+    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %h2 = tp.add %h1, %r1 : tensor<?x?x4xf32>
+    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %h3 = tp.add %h2, %r2 : tensor<?x?x4xf32>
+    %g3 = tp.rms_norm %h3, %nf {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b2 = tp.rms_norm %r2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %c2 = tp.mul %b2, %h2 : tensor<?x?x4xf32>
+    %g2 = tp.add %g3, %c2 : tensor<?x?x4xf32>
+    %b1 = tp.rms_norm %r1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %c1 = tp.mul %b1, %h1 : tensor<?x?x4xf32>
+    %g1 = tp.add %g2, %c1 : tensor<?x?x4xf32>
+    %b0 = tp.rms_norm %r0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %c0 = tp.mul %b0, %h0 : tensor<?x?x4xf32>
+    %g0 = tp.add %g1, %c0 : tensor<?x?x4xf32>
+    return %g0 : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+// Layers in another order (as an init broadcasting in FQN order visits
+// layers 0, 1, 10, 11, ..., 2): the tables list them in that order.
+// CHECK: static const char *const tprt_layers0_0[] = {"model.layers.0.input_layernorm.weight", "model.layers.2.input_layernorm.weight", "model.layers.1.input_layernorm.weight"};
+// CHECK: // 3 layers (0 first, 1 last): one loop
+module attributes {onnx.file = "m.onnx"} {
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+      %n0: tensor<4xf32> {tp.fqn = "model.layers.0.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.0.input_layernorm.weight", file = "m.onnx", offset = 256, length = 16, transposed = false>},
+      %n1: tensor<4xf32> {tp.fqn = "model.layers.1.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.1.input_layernorm.weight", file = "m.onnx", offset = 272, length = 16, transposed = false>},
+      %n2: tensor<4xf32> {tp.fqn = "model.layers.2.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.2.input_layernorm.weight", file = "m.onnx", offset = 288, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
+    %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %a0 = tp.add %h0, %r0 : tensor<?x?x4xf32>
+    %r2 = tp.rms_norm %h0, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %a2 = tp.add %a0, %r2 : tensor<?x?x4xf32>
+    %r1 = tp.rms_norm %h0, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %a1 = tp.add %a2, %r1 : tensor<?x?x4xf32>
+    return %a1 : tensor<?x?x4xf32>
   }
 }
