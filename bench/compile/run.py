@@ -6,11 +6,12 @@ sparse external-data file. --form dynamo: transformers' LlamaForCausalLM
 through the dynamo exporter (export_dynamo.py, needs setup.sh --models);
 --form fused: opset-23 fused operators (make_graph.py). --emit exe adds the
 host C++ compiler and the link to the executable (the RSS is then the
-largest of tpc and its compiler). Reports wall time and peak RSS of each
+largest of tpc and its compiler); --train compiles the training program
+(forward, training step, optimizer step, init). Reports wall time and peak RSS of each
 (median of REPEAT runs, RSS from wait4), the 80/8 time ratio, and the
 targets: 80 layers under 5 s and 1 GiB, ratio under 12.
 
-Usage: run.py TPC WORKDIR [--form dynamo|fused] [--emit cpp|exe] [--repeat N] [--tp N]"""
+Usage: run.py TPC WORKDIR [--form dynamo|fused] [--emit cpp|exe] [--train] [--repeat N] [--tp N]"""
 import argparse
 import os
 import statistics
@@ -26,6 +27,7 @@ p.add_argument("--tp", type=int, default=1)
 p.add_argument("--layers", default="8,32,80")
 p.add_argument("--form", choices=["dynamo", "fused"], default="dynamo")
 p.add_argument("--emit", choices=["cpp", "exe"], default="cpp")
+p.add_argument("--train", action="store_true")
 args = p.parse_args()
 here = os.path.dirname(os.path.abspath(__file__))
 
@@ -40,6 +42,8 @@ for layers in [int(x) for x in args.layers.split(",")]:
     for _ in range(args.repeat):
         out = os.path.join(model_dir, "out")
         cmd = [args.tpc, os.path.join(model_dir, "model.onnx"), "--emit", args.emit, "--tp", str(args.tp), "-o", out]
+        if args.train:
+            cmd.append("--train")
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -51,10 +55,11 @@ for layers in [int(x) for x in args.layers.split(",")]:
         lines = sum(1 for _ in f)
     rows[layers] = (statistics.median(walls), max(rsss), lines)
 
-print(f"| form | emit | layers | tp | wall (s, median of {args.repeat}) | peak RSS (MiB) | model.cpp lines |")
-print("|---|---|---|---|---|---|---|")
+program = "training" if args.train else "forward"
+print(f"| form | program | emit | layers | tp | wall (s, median of {args.repeat}) | peak RSS (MiB) | model.cpp lines |")
+print("|---|---|---|---|---|---|---|---|")
 for layers, (wall, rss, lines) in rows.items():
-    print(f"| {args.form} | {args.emit} | {layers} | {args.tp} | {wall:.3f} | {rss:.1f} | {lines} |")
+    print(f"| {args.form} | {program} | {args.emit} | {layers} | {args.tp} | {wall:.3f} | {rss:.1f} | {lines} |")
 if 8 in rows and 80 in rows:
     ratio = rows[80][0] / rows[8][0]
     wall, rss, _ = rows[80]

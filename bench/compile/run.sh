@@ -15,9 +15,12 @@ for form in dynamo fused; do
       "$work" --form "$form" --tp "$tp" "$@" || status=1
   done
 done
-# The whole build of the executable (tpc, the host compiler, the link).
+# The whole build of the executable (tpc, the host compiler, the link), of
+# the forward and of the training program.
 for tp in 1 8; do
   "$root/.venv/bin/python" "$root/bench/compile/run.py" "$root/build/bin/tpc" \
     "$work" --form fused --emit exe --tp "$tp" "$@" || status=1
 done
+"$root/.venv/bin/python" "$root/bench/compile/run.py" "$root/build/bin/tpc" \
+  "$work" --form fused --emit exe --train --tp 8 "$@" || status=1
 exit $status

@@ -1,22 +1,24 @@
 #!/usr/bin/env python3
 """bench/forward: the tpc-compiled executable against onnxruntime (CPU
 execution provider, graph optimizations on, the same intra-op thread count)
-on the same ONNX model, in one run. Prints a table of median forward times
-and their ratio (ours / onnxruntime; <= 1.0 means no slower).
+on the same ONNX model, in one run, each in its own process. Prints a table
+of median forward times and their ratio (ours / onnxruntime; <= 1.0 means
+no slower), and each process's peak RSS (onnxruntime's includes the Python
+interpreter and numpy it runs in).
 
     run.py MODEL_DIR EXE [--iters N] [--threads 1 2] [--batches 1 4] [--seq 128]
 
 MODEL_DIR holds model.onnx (bench/forward/make_model.py); EXE is
 `tpc MODEL_DIR/model.onnx -o DIR`'s DIR/model."""
 import argparse
+import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
-import time
 
 import numpy as np
-import onnxruntime as ort
 
 p = argparse.ArgumentParser()
 p.add_argument("model_dir")
@@ -39,34 +41,34 @@ with tempfile.TemporaryDirectory() as tmp:
             # Ours first, in its own process, while no onnxruntime session
             # exists (its thread pool spins after each run).
             ids_path = os.path.join(tmp, "ids.npy")
+            mask_path = os.path.join(tmp, "mask.npy")
             out_path = os.path.join(tmp, "out.npy")
+            ref_path = os.path.join(tmp, "ref.npy")
             np.save(ids_path, ids)
-            run = subprocess.run([args.exe, "--input", ids_path, "--output", out_path,
-                                  "--threads", str(threads), "--bench", str(args.iters)],
-                                 capture_output=True, text=True, check=True)
-            ours_ms = float(re.search(r"median ([0-9.]+) ms", run.stdout).group(1))
+            np.save(mask_path, mask)
+            proc = subprocess.Popen([args.exe, "--input", ids_path, "--output", out_path,
+                                     "--threads", str(threads), "--bench", str(args.iters)],
+                                    stdout=subprocess.PIPE, text=True)
+            stdout = proc.stdout.read()
+            _, status, usage = os.wait4(proc.pid, 0)
+            if status != 0:
+                sys.exit(f"{args.exe} failed")
+            ours_ms = float(re.search(r"median ([0-9.]+) ms", stdout).group(1))
+            ours_rss = usage.ru_maxrss / 1024.0
 
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            session.run(None, feeds)  # warm-up
-            times = []
-            for _ in range(args.iters):
-                start = time.perf_counter()
-                ref = session.run(None, feeds)[0]
-                times.append(time.perf_counter() - start)
-            ort_ms = 1e3 * float(np.median(times))
-            del session
+            peer = json.loads(subprocess.run(
+                [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_forward.py"),
+                 model, ids_path, mask_path, ref_path, "--threads", str(threads), "--iters", str(args.iters)],
+                capture_output=True, text=True, check=True).stdout)
+            ort_ms = 1e3 * float(np.median(peer["seconds"]))
 
-            diff = float(np.abs(np.load(out_path) - ref).max())
-            rows.append((threads, batch, ours_ms, ort_ms, diff))
+            diff = float(np.abs(np.load(out_path) - np.load(ref_path)).max())
+            rows.append((threads, batch, ours_ms, ort_ms, diff, ours_rss, peer["peak_rss_mib"]))
 
 print(f"bench/forward: medium Llama (hidden 512, 4 layers, 8/4 heads, MLP 1408, vocab 4096), seq {args.seq}, "
       f"median of {args.iters}")
-print("| threads | batch | tpc exe (ms) | onnxruntime (ms) | ratio exe/ort | max|diff| |")
-print("|---|---|---|---|---|---|")
-for threads, batch, ours, ref, diff in rows:
-    print(f"| {threads} | {batch} | {ours:.2f} | {ref:.2f} | {ours / ref:.2f} | {diff:.1e} |")
+print("| threads | batch | tpc exe (ms) | onnxruntime (ms) | ratio exe/ort | max|diff| | peak RSS exe / ort (MiB) |")
+print("|---|---|---|---|---|---|---|")
+for threads, batch, ours, ref, diff, ours_rss, ort_rss in rows:
+    print(f"| {threads} | {batch} | {ours:.2f} | {ref:.2f} | {ours / ref:.2f} | {diff:.1e} | "
+          f"{ours_rss:.0f} / {ort_rss:.0f} |")

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Cublas.h"
 #include "Runtime.h"
 
 namespace tprt {
@@ -43,7 +44,7 @@ void gemm(Context &ctx, const char *what, int64_t m, int64_t n, int64_t k,
   if (ctx.autocast() == DType::BF16) {
     std::shared_ptr<unsigned char[]> a16 = toBf16(a.data, a.elements);
     std::shared_ptr<unsigned char[]> b16 = toBf16(b.data, b.elements);
-    check(cublasGemmStridedBatchedEx_64(
+    check(cublas().gemmStridedBatchedEx(
               blas(), a.op, b.op, m, n, k, &one, a16.get(), CUDA_R_16BF, a.ld,
               a.stride, b16.get(), CUDA_R_16BF, b.ld, b.stride, &zero, c,
               CUDA_R_32F, m, strideC, batch, CUBLAS_COMPUTE_32F,
@@ -51,7 +52,7 @@ void gemm(Context &ctx, const char *what, int64_t m, int64_t n, int64_t k,
           what);
     return;
   }
-  check(cublasSgemmStridedBatched_64(blas(), a.op, b.op, m, n, k, &one, a.data,
+  check(cublas().sgemmStridedBatched(blas(), a.op, b.op, m, n, k, &one, a.data,
                                      a.ld, a.stride, b.data, b.ld, b.stride,
                                      &zero, c, m, strideC, batch),
         what);

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Cublas.h"
 #include "Runtime.h"
 
 #include <cstdint>
@@ -44,8 +45,8 @@ void check(cudaError_t status, const char *what) {
 
 void check(cublasStatus_t status, const char *what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    fatal(std::string(what) + ": " + cublasGetStatusName(status) + " (" +
-          cublasGetStatusString(status) + ")");
+    fatal(std::string(what) + ": " + cublas().statusName(status) + " (" +
+          cublas().statusString(status) + ")");
 }
 
 void checkLaunch(const char *kernel) { check(cudaGetLastError(), kernel); }
@@ -84,11 +85,11 @@ void initialize() {
   check(cudaSetDevice(s.device), "cudaSetDevice");
   check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
         "cudaStreamCreate");
-  check(cublasCreate(&s.blas), "cublasCreate");
-  check(cublasSetStream(s.blas, s.stream), "cublasSetStream");
+  check(cublas().create(&s.blas), "cublasCreate");
+  check(cublas().setStream(s.blas, s.stream), "cublasSetStream");
   // FP32 products stay FP32 (no TF32): the forward matches the CPU backend
   // within f32 rounding.
-  check(cublasSetMathMode(s.blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check(cublas().setMathMode(s.blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, s.device),
         "cudaDeviceGetDefaultMemPool");

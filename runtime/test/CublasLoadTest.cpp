@@ -1,0 +1,49 @@
+//===- CublasLoadTest.cpp - cuBLAS is opened only by GPU programs ---------===//
+//
+// A runtime built with CUDA must not cost CPU programs cuBLAS's memory:
+// CPU work leaves it unopened (the process maps no libcublas at all), and
+// opening it finds every function the backend calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestTensors.h"
+#include "cuda/Cublas.h"
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+
+using namespace tprt;
+using namespace tprt::test;
+
+namespace {
+
+bool mapsCublas() {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  return text.str().find("libcublas") != std::string::npos;
+}
+
+TEST(CublasLoad, OnlyTheGpuBackendOpensCublas) {
+  Tensor x = randomTensor({2, 3, 8}, 1), w = randomTensor({4, 8}, 2);
+  Tensor y = linear(ctx(), x, w);
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_FALSE(cuda::cublasLoaded());
+  EXPECT_FALSE(mapsCublas()) << "a CPU program mapped libcublas";
+
+  const cuda::Cublas &api = cuda::cublas();
+  EXPECT_TRUE(cuda::cublasLoaded());
+  EXPECT_TRUE(mapsCublas()) << cuda::cublasLibraryName();
+  EXPECT_NE(api.create, nullptr);
+  EXPECT_NE(api.setStream, nullptr);
+  EXPECT_NE(api.setMathMode, nullptr);
+  EXPECT_NE(api.statusName, nullptr);
+  EXPECT_NE(api.statusString, nullptr);
+  EXPECT_NE(api.sgemmStridedBatched, nullptr);
+  EXPECT_NE(api.gemmStridedBatchedEx, nullptr);
+  // A function of the library, called without a GPU.
+  EXPECT_STREQ(api.statusName(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
+}
+
+} // namespace
