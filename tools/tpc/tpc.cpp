@@ -137,10 +137,10 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
     return failure();
   }
   std::string tempExe = (exe + ".tmp").str();
-  // -O0: the generated code is straight-line calls into the runtime, whose
-  // kernels are compiled optimized in libtprt.a. Optimizing the calls gained
-  // nothing measurable on the medium Llama's forward and cost 28 s of the
-  // 80-layer tp=8 build (docs/runtime.md, bench/compile).
+  // -O0: the generated code is calls into the runtime (the layers one
+  // loop), whose kernels are compiled optimized in libtprt.a. Optimizing
+  // the calls gained nothing measurable on the medium Llama's forward
+  // (docs/runtime.md, bench/compile).
   SmallVector<StringRef> args = {*program,    "-std=c++17", "-O0", "-fopenmp",
                                  include,     cpp,          "-o",  tempExe,
                                  runtimeMain, runtime};
