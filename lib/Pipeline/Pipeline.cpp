@@ -81,6 +81,7 @@ void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
                                    const TPCompileOptions &options) {
   TPToEmitCOptions emit;
   emit.modelPath = options.modelPath;
+  emit.layerLoops = options.layerLoops;
   pm.addPass(createTPToEmitC(emit));
 }
 

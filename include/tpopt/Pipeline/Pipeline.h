@@ -89,6 +89,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: the largest replica-gradient bucket, in "
                      "MiB at FP32 size"),
       llvm::cl::init(256)};
+  Option<bool> layerLoops{
+      *this, "layer-loops",
+      llvm::cl::desc("Emit each run of equal decoder layers as one loop over "
+                     "per-layer tables (false: every layer spelled out)"),
+      llvm::cl::init(true)};
   Option<std::string> modelPath{
       *this, "model-path",
       llvm::cl::desc("The model file the program reads its weights from "
