@@ -65,6 +65,29 @@ std::optional<int64_t> layerOf(emitc::CallOpaqueOp load) {
   return std::nullopt;
 }
 
+/// A comment of the first layer's calls for every layer: `layers.N` (the
+/// node names of TorchScript exports, `/model/layers.0/mlp/...`) becomes
+/// `layers.*`.
+std::string anyLayer(StringRef comment, int64_t layer) {
+  std::string from = "layers." + std::to_string(layer);
+  std::string out;
+  while (!comment.empty()) {
+    size_t at = comment.find(from);
+    if (at == StringRef::npos) {
+      out += comment.str();
+      break;
+    }
+    StringRef rest = comment.drop_front(at + from.size());
+    out += comment.take_front(at).str();
+    if (!rest.empty() && isdigit(static_cast<unsigned char>(rest.front())))
+      out += from;
+    else
+      out += "layers.*";
+    comment = rest;
+  }
+  return out;
+}
+
 /// One call, with the comment (the ONNX node) printed before it.
 struct Unit {
   emitc::VerbatimOp comment;
@@ -645,7 +668,8 @@ void Roller::roll(unsigned index) {
       }
     }
     if (t.comment)
-      emitc::VerbatimOp::create(b, t.comment.getLoc(), t.comment.getValue());
+      emitc::VerbatimOp::create(b, t.comment.getLoc(),
+                                anyLayer(t.comment.getValue(), first.layer));
     inside[u] = cloneCall(t.call, operands, u);
     if (auto it = arrays.find({index, false, u}); it != arrays.end())
       emitc::AssignOp::create(b, loc, element(it->second, iv), inside[u]);
