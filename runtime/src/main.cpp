@@ -15,7 +15,8 @@
 // training loop of a program compiled with tpc --train (tprt/Train.h).
 // --device cuda runs forward and training on the GPU of each rank (one per
 // rank, NCCL collectives) when the runtime was built with the CUDA backend;
-// --autocast bf16 runs its linears in bf16 with FP32 accumulation.
+// --autocast bf16 runs its linears in bf16 with FP32 accumulation (on the
+// CPU too).
 //
 //===----------------------------------------------------------------------===//
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <unistd.h>
 
@@ -81,6 +82,88 @@ struct ConstantWeights {
   ConstantWeights() { ctx().setConstantWeights(true); }
   ~ConstantWeights() { ctx().setConstantWeights(false); }
 };
+
+/// Sets the shared test context's autocast while it lives.
+struct Autocast {
+  Autocast() { ctx().setAutocast(DType::BF16); }
+  ~Autocast() { ctx().setAutocast(DType::F32); }
+};
+
+/// `x` rounded to bf16 (nearest even), independently of the runtime's
+/// rounding: the nearest of the two bf16 neighbours, ties to the even one.
+float bf16Rounded(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  uint32_t down = bits & 0xffff0000u, up = down + 0x10000u;
+  float lo, hi;
+  std::memcpy(&lo, &down, sizeof lo);
+  std::memcpy(&hi, &up, sizeof hi);
+  double dLo = std::fabs(double(x) - lo), dHi = std::fabs(double(hi) - x);
+  if (dLo != dHi)
+    return dLo < dHi ? lo : hi;
+  return (down & 0x10000u) ? hi : lo;
+}
+
+/// The product of the bf16-rounded operands, accumulated in double:
+/// a[rows, k] b^T (b [n, k]).
+std::vector<double> bf16Product(const float *a, const float *b, int64_t rows,
+                                int64_t k, int64_t n, bool bTransposed) {
+  std::vector<double> out(rows * n);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i)
+        acc += double(bf16Rounded(a[r * k + i])) *
+               bf16Rounded(bTransposed ? b[j * k + i] : b[i * n + j]);
+      out[r * n + j] = acc;
+    }
+  return out;
+}
+
+// --autocast bf16 on the CPU: the linear forms (packed or not) and both
+// backward products round their operands to bf16 and accumulate in f32.
+// Against the double product of the rounded operands they agree within f32
+// accumulation; the f32 product is further away than that.
+TEST(Kernels, AutocastBf16RoundsTheOperandsOfEveryProduct) {
+  int64_t rows = 37, in = 96, out = 40;
+  Tensor x = randomTensor({1, rows, in}, 51), w = randomTensor({out, in}, 52);
+  Tensor dy = randomTensor({1, rows, out}, 53);
+  std::vector<double> wantY =
+      bf16Product(x.f32(), w.f32(), rows, in, out, true);
+  // dx = dy w: b = w [out, in] not transposed; dw = dy^T x.
+  std::vector<double> wantDx =
+      bf16Product(dy.f32(), w.f32(), rows, out, in, false);
+  std::vector<float> dyT(out * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < out; ++j)
+      dyT[j * rows + r] = dy.f32()[r * out + j];
+  std::vector<double> wantDw =
+      bf16Product(dyT.data(), x.f32(), out, rows, in, false);
+  auto expectNear = [](const Tensor &got, const std::vector<double> &want,
+                       double bound, const char *what) {
+    ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
+    double worst = 0;
+    for (int64_t i = 0; i < got.numel(); ++i)
+      worst = std::max(worst, std::fabs(got.f32()[i] - want[i]));
+    EXPECT_LT(worst, bound) << what;
+  };
+  {
+    Autocast bf16;
+    expectNear(linear(ctx(), x, w), wantY, 1e-5, "linear");
+    expectNear(linear_bmm(ctx(), x, w), wantY, 1e-5, "linear_bmm");
+    expectNear(linear_grad_input(ctx(), dy, w), wantDx, 1e-5, "grad input");
+    expectNear(linear_grad_weight(ctx(), dy, x), wantDw, 1e-5, "grad weight");
+    ConstantWeights constant;
+    expectNear(linear(ctx(), x, w), wantY, 1e-5, "packed linear");
+  }
+  // Without autocast the products are f32's, which the rounding moves by
+  // far more than the bound above.
+  Tensor f32 = linear(ctx(), x, w);
+  double moved = 0;
+  for (int64_t i = 0; i < f32.numel(); ++i)
+    moved = std::max(moved, std::fabs(f32.f32()[i] - wantY[i]));
+  EXPECT_GT(moved, 1e-3);
+}
 
 // A forward-only program keeps weights in the GEMM library's packed layout:
 // both forms, at shapes large enough for blocked layouts, with row counts

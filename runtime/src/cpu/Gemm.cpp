@@ -13,7 +13,9 @@
 #include "Gemm.h"
 #include "tprt/tprt.h"
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #ifdef TPRT_WITH_ONEDNN
 #include "Dnnl.h"
@@ -29,6 +31,24 @@
 
 namespace tprt::cpu {
 
+namespace {
+/// bf16's bits of `x`, rounded to nearest even (NaN stays NaN).
+uint16_t bf16Bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu))
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+} // namespace
+
+void roundToBf16(const float *x, uint16_t *out, int64_t n) {
+#pragma omp parallel for if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16Bits(x[i]);
+}
+
 #ifdef TPRT_WITH_ONEDNN
 
 namespace {
@@ -42,6 +62,22 @@ memory::desc f32(const Dims &dims, const Dims &strides) {
 
 memory::desc f32Any(const Dims &dims) {
   return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
+}
+memory::desc bf16(const Dims &dims, const Dims &strides) {
+  return memory::desc(dims, memory::data_type::bf16, strides);
+}
+memory::desc bf16Any(const Dims &dims) {
+  return memory::desc(dims, memory::data_type::bf16, memory::format_tag::any);
+}
+/// A matrix operand: f32 as given, or rounded to bf16 into `copy`.
+memory operand(const memory::desc &f32Desc, const memory::desc &bf16Desc,
+               const float *data, int64_t elements, bool toBf16,
+               std::vector<uint16_t> &copy) {
+  if (!toBf16)
+    return memory(f32Desc, dnnlEngine(), const_cast<float *>(data));
+  copy.resize(elements);
+  roundToBf16(data, copy.data(), elements);
+  return memory(bf16Desc, dnnlEngine(), copy.data());
 }
 
 matmul::primitive_desc matmulDesc(const memory::desc &src,
@@ -134,6 +170,8 @@ void run(Primitive &p, const memory &src, const memory &weights,
 }
 
 enum Kind { Linear, LinearPacked, GradInput, GradWeight };
+/// Added to the kind of a product whose operands are rounded to bf16.
+constexpr int kBf16 = 8;
 } // namespace
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
@@ -146,49 +184,75 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 }
 
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
-            int64_t rows, bool packed) {
+            int64_t rows, bool packed, bool bf16Operands) {
   int64_t outF = w.dim(0), in = w.dim(1);
   // The weight [out, in] row-major is the [in, out] matrix of strides
   // {1, in}; the bmm form shares it across the batch (batch dimension 1).
   Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
   Dims srcStrides = {rows * in, in, 1}, dstStrides = {rows * outF, outF, 1};
-  memory::desc plainWeight = f32(wei, {in * outF, 1, in});
-  Primitive &p = primitiveFor(
-      {packed ? LinearPacked : Linear, batch, rows, outF, in}, [&] {
-        return matmulDesc(f32(src, srcStrides),
-                          packed ? f32Any(wei) : plainWeight,
-                          f32(dst, dstStrides));
-      });
-  memory srcMem(f32(src, srcStrides), dnnlEngine(), const_cast<float *>(x));
+  Dims weiStrides = {in * outF, 1, in};
+  memory::desc plainWeight = f32(wei, weiStrides);
+  memory::desc srcDesc =
+      bf16Operands ? bf16(src, srcStrides) : f32(src, srcStrides);
+  memory::desc weightDesc =
+      packed ? (bf16Operands ? bf16Any(wei) : f32Any(wei))
+             : (bf16Operands ? bf16(wei, weiStrides) : plainWeight);
+  int kind = (packed ? LinearPacked : Linear) + (bf16Operands ? kBf16 : 0);
+  Primitive &p = primitiveFor({kind, batch, rows, outF, in}, [&] {
+    return matmulDesc(srcDesc, weightDesc, f32(dst, dstStrides));
+  });
+  std::vector<uint16_t> xCopy, wCopy;
+  memory srcMem = operand(f32(src, srcStrides), srcDesc, x, batch * rows * in,
+                          bf16Operands, xCopy);
   memory dstMem(f32(dst, dstStrides), dnnlEngine(), out);
   if (packed) {
+    // The reorder into the packed layout also rounds to bf16.
     run(p, srcMem, packedWeight(w, plainWeight, p.desc.weights_desc()), dstMem);
     return;
   }
   run(p, srcMem,
-      memory(plainWeight, dnnlEngine(), const_cast<float *>(w.f32())), dstMem);
+      operand(plainWeight, weightDesc, w.f32(), in * outF, bf16Operands, wCopy),
+      dstMem);
 }
 
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
-                     int64_t in, int64_t out) {
-  Primitive &p = primitiveFor({GradInput, 1, rows, in, out}, [&] {
-    return matmulDesc(f32({rows, out}, {out, 1}), f32({out, in}, {in, 1}),
-                      f32({rows, in}, {in, 1}));
-  });
-  run(p, memory(p.desc.src_desc(), dnnlEngine(), const_cast<float *>(dy)),
-      memory(p.desc.weights_desc(), dnnlEngine(), const_cast<float *>(w)),
+                     int64_t in, int64_t out, bool bf16Operands) {
+  Dims a = {rows, out}, aStrides = {out, 1}, b = {out, in}, bStrides = {in, 1};
+  auto desc = [&](const Dims &d, const Dims &st) {
+    return bf16Operands ? bf16(d, st) : f32(d, st);
+  };
+  Primitive &p = primitiveFor(
+      {GradInput + (bf16Operands ? kBf16 : 0), 1, rows, in, out}, [&] {
+        return matmulDesc(desc(a, aStrides), desc(b, bStrides),
+                          f32({rows, in}, {in, 1}));
+      });
+  std::vector<uint16_t> dyCopy, wCopy;
+  run(p,
+      operand(f32(a, aStrides), desc(a, aStrides), dy, rows * out, bf16Operands,
+              dyCopy),
+      operand(f32(b, bStrides), desc(b, bStrides), w, out * in, bf16Operands,
+              wCopy),
       memory(p.desc.dst_desc(), dnnlEngine(), dx));
 }
 
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
-                      int64_t in, int64_t out) {
+                      int64_t in, int64_t out, bool bf16Operands) {
   // dy^T is dy [rows, out] read with strides {1, out}.
-  Primitive &p = primitiveFor({GradWeight, 1, out, in, rows}, [&] {
-    return matmulDesc(f32({out, rows}, {1, out}), f32({rows, in}, {in, 1}),
-                      f32({out, in}, {in, 1}));
-  });
-  run(p, memory(p.desc.src_desc(), dnnlEngine(), const_cast<float *>(dy)),
-      memory(p.desc.weights_desc(), dnnlEngine(), const_cast<float *>(x)),
+  Dims a = {out, rows}, aStrides = {1, out}, b = {rows, in}, bStrides = {in, 1};
+  auto desc = [&](const Dims &d, const Dims &st) {
+    return bf16Operands ? bf16(d, st) : f32(d, st);
+  };
+  Primitive &p = primitiveFor(
+      {GradWeight + (bf16Operands ? kBf16 : 0), 1, out, in, rows}, [&] {
+        return matmulDesc(desc(a, aStrides), desc(b, bStrides),
+                          f32({out, in}, {in, 1}));
+      });
+  std::vector<uint16_t> dyCopy, xCopy;
+  run(p,
+      operand(f32(a, aStrides), desc(a, aStrides), dy, rows * out, bf16Operands,
+              dyCopy),
+      operand(f32(b, bStrides), desc(b, bStrides), x, rows * in, bf16Operands,
+              xCopy),
       memory(p.desc.dst_desc(), dnnlEngine(), dw));
 }
 
@@ -213,21 +277,49 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               ldb, beta, c, ldc);
 }
 
+namespace {
+/// `x` as given, or its values rounded to bf16 (kept as f32: their
+/// products are exact in f32, so sgemm then computes what a bf16 product
+/// with f32 accumulation does).
+const float *rounded(const float *x, int64_t n, bool toBf16,
+                     std::vector<float> &copy) {
+  if (!toBf16)
+    return x;
+  std::vector<uint16_t> bits(n);
+  roundToBf16(x, bits.data(), n);
+  copy.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t widened = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(&copy[i], &widened, sizeof widened);
+  }
+  return copy.data();
+}
+} // namespace
+
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
-            int64_t rows, bool /*packed*/) {
+            int64_t rows, bool /*packed*/, bool bf16Operands) {
   int64_t outF = w.dim(0), in = w.dim(1);
+  std::vector<float> xCopy, wCopy;
+  x = rounded(x, batch * rows * in, bf16Operands, xCopy);
+  const float *wData = rounded(w.f32(), outF * in, bf16Operands, wCopy);
   for (int64_t i = 0; i < batch; ++i)
-    sgemm(false, true, rows, outF, in, 1.0f, x + i * rows * in, in, w.f32(), in,
+    sgemm(false, true, rows, outF, in, 1.0f, x + i * rows * in, in, wData, in,
           0.0f, out + i * rows * outF, outF);
 }
 
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
-                     int64_t in, int64_t out) {
+                     int64_t in, int64_t out, bool bf16Operands) {
+  std::vector<float> dyCopy, wCopy;
+  dy = rounded(dy, rows * out, bf16Operands, dyCopy);
+  w = rounded(w, out * in, bf16Operands, wCopy);
   sgemm(false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
-                      int64_t in, int64_t out) {
+                      int64_t in, int64_t out, bool bf16Operands) {
+  std::vector<float> dyCopy, xCopy;
+  dy = rounded(dy, rows * out, bf16Operands, dyCopy);
+  x = rounded(x, rows * in, bf16Operands, xCopy);
   sgemm(true, false, out, in, rows, 1.0f, dy, out, x, in, 0.0f, dw, in);
 }
 

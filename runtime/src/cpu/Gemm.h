@@ -32,15 +32,24 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 /// weight shared). With `packed` the weight is reordered once into the
 /// library's preferred layout and kept while `w` lives: only for weights
 /// that do not change (see Context::setConstantWeights).
+///
+/// With `bf16Operands` (`--autocast bf16`) both operands are rounded to
+/// bf16 (nearest even) and multiplied with f32 accumulation into the f32
+/// result, as PyTorch's autocast runs linears: oneDNN's bf16 matmul (the
+/// machine's bf16 instructions where it has them), or with OpenBLAS the
+/// rounded values in f32, whose products are exact.
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
-            int64_t rows, bool packed);
+            int64_t rows, bool packed, bool bf16Operands = false);
 
 /// The backward's two products, with all threads: dx[rows, in] = dy[rows,
 /// out] w[out, in] and dw[out, in] = dy[rows, out]^T x[rows, in].
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
-                     int64_t in, int64_t out);
+                     int64_t in, int64_t out, bool bf16Operands = false);
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
-                      int64_t in, int64_t out);
+                      int64_t in, int64_t out, bool bf16Operands = false);
+
+/// bf16's bits of each of `n` floats, rounded to nearest even.
+void roundToBf16(const float *x, uint16_t *out, int64_t n);
 
 /// The threads of the products at top level (OpenBLAS keeps its own
 /// count; oneDNN follows OpenMP's).

@@ -33,7 +33,8 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   shape.back() = in;
   Tensor dx(DType::F32, shape);
   if (rows > 0 && outF > 0)
-    cpu::linearGradInput(dy.f32(), w.f32(), dx.f32(), rows, in, outF);
+    cpu::linearGradInput(dy.f32(), w.f32(), dx.f32(), rows, in, outF,
+                         ctx.autocast() == DType::BF16);
   return dx;
 }
 
@@ -50,7 +51,8 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
           rows = dy.numel() / std::max<int64_t>(outF, 1);
   Tensor dw(DType::F32, {outF, in});
   if (rows > 0)
-    cpu::linearGradWeight(dy.f32(), x.f32(), dw.f32(), rows, in, outF);
+    cpu::linearGradWeight(dy.f32(), x.f32(), dw.f32(), rows, in, outF,
+                          ctx.autocast() == DType::BF16);
   return dw;
 }
 

@@ -155,7 +155,8 @@ Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
   shape.back() = outF;
   Tensor out = Tensor::uninitialized(DType::F32, shape);
   if (rows > 0 && outF > 0)
-    cpu::linear(w, x.f32(), out.f32(), 1, rows, ctx.constantWeights());
+    cpu::linear(w, x.f32(), out.f32(), 1, rows, ctx.constantWeights(),
+                ctx.autocast() == DType::BF16);
   return out;
 }
 
@@ -207,7 +208,8 @@ Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
   int64_t batch = x.dim(0), seq = x.dim(1), outF = w.dim(0);
   Tensor out = Tensor::uninitialized(DType::F32, {batch, seq, outF});
   if (batch > 0 && seq > 0 && outF > 0)
-    cpu::linear(w, x.f32(), out.f32(), batch, seq, ctx.constantWeights());
+    cpu::linear(w, x.f32(), out.f32(), batch, seq, ctx.constantWeights(),
+                ctx.autocast() == DType::BF16);
   return out;
 }
 

@@ -54,9 +54,6 @@ void Context::setAutocast(DType dtype) {
   if (dtype != DType::F32 && dtype != DType::BF16)
     fatal(std::string("autocast to ") + dtypeName(dtype) +
           " is not supported (bf16 or f32)");
-  if (dtype == DType::BF16 && device_ != Device::CUDA)
-    fatal("--autocast bf16 runs on the GPU (--device cuda): the CPU kernels "
-          "compute in f32");
   autocast_ = dtype;
 }
 
