@@ -132,7 +132,11 @@ for name, model, refdir, ranks in manifest:
     exe = os.path.join(args.programs, name)
     weights = os.path.join(args.root, model)
     refdir = os.path.join(args.root, refdir)
-    tags = sorted(f[len("logits_"):-4] for f in os.listdir(refdir) if f.startswith("logits_"))
+    # The references of the plain run: logits with inputs of their own
+    # (not logits_autocast_*, logits_upcast_*).
+    tags = sorted(f[len("logits_"):-4] for f in os.listdir(refdir)
+                  if f.startswith("logits_")
+                  and os.path.exists(os.path.join(refdir, "input_ids_" + f[len("logits_"):])))
     for tag in tags:
         ids = os.path.join(refdir, f"input_ids_{tag}.npy")
         mask = os.path.join(refdir, f"attention_mask_{tag}.npy")
