@@ -742,7 +742,9 @@ void Roller::releaseSavedValues() {
         ++perElement[*c];
     for (emitc::LoadOp load : loads) {
       auto c = constantOf(indexOf(load));
-      if (!inLoop && (!c || perElement[*c] != 1))
+      // A loop's read empties its element when the element changes with
+      // the iteration; one element read by every iteration is kept.
+      if (inLoop ? c.has_value() : (!c || perElement[*c] != 1))
         continue;
       OpBuilder b(load->getContext());
       b.setInsertionPointAfter(load);

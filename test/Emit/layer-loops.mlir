@@ -195,3 +195,46 @@ module attributes {onnx.file = "m.onnx"} {
     return %a1 : tensor<?x?x4xf32>
   }
 }
+
+// -----
+
+// Every iteration of the second loop reads layer 1's norm from the first:
+// it reads that one element of the array in each iteration and leaves it
+// there (emptying it would leave the next iteration nothing to read).
+// CHECK: tprt::Tensor [[NORMS:v[0-9]+]][3];
+// CHECK: 3 layers (0 first, 2 last): one loop
+// CHECK: [[NORMS]]{{\[}}[[I:i[0-9]+]]{{\]}} = {{v[0-9]+}};
+// CHECK: 3 layers (2 first, 0 last): one loop
+// CHECK: for (
+// CHECK: size_t [[ONE:v[0-9]+]] = 1;
+// CHECK-NEXT: tprt::Tensor [[R1:v[0-9]+]] = [[NORMS]]{{\[}}[[ONE]]{{\]}};
+// CHECK-NOT: = tprt::Tensor();
+// CHECK: tprt::mul({{v[0-9]+}}, {{v[0-9]+}}, [[R1]]);
+module attributes {onnx.file = "m.onnx"} {
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+      %n0: tensor<4xf32> {tp.fqn = "model.layers.0.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.0.input_layernorm.weight", file = "m.onnx", offset = 256, length = 16, transposed = false>},
+      %n1: tensor<4xf32> {tp.fqn = "model.layers.1.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.1.input_layernorm.weight", file = "m.onnx", offset = 272, length = 16, transposed = false>},
+      %n2: tensor<4xf32> {tp.fqn = "model.layers.2.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.2.input_layernorm.weight", file = "m.onnx", offset = 288, length = 16, transposed = false>},
+      %nf: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.source = #tp.source<initializer = "model.norm.weight", file = "m.onnx", offset = 304, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
+    %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %h1 = tp.add %h0, %r0 : tensor<?x?x4xf32>
+    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %h2 = tp.add %h1, %r1 : tensor<?x?x4xf32>
+    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %h3 = tp.add %h2, %r2 : tensor<?x?x4xf32>
+    %g3 = tp.rms_norm %h3, %nf {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b2 = tp.rms_norm %g3, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %c2 = tp.mul %b2, %r1 : tensor<?x?x4xf32>
+    %g2 = tp.add %g3, %c2 : tensor<?x?x4xf32>
+    %b1 = tp.rms_norm %g2, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %c1 = tp.mul %b1, %r1 : tensor<?x?x4xf32>
+    %g1 = tp.add %g2, %c1 : tensor<?x?x4xf32>
+    %b0 = tp.rms_norm %g1, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %c0 = tp.mul %b0, %r1 : tensor<?x?x4xf32>
+    %g0 = tp.add %g1, %c0 : tensor<?x?x4xf32>
+    return %g0 : tensor<?x?x4xf32>
+  }
+}
