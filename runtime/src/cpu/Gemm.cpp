@@ -215,45 +215,41 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
       dstMem);
 }
 
+namespace {
+/// out[m, n] = A[m, k] B[k, n] with A and B read with the given strides
+/// (their buffers hold m * k and k * n elements): the backward's products.
+void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
+             const Dims &aStrides, const float *b, const Dims &bStrides,
+             float *out, bool bf16Operands) {
+  Dims aDims = {m, k}, bDims = {k, n};
+  auto desc = [&](const Dims &d, const Dims &strides) {
+    return bf16Operands ? bf16(d, strides) : f32(d, strides);
+  };
+  Primitive &p =
+      primitiveFor({kind + (bf16Operands ? kBf16 : 0), 1, m, n, k}, [&] {
+        return matmulDesc(desc(aDims, aStrides), desc(bDims, bStrides),
+                          f32({m, n}, {n, 1}));
+      });
+  std::vector<uint16_t> aCopy, bCopy;
+  run(p,
+      operand(f32(aDims, aStrides), desc(aDims, aStrides), a, m * k,
+              bf16Operands, aCopy),
+      operand(f32(bDims, bStrides), desc(bDims, bStrides), b, k * n,
+              bf16Operands, bCopy),
+      memory(p.desc.dst_desc(), dnnlEngine(), out));
+}
+} // namespace
+
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
                      int64_t in, int64_t out, bool bf16Operands) {
-  Dims a = {rows, out}, aStrides = {out, 1}, b = {out, in}, bStrides = {in, 1};
-  auto desc = [&](const Dims &d, const Dims &st) {
-    return bf16Operands ? bf16(d, st) : f32(d, st);
-  };
-  Primitive &p = primitiveFor(
-      {GradInput + (bf16Operands ? kBf16 : 0), 1, rows, in, out}, [&] {
-        return matmulDesc(desc(a, aStrides), desc(b, bStrides),
-                          f32({rows, in}, {in, 1}));
-      });
-  std::vector<uint16_t> dyCopy, wCopy;
-  run(p,
-      operand(f32(a, aStrides), desc(a, aStrides), dy, rows * out, bf16Operands,
-              dyCopy),
-      operand(f32(b, bStrides), desc(b, bStrides), w, out * in, bf16Operands,
-              wCopy),
-      memory(p.desc.dst_desc(), dnnlEngine(), dx));
+  product(GradInput, rows, in, out, dy, {out, 1}, w, {in, 1}, dx, bf16Operands);
 }
 
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
                       int64_t in, int64_t out, bool bf16Operands) {
   // dy^T is dy [rows, out] read with strides {1, out}.
-  Dims a = {out, rows}, aStrides = {1, out}, b = {rows, in}, bStrides = {in, 1};
-  auto desc = [&](const Dims &d, const Dims &st) {
-    return bf16Operands ? bf16(d, st) : f32(d, st);
-  };
-  Primitive &p = primitiveFor(
-      {GradWeight + (bf16Operands ? kBf16 : 0), 1, out, in, rows}, [&] {
-        return matmulDesc(desc(a, aStrides), desc(b, bStrides),
-                          f32({out, in}, {in, 1}));
-      });
-  std::vector<uint16_t> dyCopy, xCopy;
-  run(p,
-      operand(f32(a, aStrides), desc(a, aStrides), dy, rows * out, bf16Operands,
-              dyCopy),
-      operand(f32(b, bStrides), desc(b, bStrides), x, rows * in, bf16Operands,
-              xCopy),
-      memory(p.desc.dst_desc(), dnnlEngine(), dw));
+  product(GradWeight, out, in, rows, dy, {1, out}, x, {in, 1}, dw,
+          bf16Operands);
 }
 
 void setThreads(int) {}
