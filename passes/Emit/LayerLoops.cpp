@@ -28,7 +28,6 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -88,6 +87,16 @@ std::string anyLayer(StringRef comment, int64_t layer) {
   return out;
 }
 
+/// An empty tensor (or list of tensors) of `type`, to clear a variable or
+/// an array element with.
+Value emptyOf(OpBuilder &b, Location loc, Type type) {
+  auto opaque = dyn_cast<emitc::OpaqueType>(type);
+  return emitc::LiteralOp::create(b, loc, type,
+                                  opaque && opaque.getValue() == "tprt::Tensors"
+                                      ? "tprt::Tensors()"
+                                      : "tprt::Tensor()");
+}
+
 /// One call, with the comment (the ONNX node) printed before it.
 struct Unit {
   emitc::VerbatimOp comment;
@@ -100,15 +109,9 @@ struct Range {
   unsigned begin, end;
 };
 
-/// The C++ element type of a table of `attr` values, and how one prints;
-/// failure for attributes that cannot vary between iterations (operand
-/// references, shapes and other literals).
-struct Column {
-  Type type;       // what the loop loads
-  std::string cxx; // the table's element type
-  SmallVector<std::string> values;
-};
-
+/// The type the loop loads from a table of `attr` values and the table's
+/// C++ element type; failure for attributes that cannot vary between
+/// iterations (operand references, shapes and other literals).
 FailureOr<std::pair<Type, std::string>> columnType(Attribute attr) {
   MLIRContext *ctx = attr.getContext();
   if (auto i = dyn_cast<IntegerAttr>(attr)) {
@@ -456,12 +459,6 @@ void Roller::roll(unsigned index) {
   unsigned size = run.size();
   unsigned count = run.ranges.size();
   Location loc = units[first.begin].call.getLoc();
-  Type tensorType = emitc::OpaqueType::get(ctx, "tprt::Tensor");
-  auto emptyOf = [&](OpBuilder &b, Type type) -> Value {
-    return emitc::LiteralOp::create(b, loc, type,
-                                    type == tensorType ? "tprt::Tensor()"
-                                                       : "tprt::Tensors()");
-  };
 
   // What reads this run's values outside their layer and the next: the
   // last layer's values leave the loop in variables (as do the carried
@@ -612,7 +609,7 @@ void Roller::roll(unsigned index) {
   auto take = [&](Value var) -> Value {
     Type type = cast<emitc::LValueType>(var.getType()).getValueType();
     Value v = emitc::LoadOp::create(b, loc, type, var);
-    emitc::AssignOp::create(b, loc, var, emptyOf(b, type));
+    emitc::AssignOp::create(b, loc, var, emptyOf(b, loc, type));
     return v;
   };
 
@@ -749,14 +746,8 @@ void Roller::releaseSavedValues() {
       OpBuilder b(load->getContext());
       b.setInsertionPointAfter(load);
       auto access = load.getOperand().getDefiningOp<emitc::SubscriptOp>();
-      Type type = load.getType();
-      Value empty = emitc::LiteralOp::create(
-          b, load.getLoc(), type,
-          isa<emitc::OpaqueType>(type) &&
-                  cast<emitc::OpaqueType>(type).getValue() == "tprt::Tensors"
-              ? "tprt::Tensors()"
-              : "tprt::Tensor()");
-      emitc::AssignOp::create(b, load.getLoc(), access, empty);
+      emitc::AssignOp::create(b, load.getLoc(), access,
+                              emptyOf(b, load.getLoc(), load.getType()));
     }
   }
 }

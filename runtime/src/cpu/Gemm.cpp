@@ -13,7 +13,6 @@
 #include "Gemm.h"
 #include "tprt/tprt.h"
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,22 +30,10 @@
 
 namespace tprt::cpu {
 
-namespace {
-/// bf16's bits of `x`, rounded to nearest even (NaN stays NaN).
-uint16_t bf16Bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu))
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-} // namespace
-
 void roundToBf16(const float *x, uint16_t *out, int64_t n) {
 #pragma omp parallel for if (n > (1 << 16))
   for (int64_t i = 0; i < n; ++i)
-    out[i] = bf16Bits(x[i]);
+    out[i] = floatToBf16(x[i]);
 }
 
 #ifdef TPRT_WITH_ONEDNN
@@ -281,13 +268,9 @@ const float *rounded(const float *x, int64_t n, bool toBf16,
                      std::vector<float> &copy) {
   if (!toBf16)
     return x;
-  std::vector<uint16_t> bits(n);
-  roundToBf16(x, bits.data(), n);
   copy.resize(n);
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t widened = static_cast<uint32_t>(bits[i]) << 16;
-    std::memcpy(&copy[i], &widened, sizeof widened);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    copy[i] = bf16ToFloat(floatToBf16(x[i]));
   return copy.data();
 }
 } // namespace
