@@ -339,6 +339,49 @@ def TPPlanReport : Pass<"tp-plan-report", "ModuleOp"> {
   }];
 }
 
+def TPComputeType : Pass<"tp-compute-type", "ModuleOp"> {
+  let summary = "Choose the float type a program holds parameters and "
+                "activations in";
+  let description = [{
+    PyTorch runs a model in the type of its parameters (`from_pretrained`'s
+    `torch_dtype`, or `model.to(dtype)`): every activation is of that type,
+    and each op computes in f32 inside (norm statistics, softmax, GEMM
+    accumulation) and rounds its output once. This pass makes the choice
+    explicit: every float activation of each function (op results and
+    arguments that are not parameters) gets `type`, and each parameter (an
+    argument with `tp.fqn` and `#tp.source`) the type the program holds it
+    in, with the type of its stored bytes as the source's `stored_type` when
+    the two differ (loading converts). The kernels read from their operands'
+    types what to compute in.
+
+    `type` is `f32`, `bf16`, `f16` or `auto`: the float type that stores the
+    most parameter bytes (a bf16 checkpoint computes in bf16). When some
+    parameter is stored in `type`, every parameter keeps its stored type, as
+    transformers and PEFT keep them (NemotronH's f32 `A_log` and `D` beside
+    bf16 weights, an f32 LoRA adapter on a bf16 model); otherwise every float
+    parameter is held in `type` (an f32 checkpoint run in bf16, a bf16 one in
+    f32).
+
+    ```mlir
+    // tp-compute-type{type=bf16} on an f32 checkpoint:
+    func.func @forward(%ids: tensor<2x8xi64>,
+        %w: tensor<64x64xbf16> {tp.fqn = "model.layers.0.mlp.up_proj.weight",
+          tp.source = #tp.source<initializer = "w", file = "m.onnx",
+            offset = 0, length = 16384, transposed = false,
+            stored_type = f32>}) -> tensor<2x8x64xbf16>
+    ```
+
+    Runs after `tp-apply-plan` (LoRA's parameters exist) and before
+    training is built: a training step in bf16 or f16 is refused by
+    `tp-build-train-step`. Ops other than `tp`, `shard` and `func.return`
+    are an error, as is a name other than the four.
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"auto\"",
+           "The compute type: auto (the parameters' type), f32, bf16 or f16">
+  ];
+}
+
 def TPLowerLinear : Pass<"tp-lower-linear", "func::FuncOp"> {
   let summary = "Choose each linear's form: the TPLinear bmm-or-linear dispatch";
   let description = [{

@@ -165,9 +165,24 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
   return taken;
 }
 
+/// Whether some op of `func` computes in bf16 or f16 (tp-compute-type).
+bool computesInReducedPrecision(func::FuncOp func) {
+  return func
+      .walk([](Operation *op) {
+        for (Type type : op->getResultTypes())
+          if (auto tensor = dyn_cast<RankedTensorType>(type))
+            if (tensor.getElementType().isBF16() ||
+                tensor.getElementType().isF16())
+              return WalkResult::interrupt();
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 /// The runtime call of parameter `index` of `func`; failure if it is not a
-/// located parameter.
-FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index) {
+/// located parameter. `reducedPrecision`: computesInReducedPrecision(func).
+FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index,
+                                     bool reducedPrecision) {
   auto fqn = func.getArgAttrOfType<StringAttr>(index, TPDialect::kFqnAttrName);
   auto source =
       func.getArgAttrOfType<SourceAttr>(index, TPDialect::kSourceAttrName);
@@ -176,10 +191,21 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index) {
     return func.emitError() << "argument " << index
                             << " is neither an input (input_ids, "
                                "attention_mask) nor a located parameter";
-  FailureOr<StringRef> dtype = dtypeOf(type.getElementType());
-  if (failed(dtype))
-    return func.emitError() << "parameter '" << fqn.getValue()
-                            << "': no runtime type for " << type;
+  // Stored in one type, held in the argument's (tp-compute-type). A bf16
+  // or f16 parameter of a program that computes in f32 (IR that did not go
+  // through tp-compute-type) is held widened: exact, and what its kernels
+  // would compute in anyway.
+  Type stored =
+      source.getStoredType() ? source.getStoredType() : type.getElementType();
+  Type heldType = type.getElementType();
+  if (!reducedPrecision && (heldType.isBF16() || heldType.isF16()))
+    heldType = Float32Type::get(func.getContext());
+  FailureOr<StringRef> dtype = dtypeOf(stored);
+  FailureOr<StringRef> held = dtypeOf(heldType);
+  if (failed(dtype) || failed(held))
+    return func.emitError()
+           << "parameter '" << fqn.getValue() << "': no runtime type for "
+           << type << " stored as " << stored;
   auto placement = func.getArgAttrOfType<PlacementAttr>(
       index, TPDialect::kPlacementAttrName);
   int64_t shardDim = placement ? placement.getSplitDim() : -1;
@@ -202,7 +228,8 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index) {
       // This rank's block when tp-partition split it: block rank / replicas.
       .i64(shardDim)
       .i64(shards)
-      .i64(replicas);
+      .i64(replicas)
+      .str(*held);
   return call;
 }
 
@@ -288,12 +315,13 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
         &entry.getBody(), {}, type.getInputs(),
         SmallVector<Location>(inputs.size(), func.getLoc()));
     SmallVector<Value> replacements;
+    bool reducedPrecision = computesInReducedPrecision(func);
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       if (std::optional<unsigned> in = inputIndex(func, i)) {
         replacements.push_back(body->getArgument(1 + *in));
         continue;
       }
-      FailureOr<RuntimeCall> call = loadParamCall(func, i);
+      FailureOr<RuntimeCall> call = loadParamCall(func, i, reducedPrecision);
       if (failed(call))
         return failure();
       replacements.push_back(
@@ -320,8 +348,10 @@ struct ReturnLowering : public OpConversionPattern<func::ReturnOp> {
 
 /// What the conversion cannot lower, diagnosed before it starts.
 LogicalResult checkLowerable(func::FuncOp func) {
+  bool reducedPrecision = computesInReducedPrecision(func);
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (!inputIndex(func, i) && failed(loadParamCall(func, i)))
+    if (!inputIndex(func, i) &&
+        failed(loadParamCall(func, i, reducedPrecision)))
       return failure();
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {

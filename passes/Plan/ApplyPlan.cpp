@@ -373,7 +373,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     OpBuilder builder(ctx);
     auto sourceOf = [&](const llvm::StringMapEntry<SafetensorsTensor> &entry) {
       return SourceAttr::get(ctx, entry.getKey(), adapterPath,
-                             entry.second.offset, entry.second.length, false);
+                             entry.second.offset, entry.second.length, false,
+                             /*stored_type=*/Type());
     };
     /// The adapter tensor of a new parameter, checked against its shape;
     /// `type` takes the tensor's float type (an adapter may be saved in

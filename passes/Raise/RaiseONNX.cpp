@@ -575,11 +575,11 @@ LogicalResult Raiser::finish() {
     }
     target.setArgAttr(i, TPDialect::kFqnAttrName,
                       builder.getStringAttr(info.fqn));
-    target.setArgAttr(i, TPDialect::kSourceAttrName,
-                      SourceAttr::get(ctx, sourceAttr.getInitializer(),
-                                      sourceAttr.getFile(),
-                                      sourceAttr.getOffset(),
-                                      sourceAttr.getLength(), info.transposed));
+    target.setArgAttr(
+        i, TPDialect::kSourceAttrName,
+        SourceAttr::get(ctx, sourceAttr.getInitializer(), sourceAttr.getFile(),
+                        sourceAttr.getOffset(), sourceAttr.getLength(),
+                        info.transposed, sourceAttr.getStoredType()));
   }
   target.setType(FunctionType::get(ctx, target.getBody().getArgumentTypes(),
                                    ValueRange(results).getTypes()));

@@ -158,7 +158,8 @@ struct TPBuildTrainStepPass
         return func.emitError()
                << "tp-build-train-step: parameter '" << fqn.getValue()
                << "' is " << type.getElementType()
-               << "; training computes f32 parameters only (yet)";
+               << "; training computes f32 parameters only (yet): hold them "
+                  "in f32 with tp-compute-type=type=f32";
     }
     return success();
   }

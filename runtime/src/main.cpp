@@ -399,6 +399,8 @@ int main(int argc, char **argv) try {
   attentionMask = attentionMask.to(device);
   tprt::Tensor logits =
       tprt_model_forward(ctx, ids, attentionMask).to(tprt::Device::CPU);
+  // A bf16 / f16 program's logits are written widened (exactly).
+  logits = logits.to(tprt::DType::F32);
   if (rank == 0)
     tprt::writeNpy(output, logits);
   if (bench > 0) {

@@ -252,52 +252,55 @@ Tensor Tensor::to(Device device) const {
 #endif
 }
 
+namespace {
+float loadAsFloat(DType dtype, const void *data, int64_t i) {
+  switch (dtype) {
+  case DType::F32:
+    return static_cast<const float *>(data)[i];
+  case DType::F16:
+    return halfToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::I64:
+    return static_cast<float>(static_cast<const int64_t *>(data)[i]);
+  }
+  return 0.0f;
+}
+
+void storeFloat(DType dtype, void *data, int64_t i, float value) {
+  switch (dtype) {
+  case DType::F32:
+    static_cast<float *>(data)[i] = value;
+    return;
+  case DType::F16:
+    static_cast<uint16_t *>(data)[i] = floatToHalf(value);
+    return;
+  case DType::BF16:
+    static_cast<uint16_t *>(data)[i] = floatToBf16(value);
+    return;
+  case DType::I64:
+    static_cast<int64_t *>(data)[i] = static_cast<int64_t>(value);
+    return;
+  }
+}
+} // namespace
+
 Tensor Tensor::to(DType dtype) const {
-  if (dtype == dtype_)
+  if (dtype == dtype_ || !defined())
     return *this;
   if (onGpu())
     fatal("converting " + describe() + " to " + dtypeName(dtype) +
           " on the GPU is not supported");
-  Tensor out(dtype, shape_);
+  // Through f32, element by element: the kernels of a bf16 / f16 program
+  // (tpc --dtype) widen their operands and round their results with it.
+  Tensor out = uninitialized(dtype, shape_);
   int64_t n = numel();
-  // Through f32.
-  std::vector<float> values(n);
   const void *src = raw();
-  switch (dtype_) {
-  case DType::F32:
-    std::memcpy(values.data(), src, n * 4);
-    break;
-  case DType::F16:
-    for (int64_t i = 0; i < n; ++i)
-      values[i] = halfToFloat(static_cast<const uint16_t *>(src)[i]);
-    break;
-  case DType::BF16:
-    for (int64_t i = 0; i < n; ++i)
-      values[i] = bf16ToFloat(static_cast<const uint16_t *>(src)[i]);
-    break;
-  case DType::I64:
-    for (int64_t i = 0; i < n; ++i)
-      values[i] = static_cast<float>(static_cast<const int64_t *>(src)[i]);
-    break;
-  }
   void *dst = out.raw();
-  switch (dtype) {
-  case DType::F32:
-    std::memcpy(dst, values.data(), n * 4);
-    break;
-  case DType::F16:
-    for (int64_t i = 0; i < n; ++i)
-      static_cast<uint16_t *>(dst)[i] = floatToHalf(values[i]);
-    break;
-  case DType::BF16:
-    for (int64_t i = 0; i < n; ++i)
-      static_cast<uint16_t *>(dst)[i] = floatToBf16(values[i]);
-    break;
-  case DType::I64:
-    for (int64_t i = 0; i < n; ++i)
-      static_cast<int64_t *>(dst)[i] = static_cast<int64_t>(values[i]);
-    break;
-  }
+  DType from = dtype_;
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i)
+    storeFloat(dtype, dst, i, loadAsFloat(from, src, i));
   return out;
 }
 

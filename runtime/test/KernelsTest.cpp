@@ -165,6 +165,83 @@ TEST(Kernels, AutocastBf16RoundsTheOperandsOfEveryProduct) {
   EXPECT_GT(moved, 1e-3);
 }
 
+// A program compiled with tpc --dtype bf16 / f16 hands the kernels
+// activations and weights of that type: each result is of the activation's
+// type, the value computed from the operands' values and rounded once (one
+// ulp of the type at most: f32 accumulation may land on the other side of a
+// rounding boundary than the exact value).
+TEST(Kernels, ReducedPrecisionKernelsRoundTheirOutputOnce) {
+  auto expectWithinUlp = [](const Tensor &got, DType dtype,
+                            const std::vector<double> &exact,
+                            const char *what) {
+    ASSERT_EQ(got.dtype(), dtype) << what;
+    ASSERT_EQ(got.numel(), static_cast<int64_t>(exact.size())) << what;
+    Tensor wide = got.to(DType::F32);
+    // bf16 keeps 8 significant bits, f16 11 (and spaces its subnormals,
+    // below 2^-14, 2^-24 apart).
+    double ulp = dtype == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
+    double tiny = dtype == DType::BF16 ? 0 : std::ldexp(1.0, -24);
+    int far = 0;
+    for (int64_t i = 0; i < got.numel(); ++i)
+      far += std::fabs(wide.f32()[i] - exact[i]) >
+             ulp * std::fabs(exact[i]) + tiny;
+    EXPECT_EQ(far, 0) << what;
+  };
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    int64_t rows = 29, in = 64, out = 48;
+    Tensor x = randomTensor({1, rows, in}, 61).to(dtype);
+    Tensor w = randomTensor({out, in}, 62).to(dtype);
+    Tensor xf = x.to(DType::F32), wf = w.to(DType::F32);
+    std::vector<double> product(rows * out);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < out; ++j) {
+        double acc = 0;
+        for (int64_t i = 0; i < in; ++i)
+          acc += double(xf.f32()[r * in + i]) * wf.f32()[j * in + i];
+        product[r * out + j] = acc;
+      }
+    expectWithinUlp(linear(ctx(), x, w), dtype, product, "linear");
+    expectWithinUlp(linear_bmm(ctx(), x, w), dtype, product, "linear_bmm");
+    {
+      ConstantWeights constant;
+      expectWithinUlp(linear(ctx(), x, w), dtype, product, "packed linear");
+    }
+    // An f32 weight (a kept f32 LoRA factor) under a reduced activation.
+    expectWithinUlp(linear(ctx(), x, wf), dtype, product, "f32 weight");
+
+    std::vector<double> silu(x.numel());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double v = xf.f32()[i];
+      silu[i] = v / (1 + std::exp(-v));
+    }
+    expectWithinUlp(tprt::silu(ctx(), x), dtype, silu, "silu");
+    // The norm's statistics in f32 over reduced inputs, an f32 weight.
+    Tensor nw = randomTensor({in}, 63);
+    std::vector<double> norm(x.numel());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < in; ++i)
+        ss += double(xf.f32()[r * in + i]) * xf.f32()[r * in + i];
+      double inv = 1 / std::sqrt(ss / in + 1e-6);
+      for (int64_t i = 0; i < in; ++i)
+        norm[r * in + i] = xf.f32()[r * in + i] * inv * nw.f32()[i];
+    }
+    expectWithinUlp(rms_norm(ctx(), x, nw, 1e-6, 0, 0), dtype, norm,
+                    "rms_norm");
+    // The embedding copies rows in the table's type, exactly.
+    Tensor ids(DType::I64, {2});
+    ids.i64()[0] = 5;
+    ids.i64()[1] = 1;
+    Tensor rowsOut = embedding(ctx(), ids, w);
+    ASSERT_EQ(rowsOut.dtype(), dtype);
+    EXPECT_EQ(std::memcmp(rowsOut.raw(),
+                          static_cast<const char *>(w.raw()) +
+                              5 * in * dtypeSize(dtype),
+                          in * dtypeSize(dtype)),
+              0);
+  }
+}
+
 // A forward-only program keeps weights in the GEMM library's packed layout:
 // both forms, at shapes large enough for blocked layouts, with row counts
 // that give different primitives for one weight.

@@ -285,7 +285,7 @@ module attributes {tp.config = {architecture = "llama"}} {
 
 //--- errors.mlir
 module attributes {tp.config = {architecture = "llama"}} {
-  // expected-error @+1 {{tp-build-train-step: parameter 'w' is 'bf16'; training computes f32 parameters only (yet)}}
+  // expected-error @+1 {{tp-build-train-step: parameter 'w' is 'bf16'; training computes f32 parameters only (yet): hold them in f32 with tp-compute-type=type=f32}}
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
       %w: tensor<16x4xbf16> {tp.fqn = "w"}) -> tensor<?x?x4xbf16> {

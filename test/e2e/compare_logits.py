@@ -32,6 +32,9 @@ p.add_argument("--autocast", help="the program's --autocast")
 p.add_argument("--mean-rtol", type=float,
                help="also bound the mean |diff| (relative to max(1, max |ref|)): where "
                     "bf16 rounding flips a few values, the max is noisy and the mean is not")
+p.add_argument("--expect-dtype", choices=["bf16", "f16"],
+               help="also require every logit to be a value of that type: a program "
+                    "that computes in it rounds its last product's output to it")
 args = p.parse_args()
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -69,6 +72,12 @@ mean = ""
 if args.mean_rtol is not None:
     ok &= float(diffs.mean()) <= args.mean_rtol * scale
     mean = f", mean|diff| {float(diffs.mean()):.3e} <= {args.mean_rtol * scale:.3e}"
+if args.expect_dtype:
+    narrow = got.astype(np.float16).astype(np.float32) if args.expect_dtype == "f16" \
+        else (got.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    outside = int((narrow != got).sum())
+    ok &= outside == 0
+    mean += f", {outside} logits not {args.expect_dtype}"
 status = "ok" if ok else "FAIL"
 print(f"{status}: max|diff| {diff:.3e} <= {bound:.3e}{mean} over {int(keep.sum())} positions "
       f"({os.path.basename(args.logits)})")

@@ -45,6 +45,10 @@ import generate
 warnings.filterwarnings("ignore")
 
 ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "nemotron_h"]
+# Checkpoints stored in bf16 (generate.VARIANT_DTYPES), which tpc --train
+# trains in f32: the reference is the float32 model on the rounded weights.
+# Only with --arch.
+REDUCED = ["llama_bf16"]
 LORA_ARCHS = ["llama", "qwen2"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 
@@ -64,8 +68,31 @@ def peft_name(name):
             .replace(".base_layer", ""))
 
 
+def rebuild(arch, out):
+    """The model of `arch` as its exports hold it; a bf16 / f16 checkpoint
+    as the float32 model on its rounded weights (checked against its
+    ref/logits_upcast_b3_s12_pad.npy)."""
+    dtype = generate.VARIANT_DTYPES.get(arch)
+    if dtype is None:
+        return generate.rebuild_checked(arch, os.path.join(out, arch))[0]
+    config, hf = generate.build(arch)
+    upcast = type(hf)._from_config(config, dtype=torch.float32)
+    upcast.load_state_dict({k: v.to(dtype).float()
+                            for k, v in hf.state_dict().items()}, strict=False)
+    ids, mask = generate.inputs_for(generate.REF_SHAPES["b3_s12_pad"], True, 11)
+    ref = np.load(os.path.join(out, arch, "ref",
+                               "logits_upcast_b3_s12_pad.npy"))
+    with torch.no_grad():
+        got = upcast(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    drift = np.abs(got.numpy() - ref).max()
+    if drift > 1e-5:
+        raise SystemExit(f"{arch}: rebuilt model differs from the exported "
+                         f"one ({drift:.3g}); rerun make_variants.py first")
+    return upcast
+
+
 def train(arch, out, lora=False, max_grad_norm=None):
-    hf, _, _, _ = generate.rebuild_checked(arch, os.path.join(out, arch))
+    hf = rebuild(arch, out)
     model = hf
     if lora:
         from peft import PeftModel
@@ -127,7 +154,7 @@ def train(arch, out, lora=False, max_grad_norm=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(__file__))
-    parser.add_argument("--arch", action="append", choices=ARCHS)
+    parser.add_argument("--arch", action="append", choices=ARCHS + REDUCED)
     args = parser.parse_args()
     for arch in args.arch or ARCHS:
         train(arch, args.out)

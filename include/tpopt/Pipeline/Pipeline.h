@@ -64,6 +64,12 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "targets, rsLoRA, lora_bias, modules_to_save, ...), "
                      "its factors from adapter_model.safetensors"),
       llvm::cl::value_desc("dir")};
+  Option<std::string> dtype{
+      *this, "dtype",
+      llvm::cl::desc("The type parameters and activations are held in: "
+                     "auto (the checkpoint's; f32 with --train), f32, bf16 "
+                     "or f16 (GEMMs, norms and softmax accumulate in f32)"),
+      llvm::cl::init("auto")};
   Option<bool> train{*this, "train",
                      llvm::cl::desc("Also compile the training step "
                                     "(forward, loss, backward) and its "

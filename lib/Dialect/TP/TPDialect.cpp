@@ -53,6 +53,15 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
       return emitArgError() << "a parameter with a source must be a "
                                "statically shaped tensor, got "
                             << argType;
+    // The bytes are of the stored type when it differs from the argument's.
+    if (Type stored = source.getStoredType()) {
+      if (!isa<FloatType>(stored) ||
+          !isa<FloatType>(tensorType.getElementType()))
+        return emitArgError() << "a stored type (" << stored
+                              << ") converts one float type to another, not to "
+                              << tensorType.getElementType();
+      tensorType = tensorType.clone(stored);
+    }
     std::optional<uint64_t> bytes = getTensorByteSize(tensorType);
     if (!bytes)
       return emitArgError()

@@ -211,7 +211,7 @@ const RuntimeSignature &mlir::tp::getLoadParamSignature() {
       RuntimeArg::CString, RuntimeArg::CString, RuntimeArg::CString,
       RuntimeArg::U64,     RuntimeArg::U64,     RuntimeArg::DType,
       RuntimeArg::Shape,   RuntimeArg::Bool,    RuntimeArg::I32,
-      RuntimeArg::I64,     RuntimeArg::I64};
+      RuntimeArg::I64,     RuntimeArg::I64,     RuntimeArg::DType};
   static const RuntimeSignature signature{"tprt::load_param", params};
   return signature;
 }

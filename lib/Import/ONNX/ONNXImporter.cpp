@@ -330,7 +330,7 @@ FailureOr<SourceAttr> Importer::resolveExternal(const onnx::TensorProto &tensor,
                    << size << " bytes but its shape and type need "
                    << expectedBytes;
   return SourceAttr::get(ctx, tensor.name(), location, offset, size,
-                         /*transposed=*/false);
+                         /*transposed=*/false, /*stored_type=*/Type());
 }
 
 LogicalResult Importer::addInitializer(const InlineInitializer &init,
@@ -379,7 +379,8 @@ LogicalResult Importer::addInitializer(const InlineInitializer &init,
     argAttrs.push_back(builder.getNamedAttr(
         TPDialect::kSourceAttrName,
         SourceAttr::get(ctx, tensor.name(), llvm::sys::path::filename(path),
-                        init.offset, init.length, /*transposed=*/false)));
+                        init.offset, init.length, /*transposed=*/false,
+                        /*stored_type=*/Type())));
     if (small)
       value = fromRawBytes(*type, bytes.substr(init.offset, init.length));
   } else {
@@ -478,8 +479,7 @@ Importer::convertAttribute(const onnx::AttributeProto &attr,
                            << (expected ? *expected : 0);
       return Attribute(fromRawBytes(*type, tensor.raw_data()));
     }
-    FailureOr<DenseElementsAttr> typed =
-        readTypedData(tensor, *type, what);
+    FailureOr<DenseElementsAttr> typed = readTypedData(tensor, *type, what);
     if (failed(typed))
       return failure();
     return Attribute(*typed);

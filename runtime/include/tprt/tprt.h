@@ -282,14 +282,15 @@ private:
 /// canonical dimension `shardDim`, each held by `replicas` consecutive
 /// ranks (replicas > 1: KV heads shared by a query group), and this rank
 /// reads block rank / replicas (one positioned read per contiguous run).
-/// Read once per FQN. Returns an f32 tensor in canonical orientation. A
-/// missing or short file, a length that disagrees with the shape and dtype,
-/// or an uneven split is an error naming the parameter.
+/// Read once per FQN. Returns a tensor of `dtype` (the type the program
+/// holds it in: f32, or the bf16 / f16 of `tpc --dtype`) in canonical
+/// orientation. A missing or short file, a length that disagrees with the
+/// shape and dtype, or an uneven split is an error naming the parameter.
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim = -1, int64_t shards = 1,
-                  int64_t replicas = 1);
+                  int64_t replicas = 1, DType dtype = DType::F32);
 /// tp.broadcast_replica: `param` (a replicated parameter, the cached
 /// tensor load_param returned) overwritten in place with the copy of rank 0
 /// of `group` ("tp" or "dp").
@@ -308,7 +309,10 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
 //
 // Each runs where ctx.device() says, on tensors that are there: the CPU
 // kernels (src/cpu/) or the CUDA ones (src/cuda/, queued on the rank's
-// stream). The training step's kernels are CPU-only so far.
+// stream). The training step's kernels are CPU-only so far. On the CPU a
+// forward kernel also takes bf16 / f16 activations (a program compiled with
+// tpc --dtype): it computes in f32 and rounds its result once to the
+// activation's type; bf16 linears are bf16 products with f32 accumulation.
 //===----------------------------------------------------------------------===//
 
 /// ids [..] int64, table [V, H] -> [.., H]; an id outside [0, V) is an error.

@@ -114,7 +114,7 @@ struct PackedWeight {
   memory packed;
 };
 /// By the weight's first element (node-based: references stay valid).
-std::multimap<const float *, PackedWeight> packedWeights;
+std::multimap<const void *, PackedWeight> packedWeights;
 
 bool sameOwner(const std::weak_ptr<const void> &a,
                const std::weak_ptr<const void> &b) {
@@ -125,7 +125,7 @@ const memory &packedWeight(const Tensor &w, const memory::desc &plainLayout,
                            const memory::desc &layout) {
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::weak_ptr<const void> owner = w.allocation();
-  auto [first, last] = packedWeights.equal_range(w.f32());
+  auto [first, last] = packedWeights.equal_range(w.raw());
   for (auto it = first; it != last; ++it)
     if (it->second.layout == layout && sameOwner(it->second.owner, owner))
       return it->second.packed;
@@ -133,11 +133,11 @@ const memory &packedWeight(const Tensor &w, const memory::desc &plainLayout,
   for (auto it = packedWeights.begin(); it != packedWeights.end();)
     it = it->second.owner.expired() ? packedWeights.erase(it) : std::next(it);
   try {
-    memory plain(plainLayout, dnnlEngine(), const_cast<float *>(w.f32()));
+    memory plain(plainLayout, dnnlEngine(), const_cast<void *>(w.raw()));
     memory packed(layout, dnnlEngine());
     dnnl::reorder(plain, packed).execute(dnnlStream(), plain, packed);
     dnnlStream().wait();
-    return packedWeights.emplace(w.f32(), PackedWeight{owner, layout, packed})
+    return packedWeights.emplace(w.raw(), PackedWeight{owner, layout, packed})
         ->second.packed;
   } catch (const dnnl::error &e) {
     fail("weight reorder", e);
@@ -156,7 +156,14 @@ void run(Primitive &p, const memory &src, const memory &weights,
   }
 }
 
-enum Kind { Linear, LinearPacked, GradInput, GradWeight };
+enum Kind {
+  Linear,
+  LinearPacked,
+  GradInput,
+  GradWeight,
+  LinearBf16,
+  LinearBf16Packed
+};
 /// Added to the kind of a product whose operands are rounded to bf16.
 constexpr int kBf16 = 8;
 } // namespace
@@ -200,6 +207,47 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
   run(p, srcMem,
       operand(plainWeight, weightDesc, w.f32(), in * outF, bf16Operands, wCopy),
       dstMem);
+}
+
+bool linearBf16(const Tensor &w, const uint16_t *x, uint16_t *out,
+                int64_t batch, int64_t rows, bool packed) {
+  int64_t outF = w.dim(0), in = w.dim(1);
+  Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
+  Dims srcStrides = {rows * in, in, 1}, dstStrides = {rows * outF, outF, 1};
+  memory::desc plainWeight = bf16(wei, {in * outF, 1, in});
+  Key key{packed ? LinearBf16Packed : LinearBf16, batch, rows, outF, in};
+  Primitive *p = nullptr;
+  {
+    // A machine whose oneDNN has no bf16 matmul says so once: no primitive
+    // is made, and the caller widens.
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    static bool unsupported = false;
+    if (unsupported)
+      return false;
+    auto it = primitives.find(key);
+    if (it == primitives.end()) {
+      try {
+        matmul::primitive_desc desc = matmulDesc(
+            bf16(src, srcStrides), packed ? bf16Any(wei) : plainWeight,
+            bf16(dst, dstStrides));
+        it = primitives.emplace(key, Primitive{desc, matmul(desc)}).first;
+      } catch (const dnnl::error &) {
+        unsupported = true;
+        return false;
+      }
+    }
+    p = &it->second;
+  }
+  memory srcMem(bf16(src, srcStrides), dnnlEngine(), const_cast<uint16_t *>(x));
+  memory dstMem(bf16(dst, dstStrides), dnnlEngine(), out);
+  if (packed) {
+    run(*p, srcMem, packedWeight(w, plainWeight, p->desc.weights_desc()),
+        dstMem);
+    return true;
+  }
+  run(*p, srcMem,
+      memory(plainWeight, dnnlEngine(), const_cast<void *>(w.raw())), dstMem);
+  return true;
 }
 
 namespace {
@@ -284,6 +332,11 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
   for (int64_t i = 0; i < batch; ++i)
     sgemm(false, true, rows, outF, in, 1.0f, x + i * rows * in, in, wData, in,
           0.0f, out + i * rows * outF, outF);
+}
+
+bool linearBf16(const Tensor &, const uint16_t *, uint16_t *, int64_t, int64_t,
+                bool) {
+  return false;
 }
 
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,

@@ -41,6 +41,14 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
             int64_t rows, bool packed, bool bf16Operands = false);
 
+/// The linear forms of a bf16 program (tpc --dtype bf16): x and w bf16, the
+/// products accumulated in f32 and rounded once into the bf16 `out`
+/// (oneDNN's bf16 matmul; `packed` as above). False when the library has no
+/// bf16 product (OpenBLAS, or a oneDNN without it on this machine): the
+/// caller then computes on f32 copies.
+bool linearBf16(const Tensor &w, const uint16_t *x, uint16_t *out,
+                int64_t batch, int64_t rows, bool packed);
+
 /// The backward's two products, with all threads: dx[rows, in] = dy[rows,
 /// out] w[out, in] and dw[out, in] = dy[rows, out]^T x[rows, in].
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,

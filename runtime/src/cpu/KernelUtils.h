@@ -32,6 +32,44 @@ inline void requireF32(const Tensor &t, const char *op, const char *what) {
           t.describe() + "): run with --device cpu");
 }
 
+/// The CPU kernels compute in f32. A program compiled for bf16 or f16
+/// (tpc --dtype) hands them activations of that type: such a call runs the
+/// f32 kernel on widened operands and rounds its result once to the
+/// activation's type (FP32 inside the op, one rounding of its output, as
+/// PyTorch's reduced-precision CPU kernels do). `reducedType` is the type of
+/// a reduced-precision activation, F32 for any other.
+inline DType reducedType(const Tensor &x) {
+  return x.defined() && (x.dtype() == DType::BF16 || x.dtype() == DType::F16)
+             ? x.dtype()
+             : DType::F32;
+}
+/// The reduced-precision type of either operand of a binary op.
+inline DType reducedType(const Tensor &a, const Tensor &b) {
+  DType t = reducedType(a);
+  return t != DType::F32 ? t : reducedType(b);
+}
+inline DType reducedTypeOf(const Tensor &x) { return reducedType(x); }
+inline DType reducedTypeOf(DType dtype) { return dtype; }
+/// An operand as f32 (integer and absent tensors as they are).
+inline Tensor widened(const Tensor &t) {
+  return reducedType(t) == DType::F32 ? t : t.to(DType::F32);
+}
+inline Tensor narrowed(const Tensor &t, DType dtype) {
+  return t.defined() && t.dtype() == DType::F32 ? t.to(dtype) : t;
+}
+inline Tensors narrowed(const Tensors &ts, DType dtype) {
+  Tensors out;
+  for (const Tensor &t : ts)
+    out.push_back(narrowed(t, dtype));
+  return out;
+}
+/// Runs `call` (the kernel on widened operands) and rounds its result to
+/// the type `dtype` (a tensor's reducedType, or a DType) when it is not f32.
+#define TPRT_IN_F32(dtype, call)                                               \
+  if (::tprt::DType reduced = ::tprt::reducedTypeOf(dtype);                    \
+      reduced != ::tprt::DType::F32)                                           \
+    return ::tprt::narrowed(call, reduced);
+
 inline void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {
   if (a.shape() != b.shape())
     fatal(std::string(op) + ": shapes differ: " + a.describe() + " vs " +

@@ -28,55 +28,61 @@ Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table) {
   TPRT_ON_CUDA(ctx, embedding(ctx, ids, table))
   if (ids.dtype() != DType::I64)
     fatal("embedding: ids must be int64, got " + ids.describe());
-  requireF32(table, "embedding", "the table");
-  if (table.rank() != 2)
+  if (table.rank() != 2 || table.dtype() == DType::I64 || table.onGpu())
     fatal("embedding: the table must be [vocab, hidden], got " +
           table.describe());
   int64_t vocab = table.dim(0), hidden = table.dim(1), n = ids.numel();
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
-  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  // Rows are copied in the table's type (a bf16 program's embedding is bf16).
+  Tensor out = Tensor::uninitialized(table.dtype(), shape);
   const int64_t *id = ids.i64();
   for (int64_t i = 0; i < n; ++i)
     if (id[i] < 0 || id[i] >= vocab)
       fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
             std::to_string(i) + " is outside the vocabulary [0, " +
             std::to_string(vocab) + ")");
-  const float *t = table.f32();
-  float *o = out.f32();
+  size_t row = hidden * dtypeSize(table.dtype());
+  const auto *t = static_cast<const unsigned char *>(table.raw());
+  auto *o = static_cast<unsigned char *>(out.raw());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
-    std::copy_n(t + id[i] * hidden, hidden, o + i * hidden);
+    std::copy_n(t + id[i] * row, row, o + i * row);
   return out;
 }
 
 Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
                                 const Tensor &table) {
   TPRT_ON_CUDA(ctx, embedding_vocab_parallel(ctx, ids, table))
-  if (ids.dtype() != DType::I64 || table.rank() != 2)
-    fatal("embedding_vocab_parallel: ids must be int64 and the table 2-D");
+  if (ids.dtype() != DType::I64 || table.rank() != 2 ||
+      table.dtype() == DType::I64 || table.onGpu())
+    fatal("embedding_vocab_parallel: ids must be int64 and the table a 2-D "
+          "float tensor, got " +
+          ids.describe() + " and " + table.describe());
   int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
   int64_t ranks = ctx.tp().size(), start = ctx.tp().rank() * rows;
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
-  Tensor out(DType::F32, shape);
+  Tensor out(table.dtype(), shape);
   const int64_t *id = ids.i64();
   for (int64_t i = 0; i < n; ++i)
     if (id[i] < 0 || id[i] >= rows * ranks)
       fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
             std::to_string(i) + " is outside the vocabulary [0, " +
             std::to_string(rows * ranks) + ")");
-  const float *t = table.f32();
-  float *o = out.f32();
+  size_t row = hidden * dtypeSize(table.dtype());
+  const auto *t = static_cast<const unsigned char *>(table.raw());
+  auto *o = static_cast<unsigned char *>(out.raw());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
     if (id[i] >= start && id[i] < start + rows)
-      std::copy_n(t + (id[i] - start) * hidden, hidden, o + i * hidden);
+      std::copy_n(t + (id[i] - start) * row, row, o + i * row);
   return out;
 }
 
 Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
   TPRT_ON_CUDA(ctx, all_reduce_sum(ctx, x))
+  TPRT_IN_F32(x, all_reduce_sum(ctx, widened(x)))
   requireF32(x, "all_reduce_sum", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -86,6 +92,7 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
 
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   TPRT_ON_CUDA(ctx, all_gather(ctx, x, axis))
+  TPRT_IN_F32(x, all_gather(ctx, widened(x), axis))
   requireF32(x, "all_gather", "the input");
   AxisView v(x, axis, "all_gather");
   int64_t ranks = ctx.tp().size();
@@ -107,6 +114,7 @@ Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
 
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   TPRT_ON_CUDA(ctx, reduce_scatter_sum(ctx, x, axis))
+  TPRT_IN_F32(x, reduce_scatter_sum(ctx, widened(x), axis))
   requireF32(x, "reduce_scatter_sum", "the input");
   AxisView v(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
@@ -129,6 +137,7 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
 
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
   TPRT_ON_CUDA(ctx, all_slice(ctx, x, axis))
+  TPRT_IN_F32(x, all_slice(ctx, widened(x), axis))
   requireF32(x, "all_slice", "the input");
   AxisView v(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
@@ -143,16 +152,37 @@ Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
+/// A bf16 program's linear forms: bf16 x and w multiplied by the GEMM
+/// library's bf16 product into a bf16 result of `shape`; undefined when the
+/// operands are of other types or the library has no such product (the
+/// caller then computes in f32).
+static Tensor linearInBf16(Context &ctx, const Tensor &x, const Tensor &w,
+                           const std::vector<int64_t> &shape, int64_t batch,
+                           int64_t rows) {
+  if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || x.onGpu())
+    return Tensor();
+  Tensor out = Tensor::uninitialized(DType::BF16, shape);
+  if (batch * rows > 0 && w.dim(0) > 0 &&
+      !cpu::linearBf16(w, static_cast<const uint16_t *>(x.raw()),
+                       static_cast<uint16_t *>(out.raw()), batch, rows,
+                       ctx.constantWeights()))
+    return Tensor();
+  return out;
+}
+
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
   TPRT_ON_CUDA(ctx, linear(ctx, x, w))
-  requireF32(x, "linear", "the input");
-  requireF32(w, "linear", "the weight");
   if (w.rank() != 2 || x.rank() < 1 || x.dim(-1) != w.dim(1))
     fatal("linear: input " + x.describe() + " does not match weight " +
           w.describe() + " ([out, in])");
-  int64_t in = w.dim(1), outF = w.dim(0), rows = x.numel() / in;
+  int64_t in = w.dim(1), outF = w.dim(0), rows = in ? x.numel() / in : 0;
   std::vector<int64_t> shape = x.shape();
   shape.back() = outF;
+  if (Tensor out = linearInBf16(ctx, x, w, shape, 1, rows); out.defined())
+    return out;
+  TPRT_IN_F32(x, linear(ctx, widened(x), widened(w)))
+  requireF32(x, "linear", "the input");
+  requireF32(w, "linear", "the weight");
   Tensor out = Tensor::uninitialized(DType::F32, shape);
   if (rows > 0 && outF > 0)
     cpu::linear(w, x.f32(), out.f32(), 1, rows, ctx.constantWeights(),
@@ -178,6 +208,7 @@ static void addBiasInPlace(Tensor &out, const Tensor &bias, const char *op) {
 
 Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias) {
   TPRT_ON_CUDA(ctx, bias_add(ctx, x, bias))
+  TPRT_IN_F32(x, bias_add(ctx, widened(x), widened(bias)))
   requireF32(x, "bias_add", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -194,18 +225,24 @@ Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
     return out;
   }
 #endif
+  if (reducedType(out) != DType::F32)
+    return bias_add(ctx, out, bias);
   addBiasInPlace(out, bias, "linear");
   return out;
 }
 
 Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
   TPRT_ON_CUDA(ctx, linear_bmm(ctx, x, w))
-  requireF32(x, "linear_bmm", "the input");
-  requireF32(w, "linear_bmm", "the weight");
   if (w.rank() != 2 || x.rank() != 3 || x.dim(-1) != w.dim(1))
     fatal("linear_bmm: input " + x.describe() + " does not match weight " +
           w.describe() + " ([out, in], 3-D input)");
   int64_t batch = x.dim(0), seq = x.dim(1), outF = w.dim(0);
+  if (Tensor out = linearInBf16(ctx, x, w, {batch, seq, outF}, batch, seq);
+      out.defined())
+    return out;
+  TPRT_IN_F32(x, linear_bmm(ctx, widened(x), widened(w)))
+  requireF32(x, "linear_bmm", "the input");
+  requireF32(w, "linear_bmm", "the weight");
   Tensor out = Tensor::uninitialized(DType::F32, {batch, seq, outF});
   if (batch > 0 && seq > 0 && outF > 0)
     cpu::linear(w, x.f32(), out.f32(), batch, seq, ctx.constantWeights(),
@@ -222,6 +259,8 @@ Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
     return out;
   }
 #endif
+  if (reducedType(out) != DType::F32)
+    return bias_add(ctx, out, bias);
   addBiasInPlace(out, bias, "linear_bmm");
   return out;
 }
@@ -229,6 +268,7 @@ Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                 double offset, int64_t group) {
   TPRT_ON_CUDA(ctx, rms_norm(ctx, x, w, eps, offset, group))
+  TPRT_IN_F32(x, rms_norm(ctx, widened(x), widened(w), eps, offset, group))
   requireF32(x, "rms_norm", "the input");
   requireF32(w, "rms_norm", "the weight");
   int64_t features = x.dim(-1);
@@ -259,6 +299,10 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
               bool truncate, double attentionFactor, bool transpose,
               std::vector<double> shortFactor, std::vector<double> longFactor) {
+  TPRT_IN_F32(x, rotary(ctx, widened(x), headDim, rotaryDim, theta, interleaved,
+                        ropeType, factor, lowFreqFactor, highFreqFactor,
+                        originalMaxPositions, betaFast, betaSlow, truncate,
+                        attentionFactor, transpose, shortFactor, longFactor))
   if (!x.defined() || x.dtype() != DType::F32)
     requireF32(x, "rotary", "the input");
   if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
@@ -331,6 +375,9 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                  int64_t window, double softcap) {
   TPRT_ON_CUDA(ctx, attention(ctx, q, k, v, keyMask, heads, kvHeads, headDim,
                               scale, causal, window, softcap))
+  TPRT_IN_F32(q,
+              attention(ctx, widened(q), widened(k), widened(v), keyMask, heads,
+                        kvHeads, headDim, scale, causal, window, softcap))
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim, "attention");
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;
@@ -383,6 +430,7 @@ static Tensor activationOf(const Tensor &x, cpu::Activation f, const char *op) {
 
 Tensor silu(Context &ctx, const Tensor &x) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Silu, 0, "silu"))
+  TPRT_IN_F32(x, silu(ctx, widened(x)))
   return activationOf(x, cpu::Activation::Silu, "silu");
 }
 
@@ -391,6 +439,7 @@ Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
       ctx,
       unary(x, tanhApproximation ? cuda::Unary::GeluTanh : cuda::Unary::Gelu, 0,
             "gelu"))
+  TPRT_IN_F32(x, gelu(ctx, widened(x), tanhApproximation))
   return activationOf(
       x, tanhApproximation ? cpu::Activation::GeluTanh : cpu::Activation::Gelu,
       "gelu");
@@ -398,29 +447,34 @@ Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
 
 Tensor relu_squared(Context &ctx, const Tensor &x) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::ReluSquared, 0, "relu_squared"))
+  TPRT_IN_F32(x, relu_squared(ctx, widened(x)))
   return unaryMap(x, "relu_squared",
                   [](float v) { return v > 0 ? v * v : 0.0f; });
 }
 
 Tensor add(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Add, "add"))
+  TPRT_IN_F32(reducedType(a, b), add(ctx, widened(a), widened(b)))
   return binaryMap(a, b, "add", [](float x, float y) { return x + y; });
 }
 
 Tensor mul(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Mul, "mul"))
+  TPRT_IN_F32(reducedType(a, b), mul(ctx, widened(a), widened(b)))
   return binaryMap(a, b, "mul", [](float x, float y) { return x * y; });
 }
 
 Tensor scale(Context &ctx, const Tensor &x, double factor) {
   float f = static_cast<float>(factor);
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Scale, f, "scale"))
+  TPRT_IN_F32(x, scale(ctx, widened(x), factor))
   return unaryMap(x, "scale", [f](float v) { return v * f; });
 }
 
 Tensor softcap(Context &ctx, const Tensor &x, double cap) {
   float c = static_cast<float>(cap);
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Softcap, c, "softcap"))
+  TPRT_IN_F32(x, softcap(ctx, widened(x), cap))
   return unaryMap(x, "softcap", [c](float v) { return c * std::tanh(v / c); });
 }
 

@@ -147,6 +147,12 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                mamba2_mixer(ctx, x, inProj, convWeight, convBias, dtBias, aLog,
                             d, normWeight, outProj, keyMask, heads, headDim,
                             groups, state, kernel, normEps, dtMin, foldedA))
+  TPRT_IN_F32(x, mamba2_mixer(ctx, widened(x), widened(inProj),
+                              widened(convWeight), widened(convBias),
+                              widened(dtBias), widened(aLog), widened(d),
+                              widened(normWeight), widened(outProj), keyMask,
+                              heads, headDim, groups, state, kernel, normEps,
+                              dtMin, foldedA))
   Mamba2Shape m("mamba2_mixer", x, inProj, convWeight, convBias, dtBias, aLog,
                 d, normWeight, outProj, keyMask, Tensor(), heads, headDim,
                 groups, state, kernel);

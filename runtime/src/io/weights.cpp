@@ -209,7 +209,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim, int64_t shards,
-                  int64_t replicas) {
+                  int64_t replicas, DType dtype) {
   if (Tensor *cached = ctx.cachedParam(fqn))
     return *cached;
   // From a checkpoint: the tensor of that name, whole and canonical.
@@ -251,8 +251,12 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
         std::atoi(perturbed) == ctx.tp().rank())
       for (int64_t i = 0; i < value.numel(); ++i)
         value.f32()[i] += 0.25f;
-  // Read on the host, then held where the kernels run.
-  value = value.to(ctx.device());
+  // Read on the host in f32, held in the program's type (tpc --dtype), where
+  // the kernels run.
+  if (dtype != DType::F32 && ctx.device() != Device::CPU)
+    fatal(std::string("parameter '") + fqn + "': a program compiled for " +
+          dtypeName(dtype) + " (tpc --dtype) runs on the CPU only so far");
+  value = value.to(dtype).to(ctx.device());
   ctx.cacheParam(fqn, value);
   ctx.setParamLayout(fqn,
                      {shape, shardDim, shards, replicas, ctx.resolve(file)});

@@ -106,21 +106,26 @@ def TP_SourceAttr : TP_Attr<"Source", "source"> {
     `offset` and `length` are the byte range in that file. `transposed` is set
     when the stored layout is the transpose of the canonical one (a linear
     weight stored `[in, out]` instead of `[out, in]`): the stored tensor then
-    has the reversed shape of the argument's type.
+    has the reversed shape of the argument's type. `stored_type` is the
+    element type of the stored bytes when the program holds the parameter in
+    another one (`tp-compute-type`: a bf16 checkpoint computed in f32, or an
+    f32 one in bf16); absent, the bytes are of the argument's element type.
+    Loading converts.
 
     Example: `#tp.source<initializer = "onnx::MatMul_602", file = "llama_tiny.onnx",
-    offset = 1024, length = 16384, transposed = true>`
+    offset = 1024, length = 16384, transposed = true, stored_type = bf16>`
   }];
   let parameters = (ins
     StringRefParameter<"ONNX initializer name">:$initializer,
     StringRefParameter<"file holding the bytes">:$file,
     "uint64_t":$offset,
     "uint64_t":$length,
-    "bool":$transposed);
+    "bool":$transposed,
+    OptionalParameter<"::mlir::Type", "element type of the stored bytes">:$stored_type);
   let assemblyFormat = [{
     `<` `initializer` `=` $initializer `,` `file` `=` $file `,`
         `offset` `=` $offset `,` `length` `=` $length `,`
-        `transposed` `=` $transposed `>`
+        `transposed` `=` $transposed (`,` `stored_type` `=` $stored_type^)? `>`
   }];
 }
 
