@@ -9,7 +9,7 @@ process's peak RSS (onnxruntime's includes the Python interpreter and numpy
 it runs in).
 
     run.py MODEL_DIR EXE [--iters N] [--rounds N] [--threads 1 2] [--batches 1 4] [--seq 128]
-           [--autocast f32|bf16]
+           [--autocast f32|bf16] [--dtype auto|f32|bf16|f16]
 
 MODEL_DIR holds model.onnx (bench/forward/make_model.py); EXE is
 `tpc MODEL_DIR/model.onnx -o DIR`'s DIR/model."""
@@ -30,6 +30,8 @@ p.add_argument("--iters", type=int, default=20)
 p.add_argument("--rounds", type=int, default=3)
 p.add_argument("--autocast", choices=["f32", "bf16"], default="f32",
                help="the executable's --autocast (onnxruntime stays float32)")
+p.add_argument("--dtype", default="auto",
+               help="the type EXE was compiled for (tpc --dtype; for the table's title)")
 p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
 p.add_argument("--batches", type=int, nargs="+", default=[1, 4])
 p.add_argument("--seq", type=int, default=128)
@@ -77,7 +79,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
 print(f"bench/forward: medium Llama (hidden 512, 4 layers, 8/4 heads, MLP 1408, vocab 4096), seq {args.seq}, "
       f"median of {args.iters} per round, {args.rounds} alternating rounds"
-      + (f", ours with --autocast {args.autocast}" if args.autocast != "f32" else ""))
+      + (f", ours with --autocast {args.autocast}" if args.autocast != "f32" else "")
+      + (f", ours compiled with --dtype {args.dtype}" if args.dtype not in ("auto", "f32") else ""))
 print("| threads | batch | tpc exe (ms) | onnxruntime (ms) | ratio exe/ort | ratio per round | max|diff| "
       "| peak RSS exe / ort (MiB) |")
 print("|---|---|---|---|---|---|---|---|")

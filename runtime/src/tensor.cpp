@@ -298,6 +298,28 @@ Tensor Tensor::to(DType dtype) const {
   const void *src = raw();
   void *dst = out.raw();
   DType from = dtype_;
+  // bf16 <-> f32, every kernel call of a bf16 program: branch-free loops
+  // the compiler vectorizes (floatToBf16's rounding, NaNs kept quiet).
+  if (from == DType::BF16 && dtype == DType::F32) {
+    const auto *in = static_cast<const uint16_t *>(src);
+    auto *o = static_cast<uint32_t *>(dst);
+#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = static_cast<uint32_t>(in[i]) << 16;
+    return out;
+  }
+  if (from == DType::F32 && dtype == DType::BF16) {
+    const auto *in = static_cast<const uint32_t *>(src);
+    auto *o = static_cast<uint16_t *>(dst);
+#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits = in[i];
+      uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1)) >> 16;
+      bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+      o[i] = static_cast<uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
+    }
+    return out;
+  }
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t i = 0; i < n; ++i)
     storeFloat(dtype, dst, i, loadAsFloat(from, src, i));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <unistd.h>
 
@@ -686,6 +687,26 @@ TEST(Tensors, HalfAndBf16RoundTrip) {
   Tensor back = t.to(DType::BF16).to(DType::F32);
   for (int i = 0; i < 5; ++i)
     EXPECT_NEAR(back.f32()[i], t.f32()[i], 1e-2);
+  // Whole-tensor conversions (the vectorized bf16 loops) round as the
+  // scalar functions do, ties, infinities and NaNs included.
+  std::vector<float> special = {1.00390625f,
+                                1.01171875f,
+                                -3.0e38f,
+                                std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN(),
+                                std::ldexp(1.0f, -130)};
+  Tensor many = randomTensor({1 << 17}, 18, -1e3, 1e3);
+  std::copy(special.begin(), special.end(), many.f32());
+  Tensor narrow = many.to(DType::BF16), wide = narrow.to(DType::F32);
+  const auto *bits = static_cast<const uint16_t *>(narrow.raw());
+  int wrong = 0;
+  for (int64_t i = 0; i < many.numel(); ++i) {
+    wrong += bits[i] != floatToBf16(many.f32()[i]);
+    float w = wide.f32()[i], b = bf16ToFloat(bits[i]);
+    wrong += !(w == b || (std::isnan(w) && std::isnan(b)));
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_TRUE(std::isnan(wide.f32()[4]));
 }
 
 TEST(Io, NpyRoundTripAndParamLoading) {
