@@ -372,9 +372,10 @@ def TPComputeType : Pass<"tp-compute-type", "ModuleOp"> {
     ```
 
     Runs after `tp-apply-plan` (LoRA's parameters exist) and before
-    training is built: a training step in bf16 or f16 is refused by
-    `tp-build-train-step`. Ops other than `tp`, `shard` and `func.return`
-    are an error, as is a name other than the four.
+    `tp-build-train-step`, whose backward takes its types from the forward
+    (each gradient of its value's type; the runtime sums and reduces them in
+    FP32 buffers). Ops other than `tp`, `shard` and `func.return` are an
+    error, as is a name other than the four.
   }];
   let options = [
     Option<"type", "type", "std::string", /*default=*/"\"auto\"",

@@ -51,12 +51,10 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     plan.loraAdapter = options.loraAdapter;
     pm.addPass(createTPApplyPlan(plan));
   }
-  // After the plan, so that LoRA's parameters are held in the same type.
-  // Training is built in f32 (tp-build-train-step refuses other types).
+  // After the plan, so that LoRA's parameters are held in the same type;
+  // before the training step, which takes its types from the forward's.
   TPComputeTypeOptions compute;
-  compute.type = options.train && options.dtype == "auto"
-                     ? "f32"
-                     : std::string(options.dtype);
+  compute.type = options.dtype;
   pm.addPass(createTPComputeType(compute));
   TPLowerLinearOptions linear;
   linear.asyncTP = options.asyncTP;

@@ -165,10 +165,12 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
   return taken;
 }
 
-/// Whether some op of `func` computes in bf16 or f16 (tp-compute-type).
-bool computesInReducedPrecision(func::FuncOp func) {
-  return func
-      .walk([](Operation *op) {
+/// Whether some op of `module` computes in bf16 or f16 (tp-compute-type):
+/// decided once for the module, since a training module's init holds the
+/// parameters its steps compute with.
+bool computesInReducedPrecision(ModuleOp module) {
+  return module
+      ->walk([](Operation *op) {
         for (Type type : op->getResultTypes())
           if (auto tensor = dyn_cast<RankedTensorType>(type))
             if (tensor.getElementType().isBF16() ||
@@ -180,7 +182,8 @@ bool computesInReducedPrecision(func::FuncOp func) {
 }
 
 /// The runtime call of parameter `index` of `func`; failure if it is not a
-/// located parameter. `reducedPrecision`: computesInReducedPrecision(func).
+/// located parameter. `reducedPrecision`: computesInReducedPrecision of
+/// its module.
 FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index,
                                      bool reducedPrecision) {
   auto fqn = func.getArgAttrOfType<StringAttr>(index, TPDialect::kFqnAttrName);
@@ -294,7 +297,11 @@ StringRef entryFunctionName(func::FuncOp func) {
 /// take only the context, -> tprt_model_optimizer_step, tprt_model_init);
 /// parameters become load_param calls at its start, inputs its arguments.
 struct EntryLowering : public OpConversionPattern<func::FuncOp> {
-  using OpConversionPattern::OpConversionPattern;
+  EntryLowering(const TypeConverter &converter, MLIRContext *ctx,
+                bool reducedPrecision)
+      : OpConversionPattern(converter, ctx),
+        reducedPrecision(reducedPrecision) {}
+  bool reducedPrecision;
 
   LogicalResult
   matchAndRewrite(func::FuncOp func, OpAdaptor,
@@ -315,7 +322,6 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
         &entry.getBody(), {}, type.getInputs(),
         SmallVector<Location>(inputs.size(), func.getLoc()));
     SmallVector<Value> replacements;
-    bool reducedPrecision = computesInReducedPrecision(func);
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       if (std::optional<unsigned> in = inputIndex(func, i)) {
         replacements.push_back(body->getArgument(1 + *in));
@@ -347,8 +353,7 @@ struct ReturnLowering : public OpConversionPattern<func::ReturnOp> {
 };
 
 /// What the conversion cannot lower, diagnosed before it starts.
-LogicalResult checkLowerable(func::FuncOp func) {
-  bool reducedPrecision = computesInReducedPrecision(func);
+LogicalResult checkLowerable(func::FuncOp func, bool reducedPrecision) {
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (!inputIndex(func, i) &&
         failed(loadParamCall(func, i, reducedPrecision)))
@@ -385,12 +390,13 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     if (failed(entry))
       return signalPassFailure();
     func::FuncOp func = *entry;
+    bool reduced = computesInReducedPrecision(module);
     FailureOr<FunctionOpInterface> trainStep =
         lookupEntry(module, kTrainStepEntry);
-    if (failed(trainStep) || failed(checkLowerable(func)))
+    if (failed(trainStep) || failed(checkLowerable(func, reduced)))
       return signalPassFailure();
     auto train = dyn_cast_or_null<func::FuncOp>(trainStep->getOperation());
-    if (train && failed(checkLowerable(train)))
+    if (train && failed(checkLowerable(train, reduced)))
       return signalPassFailure();
     // A training program updates its parameters in @optimizer_step.
     func::FuncOp update;
@@ -399,7 +405,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
           module, kOptimizerStepEntry,
           "a training program needs func.func @optimizer_step (run "
           "tp-build-train-step)");
-      if (failed(found) || failed(checkLowerable(*found)))
+      if (failed(found) || failed(checkLowerable(*found, reduced)))
         return signalPassFailure();
       update = *found;
     }
@@ -408,7 +414,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
       return signalPassFailure();
     if (*init) {
       auto initFunc = dyn_cast<func::FuncOp>(init->getOperation());
-      if (!initFunc || failed(checkLowerable(initFunc)))
+      if (!initFunc || failed(checkLowerable(initFunc, reduced)))
         return signalPassFailure();
     }
     // Read before the conversion erases what it describes.
@@ -470,7 +476,8 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     target.addLegalOp<ModuleOp, shard::GridOp>();
     RewritePatternSet patterns(ctx);
     patterns.add<RuntimeCallLowering>(converter, ctx);
-    patterns.add<EntryLowering, ReturnLowering>(converter, ctx);
+    patterns.add<EntryLowering>(converter, ctx, reduced);
+    patterns.add<ReturnLowering>(converter, ctx);
     if (failed(applyFullConversion(module, target, std::move(patterns))))
       return signalPassFailure();
     // The grid was for the collectives; the runtime knows its communicator.

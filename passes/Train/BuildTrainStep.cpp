@@ -154,12 +154,11 @@ struct TPBuildTrainStepPass
       auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                    TPDialect::kFqnAttrName);
       auto type = cast<ShapedType>(arg.getType());
-      if (fqn && !type.getElementType().isF32())
+      if (fqn && !isa<FloatType>(type.getElementType()))
         return func.emitError()
                << "tp-build-train-step: parameter '" << fqn.getValue()
                << "' is " << type.getElementType()
-               << "; training computes f32 parameters only (yet): hold them "
-                  "in f32 with tp-compute-type=type=f32";
+               << "; only float parameters train";
     }
     return success();
   }

@@ -285,12 +285,13 @@ module attributes {tp.config = {architecture = "llama"}} {
 
 //--- errors.mlir
 module attributes {tp.config = {architecture = "llama"}} {
-  // expected-error @+1 {{tp-build-train-step: parameter 'w' is 'bf16'; training computes f32 parameters only (yet): hold them in f32 with tp-compute-type=type=f32}}
+  // expected-error @+1 {{tp-build-train-step: parameter 'w' is 'i64'; only float parameters train}}
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
-      %w: tensor<16x4xbf16> {tp.fqn = "w"}) -> tensor<?x?x4xbf16> {
-    %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xbf16>) -> tensor<?x?x4xbf16>
-    return %h : tensor<?x?x4xbf16>
+      %e: tensor<16x4xf32> {tp.fqn = "e"},
+      %w: tensor<16x4xi64> {tp.fqn = "w"}) -> tensor<?x?x4xf32> {
+    %h = tp.embedding %ids, %e : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    return %h : tensor<?x?x4xf32>
   }
 }
 

@@ -17,7 +17,7 @@ within 1e-5 norm-wise).
 Usage: compare_training.py EXE TRAIN_DIR [--mpirun N] [--rtol 1e-5] [--dp D]
        [--first-norm-rtol 1e-6]
        [--wtol 1e-4] [--steps S] [--device cpu|cuda] [--weights MODEL]
-       [--autocast bf16]
+       [--autocast bf16] [--expect-dtype bf16]
 TRAIN_DIR holds tokens.npy, mask.npy, reference.json and final.safetensors.
 Prints one line per step and a summary; exits non-zero on a mismatch."""
 import argparse
@@ -41,6 +41,9 @@ p.add_argument("--first-norm-rtol", type=float, default=1e-6)
 p.add_argument("--device", default="cpu", help="the program's --device")
 p.add_argument("--weights", help="the program's --weights (the model file elsewhere)")
 p.add_argument("--autocast", help="the program's --autocast")
+p.add_argument("--expect-dtype", choices=["bf16"],
+               help="also require every saved weight to be a value of that type "
+                    "(a program that holds its parameters in it)")
 p.add_argument("--dp", type=int, default=1,
                help="the program's data-parallel groups: each runs "
                "grad_accum / dp of the reference's micro-batches")
@@ -116,6 +119,12 @@ if extra:
     ok = False
 good = worst <= args.wtol
 ok &= good
+if args.expect_dtype:
+    outside = sum(int(((w.view(np.uint32) & np.uint32(0xFFFF)) != 0).sum())
+                  for w in weights.values())
+    ok &= outside == 0
+    print(f"{'ok' if outside == 0 else 'FAIL'}: {outside} saved weights are not "
+          f"{args.expect_dtype} values")
 print(f"{'ok' if good else 'FAIL'}: {len(final)} parameters, worst relative "
       f"difference {worst:.1e} ({worst_name}), max|diff| {worst_abs:.1e}"
       + ("" if has_config else "; no config.json saved"))

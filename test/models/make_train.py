@@ -26,7 +26,10 @@ adapter's factors under their module FQNs, `q_proj.lora_A.weight`, beside
 the unchanged base weights), and for Llama the same run with
 `clip_grad_norm_(params, 1.0)` before each update in llama/train_clip/.
 
-    .venv/bin/python test/models/make_train.py [--out test/models] [--arch A ...]
+    .venv/bin/python test/models/make_train.py [--out test/models] [--arch A ...] [--dtype bf16]
+
+With --dtype bf16 (default arch: llama) only the plain run, with the model
+converted by model.to(torch.bfloat16), into ARCH/train_bf16/.
 
 Needs the model tools (scripts/setup.sh --models).
 """
@@ -51,6 +54,7 @@ ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "nemotron_h"]
 REDUCED = ["llama_bf16"]
 LORA_ARCHS = ["llama", "qwen2"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
+TYPES = {"bf16": torch.bfloat16}
 
 
 def data():
@@ -91,8 +95,12 @@ def rebuild(arch, out):
     return upcast
 
 
-def train(arch, out, lora=False, max_grad_norm=None):
+def train(arch, out, lora=False, max_grad_norm=None, dtype=None):
     hf = rebuild(arch, out)
+    if dtype is not None:
+        # Trained in that type as a user of PyTorch does: model.to(dtype),
+        # AdamW on the bf16 parameters (its moments in their type).
+        hf = hf.to(TYPES[dtype])
     model = hf
     if lora:
         from peft import PeftModel
@@ -125,7 +133,8 @@ def train(arch, out, lora=False, max_grad_norm=None):
         steps.append({"step": step + 1, "loss": loss,
                       "grad_norm": float(norm), "label_tokens": tokens})
     d = os.path.join(out, arch, "train_lora" if lora
-                     else "train_clip" if max_grad_norm else "train")
+                     else "train_clip" if max_grad_norm
+                     else f"train_{dtype}" if dtype else "train")
     os.makedirs(d, exist_ok=True)
     np.save(os.path.join(d, "tokens.npy"), ids.numpy())
     np.save(os.path.join(d, "mask.npy"), mask.numpy())
@@ -144,8 +153,10 @@ def train(arch, out, lora=False, max_grad_norm=None):
     with torch.no_grad():
         logits = model(input_ids=ids_ref, attention_mask=mask_ref,
                        use_cache=False).logits
-    np.save(os.path.join(d, "final_logits_b3_s12_pad.npy"), logits.numpy())
-    save_file({peft_name(n): p.detach().contiguous()
+    np.save(os.path.join(d, "final_logits_b3_s12_pad.npy"),
+            logits.float().numpy())
+    # float32 (exactly, for bf16 weights): what numpy reads.
+    save_file({peft_name(n): p.detach().float().contiguous()
                for n, p in model.named_parameters()},
               os.path.join(d, "final.safetensors"))
     print(arch, "lora" if lora else "", [round(s["loss"], 6) for s in steps])
@@ -155,7 +166,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(__file__))
     parser.add_argument("--arch", action="append", choices=ARCHS + REDUCED)
+    parser.add_argument("--dtype", choices=list(TYPES),
+                        help="only the plain run, trained in this type "
+                             "(ARCH/train_DTYPE)")
     args = parser.parse_args()
+    if args.dtype:
+        for arch in args.arch or ["llama"]:
+            train(arch, args.out, dtype=args.dtype)
+        return
     for arch in args.arch or ARCHS:
         train(arch, args.out)
         if arch in LORA_ARCHS:

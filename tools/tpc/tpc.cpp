@@ -225,10 +225,6 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
       opts.dtype != "f16")
     return fail("--dtype must be auto, f32, bf16 or f16, got '" + opts.dtype +
                 "'");
-  if (opts.train && (opts.dtype == "bf16" || opts.dtype == "f16"))
-    return fail("--train with --dtype " + opts.dtype +
-                ": training steps compute in f32 so far (--dtype auto or "
-                "f32; a bf16 checkpoint is then trained in f32)");
   if (opts.optimizer != "adamw" && opts.optimizer != "sgd")
     return fail("--optimizer must be adamw or sgd, got '" + opts.optimizer +
                 "'");

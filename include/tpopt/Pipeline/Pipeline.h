@@ -67,8 +67,9 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
   Option<std::string> dtype{
       *this, "dtype",
       llvm::cl::desc("The type parameters and activations are held in: "
-                     "auto (the checkpoint's; f32 with --train), f32, bf16 "
-                     "or f16 (GEMMs, norms and softmax accumulate in f32)"),
+                     "auto (the checkpoint's), f32, bf16 or f16 (GEMMs, "
+                     "norms and softmax accumulate in f32; gradients in "
+                     "FP32 buffers)"),
       llvm::cl::init("auto")};
   Option<bool> train{*this, "train",
                      llvm::cl::desc("Also compile the training step "

@@ -63,6 +63,22 @@ inline Tensors narrowed(const Tensors &ts, DType dtype) {
     out.push_back(narrowed(t, dtype));
   return out;
 }
+/// A kernel's several results each rounded to the type of the operand it
+/// belongs to (a gradient is of its input's type).
+inline Tensors narrowedLike(const Tensors &results,
+                            std::initializer_list<const Tensor *> operands) {
+  Tensors out;
+  auto like = operands.begin();
+  for (const Tensor &t : results) {
+    DType dtype = like != operands.end() && (*like)->defined()
+                      ? (*like)->dtype()
+                      : DType::F32;
+    out.push_back(narrowed(t, dtype == DType::I64 ? DType::F32 : dtype));
+    if (like != operands.end())
+      ++like;
+  }
+  return out;
+}
 /// Runs `call` (the kernel on widened operands) and rounds its result to
 /// the type `dtype` (a tensor's reducedType, or a DType) when it is not f32.
 #define TPRT_IN_F32(dtype, call)                                               \

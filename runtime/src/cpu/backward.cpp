@@ -22,6 +22,7 @@ namespace tprt {
 
 Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   TPRT_ON_CUDA(ctx, linear_grad_input(ctx, dy, w))
+  TPRT_IN_F32(dy, linear_grad_input(ctx, widened(dy), widened(w)))
   requireF32(dy, "linear_grad_input", "dy");
   requireF32(w, "linear_grad_input", "the weight");
   if (w.rank() != 2 || dy.rank() < 1 || dy.dim(-1) != w.dim(0))
@@ -40,6 +41,8 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
 
 Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
   TPRT_ON_CUDA(ctx, linear_grad_weight(ctx, dy, x))
+  TPRT_IN_F32(reducedType(dy, x),
+              linear_grad_weight(ctx, widened(dy), widened(x)))
   requireF32(dy, "linear_grad_weight", "dy");
   requireF32(x, "linear_grad_weight", "x");
   if (dy.rank() < 1 || x.rank() != dy.rank() ||
@@ -58,6 +61,7 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
 
 Tensor sum_leading(Context &ctx, const Tensor &x) {
   TPRT_ON_CUDA(ctx, sum_leading(ctx, x))
+  TPRT_IN_F32(x, sum_leading(ctx, widened(x)))
   requireF32(x, "sum_leading", "the input");
   int64_t n = x.dim(-1), rows = x.numel() / std::max<int64_t>(n, 1);
   Tensor out(DType::F32, {n});
@@ -78,6 +82,11 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                       int64_t paddingIdx) {
   TPRT_ON_CUDA(ctx,
                embedding_grad(ctx, ids, dy, table, vocabParallel, paddingIdx))
+  // The table's gradient is of the table's type.
+  if (reducedType(dy, table) != DType::F32)
+    return narrowed(embedding_grad(ctx, ids, widened(dy), widened(table),
+                                   vocabParallel, paddingIdx),
+                    table.dtype());
   requireF32(dy, "embedding_grad", "dy");
   if (ids.dtype() != DType::I64 || table.rank() != 2 ||
       dy.numel() != ids.numel() * table.dim(1))
@@ -102,6 +111,10 @@ Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
                       const Tensor &dy, double eps, double offset,
                       int64_t group) {
   TPRT_ON_CUDA(ctx, rms_norm_grad(ctx, x, w, dy, eps, offset, group))
+  if (reducedType(x, dy) != DType::F32)
+    return narrowedLike(rms_norm_grad(ctx, widened(x), widened(w), widened(dy),
+                                      eps, offset, group),
+                        {&x, &w});
   requireF32(x, "rms_norm_grad", "x");
   requireF32(w, "rms_norm_grad", "the weight");
   requireF32(dy, "rms_norm_grad", "dy");
@@ -155,6 +168,11 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                        int64_t window, double softcap) {
   TPRT_ON_CUDA(ctx, attention_grad(ctx, q, k, v, dout, keyMask, heads, kvHeads,
                                    headDim, scale, causal, window, softcap))
+  if (reducedType(q, dout) != DType::F32)
+    return narrowedLike(attention_grad(ctx, widened(q), widened(k), widened(v),
+                                       widened(dout), keyMask, heads, kvHeads,
+                                       headDim, scale, causal, window, softcap),
+                        {&q, &k, &v});
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim,
                        "attention_grad");
   requireF32(dout, "attention_grad", "dout");
@@ -250,6 +268,7 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
 Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   TPRT_ON_CUDA(ctx,
                activation_grad(x, dy, cuda::Activation::Silu, 0, "silu_grad"))
+  TPRT_IN_F32(reducedType(x, dy), silu_grad(ctx, widened(x), widened(dy)))
   return binaryMap(x, dy, "silu_grad", [](float v, float d) {
     float s = 1.0f / (1.0f + std::exp(-v));
     return d * s * (1.0f + v * (1.0f - s));
@@ -259,6 +278,8 @@ Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
 Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   TPRT_ON_CUDA(ctx, activation_grad(x, dy, cuda::Activation::ReluSquared, 0,
                                     "relu_squared_grad"))
+  TPRT_IN_F32(reducedType(x, dy),
+              relu_squared_grad(ctx, widened(x), widened(dy)))
   return binaryMap(x, dy, "relu_squared_grad", [](float v, float d) {
     return v > 0 ? 2.0f * v * d : 0.0f;
   });
@@ -271,6 +292,8 @@ Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                                tanhApproximation ? cuda::Activation::GeluTanh
                                                  : cuda::Activation::Gelu,
                                0, "gelu_grad"))
+  TPRT_IN_F32(reducedType(x, dy),
+              gelu_grad(ctx, widened(x), widened(dy), tanhApproximation))
   if (tanhApproximation)
     return binaryMap(x, dy, "gelu_grad", [](float v, float d) {
       const float k = 0.7978845608028654f; // sqrt(2 / pi)
@@ -290,6 +313,8 @@ Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
   float c = static_cast<float>(cap);
   TPRT_ON_CUDA(
       ctx, activation_grad(x, dy, cuda::Activation::Softcap, c, "softcap_grad"))
+  TPRT_IN_F32(reducedType(x, dy),
+              softcap_grad(ctx, widened(x), widened(dy), cap))
   return binaryMap(x, dy, "softcap_grad", [c](float v, float d) {
     float t = std::tanh(v / c);
     return d * (1.0f - t * t);
@@ -298,6 +323,7 @@ Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
 
 Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
   TPRT_ON_CUDA(ctx, replica_sum(ctx, x, replicas))
+  TPRT_IN_F32(x, replica_sum(ctx, widened(x), replicas))
   requireF32(x, "replica_sum", "the input");
   int64_t ranks = ctx.tp().size(), n = x.numel();
   if (replicas < 1 || ranks % replicas)
@@ -316,6 +342,10 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned) {
   TPRT_ON_CUDA(ctx, accumulate_grad(ctx, grad, param, fqn, splitDim, owned))
+  // The buffers are FP32 whatever the parameter's type: a bf16 program's
+  // micro-batch gradients are summed (and later reduced) in FP32.
+  if (reducedType(grad) != DType::F32)
+    return accumulate_grad(ctx, widened(grad), param, fqn, splitDim, owned);
   requireF32(grad, "accumulate_grad", "the gradient");
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +

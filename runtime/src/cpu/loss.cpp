@@ -108,12 +108,17 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
 Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                       const Tensor &mask) {
   TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, false))
+  // As transformers' loss upcasts the logits: loss and lse in f32.
+  if (reducedType(logits) != DType::F32)
+    return cross_entropy(ctx, widened(logits), ids, mask);
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/false);
 }
 
 Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
                                      const Tensor &ids, const Tensor &mask) {
   TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, true))
+  if (reducedType(logits) != DType::F32)
+    return cross_entropy_vocab_parallel(ctx, widened(logits), ids, mask);
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
 }
 
@@ -122,6 +127,8 @@ Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
                           bool vocabParallel) {
   TPRT_ON_CUDA(ctx,
                cross_entropy_grad(ctx, logits, ids, mask, lse, vocabParallel))
+  TPRT_IN_F32(logits, cross_entropy_grad(ctx, widened(logits), ids, mask, lse,
+                                         vocabParallel))
   LossShape s(logits, ids, mask, "cross_entropy_grad");
   requireF32(lse, "cross_entropy_grad", "lse");
   if (lse.shape() != ids.shape())

@@ -187,6 +187,15 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                                       dtBias, aLog, d, normWeight, outProj,
                                       keyMask, dout, heads, headDim, groups,
                                       state, kernel, normEps, dtMin, foldedA))
+  if (reducedType(x, dout) != DType::F32)
+    return narrowedLike(
+        mamba2_mixer_grad(ctx, widened(x), widened(inProj), widened(convWeight),
+                          widened(convBias), widened(dtBias), widened(aLog),
+                          widened(d), widened(normWeight), widened(outProj),
+                          keyMask, widened(dout), heads, headDim, groups, state,
+                          kernel, normEps, dtMin, foldedA),
+        {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog, &d, &normWeight,
+         &outProj});
   Mamba2Shape m("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
                 aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,
                 groups, state, kernel);

@@ -11,6 +11,7 @@
 #include "tprt/Train.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace tprt {
 namespace {
@@ -31,10 +32,25 @@ void Optimizer::step(Context &ctx) {
   const TrainOptions &o = options_;
   for (auto &[fqn, buffer] : ctx.grads()) {
     Tensor *param = ctx.cachedParam(fqn);
-    if (!param || param->dtype() != DType::F32 ||
+    if (!param || param->dtype() == DType::I64 ||
         param->shape() != buffer.grad.shape())
       fatal("optimizer: parameter '" + fqn + "' does not match its gradient");
-    float *p = param->f32();
+    // A bf16 / f16 parameter (tpc --dtype) is updated in f32, with f32
+    // moments, and rounded back once: `work` is its f32 copy.
+    bool reduced = param->dtype() != DType::F32;
+    Tensor work = reduced ? param->to(DType::F32) : *param;
+    struct RoundBack {
+      Tensor *param;
+      Tensor &work;
+      bool reduced;
+      ~RoundBack() {
+        if (!reduced)
+          return;
+        Tensor narrow = work.to(param->dtype());
+        std::memcpy(param->raw(), narrow.raw(), narrow.bytes());
+      }
+    } roundBack{param, work, reduced};
+    float *p = work.f32();
     const float *g = buffer.grad.f32();
     int64_t n = param->numel();
     Tensor &m = first_[fqn];
