@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tprt/Train.h"
 #include "tprt/tprt.h"
 
 #include <cstdio>
@@ -112,6 +113,34 @@ int main(int argc, char **argv) {
     for (int i = 0; ok && i < 2 * 3 * n; ++i)
       ok &= back.f32()[i] == wide.f32()[i];
     check(ok, "all_slice then all_gather on the last dim");
+  }
+
+  // A bf16 parameter's gradients are reduced in FP32: rank 0 contributes
+  // 1 and every other rank 2^-9, whose sum a bf16 reduction would round
+  // back to 1 (bf16 keeps 8 significant bits), while the bucket must hold
+  // 1 + (n - 1) 2^-9 exactly.
+  {
+    tprt::Context ctx(r, n, "", "");
+    tprt::TrainOptions options;
+    tprt::TrainState state(options);
+    ctx.setTrainState(&state);
+    tprt::Tensor param(tprt::DType::BF16, {4});
+    tprt::Tensor grad = tprt::Tensor::uninitialized(tprt::DType::F32, {4});
+    for (int i = 0; i < 4; ++i)
+      grad.f32()[i] = r == 0 ? 1.0f : 1.0f / 512;
+    tprt::accumulate_grad(ctx, grad.to(tprt::DType::BF16), param, "w", -1,
+                          false);
+    tprt::optimizer_boundary(ctx);
+    tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/false, tprt::DType::BF16, "w",
+                                 16, "tp");
+    const tprt::Tensor &sum = ctx.grads()["w"].grad;
+    ok = sum.dtype() == tprt::DType::F32;
+    for (int i = 0; ok && i < 4; ++i)
+      ok &= sum.f32()[i] == 1.0f + float(n - 1) / 512;
+    check(ok && (n == 1 || tprt::bf16ToFloat(tprt::floatToBf16(sum.f32()[0])) !=
+                               sum.f32()[0]),
+          "bf16 gradients reduced in FP32");
+    ctx.setTrainState(nullptr);
   }
 
   int total = 0;
