@@ -11,7 +11,10 @@ Prints a table of median step times (the first step of each run, which
 reads the weights, left out), their ratio (ours / PyTorch; <= 1.0 means no
 slower), peak RSS per rank, and the first step's loss on both sides.
 
-    run.py MODEL_DIR EXE_TP1 EXE_TP2 [--rounds R] [--steps S]"""
+    run.py MODEL_DIR EXE_TP1 EXE_TP2 [--rounds R] [--steps S] [--dtype f32|bf16]
+
+With --dtype bf16 the executables were compiled with tpc --dtype bf16 and
+PyTorch trains model.to(torch.bfloat16)."""
 import argparse
 import json
 import os
@@ -28,6 +31,7 @@ p.add_argument("exe_tp1")
 p.add_argument("exe_tp2")
 p.add_argument("--rounds", type=int, default=3)
 p.add_argument("--steps", type=int, default=4)
+p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
 args = p.parse_args()
 here = os.path.dirname(os.path.abspath(__file__))
 B, K, SEQ = 4, 2, 128
@@ -50,7 +54,8 @@ def ours(exe, data, threads, ranks, log):
 def torch_run(mode, data, threads):
     cmd = [sys.executable, os.path.join(here, "torch_step.py"), mode,
            args.model_dir, data, "--steps", str(args.steps), "--threads",
-           str(threads), "--micro-batch", str(B), "--grad-accum", str(K)]
+           str(threads), "--micro-batch", str(B), "--grad-accum", str(K),
+           "--dtype", args.dtype]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -81,7 +86,8 @@ with tempfile.TemporaryDirectory() as tmp:
 print(f"bench/train: medium Llama (hidden 512, 4 layers, 8/4 heads, MLP 1408, "
       f"vocab 4096), one AdamW step of {K} micro-batches x batch {B} x seq "
       f"{SEQ}; median over {args.rounds} alternating rounds of "
-      f"{args.steps - 1} timed steps")
+      f"{args.steps - 1} timed steps"
+      + (f"; both sides in {args.dtype}" if args.dtype != "f32" else ""))
 print("| program | peer | ours (ms/step) | peer (ms/step) | ratio ours/peer "
       "| peak RSS per rank, ours / peer (MiB) | step-1 loss, ours / peer |")
 print("|---|---|---|---|---|---|---|")

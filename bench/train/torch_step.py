@@ -29,7 +29,8 @@ from make_model import medium_llama  # noqa: E402
 def build(args):
     config = transformers.LlamaConfig.from_json_file(
         os.path.join(args.model_dir, "config.json"))
-    return medium_llama(config)  # the ONNX file's weights
+    model = medium_llama(config)  # the ONNX file's weights
+    return model.to(torch.bfloat16) if args.dtype == "bf16" else model
 
 
 def train(args, model, sync=lambda: None):
@@ -98,7 +99,8 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--micro-batch", type=int, default=4)
     p.add_argument("--grad-accum", type=int, default=2)
-    args = p.parse_args()
+    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                   help="bf16: the model converted with model.to(torch.bfloat16)")
     args = p.parse_args()
     if args.mode == "eager":
         torch.set_num_threads(args.threads)

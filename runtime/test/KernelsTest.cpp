@@ -207,6 +207,19 @@ TEST(Kernels, ReducedPrecisionKernelsRoundTheirOutputOnce) {
       ConstantWeights constant;
       expectWithinUlp(linear(ctx(), x, w), dtype, product, "packed linear");
     }
+    // The backward's products: dx = dy w, dw = dy^T x.
+    Tensor dy = randomTensor({1, rows, out}, 64).to(dtype);
+    Tensor dyf = dy.to(DType::F32);
+    std::vector<double> dx(rows * in, 0.0), dw(out * in, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < out; ++j)
+        for (int64_t i = 0; i < in; ++i) {
+          double g = dyf.f32()[r * out + j];
+          dx[r * in + i] += g * wf.f32()[j * in + i];
+          dw[j * in + i] += g * xf.f32()[r * in + i];
+        }
+    expectWithinUlp(linear_grad_input(ctx(), dy, w), dtype, dx, "grad input");
+    expectWithinUlp(linear_grad_weight(ctx(), dy, x), dtype, dw, "grad weight");
     // An f32 weight (a kept f32 LoRA factor) under a reduced activation.
     expectWithinUlp(linear(ctx(), x, wf), dtype, product, "f32 weight");
 
@@ -216,6 +229,19 @@ TEST(Kernels, ReducedPrecisionKernelsRoundTheirOutputOnce) {
       silu[i] = v / (1 + std::exp(-v));
     }
     expectWithinUlp(tprt::silu(ctx(), x), dtype, silu, "silu");
+    // The elementwise maps read and write the narrow type directly.
+    Tensor y = randomTensor({1, rows, in}, 65).to(dtype);
+    Tensor yf = y.to(DType::F32);
+    std::vector<double> sum(x.numel()), prod(x.numel()), siluGrad(x.numel());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double a = xf.f32()[i], b = yf.f32()[i], s = 1 / (1 + std::exp(-a));
+      sum[i] = a + b;
+      prod[i] = a * b;
+      siluGrad[i] = b * s * (1 + a * (1 - s));
+    }
+    expectWithinUlp(add(ctx(), x, y), dtype, sum, "add");
+    expectWithinUlp(mul(ctx(), x, y), dtype, prod, "mul");
+    expectWithinUlp(silu_grad(ctx(), x, y), dtype, siluGrad, "silu_grad");
     // The norm's statistics in f32 over reduced inputs, an f32 weight.
     Tensor nw = randomTensor({in}, 63);
     std::vector<double> norm(x.numel());

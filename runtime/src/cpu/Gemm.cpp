@@ -162,8 +162,31 @@ enum Kind {
   GradInput,
   GradWeight,
   LinearBf16,
-  LinearBf16Packed
+  LinearBf16Packed,
+  GradInputBf16,
+  GradWeightBf16
 };
+
+/// A primitive of bf16 operands and result, made on first use; null when
+/// this machine's oneDNN has none (said once: the callers then widen).
+Primitive *bf16Primitive(const Key &key, const memory::desc &src,
+                         const memory::desc &weights, const memory::desc &dst) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  static bool unsupported = false;
+  if (unsupported)
+    return nullptr;
+  auto it = primitives.find(key);
+  if (it == primitives.end()) {
+    try {
+      matmul::primitive_desc desc = matmulDesc(src, weights, dst);
+      it = primitives.emplace(key, Primitive{desc, matmul(desc)}).first;
+    } catch (const dnnl::error &) {
+      unsupported = true;
+      return nullptr;
+    }
+  }
+  return &it->second;
+}
 /// Added to the kind of a product whose operands are rounded to bf16.
 constexpr int kBf16 = 8;
 } // namespace
@@ -215,29 +238,12 @@ bool linearBf16(const Tensor &w, const uint16_t *x, uint16_t *out,
   Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
   Dims srcStrides = {rows * in, in, 1}, dstStrides = {rows * outF, outF, 1};
   memory::desc plainWeight = bf16(wei, {in * outF, 1, in});
-  Key key{packed ? LinearBf16Packed : LinearBf16, batch, rows, outF, in};
-  Primitive *p = nullptr;
-  {
-    // A machine whose oneDNN has no bf16 matmul says so once: no primitive
-    // is made, and the caller widens.
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    static bool unsupported = false;
-    if (unsupported)
-      return false;
-    auto it = primitives.find(key);
-    if (it == primitives.end()) {
-      try {
-        matmul::primitive_desc desc = matmulDesc(
-            bf16(src, srcStrides), packed ? bf16Any(wei) : plainWeight,
-            bf16(dst, dstStrides));
-        it = primitives.emplace(key, Primitive{desc, matmul(desc)}).first;
-      } catch (const dnnl::error &) {
-        unsupported = true;
-        return false;
-      }
-    }
-    p = &it->second;
-  }
+  Primitive *p = bf16Primitive(
+      {packed ? LinearBf16Packed : LinearBf16, batch, rows, outF, in},
+      bf16(src, srcStrides), packed ? bf16Any(wei) : plainWeight,
+      bf16(dst, dstStrides));
+  if (!p)
+    return false;
   memory srcMem(bf16(src, srcStrides), dnnlEngine(), const_cast<uint16_t *>(x));
   memory dstMem(bf16(dst, dstStrides), dnnlEngine(), out);
   if (packed) {
@@ -274,6 +280,36 @@ void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
       memory(p.desc.dst_desc(), dnnlEngine(), out));
 }
 } // namespace
+
+namespace {
+/// out[m, n] = A[m, k] B[k, n] on bf16 operands into a bf16 result.
+bool productBf16(int kind, int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                 const Dims &aStrides, const uint16_t *b, const Dims &bStrides,
+                 uint16_t *out) {
+  Dims aDims = {m, k}, bDims = {k, n};
+  Primitive *p = bf16Primitive({kind, 1, m, n, k}, bf16(aDims, aStrides),
+                               bf16(bDims, bStrides), bf16({m, n}, {n, 1}));
+  if (!p)
+    return false;
+  run(*p,
+      memory(bf16(aDims, aStrides), dnnlEngine(), const_cast<uint16_t *>(a)),
+      memory(bf16(bDims, bStrides), dnnlEngine(), const_cast<uint16_t *>(b)),
+      memory(p->desc.dst_desc(), dnnlEngine(), out));
+  return true;
+}
+} // namespace
+
+bool linearGradInputBf16(const uint16_t *dy, const uint16_t *w, uint16_t *dx,
+                         int64_t rows, int64_t in, int64_t out) {
+  return productBf16(GradInputBf16, rows, in, out, dy, {out, 1}, w, {in, 1},
+                     dx);
+}
+
+bool linearGradWeightBf16(const uint16_t *dy, const uint16_t *x, uint16_t *dw,
+                          int64_t rows, int64_t in, int64_t out) {
+  return productBf16(GradWeightBf16, out, in, rows, dy, {1, out}, x, {in, 1},
+                     dw);
+}
 
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
                      int64_t in, int64_t out, bool bf16Operands) {
@@ -336,6 +372,16 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
 
 bool linearBf16(const Tensor &, const uint16_t *, uint16_t *, int64_t, int64_t,
                 bool) {
+  return false;
+}
+
+bool linearGradInputBf16(const uint16_t *, const uint16_t *, uint16_t *,
+                         int64_t, int64_t, int64_t) {
+  return false;
+}
+
+bool linearGradWeightBf16(const uint16_t *, const uint16_t *, uint16_t *,
+                          int64_t, int64_t, int64_t) {
   return false;
 }
 

@@ -49,6 +49,13 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
 bool linearBf16(const Tensor &w, const uint16_t *x, uint16_t *out,
                 int64_t batch, int64_t rows, bool packed);
 
+/// The backward's two products of a bf16 program, bf16 operands and results
+/// with f32 accumulation (false where there is no bf16 product, as above).
+bool linearGradInputBf16(const uint16_t *dy, const uint16_t *w, uint16_t *dx,
+                         int64_t rows, int64_t in, int64_t out);
+bool linearGradWeightBf16(const uint16_t *dy, const uint16_t *x, uint16_t *dw,
+                          int64_t rows, int64_t in, int64_t out);
+
 /// The backward's two products, with all threads: dx[rows, in] = dy[rows,
 /// out] w[out, in] and dw[out, in] = dy[rows, out]^T x[rows, in].
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -92,7 +93,40 @@ inline void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {
           b.describe());
 }
 
+/// One bf16 element as f32, and an f32 rounded to bf16 as floatToBf16 does:
+/// inline, so that the elementwise loops of a bf16 program read and write
+/// bf16 directly (and vectorize) instead of converting whole tensors.
+inline float bf16Load(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t bf16Store(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1)) >> 16;
+  bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  return static_cast<uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
+}
+inline bool onHostAsBf16(const Tensor &t) {
+  return t.defined() && t.dtype() == DType::BF16 && !t.onGpu();
+}
+
+/// fn over every element, in f32; a bf16 input gives a bf16 output (f16
+/// ones go through f32 copies).
 template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
+  if (onHostAsBf16(x)) {
+    Tensor out = Tensor::uninitialized(DType::BF16, x.shape());
+    const auto *in = static_cast<const uint16_t *>(x.raw());
+    auto *o = static_cast<uint16_t *>(out.raw());
+    int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = bf16Store(fn(bf16Load(in[i])));
+    return out;
+  }
+  TPRT_IN_F32(x, unaryMap(widened(x), op, fn))
   requireF32(x, op, "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   const float *in = x.f32();
@@ -106,6 +140,19 @@ template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
 
 template <typename Fn>
 Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
+  if (onHostAsBf16(a) && onHostAsBf16(b)) {
+    requireSameShape(a, b, op);
+    Tensor out = Tensor::uninitialized(DType::BF16, a.shape());
+    const auto *x = static_cast<const uint16_t *>(a.raw()),
+               *y = static_cast<const uint16_t *>(b.raw());
+    auto *o = static_cast<uint16_t *>(out.raw());
+    int64_t n = a.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = bf16Store(fn(bf16Load(x[i]), bf16Load(y[i])));
+    return out;
+  }
+  TPRT_IN_F32(reducedType(a, b), binaryMap(widened(a), widened(b), op, fn))
   requireF32(a, op, "the left operand");
   requireF32(b, op, "the right operand");
   requireSameShape(a, b, op);

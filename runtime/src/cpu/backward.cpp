@@ -22,6 +22,19 @@ namespace tprt {
 
 Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   TPRT_ON_CUDA(ctx, linear_grad_input(ctx, dy, w))
+  // A bf16 program's products in bf16 (f32 accumulation).
+  if (dy.dtype() == DType::BF16 && w.dtype() == DType::BF16 && w.rank() == 2 &&
+      dy.rank() >= 1 && dy.dim(-1) == w.dim(0) && w.numel() > 0 &&
+      dy.numel() > 0) {
+    std::vector<int64_t> shape = dy.shape();
+    shape.back() = w.dim(1);
+    Tensor dx = Tensor::uninitialized(DType::BF16, shape);
+    if (cpu::linearGradInputBf16(static_cast<const uint16_t *>(dy.raw()),
+                                 static_cast<const uint16_t *>(w.raw()),
+                                 static_cast<uint16_t *>(dx.raw()),
+                                 dy.numel() / w.dim(0), w.dim(1), w.dim(0)))
+      return dx;
+  }
   TPRT_IN_F32(dy, linear_grad_input(ctx, widened(dy), widened(w)))
   requireF32(dy, "linear_grad_input", "dy");
   requireF32(w, "linear_grad_input", "the weight");
@@ -41,6 +54,17 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
 
 Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
   TPRT_ON_CUDA(ctx, linear_grad_weight(ctx, dy, x))
+  if (dy.dtype() == DType::BF16 && x.dtype() == DType::BF16 && dy.rank() >= 1 &&
+      x.rank() == dy.rank() && dy.numel() > 0 && x.numel() > 0 &&
+      dy.numel() / dy.dim(-1) == x.numel() / x.dim(-1)) {
+    int64_t outF = dy.dim(-1), in = x.dim(-1);
+    Tensor dw = Tensor::uninitialized(DType::BF16, {outF, in});
+    if (cpu::linearGradWeightBf16(static_cast<const uint16_t *>(dy.raw()),
+                                  static_cast<const uint16_t *>(x.raw()),
+                                  static_cast<uint16_t *>(dw.raw()),
+                                  dy.numel() / outF, in, outF))
+      return dw;
+  }
   TPRT_IN_F32(reducedType(dy, x),
               linear_grad_weight(ctx, widened(dy), widened(x)))
   requireF32(dy, "linear_grad_weight", "dy");
@@ -268,7 +292,6 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
 Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   TPRT_ON_CUDA(ctx,
                activation_grad(x, dy, cuda::Activation::Silu, 0, "silu_grad"))
-  TPRT_IN_F32(reducedType(x, dy), silu_grad(ctx, widened(x), widened(dy)))
   return binaryMap(x, dy, "silu_grad", [](float v, float d) {
     float s = 1.0f / (1.0f + std::exp(-v));
     return d * s * (1.0f + v * (1.0f - s));
@@ -278,8 +301,6 @@ Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
 Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   TPRT_ON_CUDA(ctx, activation_grad(x, dy, cuda::Activation::ReluSquared, 0,
                                     "relu_squared_grad"))
-  TPRT_IN_F32(reducedType(x, dy),
-              relu_squared_grad(ctx, widened(x), widened(dy)))
   return binaryMap(x, dy, "relu_squared_grad", [](float v, float d) {
     return v > 0 ? 2.0f * v * d : 0.0f;
   });
@@ -292,8 +313,6 @@ Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                                tanhApproximation ? cuda::Activation::GeluTanh
                                                  : cuda::Activation::Gelu,
                                0, "gelu_grad"))
-  TPRT_IN_F32(reducedType(x, dy),
-              gelu_grad(ctx, widened(x), widened(dy), tanhApproximation))
   if (tanhApproximation)
     return binaryMap(x, dy, "gelu_grad", [](float v, float d) {
       const float k = 0.7978845608028654f; // sqrt(2 / pi)
@@ -313,8 +332,6 @@ Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
   float c = static_cast<float>(cap);
   TPRT_ON_CUDA(
       ctx, activation_grad(x, dy, cuda::Activation::Softcap, c, "softcap_grad"))
-  TPRT_IN_F32(reducedType(x, dy),
-              softcap_grad(ctx, widened(x), widened(dy), cap))
   return binaryMap(x, dy, "softcap_grad", [c](float v, float d) {
     float t = std::tanh(v / c);
     return d * (1.0f - t * t);

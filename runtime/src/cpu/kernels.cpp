@@ -447,34 +447,29 @@ Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
 
 Tensor relu_squared(Context &ctx, const Tensor &x) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::ReluSquared, 0, "relu_squared"))
-  TPRT_IN_F32(x, relu_squared(ctx, widened(x)))
   return unaryMap(x, "relu_squared",
                   [](float v) { return v > 0 ? v * v : 0.0f; });
 }
 
 Tensor add(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Add, "add"))
-  TPRT_IN_F32(reducedType(a, b), add(ctx, widened(a), widened(b)))
   return binaryMap(a, b, "add", [](float x, float y) { return x + y; });
 }
 
 Tensor mul(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Mul, "mul"))
-  TPRT_IN_F32(reducedType(a, b), mul(ctx, widened(a), widened(b)))
   return binaryMap(a, b, "mul", [](float x, float y) { return x * y; });
 }
 
 Tensor scale(Context &ctx, const Tensor &x, double factor) {
   float f = static_cast<float>(factor);
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Scale, f, "scale"))
-  TPRT_IN_F32(x, scale(ctx, widened(x), factor))
   return unaryMap(x, "scale", [f](float v) { return v * f; });
 }
 
 Tensor softcap(Context &ctx, const Tensor &x, double cap) {
   float c = static_cast<float>(cap);
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Softcap, c, "softcap"))
-  TPRT_IN_F32(x, softcap(ctx, widened(x), cap))
   return unaryMap(x, "softcap", [c](float v) { return c * std::tanh(v / c); });
 }
 
