@@ -1,5 +1,6 @@
 //===- tensor.cpp - tprt tensors, dtypes and errors -----------------------===//
 
+#include "Bf16.h"
 #include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
@@ -224,21 +225,9 @@ uint16_t floatToHalf(float f) {
   return half;
 }
 
-float bf16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+float bf16ToFloat(uint16_t b) { return bf16Load(b); }
 
-uint16_t floatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (std::isnan(f))
-    return (bits >> 16) | 0x40u;
-  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1);
-  return (bits + rounding) >> 16;
-}
+uint16_t floatToBf16(float f) { return bf16Store(f); }
 
 Tensor Tensor::to(Device device) const {
   if (device == device_ || !defined())
@@ -302,22 +291,18 @@ Tensor Tensor::to(DType dtype) const {
   // the compiler vectorizes (floatToBf16's rounding, NaNs kept quiet).
   if (from == DType::BF16 && dtype == DType::F32) {
     const auto *in = static_cast<const uint16_t *>(src);
-    auto *o = static_cast<uint32_t *>(dst);
+    auto *o = static_cast<float *>(dst);
 #pragma omp parallel for simd schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i)
-      o[i] = static_cast<uint32_t>(in[i]) << 16;
+      o[i] = bf16Load(in[i]);
     return out;
   }
   if (from == DType::F32 && dtype == DType::BF16) {
-    const auto *in = static_cast<const uint32_t *>(src);
+    const auto *in = static_cast<const float *>(src);
     auto *o = static_cast<uint16_t *>(dst);
 #pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t bits = in[i];
-      uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1)) >> 16;
-      bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-      o[i] = static_cast<uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = bf16Store(in[i]);
     return out;
   }
 #pragma omp parallel for schedule(static) if (n > (1 << 15))

@@ -10,13 +10,13 @@
 #define TPRT_CPU_KERNELUTILS_H
 
 #include "Activation.h"
+#include "Bf16.h"
 #include "Gemm.h"
 #include "cuda/Tiling.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 
@@ -93,22 +93,8 @@ inline void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {
           b.describe());
 }
 
-/// One bf16 element as f32, and an f32 rounded to bf16 as floatToBf16 does:
-/// inline, so that the elementwise loops of a bf16 program read and write
-/// bf16 directly (and vectorize) instead of converting whole tensors.
-inline float bf16Load(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-inline uint16_t bf16Store(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1)) >> 16;
-  bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  return static_cast<uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
-}
+/// The elementwise loops of a bf16 program read and write bf16 directly
+/// (Bf16.h) instead of converting whole tensors.
 inline bool onHostAsBf16(const Tensor &t) {
   return t.defined() && t.dtype() == DType::BF16 && !t.onGpu();
 }
