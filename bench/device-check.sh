@@ -61,8 +61,10 @@ prepare)
   for name in "${names[@]}"; do
     model=test/models/$name
     [ -f "$root/$model/ts_fold.onnx" ] || { echo "device-check.sh: no model '$name' under test/models" >&2; exit 1; }
+    # f32 programs: the CUDA backend takes no bf16 ones yet (a bf16
+    # checkpoint computes in f32).
     "$tpc" "$root/$model/ts_fold.onnx" --hf-config "$root/$model/config.json" \
-      --emit cpp -o "$dir/work/$name" >/dev/null
+      --dtype f32 --emit cpp -o "$dir/work/$name" >/dev/null
     cp "$dir/work/$name/model.cpp" "$dir/programs/$name.cpp"
     # name, model file, reference directory (relative to the tree's
     # root), ranks
@@ -73,7 +75,7 @@ prepare)
   name=${names[0]}_tp2
   model=test/models/${names[0]}
   "$tpc" "$root/$model/ts_fold.onnx" --hf-config "$root/$model/config.json" \
-    --tp 2 --emit cpp -o "$dir/work/$name" >/dev/null
+    --tp 2 --dtype f32 --emit cpp -o "$dir/work/$name" >/dev/null
   cp "$dir/work/$name/model.cpp" "$dir/programs/$name.cpp"
   printf '%s\t%s\t%s\t2\n' "$name" "$model/ts_fold.onnx" "$model/ref" >>"$manifest"
   # The training programs (tpc --train) of the models with a PyTorch
@@ -85,10 +87,10 @@ prepare)
     # The folded export, or where folding took what training needs
     # (Gemma's 1 + w), the unfolded one.
     export=ts_fold.onnx
-    "$tpc" "$root/$model/$export" --train --emit cpp -o "$dir/work/${name}_train" \
+    "$tpc" "$root/$model/$export" --train --dtype f32 --emit cpp -o "$dir/work/${name}_train" \
       >/dev/null 2>&1 || {
       export=ts_nofold.onnx
-      "$tpc" "$root/$model/$export" --train --emit cpp -o "$dir/work/${name}_train" >/dev/null
+      "$tpc" "$root/$model/$export" --train --dtype f32 --emit cpp -o "$dir/work/${name}_train" >/dev/null
     }
     cp "$dir/work/${name}_train/model.cpp" "$dir/programs/${name}_train.cpp"
     printf '%s\t%s\t%s\n' "${name}_train" "$model/$export" "$model/train" >>"$dir/train.tsv"
