@@ -13,7 +13,10 @@ only:
 Needs the model tools (scripts/setup.sh --models).
 """
 import argparse
+import contextlib
+import inspect
 import os
+import textwrap
 import sys
 import warnings
 
@@ -25,7 +28,42 @@ import generate
 warnings.filterwarnings("ignore")
 
 
+@contextlib.contextmanager
+def remote_code_in_proj_split():
+    """transformers' Mamba2 mixer as NVIDIA's remote code
+    (modeling_nemotron_h.py) splits its in_proj output: into five pieces,
+    the first two of d_mlp = 0 features, instead of three. The dynamo
+    exporter keeps them: one Split with five outputs, three of them used."""
+    import transformers.models.nemotron_h.modeling_nemotron_h as nh
+    mixer = next(c for n, c in vars(nh).items()
+                 if isinstance(c, type) and n.endswith("Mamba2Mixer"))
+    original = mixer.forward
+    lines = textwrap.dedent(inspect.getsource(original)).split("\n")
+    i = next(k for k, line in enumerate(lines)
+             if "gate, hidden_states_B_C, dt = projected_states.split(" in line)
+    assert lines[i + 2].strip() == ")", "transformers' mixer changed"
+    indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+    lines[i:i + 3] = [
+        indent + "d_mlp = (projected_states.shape[-1] - 2 * self.intermediate_size"
+        " - 2 * self.n_groups * self.ssm_state_size - self.num_heads) // 2",
+        indent + "_, _, gate, hidden_states_B_C, dt = projected_states.split("
+        "[d_mlp, d_mlp, self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)"]
+    scope = {}
+    exec(compile("\n".join(lines), nh.__file__, "exec"), nh.__dict__, scope)
+    mixer.forward = scope["forward"]
+    try:
+        yield
+    finally:
+        mixer.forward = original
+
+
 def make_variant(name, out):
+    with (remote_code_in_proj_split() if name == "nemotron_h_backbone"
+          else contextlib.nullcontext()):
+        make_variant_as_built(name, out)
+
+
+def make_variant_as_built(name, out):
     config, hf = generate.build(name)
     dtype = generate.VARIANT_DTYPES.get(name)
     upcast = None
