@@ -189,10 +189,13 @@ VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
 # rotary inverse frequencies stay float32): the Llama's weights rounded.
 VARIANTS["llama_bf16"] = llama
 VARIANTS["llama_f16"] = llama
+VARIANTS["qwen2_bf16"] = qwen2
+VARIANTS["qwen3_bf16"] = qwen3
 VARIANTS["gemma3_bf16"] = gemma3
 VARIANTS["nemotron_h_bf16"] = nemotron_h
 ARCHS.update(VARIANTS)
 VARIANT_DTYPES = {"llama_bf16": torch.bfloat16, "llama_f16": torch.float16,
+                  "qwen2_bf16": torch.bfloat16, "qwen3_bf16": torch.bfloat16,
                   "gemma3_bf16": torch.bfloat16,
                   "nemotron_h_bf16": torch.bfloat16}
 
