@@ -47,6 +47,9 @@ public:
   void step(Context &ctx);
 
 private:
+  /// One parameter's update, on its f32 values.
+  void update(const std::string &fqn, Tensor &param, const Tensor &grad);
+
   const TrainOptions &options_;
   std::string name_; ///< "adamw" or "sgd"
   int64_t step_ = 0;
