@@ -256,4 +256,49 @@ TEST(Gradients, CrossEntropy) {
                    62);
 }
 
+TEST(Gradients, CrossEntropyAcrossRowBlocks) {
+  // 2 x 19 positions: blocks of the vectorized exponentials end inside a
+  // row of the batch and the last one is partial. Each position's loss term
+  // and gradient row against softmax - onehot computed here in double.
+  const int64_t batch = 2, seq = 19, vocab = 33;
+  Tensor logits = randomTensor({batch, seq, vocab}, 63, -8.0f, 8.0f);
+  Tensor ids(DType::I64, {batch, seq}), mask(DType::I64, {batch, seq});
+  for (int64_t i = 0; i < batch * seq; ++i) {
+    ids.i64()[i] = (i * 7 + 3) % vocab;
+    mask.i64()[i] = i % 5 != 4;
+  }
+  Tensors out = cross_entropy(ctx(), logits, ids, mask);
+  Tensor grad = cross_entropy_grad(ctx(), logits, ids, mask, out[1], false);
+  double want = 0;
+  for (int64_t p = 0; p < batch * seq; ++p) {
+    const float *row = logits.f32() + p * vocab;
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(double(row[v]));
+    EXPECT_NEAR(out[1].f32()[p], std::log(sum), 1e-5) << p;
+    bool counts = (p % seq) + 1 < seq && mask.i64()[p + 1];
+    int64_t label = counts ? ids.i64()[p + 1] : -1;
+    if (counts)
+      want += std::log(sum) - row[label];
+    for (int64_t v = 0; v < vocab; ++v) {
+      double g = counts ? std::exp(double(row[v])) / sum - (v == label) : 0;
+      ASSERT_NEAR(grad.f32()[p * vocab + v], g, 1e-6) << p << ", " << v;
+    }
+  }
+  EXPECT_NEAR(out[0].f32()[0], want, 1e-5 * want);
+}
+
+TEST(Gradients, SiluGradAcrossBlocks) {
+  // More elements than one block of the vector loop, with a tail.
+  const int64_t n = 40003;
+  Tensor x = randomTensor({n}, 71, -12.0f, 12.0f), dy = randomTensor({n}, 72);
+  Tensor grad = silu_grad(ctx(), x, dy);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x.f32()[i], s = 1 / (1 + std::exp(-v));
+    double want = dy.f32()[i] * s * (1 + v * (1 - s));
+    ASSERT_NEAR(grad.f32()[i], want, 2e-6 * std::max(1.0, std::fabs(want)))
+        << i;
+  }
+}
+
 } // namespace

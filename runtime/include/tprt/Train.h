@@ -47,7 +47,7 @@ public:
   void step(Context &ctx);
 
 private:
-  /// One parameter's update, on its f32 values.
+  /// One parameter's update, on its f32 values (a bf16 one in f32 blocks).
   void update(const std::string &fqn, Tensor &param, const Tensor &grad);
 
   const TrainOptions &options_;

@@ -33,6 +33,8 @@ algorithm algorithmOf(Activation f) {
     return algorithm::eltwise_gelu_tanh;
   case Activation::Exp:
     return algorithm::eltwise_exp;
+  case Activation::Sigmoid:
+    return algorithm::eltwise_logistic;
   }
   fatal("unknown activation");
 }
@@ -103,6 +105,11 @@ void activation(Activation f, const float *x, float *out, int64_t n) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
       out[i] = std::exp(x[i]);
+    return;
+  case Activation::Sigmoid:
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = 1.0f / (1.0f + std::exp(-x[i]));
     return;
   }
 }

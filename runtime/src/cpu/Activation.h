@@ -20,6 +20,7 @@ enum class Activation {
   Gelu,     // 0.5 x (1 + erf(x / sqrt 2))
   GeluTanh, // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
   Exp,      // exp(x), 0 at -inf: the attention's softmax
+  Sigmoid,  // 1 / (1 + exp(-x)): SiLU's derivative
 };
 
 /// out[i] = f(x[i]) for i < n (in place when out == x), with all the

@@ -1,6 +1,11 @@
 //===- Vector.cpp - loops compiled for the machine's vector unit ----------===//
 
 #include "Vector.h"
+#include "Activation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TPRT_VECTOR_CLONES                                                     \
@@ -26,6 +31,73 @@ TPRT_VECTOR_CLONES void scaleRow(const float *x, float inv, const float *weight,
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     out[i] = (x[i] * inv) * (offset + weight[i]);
+}
+
+TPRT_VECTOR_CLONES double maxMagnitude(const float *x, int64_t n) {
+  float largest = 0;
+  int nan = 0; // a max reduction would drop NaNs
+#pragma omp simd reduction(max : largest) reduction(| : nan)
+  for (int64_t i = 0; i < n; ++i) {
+    largest = std::max(largest, std::fabs(x[i]));
+    nan |= x[i] != x[i];
+  }
+  return nan ? std::numeric_limits<double>::quiet_NaN() : largest;
+}
+
+namespace {
+TPRT_VECTOR_CLONES void shifted(const float *x, float shift, float *out,
+                                int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = x[i] - shift;
+}
+
+TPRT_VECTOR_CLONES double sumOf(const float *x, int64_t n) {
+  double total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i)
+    total += x[i];
+  return total;
+}
+} // namespace
+
+void expShiftedRows(const float *x, const float *shifts, int64_t rows,
+                    int64_t n, float *out) {
+  for (int64_t r = 0; r < rows; ++r)
+    shifted(x + r * n, shifts[r], out + r * n, n);
+  // One primitive call for the block: oneDNN's call costs about what one
+  // row of a small vocabulary block does.
+  activation(Activation::Exp, out, out, rows * n);
+}
+
+void sumsOfExpRows(const float *x, const float *shifts, int64_t rows, int64_t n,
+                   float *scratch, double *sums) {
+  expShiftedRows(x, shifts, rows, n, scratch);
+  for (int64_t r = 0; r < rows; ++r)
+    sums[r] = sumOf(scratch + r * n, n);
+}
+
+TPRT_VECTOR_CLONES void siluGradFromSigmoid(const float *x, const float *dy,
+                                            float *out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    float s = out[i];
+    out[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
+  }
+}
+
+TPRT_VECTOR_CLONES void adamwStep(float *p, const float *g, float *m, float *v,
+                                  int64_t n, float decay, float beta1,
+                                  float beta2, float stepSize, float root2,
+                                  float eps) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] *= decay;
+    m[i] += (1.0f - beta1) * (g[i] - m[i]); // lerp
+    v[i] = v[i] * beta2 + (1.0f - beta2) * g[i] * g[i];
+    float denom = std::sqrt(v[i]) / root2 + eps;
+    p[i] -= stepSize * (m[i] / denom);
+  }
 }
 
 } // namespace tprt::cpu

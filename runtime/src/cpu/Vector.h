@@ -3,7 +3,10 @@
 // The runtime is compiled for baseline x86-64 (SSE2), so that one build
 // runs everywhere. The few hot loops that no library primitive covers are
 // compiled here once per vector ISA (GCC/Clang target_clones: AVX-512,
-// AVX2, baseline), and the loader picks the clone the CPU supports.
+// AVX2, baseline), and the loader picks the clone the CPU supports. The
+// file is compiled without errno from math functions (so that sqrt
+// vectorizes) and without FMA contraction (so that every clone rounds as
+// the scalar code does). Each function runs on the calling thread only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +25,32 @@ double sumOfSquares(const float *x, int64_t n);
 /// HF's order of operations.
 void scaleRow(const float *x, float inv, const float *weight, float offset,
               float *out, int64_t n);
+
+/// The largest |x[i]|, NaN when some x[i] is.
+double maxMagnitude(const float *x, int64_t n);
+
+/// out[r, i] = exp(x[r, i] - shifts[r]) over a block of rows x n (in place
+/// when out == x): a softmax's numerators.
+void expShiftedRows(const float *x, const float *shifts, int64_t rows,
+                    int64_t n, float *out);
+
+/// sums[r] = sum over i of exp(x[r, i] - shifts[r]), in double, `scratch`
+/// (rows x n floats) holding the exponentials: a softmax's denominators.
+void sumsOfExpRows(const float *x, const float *shifts, int64_t rows, int64_t n,
+                   float *scratch, double *sums);
+
+/// out[i] = dy[i] * s * (1 + x[i] (1 - s)) where s = sigmoid(x[i]) is what
+/// out[i] holds on entry: SiLU's derivative applied to dy.
+void siluGradFromSigmoid(const float *x, const float *dy, float *out,
+                         int64_t n);
+
+/// One AdamW step over n elements in torch.optim.AdamW's order of
+/// operations (decoupled decay, lerp of the first moment, the second
+/// moment, then p -= step_size * m / (sqrt(v) / root2 + eps)); the results
+/// are those of the scalar loop, bit for bit (no contraction to FMA).
+void adamwStep(float *p, const float *g, float *m, float *v, int64_t n,
+               float decay, float beta1, float beta2, float stepSize,
+               float root2, float eps);
 
 } // namespace tprt::cpu
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelUtils.h"
+#include "Vector.h"
 #include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
@@ -21,6 +22,9 @@
 
 namespace tprt {
 namespace {
+
+/// Positions whose exponentials one vectorized call computes.
+constexpr int64_t kRowBlock = 16;
 
 /// The shapes of a loss call: logits [B, S, V], ids and mask [B, S].
 struct LossShape {
@@ -80,13 +84,18 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
     if (label >= start && label < start + s.vocab)
       targets[i] = x[i * s.vocab + label - start];
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < positions; ++i) {
-    const float *row = x + i * s.vocab;
-    double sum = 0;
-    for (int64_t v = 0; v < s.vocab; ++v)
-      sum += std::exp(row[v] - m[i]);
-    sums[i] = static_cast<float>(sum);
+#pragma omp parallel
+  {
+    std::vector<float> scratch(kRowBlock * s.vocab);
+    double blockSums[kRowBlock];
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < positions; i += kRowBlock) {
+      int64_t rows = std::min(kRowBlock, positions - i);
+      cpu::sumsOfExpRows(x + i * s.vocab, m + i, rows, s.vocab, scratch.data(),
+                         blockSums);
+      for (int64_t r = 0; r < rows; ++r)
+        sums[i + r] = static_cast<float>(blockSums[r]);
+    }
   }
   if (vocabParallel) {
     ctx.tp().allReduceSum(sums.data(), positions);
@@ -134,19 +143,21 @@ Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
   if (lse.shape() != ids.shape())
     fatal("cross_entropy_grad: lse " + lse.describe() + " is not [B, S]");
   int64_t start = vocabParallel ? ctx.tp().rank() * s.vocab : 0;
-  Tensor out(DType::F32, logits.shape());
+  Tensor out = Tensor::uninitialized(DType::F32, logits.shape());
   const float *x = logits.f32(), *l = lse.f32();
   float *o = out.f32();
   int64_t positions = s.batch * s.seq;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < positions; ++i) {
-    int64_t label = s.label(ids, mask, i / s.seq, i % s.seq);
-    if (label < 0)
-      continue;
-    for (int64_t v = 0; v < s.vocab; ++v)
-      o[i * s.vocab + v] = std::exp(x[i * s.vocab + v] - l[i]);
-    if (label >= start && label < start + s.vocab)
-      o[i * s.vocab + label - start] -= 1.0f;
+  for (int64_t i = 0; i < positions; i += kRowBlock) {
+    int64_t rows = std::min(kRowBlock, positions - i);
+    cpu::expShiftedRows(x + i * s.vocab, l + i, rows, s.vocab, o + i * s.vocab);
+    for (int64_t p = i; p < i + rows; ++p) {
+      int64_t label = s.label(ids, mask, p / s.seq, p % s.seq);
+      if (label < 0)
+        std::fill_n(o + p * s.vocab, s.vocab, 0.0f);
+      else if (label >= start && label < start + s.vocab)
+        o[p * s.vocab + label - start] -= 1.0f;
+    }
   }
   return out;
 }

@@ -8,12 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/Vector.h"
 #include "cuda/Cuda.h"
 #include "tprt/Train.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace tprt {
 namespace {
@@ -60,20 +62,31 @@ void copyFloats(float *dst, const float *src, int64_t n, Device device) {
   std::copy_n(src, n, dst);
 }
 
-/// {sum of squares, largest magnitude} of a gradient buffer.
-std::pair<double, double> normParts(const Tensor &grad) {
+/// A gradient buffer's sum of squares (`inf` false) or largest magnitude.
+double normPart(const Tensor &grad, bool inf) {
   const float *g = grad.f32();
   int64_t n = grad.numel();
 #ifdef TPRT_WITH_CUDA
-  if (grad.onGpu())
-    return cuda::normParts(g, n);
-#endif
-  double sum = 0, max = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    sum += static_cast<double>(g[i]) * g[i];
-    max = maxMagnitude(max, std::fabs(static_cast<double>(g[i])));
+  if (grad.onGpu()) {
+    auto [squares, largest] = cuda::normParts(g, n);
+    return inf ? largest : squares;
   }
-  return {sum, max};
+#endif
+  if (inf)
+    return cpu::maxMagnitude(g, n);
+  // Blocks of the vector loop (cpu/Vector.h) over the threads, summed in
+  // block order: every rank gets the same bits for the same gradient,
+  // whatever its thread count (replicas apply the same clipping).
+  constexpr int64_t kBlock = 65536;
+  std::vector<double> blocks((n + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < static_cast<int64_t>(blocks.size()); ++b)
+    blocks[b] =
+        cpu::sumOfSquares(g + b * kBlock, std::min(kBlock, n - b * kBlock));
+  double squares = 0;
+  for (double block : blocks)
+    squares += block;
+  return squares;
 }
 
 /// The gradient buffers of a bucket's newline-separated FQNs, in order;
@@ -205,8 +218,7 @@ Tensor grad_norm(Context &ctx) {
   // counted once.
   double parts[2] = {0, 0};
   for (auto &[fqn, buffer] : ctx.grads()) {
-    auto [squares, largest] = normParts(buffer.grad);
-    double part = inf ? largest : squares;
+    double part = normPart(buffer.grad, inf);
     // A block that several ranks hold (KV heads fewer than the ranks):
     // each of its copies counted once.
     auto layout = ctx.paramLayouts().find(fqn);
