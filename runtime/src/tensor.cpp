@@ -1,6 +1,7 @@
 //===- tensor.cpp - tprt tensors, dtypes and errors -----------------------===//
 
 #include "Bf16.h"
+#include "cpu/Vector.h"
 #include "cuda/Cuda.h"
 #include "tprt/tprt.h"
 
@@ -287,22 +288,23 @@ Tensor Tensor::to(DType dtype) const {
   const void *src = raw();
   void *dst = out.raw();
   DType from = dtype_;
-  // bf16 <-> f32, every kernel call of a bf16 program: branch-free loops
-  // the compiler vectorizes (floatToBf16's rounding, NaNs kept quiet).
+  // bf16 <-> f32, every kernel call of a bf16 program: the vector loops of
+  // cpu/Vector.h in blocks over the threads.
+  constexpr int64_t kBlock = 1 << 15;
   if (from == DType::BF16 && dtype == DType::F32) {
     const auto *in = static_cast<const uint16_t *>(src);
     auto *o = static_cast<float *>(dst);
-#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = bf16Load(in[i]);
+#pragma omp parallel for schedule(static) if (n > 2 * kBlock)
+    for (int64_t i = 0; i < n; i += kBlock)
+      cpu::widenBf16(in + i, o + i, std::min(kBlock, n - i));
     return out;
   }
   if (from == DType::F32 && dtype == DType::BF16) {
     const auto *in = static_cast<const float *>(src);
     auto *o = static_cast<uint16_t *>(dst);
-#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = bf16Store(in[i]);
+#pragma omp parallel for schedule(static) if (n > 2 * kBlock)
+    for (int64_t i = 0; i < n; i += kBlock)
+      cpu::narrowToBf16(in + i, o + i, std::min(kBlock, n - i));
     return out;
   }
 #pragma omp parallel for schedule(static) if (n > (1 << 15))

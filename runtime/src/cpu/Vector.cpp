@@ -2,6 +2,7 @@
 
 #include "Vector.h"
 #include "Activation.h"
+#include "Bf16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,6 +32,18 @@ TPRT_VECTOR_CLONES void scaleRow(const float *x, float inv, const float *weight,
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     out[i] = (x[i] * inv) * (offset + weight[i]);
+}
+
+TPRT_VECTOR_CLONES void widenBf16(const uint16_t *x, float *out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16Load(x[i]);
+}
+
+TPRT_VECTOR_CLONES void narrowToBf16(const float *x, uint16_t *out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16Store(x[i]);
 }
 
 TPRT_VECTOR_CLONES double maxMagnitude(const float *x, int64_t n) {

@@ -26,6 +26,11 @@ double sumOfSquares(const float *x, int64_t n);
 void scaleRow(const float *x, float inv, const float *weight, float offset,
               float *out, int64_t n);
 
+/// out[i] = x[i] for bf16 x (exact), and the reverse, rounded to nearest
+/// even with NaNs kept quiet (Bf16.h's conversions).
+void widenBf16(const uint16_t *x, float *out, int64_t n);
+void narrowToBf16(const float *x, uint16_t *out, int64_t n);
+
 /// The largest |x[i]|, NaN when some x[i] is.
 double maxMagnitude(const float *x, int64_t n);
 

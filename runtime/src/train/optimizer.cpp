@@ -7,7 +7,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Bf16.h"
 #include "cpu/Vector.h"
 #include "cuda/Cuda.h"
 #include "tprt/Train.h"
@@ -52,13 +51,9 @@ template <typename Fn> void forEachBlockInF32(Tensor &param, Fn fn) {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; i += kBlock) {
       int64_t count = std::min(kBlock, n - i);
-#pragma omp simd
-      for (int64_t j = 0; j < count; ++j)
-        work[j] = bf16Load(p[i + j]);
+      cpu::widenBf16(p + i, work.data(), count);
       fn(work.data(), i, count);
-#pragma omp simd
-      for (int64_t j = 0; j < count; ++j)
-        p[i + j] = bf16Store(work[j]);
+      cpu::narrowToBf16(work.data(), p + i, count);
     }
   }
 }
