@@ -290,21 +290,21 @@ Tensor Tensor::to(DType dtype) const {
   DType from = dtype_;
   // bf16 <-> f32, every kernel call of a bf16 program: the vector loops of
   // cpu/Vector.h in blocks over the threads.
-  constexpr int64_t kBlock = 1 << 15;
+  constexpr int64_t kBlock = 1 << 16;
   if (from == DType::BF16 && dtype == DType::F32) {
     const auto *in = static_cast<const uint16_t *>(src);
     auto *o = static_cast<float *>(dst);
-#pragma omp parallel for schedule(static) if (n > 2 * kBlock)
-    for (int64_t i = 0; i < n; i += kBlock)
-      cpu::widenBf16(in + i, o + i, std::min(kBlock, n - i));
+    cpu::parallelBlocks(n, kBlock, [&](int64_t begin, int64_t count) {
+      cpu::widenBf16(in + begin, o + begin, count);
+    });
     return out;
   }
   if (from == DType::F32 && dtype == DType::BF16) {
     const auto *in = static_cast<const float *>(src);
     auto *o = static_cast<uint16_t *>(dst);
-#pragma omp parallel for schedule(static) if (n > 2 * kBlock)
-    for (int64_t i = 0; i < n; i += kBlock)
-      cpu::narrowToBf16(in + i, o + i, std::min(kBlock, n - i));
+    cpu::parallelBlocks(n, kBlock, [&](int64_t begin, int64_t count) {
+      cpu::narrowToBf16(in + begin, o + begin, count);
+    });
     return out;
   }
 #pragma omp parallel for schedule(static) if (n > (1 << 15))

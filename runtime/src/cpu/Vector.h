@@ -13,6 +13,7 @@
 #ifndef TPRT_CPU_VECTOR_H
 #define TPRT_CPU_VECTOR_H
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tprt::cpu {
@@ -25,6 +26,15 @@ double sumOfSquares(const float *x, int64_t n);
 /// HF's order of operations.
 void scaleRow(const float *x, float inv, const float *weight, float offset,
               float *out, int64_t n);
+
+/// fn(begin, count) over [0, n) in blocks of `block` elements, the blocks
+/// shared among the OpenMP threads: how callers spread these loops.
+template <typename Fn>
+void parallelBlocks(int64_t n, int64_t block, const Fn &fn) {
+#pragma omp parallel for schedule(static) if (n > block)
+  for (int64_t begin = 0; begin < n; begin += block)
+    fn(begin, std::min(block, n - begin));
+}
 
 /// out[i] = x[i] for bf16 x (exact), and the reverse, rounded to nearest
 /// even with NaNs kept quiet (Bf16.h's conversions).

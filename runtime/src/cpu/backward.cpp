@@ -302,11 +302,10 @@ Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   int64_t n = x.numel();
   cpu::activation(cpu::Activation::Sigmoid, x.f32(), out.f32(), n);
-  constexpr int64_t kBlock = 16384;
-#pragma omp parallel for schedule(static)
-  for (int64_t begin = 0; begin < n; begin += kBlock)
+  cpu::parallelBlocks(n, 16384, [&](int64_t begin, int64_t count) {
     cpu::siluGradFromSigmoid(x.f32() + begin, dy.f32() + begin,
-                             out.f32() + begin, std::min(kBlock, n - begin));
+                             out.f32() + begin, count);
+  });
   return out;
 }
 

@@ -79,10 +79,9 @@ double normPart(const Tensor &grad, bool inf) {
   // whatever its thread count (replicas apply the same clipping).
   constexpr int64_t kBlock = 65536;
   std::vector<double> blocks((n + kBlock - 1) / kBlock);
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < static_cast<int64_t>(blocks.size()); ++b)
-    blocks[b] =
-        cpu::sumOfSquares(g + b * kBlock, std::min(kBlock, n - b * kBlock));
+  cpu::parallelBlocks(n, kBlock, [&](int64_t begin, int64_t count) {
+    blocks[begin / kBlock] = cpu::sumOfSquares(g + begin, count);
+  });
   double squares = 0;
   for (double block : blocks)
     squares += block;

@@ -28,20 +28,18 @@ Tensor zeros(const std::vector<int64_t> &shape, Device device) {
   return Tensor(DType::F32, shape);
 }
 
-} // namespace
-
 /// Calls fn(values, begin, count) on blocks of `param`'s elements as f32,
 /// over the threads. A bf16 parameter's block is widened into a scratch
-/// buffer and rounded back once after fn (no f32 copy of the whole
-/// parameter: it cost 4% of a bf16 training step).
+/// buffer and rounded back once after fn, so no f32 copy of the whole
+/// parameter is made.
 template <typename Fn> void forEachBlockInF32(Tensor &param, Fn fn) {
   constexpr int64_t kBlock = 8192;
   int64_t n = param.numel();
   if (param.dtype() == DType::F32) {
     float *p = param.f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i += kBlock)
-      fn(p + i, i, std::min(kBlock, n - i));
+    cpu::parallelBlocks(n, kBlock, [&](int64_t begin, int64_t count) {
+      fn(p + begin, begin, count);
+    });
     return;
   }
   auto *p = static_cast<uint16_t *>(param.raw());
@@ -57,6 +55,8 @@ template <typename Fn> void forEachBlockInF32(Tensor &param, Fn fn) {
     }
   }
 }
+
+} // namespace
 
 void Optimizer::step(Context &ctx) {
   ++step_;
