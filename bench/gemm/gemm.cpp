@@ -35,7 +35,7 @@ namespace {
 
 struct Options {
   int64_t hidden = 512, layers = 4, heads = 8, kvHeads = 4, headDim = 64,
-          mlp = 1408, vocab = 4096, rows = 128, rounds = 15;
+          mlp = 1408, vocab = 4096, rows = 128, rounds = 15, threads = 1;
 };
 
 double seconds() {
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
         {"--heads", &o.heads},      {"--kv-heads", &o.kvHeads},
         {"--head-dim", &o.headDim}, {"--mlp", &o.mlp},
         {"--vocab", &o.vocab},      {"--rows", &o.rows},
-        {"--rounds", &o.rounds}};
+        {"--rounds", &o.rounds},    {"--threads", &o.threads}};
     int64_t *field = nullptr;
     for (auto [name, target] : options)
       if (arg == name)
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
       std::fprintf(stderr,
                    "usage: gemm [--hidden H] [--layers L] [--heads N] "
                    "[--kv-heads K] [--head-dim D] [--mlp M] [--vocab V] "
-                   "[--rows R] [--rounds N]\n");
+                   "[--rows R] [--rounds N] [--threads T]\n");
       return 2;
     }
   }
@@ -127,15 +127,16 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "gemm: %s needs a value\n", argv[argc - 1]);
     return 2;
   }
-  omp_set_num_threads(1);
-  tprt::cpu::setThreads(1);
-  openblas_set_num_threads(1);
+  int threads = static_cast<int>(o.threads);
+  omp_set_num_threads(threads);
+  tprt::cpu::setThreads(threads);
+  openblas_set_num_threads(threads);
   int rounds = static_cast<int>(o.rounds);
   auto gflops = [](double flop, double s) { return flop / s / 1e9; };
 
-  std::printf("bench/gemm: one thread, %s against %s, medians of %d "
+  std::printf("bench/gemm: %d thread(s), %s against %s, medians of %d "
               "alternating rounds\n\n",
-              tprt::cpu::gemmLibrary(), openblas_get_config(), rounds);
+              threads, tprt::cpu::gemmLibrary(), openblas_get_config(), rounds);
   std::printf("| product | m x k x n | tprt (GFLOPS) | OpenBLAS (GFLOPS) | "
               "speed-up of tprt |\n|---|---|---|---|---|\n");
 
