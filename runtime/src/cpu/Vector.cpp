@@ -46,6 +46,27 @@ TPRT_VECTOR_CLONES void narrowToBf16(const float *x, uint16_t *out, int64_t n) {
     out[i] = bf16Store(x[i]);
 }
 
+TPRT_VECTOR_CLONES void addWidenedBf16(const uint16_t *x, float *acc,
+                                       int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] += bf16Load(x[i]);
+}
+
+TPRT_VECTOR_CLONES void addBf16(const uint16_t *a, const uint16_t *b,
+                                uint16_t *out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16Store(bf16Load(a[i]) + bf16Load(b[i]));
+}
+
+TPRT_VECTOR_CLONES void mulBf16(const uint16_t *a, const uint16_t *b,
+                                uint16_t *out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16Store(bf16Load(a[i]) * bf16Load(b[i]));
+}
+
 TPRT_VECTOR_CLONES double maxMagnitude(const float *x, int64_t n) {
   float largest = 0;
   int nan = 0; // a max reduction would drop NaNs
@@ -96,6 +117,28 @@ TPRT_VECTOR_CLONES void siluGradFromSigmoid(const float *x, const float *dy,
   for (int64_t i = 0; i < n; ++i) {
     float s = out[i];
     out[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
+  }
+}
+
+TPRT_VECTOR_CLONES void rmsNormRowGrad(const float *x, const float *dy,
+                                       const float *weight, float offset,
+                                       float eps, int64_t n, float *dx,
+                                       double *dwSums) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(x[i]) * x[i];
+  // As the forward computes it.
+  float inv = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  double dot = 0; // the mean over the row of dy * xhat, scaled
+#pragma omp simd reduction(+ : dot)
+  for (int64_t i = 0; i < n; ++i)
+    dot += static_cast<double>(dy[i]) * (offset + weight[i]) * x[i] * inv;
+  float mean = static_cast<float>(dot / n);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = inv * (dy[i] * (offset + weight[i]) - x[i] * inv * mean);
+    dwSums[i] += static_cast<double>(dy[i]) * x[i] * inv;
   }
 }
 

@@ -41,6 +41,14 @@ void parallelBlocks(int64_t n, int64_t block, const Fn &fn) {
 void widenBf16(const uint16_t *x, float *out, int64_t n);
 void narrowToBf16(const float *x, uint16_t *out, int64_t n);
 
+/// acc[i] += x[i] for bf16 x: a gradient summed into its FP32 buffer.
+void addWidenedBf16(const uint16_t *x, float *acc, int64_t n);
+
+/// out[i] = a[i] + b[i] and a[i] * b[i] over bf16 elements, in f32 with one
+/// rounding: what the generic elementwise loop computes, vectorized.
+void addBf16(const uint16_t *a, const uint16_t *b, uint16_t *out, int64_t n);
+void mulBf16(const uint16_t *a, const uint16_t *b, uint16_t *out, int64_t n);
+
 /// The largest |x[i]|, NaN when some x[i] is.
 double maxMagnitude(const float *x, int64_t n);
 
@@ -58,6 +66,13 @@ void sumsOfExpRows(const float *x, const float *shifts, int64_t rows, int64_t n,
 /// out[i] holds on entry: SiLU's derivative applied to dy.
 void siluGradFromSigmoid(const float *x, const float *dy, float *out,
                          int64_t n);
+
+/// RMS norm's backward over one row of n features: dx from x, dy and the
+/// weight (scaled by offset + weight), the row's share of the weight's
+/// gradient (dy * x / rms) added to dwSums. The row's sums are in double.
+void rmsNormRowGrad(const float *x, const float *dy, const float *weight,
+                    float offset, float eps, int64_t n, float *dx,
+                    double *dwSums);
 
 /// One AdamW step over n elements in torch.optim.AdamW's order of
 /// operations (decoupled decay, lerp of the first moment, the second

@@ -107,11 +107,10 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                       int64_t paddingIdx) {
   TPRT_ON_CUDA(ctx,
                embedding_grad(ctx, ids, dy, table, vocabParallel, paddingIdx))
-  // The table's gradient is of the table's type.
-  if (reducedType(dy, table) != DType::F32)
-    return narrowed(embedding_grad(ctx, ids, widened(dy), widened(table),
-                                   vocabParallel, paddingIdx),
-                    table.dtype());
+  // Only the table's shape is read; its gradient is of its type.
+  if (reducedType(dy) != DType::F32)
+    return embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
+                          paddingIdx);
   requireF32(dy, "embedding_grad", "dy");
   if (ids.dtype() != DType::I64 || table.rank() != 2 ||
       dy.numel() != ids.numel() * table.dim(1))
@@ -129,20 +128,25 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
     for (int64_t i = 0; i < n; ++i)
       if (id[i] >= start && id[i] < start + rows && id[i] != paddingIdx)
         o[(id[i] - start) * hidden + h] += d[i * hidden + h];
-  return out;
+  return narrowed(out, reducedType(table));
 }
 
 Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
                       const Tensor &dy, double eps, double offset,
                       int64_t group) {
   TPRT_ON_CUDA(ctx, rms_norm_grad(ctx, x, w, dy, eps, offset, group))
-  if (reducedType(x, dy) != DType::F32)
+  // bf16 rows are widened a row at a time (mapBf16Blocks' reason).
+  bool bf16 = onHostAsBf16(x) && onHostAsBf16(dy);
+  if (!bf16 && reducedType(x, dy) != DType::F32)
     return narrowedLike(rms_norm_grad(ctx, widened(x), widened(w), widened(dy),
                                       eps, offset, group),
                         {&x, &w});
-  requireF32(x, "rms_norm_grad", "x");
-  requireF32(w, "rms_norm_grad", "the weight");
-  requireF32(dy, "rms_norm_grad", "dy");
+  if (!bf16) {
+    requireF32(x, "rms_norm_grad", "x");
+    requireF32(dy, "rms_norm_grad", "dy");
+  }
+  Tensor wf = widened(w);
+  requireF32(wf, "rms_norm_grad", "the weight");
   requireSameShape(x, dy, "rms_norm_grad");
   int64_t features = x.dim(-1);
   if (group == 0)
@@ -151,39 +155,48 @@ Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
     fatal("rms_norm_grad: input " + x.describe() + ", weight " + w.describe() +
           " and group " + std::to_string(group) + " do not match");
   int64_t groups = x.numel() / group;
-  Tensor dx = Tensor::uninitialized(DType::F32, x.shape());
-  Tensor inv = Tensor::uninitialized(DType::F32, {groups});
-  const float *in = x.f32(), *weight = w.f32(), *d = dy.f32();
-  float *o = dx.f32(), *r = inv.f32();
-  float off = static_cast<float>(offset);
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g) {
-    const float *row = in + g * group, *drow = d + g * group;
-    double sum = 0;
-    for (int64_t i = 0; i < group; ++i)
-      sum += static_cast<double>(row[i]) * row[i];
-    // As the forward computes it.
-    float ri = 1.0f / std::sqrt(static_cast<float>(sum / group) +
-                                static_cast<float>(eps));
-    r[g] = ri;
-    double dot = 0; // mean over the group of g * xhat
-    for (int64_t i = 0; i < group; ++i)
-      dot += static_cast<double>(drow[i]) * (off + weight[i]) * row[i] * ri;
-    float mean = static_cast<float>(dot / group);
-    for (int64_t i = 0; i < group; ++i)
-      o[g * group + i] =
-          ri * (drow[i] * (off + weight[i]) - row[i] * ri * mean);
+  // Rows in blocks fixed by the shape alone, not the thread count: the
+  // weight's gradient sums each block's rows, then the blocks in order, so
+  // it is the same bits on any number of threads.
+  int64_t blockRows = std::max<int64_t>(8, (groups + 63) / 64);
+  int64_t blocks = (groups + blockRows - 1) / blockRows;
+  std::vector<double> partial(blocks * group, 0.0);
+  Tensor dx = Tensor::uninitialized(bf16 ? DType::BF16 : DType::F32, x.shape());
+  const float *weight = wf.f32();
+  float off = static_cast<float>(offset), epsilon = static_cast<float>(eps);
+#pragma omp parallel
+  {
+    std::vector<float> scratch(bf16 ? 3 * group : 0);
+#pragma omp for schedule(static)
+    for (int64_t block = 0; block < blocks; ++block) {
+      double *sums = partial.data() + block * group;
+      int64_t end = std::min(groups, (block + 1) * blockRows);
+      for (int64_t g = block * blockRows; g < end; ++g) {
+        int64_t at = g * group;
+        if (!bf16) {
+          cpu::rmsNormRowGrad(x.f32() + at, dy.f32() + at, weight, off, epsilon,
+                              group, dx.f32() + at, sums);
+          continue;
+        }
+        float *row = scratch.data(), *drow = row + group, *out = drow + group;
+        cpu::widenBf16(static_cast<const uint16_t *>(x.raw()) + at, row, group);
+        cpu::widenBf16(static_cast<const uint16_t *>(dy.raw()) + at, drow,
+                       group);
+        cpu::rmsNormRowGrad(row, drow, weight, off, epsilon, group, out, sums);
+        cpu::narrowToBf16(out, static_cast<uint16_t *>(dx.raw()) + at, group);
+      }
+    }
   }
   Tensor dw(DType::F32, w.shape());
   float *dwp = dw.f32();
-#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < group; ++i) {
     double sum = 0;
-    for (int64_t g = 0; g < groups; ++g)
-      sum += static_cast<double>(d[g * group + i]) * in[g * group + i] * r[g];
+    for (int64_t block = 0; block < blocks; ++block)
+      sum += partial[block * group + i];
     dwp[i] = static_cast<float>(sum);
   }
-  return {dx, dw};
+  // The weight's gradient is of the weight's type.
+  return {dx, narrowed(dw, reducedType(w))};
 }
 
 Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
@@ -293,12 +306,19 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
 Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   TPRT_ON_CUDA(ctx,
                activation_grad(x, dy, cuda::Activation::Silu, 0, "silu_grad"))
-  TPRT_IN_F32(reducedType(x, dy), silu_grad(ctx, widened(x), widened(dy)))
-  requireF32(x, "silu_grad", "the input");
-  requireF32(dy, "silu_grad", "the output's gradient");
   requireSameShape(x, dy, "silu_grad");
   // The sigmoid as a oneDNN primitive, then the product as one vector loop
   // per block (a scalar expf per element took 1 to 3% of a training step).
+  if (onHostAsBf16(x) && onHostAsBf16(dy))
+    return mapBf16Blocks(
+        {&x, &dy}, kElementBlock,
+        [](int64_t, int64_t count, const float *const *in, float *out) {
+          cpu::activation(cpu::Activation::Sigmoid, in[0], out, count);
+          cpu::siluGradFromSigmoid(in[0], in[1], out, count);
+        });
+  TPRT_IN_F32(reducedType(x, dy), silu_grad(ctx, widened(x), widened(dy)))
+  requireF32(x, "silu_grad", "the input");
+  requireF32(dy, "silu_grad", "the output's gradient");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   int64_t n = x.numel();
   cpu::activation(cpu::Activation::Sigmoid, x.f32(), out.f32(), n);
@@ -371,31 +391,44 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned) {
   TPRT_ON_CUDA(ctx, accumulate_grad(ctx, grad, param, fqn, splitDim, owned))
   // The buffers are FP32 whatever the parameter's type: a bf16 program's
-  // micro-batch gradients are summed (and later reduced) in FP32.
-  if (reducedType(grad) != DType::F32)
+  // micro-batch gradients are summed (and later reduced) in FP32, read as
+  // bf16 (no widened copy of every gradient, mapBf16Blocks' reason).
+  bool bf16 = onHostAsBf16(grad);
+  if (!bf16 && reducedType(grad) != DType::F32)
     return accumulate_grad(ctx, widened(grad), param, fqn, splitDim, owned);
-  requireF32(grad, "accumulate_grad", "the gradient");
+  if (!bf16)
+    requireF32(grad, "accumulate_grad", "the gradient");
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
           grad.describe() + ", the parameter " + param.describe());
   Context::GradBuffer &buffer = ctx.grads()[fqn];
   if (!buffer.grad.defined())
     buffer.grad = Tensor::uninitialized(DType::F32, grad.shape());
-  if (buffer.fresh) {
-    // The step's first gradient: copied into the buffer the previous steps
-    // used (a bucket's view stays one).
-    std::copy_n(grad.f32(), grad.numel(), buffer.grad.f32());
+  // The step's first gradient is copied into the buffer the previous steps
+  // used (a bucket's view stays one); the next ones are added.
+  bool first = buffer.fresh;
+  if (first) {
     buffer.splitDim = splitDim;
     buffer.owned = owned;
     buffer.fresh = false;
-    return;
   }
   float *acc = buffer.grad.f32();
-  const float *g = grad.f32();
-  int64_t n = grad.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    acc[i] += g[i];
+  cpu::parallelBlocks(
+      grad.numel(), kElementBlock, [&](int64_t begin, int64_t count) {
+        if (bf16) {
+          const auto *g = static_cast<const uint16_t *>(grad.raw()) + begin;
+          if (first)
+            cpu::widenBf16(g, acc + begin, count);
+          else
+            cpu::addWidenedBf16(g, acc + begin, count);
+        } else if (first) {
+          std::copy_n(grad.f32() + begin, count, acc + begin);
+        } else {
+          const float *g = grad.f32() + begin;
+          for (int64_t i = 0; i < count; ++i)
+            acc[begin + i] += g[i];
+        }
+      });
 }
 
 } // namespace tprt

@@ -268,28 +268,41 @@ Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                 double offset, int64_t group) {
   TPRT_ON_CUDA(ctx, rms_norm(ctx, x, w, eps, offset, group))
-  TPRT_IN_F32(x, rms_norm(ctx, widened(x), widened(w), eps, offset, group))
-  requireF32(x, "rms_norm", "the input");
-  requireF32(w, "rms_norm", "the weight");
+  bool bf16 = onHostAsBf16(x);
+  if (!bf16)
+    TPRT_IN_F32(x, rms_norm(ctx, widened(x), widened(w), eps, offset, group))
+  Tensor wf = widened(w);
+  requireF32(wf, "rms_norm", "the weight");
   int64_t features = x.dim(-1);
   if (group == 0)
     group = features;
   if (group <= 0 || features % group != 0 || w.numel() != group)
     fatal("rms_norm: input " + x.describe() + ", weight " + w.describe() +
           " and group " + std::to_string(group) + " do not match");
+  const float *weight = wf.f32();
+  float off = static_cast<float>(offset), epsilon = static_cast<float>(eps);
+  auto normalize = [&](const float *in, float *o, int64_t groups) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float *row = in + g * group;
+      double sum = cpu::sumOfSquares(row, group);
+      float inv = 1.0f / std::sqrt(static_cast<float>(sum / group) + epsilon);
+      cpu::scaleRow(row, inv, weight, off, o + g * group, group);
+    }
+  };
+  if (bf16) {
+    int64_t rows = std::max<int64_t>(1, kElementBlock / group);
+    return mapBf16Blocks({&x}, rows * group,
+                         [&](int64_t, int64_t count, const float *const *in,
+                             float *o) { normalize(in[0], o, count / group); });
+  }
+  requireF32(x, "rms_norm", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   int64_t groups = x.numel() / group;
-  const float *in = x.f32(), *weight = w.f32();
+  const float *in = x.f32();
   float *o = out.f32();
-  float off = static_cast<float>(offset);
 #pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g) {
-    const float *row = in + g * group;
-    double sum = cpu::sumOfSquares(row, group);
-    float inv = 1.0f / std::sqrt(static_cast<float>(sum / group) +
-                                 static_cast<float>(eps));
-    cpu::scaleRow(row, inv, weight, off, o + g * group, group);
-  }
+  for (int64_t g = 0; g < groups; ++g)
+    normalize(in + g * group, o + g * group, 1);
   return out;
 }
 
@@ -299,11 +312,13 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
               bool truncate, double attentionFactor, bool transpose,
               std::vector<double> shortFactor, std::vector<double> longFactor) {
-  TPRT_IN_F32(x, rotary(ctx, widened(x), headDim, rotaryDim, theta, interleaved,
-                        ropeType, factor, lowFreqFactor, highFreqFactor,
-                        originalMaxPositions, betaFast, betaSlow, truncate,
-                        attentionFactor, transpose, shortFactor, longFactor))
-  if (!x.defined() || x.dtype() != DType::F32)
+  if (!onHostAsBf16(x))
+    TPRT_IN_F32(x,
+                rotary(ctx, widened(x), headDim, rotaryDim, theta, interleaved,
+                       ropeType, factor, lowFreqFactor, highFreqFactor,
+                       originalMaxPositions, betaFast, betaSlow, truncate,
+                       attentionFactor, transpose, shortFactor, longFactor))
+  if (!x.defined() || (x.dtype() != DType::F32 && !onHostAsBf16(x)))
     requireF32(x, "rotary", "the input");
   if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
     fatal("rotary: input " + x.describe() + " is not [B, S, H * " +
@@ -347,16 +362,14 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   // The tables are the CPU's on either device: what raising checked.
   TPRT_ON_CUDA(
       ctx, rotary(x, headDim, rotaryDim, interleaved, cosT.data(), sinT.data()))
-  requireF32(x, "rotary", "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
-  const float *in = x.f32();
-  float *o = out.f32();
-  std::copy_n(in, x.numel(), o);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t p = 0; p < seq; ++p)
+  // Rows of [B * S, H * headDim] from `first` on, in to o.
+  int64_t width = heads * headDim;
+  auto rotate = [&](const float *in, float *o, int64_t first, int64_t rows) {
+    std::copy_n(in, rows * width, o);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t p = (first + r) % seq;
       for (int64_t h = 0; h < heads; ++h) {
-        int64_t base = ((b * seq + p) * heads + h) * headDim;
+        int64_t base = r * width + h * headDim;
         for (int64_t i = 0; i < half; ++i) {
           int64_t i1 = interleaved ? 2 * i : i;
           int64_t i2 = interleaved ? 2 * i + 1 : i + half;
@@ -366,6 +379,23 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
           o[base + i2] = x2 * c + x1 * s;
         }
       }
+    }
+  };
+  if (onHostAsBf16(x)) {
+    int64_t rows = std::max<int64_t>(1, kElementBlock / width);
+    return mapBf16Blocks(
+        {&x}, rows * width,
+        [&](int64_t begin, int64_t count, const float *const *in, float *o) {
+          rotate(in[0], o, begin / width, count / width);
+        });
+  }
+  requireF32(x, "rotary", "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  const float *in = x.f32();
+  float *o = out.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < batch * seq; ++row)
+    rotate(in + row * width, o + row * width, row, 1);
   return out;
 }
 
@@ -420,8 +450,15 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
   return out;
 }
 
-/// An activation over all of `x`, vectorized (Activation.h).
+/// An activation over all of `x`, vectorized (Activation.h); bf16 in
+/// blocks.
 static Tensor activationOf(const Tensor &x, cpu::Activation f, const char *op) {
+  if (onHostAsBf16(x))
+    return mapBf16Blocks(
+        {&x}, kElementBlock,
+        [f](int64_t, int64_t count, const float *const *in, float *out) {
+          cpu::activation(f, in[0], out, count);
+        });
   requireF32(x, op, "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   cpu::activation(f, x.f32(), out.f32(), x.numel());
@@ -430,7 +467,8 @@ static Tensor activationOf(const Tensor &x, cpu::Activation f, const char *op) {
 
 Tensor silu(Context &ctx, const Tensor &x) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Silu, 0, "silu"))
-  TPRT_IN_F32(x, silu(ctx, widened(x)))
+  if (!onHostAsBf16(x))
+    TPRT_IN_F32(x, silu(ctx, widened(x)))
   return activationOf(x, cpu::Activation::Silu, "silu");
 }
 
@@ -439,7 +477,8 @@ Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
       ctx,
       unary(x, tanhApproximation ? cuda::Unary::GeluTanh : cuda::Unary::Gelu, 0,
             "gelu"))
-  TPRT_IN_F32(x, gelu(ctx, widened(x), tanhApproximation))
+  if (!onHostAsBf16(x))
+    TPRT_IN_F32(x, gelu(ctx, widened(x), tanhApproximation))
   return activationOf(
       x, tanhApproximation ? cpu::Activation::GeluTanh : cpu::Activation::Gelu,
       "gelu");
@@ -451,13 +490,32 @@ Tensor relu_squared(Context &ctx, const Tensor &x) {
                   [](float v) { return v > 0 ? v * v : 0.0f; });
 }
 
+/// A vectorized bf16 loop (Vector.h) over two tensors of one shape.
+static Tensor bf16Elementwise(const Tensor &a, const Tensor &b,
+                              void (*loop)(const uint16_t *, const uint16_t *,
+                                           uint16_t *, int64_t)) {
+  Tensor out = Tensor::uninitialized(DType::BF16, a.shape());
+  const auto *x = static_cast<const uint16_t *>(a.raw()),
+             *y = static_cast<const uint16_t *>(b.raw());
+  auto *o = static_cast<uint16_t *>(out.raw());
+  cpu::parallelBlocks(a.numel(), kElementBlock,
+                      [&](int64_t begin, int64_t count) {
+                        loop(x + begin, y + begin, o + begin, count);
+                      });
+  return out;
+}
+
 Tensor add(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Add, "add"))
+  if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
+    return bf16Elementwise(a, b, cpu::addBf16);
   return binaryMap(a, b, "add", [](float x, float y) { return x + y; });
 }
 
 Tensor mul(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Mul, "mul"))
+  if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
+    return bf16Elementwise(a, b, cpu::mulBf16);
   return binaryMap(a, b, "mul", [](float x, float y) { return x * y; });
 }
 

@@ -30,8 +30,9 @@ constexpr int64_t kRowBlock = 16;
 struct LossShape {
   int64_t batch, seq, vocab;
   LossShape(const Tensor &logits, const Tensor &ids, const Tensor &mask,
-            const char *op) {
-    requireF32(logits, op, "the logits");
+            const char *op, bool hostBf16 = false) {
+    if (!hostBf16)
+      requireF32(logits, op, "the logits");
     if (logits.rank() != 3 || ids.dtype() != DType::I64 ||
         mask.dtype() != DType::I64 || ids.rank() != 2 ||
         ids.shape() != mask.shape() || ids.dim(0) != logits.dim(0) ||
@@ -136,27 +137,43 @@ Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
                           bool vocabParallel) {
   TPRT_ON_CUDA(ctx,
                cross_entropy_grad(ctx, logits, ids, mask, lse, vocabParallel))
-  TPRT_IN_F32(logits, cross_entropy_grad(ctx, widened(logits), ids, mask, lse,
-                                         vocabParallel))
-  LossShape s(logits, ids, mask, "cross_entropy_grad");
+  // bf16 logits are widened a block of rows at a time (mapBf16Blocks'
+  // reason), the gradient rounded to bf16 as the block is done.
+  bool bf16 = onHostAsBf16(logits);
+  if (!bf16)
+    TPRT_IN_F32(logits, cross_entropy_grad(ctx, widened(logits), ids, mask, lse,
+                                           vocabParallel))
+  LossShape s(logits, ids, mask, "cross_entropy_grad", bf16);
   requireF32(lse, "cross_entropy_grad", "lse");
   if (lse.shape() != ids.shape())
     fatal("cross_entropy_grad: lse " + lse.describe() + " is not [B, S]");
   int64_t start = vocabParallel ? ctx.tp().rank() * s.vocab : 0;
-  Tensor out = Tensor::uninitialized(DType::F32, logits.shape());
-  const float *x = logits.f32(), *l = lse.f32();
-  float *o = out.f32();
+  Tensor out = Tensor::uninitialized(logits.dtype(), logits.shape());
+  const float *l = lse.f32();
   int64_t positions = s.batch * s.seq;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < positions; i += kRowBlock) {
-    int64_t rows = std::min(kRowBlock, positions - i);
-    cpu::expShiftedRows(x + i * s.vocab, l + i, rows, s.vocab, o + i * s.vocab);
-    for (int64_t p = i; p < i + rows; ++p) {
-      int64_t label = s.label(ids, mask, p / s.seq, p % s.seq);
-      if (label < 0)
-        std::fill_n(o + p * s.vocab, s.vocab, 0.0f);
-      else if (label >= start && label < start + s.vocab)
-        o[p * s.vocab + label - start] -= 1.0f;
+#pragma omp parallel
+  {
+    std::vector<float> scratch(bf16 ? kRowBlock * s.vocab : 0);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < positions; i += kRowBlock) {
+      int64_t rows = std::min(kRowBlock, positions - i);
+      const float *x = bf16 ? scratch.data() : logits.f32() + i * s.vocab;
+      float *o = bf16 ? scratch.data() : out.f32() + i * s.vocab;
+      if (bf16)
+        cpu::widenBf16(static_cast<const uint16_t *>(logits.raw()) +
+                           i * s.vocab,
+                       scratch.data(), rows * s.vocab);
+      cpu::expShiftedRows(x, l + i, rows, s.vocab, o);
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t label = s.label(ids, mask, (i + r) / s.seq, (i + r) % s.seq);
+        if (label < 0)
+          std::fill_n(o + r * s.vocab, s.vocab, 0.0f);
+        else if (label >= start && label < start + s.vocab)
+          o[r * s.vocab + label - start] -= 1.0f;
+      }
+      if (bf16)
+        cpu::narrowToBf16(o, static_cast<uint16_t *>(out.raw()) + i * s.vocab,
+                          rows * s.vocab);
     }
   }
   return out;
