@@ -36,6 +36,21 @@ TEST(CudaTiling, VisibilityMatchesTheCpuKernel) {
               << " window " << window;
 }
 
+TEST(CudaTiling, VisibleKeysAreExactlyTheVisibleOnes) {
+  for (bool causal : {false, true})
+    for (int64_t window : {0, 1, 3, 32, 33})
+      for (int64_t skv : {1, 7, 40, 80})
+        for (int64_t pos = 0; pos < 90; ++pos) {
+          KeyRange keys = attentionVisibleKeys(pos, skv, causal, window);
+          ASSERT_LE(keys.begin, keys.end);
+          for (int64_t j = 0; j < skv; ++j)
+            EXPECT_EQ(j >= keys.begin && j < keys.end,
+                      cpuVisible(pos, j, causal, window))
+                << "pos " << pos << " key " << j << " of " << skv << " causal "
+                << causal << " window " << window;
+        }
+}
+
 TEST(CudaTiling, KeyRangeHoldsEveryVisibleKeyOfTheBlock) {
   int64_t visited = 0, visible = 0;
   for (bool causal : {false, true})

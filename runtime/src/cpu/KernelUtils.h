@@ -356,6 +356,28 @@ struct AttentionMasking {
     return cap * t;
   }
 
+  /// Row `i` of a [rows, cols] tile of scores (queries at positions
+  /// firstPos.., keys j0..) soft-capped (each tanh kept in `tanhs` when
+  /// given), -inf where the query does not see the key. Returns the
+  /// columns [lo, hi) outside which the row is all -inf.
+  cuda::KeyRange maskRow(float *row, int64_t cols, int64_t b, int64_t pos,
+                         int64_t j0, float *tanhs) const {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    cuda::KeyRange keys = cuda::attentionVisibleKeys(pos, skv, causal, window);
+    int64_t lo = std::clamp<int64_t>(keys.begin - j0, 0, cols),
+            hi = std::clamp<int64_t>(keys.end - j0, lo, cols);
+    std::fill(row, row + lo, ninf);
+    std::fill(row + hi, row + cols, ninf);
+    if (cap > 0)
+      for (int64_t j = lo; j < hi; ++j)
+        row[j] = capped(row[j], tanhs ? tanhs + j : nullptr);
+    if (keyMask)
+      for (int64_t j = lo; j < hi; ++j)
+        if (keyMask[b * skv + j0 + j] == 0)
+          row[j] = ninf;
+    return {lo, hi};
+  }
+
   /// One step of the online softmax over a [rows, cols] tile of scores
   /// (queries at positions firstPos.., keys j0..): soft-capping and masks, then
   /// the tile becomes exp(score - running maximum) (0 where masked), and each
@@ -369,31 +391,23 @@ struct AttentionMasking {
     float correction[kAttentionQueryBlock];
     for (int64_t i = 0; i < rows; ++i) {
       float *row = tile + i * cols;
-      int64_t pos = firstPos + i;
-      float best = rowMax[i];
-      for (int64_t j = 0; j < cols; ++j) {
-        row[j] = sees(b, pos, j0 + j) ? capped(row[j]) : ninf;
-        best = std::max(best, row[j]);
-      }
+      cuda::KeyRange seen = maskRow(row, cols, b, firstPos + i, j0, nullptr);
+      float best = std::max(
+          rowMax[i], cpu::maxOf(row + seen.begin, seen.end - seen.begin));
       if (best == ninf) { // nothing visible yet: the row stays empty
         correction[i] = 1.0f;
         continue;
       }
-      for (int64_t j = 0; j < cols; ++j)
-        row[j] -= best; // -inf stays -inf, whose exp is 0
+      cpu::subtractInPlace(row, best, cols); // -inf stays -inf, whose exp is 0
       correction[i] = std::exp(rowMax[i] - best); // 0 for the first keys
       rowMax[i] = best;
     }
     cpu::activation(cpu::Activation::Exp, tile, tile, rows * cols);
     for (int64_t i = 0; i < rows; ++i) {
-      const float *row = tile + i * cols;
-      float total = 0;
-      for (int64_t j = 0; j < cols; ++j)
-        total += row[j];
+      float total = static_cast<float>(cpu::sumOf(tile + i * cols, cols));
       rowSum[i] = rowSum[i] * correction[i] + total;
       if (correction[i] != 1.0f)
-        for (int64_t d = 0; d < headDim; ++d)
-          acc[i * headDim + d] *= correction[i];
+        cpu::scaleInPlace(acc + i * headDim, correction[i], headDim);
     }
   }
 
@@ -408,12 +422,13 @@ struct AttentionMasking {
     const float ninf = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < rows; ++i) {
       float *row = tile + i * cols;
-      int64_t pos = firstPos + i;
-      for (int64_t j = 0; j < cols; ++j) {
-        bool visible = lse[i] != ninf && sees(b, pos, j0 + j);
-        float s = capped(row[j], tanhs ? tanhs + i * cols + j : nullptr);
-        row[j] = visible ? s - lse[i] : ninf; // exp(-inf) is 0
+      if (lse[i] == ninf) { // the row sees no key at all
+        std::fill(row, row + cols, ninf);
+        continue;
       }
+      maskRow(row, cols, b, firstPos + i, j0,
+              tanhs ? tanhs + i * cols : nullptr);
+      cpu::subtractInPlace(row, lse[i], cols); // exp(-inf) is 0
     }
     cpu::activation(cpu::Activation::Exp, tile, tile, rows * cols);
   }

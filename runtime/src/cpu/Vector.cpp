@@ -85,6 +85,7 @@ TPRT_VECTOR_CLONES void shifted(const float *x, float shift, float *out,
   for (int64_t i = 0; i < n; ++i)
     out[i] = x[i] - shift;
 }
+} // namespace
 
 TPRT_VECTOR_CLONES double sumOf(const float *x, int64_t n) {
   double total = 0;
@@ -93,7 +94,26 @@ TPRT_VECTOR_CLONES double sumOf(const float *x, int64_t n) {
     total += x[i];
   return total;
 }
-} // namespace
+
+TPRT_VECTOR_CLONES float maxOf(const float *x, int64_t n) {
+  float best = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : best)
+  for (int64_t i = 0; i < n; ++i)
+    best = std::max(best, x[i]);
+  return best;
+}
+
+TPRT_VECTOR_CLONES void subtractInPlace(float *x, float c, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    x[i] -= c;
+}
+
+TPRT_VECTOR_CLONES void scaleInPlace(float *x, float c, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= c;
+}
 
 void expShiftedRows(const float *x, const float *shifts, int64_t rows,
                     int64_t n, float *out) {

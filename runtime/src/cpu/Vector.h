@@ -52,6 +52,14 @@ void mulBf16(const uint16_t *a, const uint16_t *b, uint16_t *out, int64_t n);
 /// The largest |x[i]|, NaN when some x[i] is.
 double maxMagnitude(const float *x, int64_t n);
 
+/// The sum of x[i] in double; the largest x[i] (-inf when n is 0).
+double sumOf(const float *x, int64_t n);
+float maxOf(const float *x, int64_t n);
+
+/// x[i] -= c and x[i] *= c, in place.
+void subtractInPlace(float *x, float c, int64_t n);
+void scaleInPlace(float *x, float c, int64_t n);
+
 /// out[r, i] = exp(x[r, i] - shifts[r]) over a block of rows x n (in place
 /// when out == x): a softmax's numerators.
 void expShiftedRows(const float *x, const float *shifts, int64_t rows,

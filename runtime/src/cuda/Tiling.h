@@ -33,11 +33,24 @@ TPRT_HOST_DEVICE inline bool attentionVisible(int64_t pos, int64_t j,
   return (!causal || j <= pos) && (window <= 0 || pos - j < window);
 }
 
-/// The keys [begin, end) that queries at positions [firstPos, lastPos] may
-/// see, `begin` rounded down to a tile: the kernel visits only these tiles.
+/// Keys [begin, end).
 struct KeyRange {
   int64_t begin, end;
 };
+/// The keys [begin, end) the query at position `pos` sees among skv keys
+/// (attentionVisible's keys, a contiguous range; the key mask aside): the
+/// CPU kernel masks a tile's row outside it with two fills.
+TPRT_HOST_DEVICE inline KeyRange
+attentionVisibleKeys(int64_t pos, int64_t skv, bool causal, int64_t window) {
+  int64_t end = causal ? (pos + 1 < skv ? pos + 1 : skv) : skv;
+  int64_t begin = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  if (end < begin)
+    end = begin;
+  return {begin, end};
+}
+
+/// The keys [begin, end) that queries at positions [firstPos, lastPos] may
+/// see, `begin` rounded down to a tile: the kernel visits only these tiles.
 TPRT_HOST_DEVICE inline KeyRange attentionKeyRange(int64_t firstPos,
                                                    int64_t lastPos, int64_t skv,
                                                    bool causal,
