@@ -1,9 +1,9 @@
 //===- gemm.cpp - single-core sgemm: peak, and the forward's projections --===//
 //
-// On one thread, in alternating rounds (medians), the runtime's products
-// (tprt::cpu::linear: oneDNN's matmul, weights packed once, as a
-// forward-only program runs them) against OpenBLAS's cblas_sgemm (what the
-// runtime used before):
+// On one thread (--threads to change it), in alternating rounds (medians),
+// the runtime's products (tprt::cpu::linear: oneDNN's matmul, weights
+// packed once, as a forward-only program runs them) against OpenBLAS's
+// cblas_sgemm (what the runtime used before):
 //   - large square products, and each projection shape of a decoder's
 //     forward (q, k, o, gate, down, the LM head) alone, its weight warm in
 //     cache: the best rate of either library on any of them is the

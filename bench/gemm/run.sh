@@ -5,7 +5,7 @@
 # peak), then onnxruntime's MatMul (MLAS, what bench/forward's peer runs)
 # on the same shapes when the model stack is set up. Arguments go to the
 # benchmark: --hidden, --layers, --heads, --kv-heads, --head-dim, --mlp,
-# --vocab, --rows, --rounds.
+# --vocab, --rows, --rounds, --threads (1 by default).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ninja -C "$root/build" tprt-gemm-bench >/dev/null
