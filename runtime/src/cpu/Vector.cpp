@@ -95,6 +95,21 @@ TPRT_VECTOR_CLONES double sumOf(const float *x, int64_t n) {
   return total;
 }
 
+TPRT_VECTOR_CLONES double dotOf(const float *a, const float *b, int64_t n) {
+  double total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i)
+    total += static_cast<double>(a[i]) * b[i];
+  return total;
+}
+
+TPRT_VECTOR_CLONES void softmaxGradRow(const float *p, float delta, float *dp,
+                                       int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    dp[i] = p[i] * (dp[i] - delta);
+}
+
 TPRT_VECTOR_CLONES float maxOf(const float *x, int64_t n) {
   float best = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : best)

@@ -56,6 +56,14 @@ double maxMagnitude(const float *x, int64_t n);
 double sumOf(const float *x, int64_t n);
 float maxOf(const float *x, int64_t n);
 
+/// The sum of a[i] * b[i] in double.
+double dotOf(const float *a, const float *b, int64_t n);
+
+/// dp[i] = p[i] * (dp[i] - delta): a softmax row's backward, from its
+/// probabilities p, the gradient dp of the probabilities and delta (the
+/// row's sum of p * dp).
+void softmaxGradRow(const float *p, float delta, float *dp, int64_t n);
+
 /// x[i] -= c and x[i] *= c, in place.
 void subtractInPlace(float *x, float c, int64_t n);
 void scaleInPlace(float *x, float c, int64_t n);

@@ -261,10 +261,8 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
             for (int64_t i = 0; i < rows; ++i) {
               // A row that sees no key has no gradient (lse -inf: P = 0).
               lse[i] = rowSum[i] > 0 ? rowMax[i] + std::log(rowSum[i]) : ninf;
-              double dot = 0;
-              for (int64_t d = 0; d < headDim; ++d)
-                dot += static_cast<double>(doh[i * qStride + d]) *
-                       acc[i * headDim + d];
+              double dot = cpu::dotOf(doh + i * qStride,
+                                      acc.data() + i * headDim, headDim);
               delta[i] =
                   rowSum[i] > 0 ? static_cast<float>(dot / rowSum[i]) : 0.0f;
             }
@@ -282,14 +280,13 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                          doh, qStride, 1.0f, dvh + j0 * kvStride, kvStride);
               cpu::sgemm(false, true, rows, cols, headDim, 1.0f, doh, qStride,
                          vh + j0 * kvStride, kvStride, 0.0f, dp.data(), cols);
-              for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < cols; ++j) {
-                  int64_t e = i * cols + j;
-                  float ds = p[e] * (dp[e] - delta[i]);
-                  if (cap > 0)
-                    ds *= 1.0f - tanhs[e] * tanhs[e];
-                  dp[e] = ds;
-                }
+              for (int64_t i = 0; i < rows; ++i) {
+                cpu::softmaxGradRow(p.data() + i * cols, delta[i],
+                                    dp.data() + i * cols, cols);
+                if (cap > 0) // through the cap's tanh
+                  for (int64_t e = i * cols; e < (i + 1) * cols; ++e)
+                    dp[e] *= 1.0f - tanhs[e] * tanhs[e];
+              }
               cpu::sgemm(false, false, rows, headDim, cols, fscale, dp.data(),
                          cols, kh + j0 * kvStride, kvStride, 1.0f, dqh,
                          qStride);

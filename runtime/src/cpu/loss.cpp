@@ -53,25 +53,46 @@ struct LossShape {
   }
 };
 
+/// Rows [first, first + rows) of the logits as f32: in place for f32
+/// logits, widened into `scratch` (rows x vocab floats) for host bf16 ones.
+const float *logitRows(const Tensor &logits, int64_t vocab, int64_t first,
+                       int64_t rows, std::vector<float> &scratch) {
+  if (logits.dtype() == DType::F32)
+    return logits.f32() + first * vocab;
+  cpu::widenBf16(static_cast<const uint16_t *>(logits.raw()) + first * vocab,
+                 scratch.data(), rows * vocab);
+  return scratch.data();
+}
+
 Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                      const Tensor &mask, bool vocabParallel) {
   const char *op =
       vocabParallel ? "cross_entropy_vocab_parallel" : "cross_entropy";
-  LossShape s(logits, ids, mask, op);
+  bool bf16 = onHostAsBf16(logits);
+  LossShape s(logits, ids, mask, op, bf16);
   int64_t positions = s.batch * s.seq;
   int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
   int64_t start = vocabParallel ? ctx.tp().rank() * s.vocab : 0;
-  const float *x = logits.f32();
+  // bf16 logits are read a block of positions at a time, widened into the
+  // thread's scratch (mapBf16Blocks' reason).
+  auto scratchFor = [&] {
+    return std::vector<float>(bf16 ? kRowBlock * s.vocab : 0);
+  };
   // Per position: the maximum, then the sum of exponentials below it and
   // the target logit (zero on the ranks that do not own it).
   Tensor lse = Tensor::uninitialized(DType::F32, {s.batch, s.seq});
   std::vector<float> sums(positions), targets(positions, 0.0f);
   float *m = lse.f32();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < positions; ++i) {
-    const float *row = x + i * s.vocab;
-    m[i] = s.vocab ? *std::max_element(row, row + s.vocab)
-                   : -std::numeric_limits<float>::infinity();
+#pragma omp parallel
+  {
+    std::vector<float> scratch = scratchFor();
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < positions; i += kRowBlock) {
+      int64_t rows = std::min(kRowBlock, positions - i);
+      const float *x = logitRows(logits, s.vocab, i, rows, scratch);
+      for (int64_t r = 0; r < rows; ++r)
+        m[i + r] = cpu::maxOf(x + r * s.vocab, s.vocab);
+    }
   }
   if (vocabParallel)
     ctx.tp().allReduceMax(m, positions);
@@ -82,18 +103,22 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
             std::to_string(i / s.seq) + ", position " +
             std::to_string(i % s.seq + 1) + " is outside the vocabulary [0, " +
             std::to_string(s.vocab * ranks) + ")");
-    if (label >= start && label < start + s.vocab)
-      targets[i] = x[i * s.vocab + label - start];
+    if (label >= start && label < start + s.vocab) {
+      int64_t at = i * s.vocab + label - start;
+      targets[i] =
+          bf16 ? bf16Load(static_cast<const uint16_t *>(logits.raw())[at])
+               : logits.f32()[at];
+    }
   }
 #pragma omp parallel
   {
-    std::vector<float> scratch(kRowBlock * s.vocab);
+    std::vector<float> scratch = scratchFor(), exps(kRowBlock * s.vocab);
     double blockSums[kRowBlock];
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < positions; i += kRowBlock) {
       int64_t rows = std::min(kRowBlock, positions - i);
-      cpu::sumsOfExpRows(x + i * s.vocab, m + i, rows, s.vocab, scratch.data(),
-                         blockSums);
+      const float *x = logitRows(logits, s.vocab, i, rows, scratch);
+      cpu::sumsOfExpRows(x, m + i, rows, s.vocab, exps.data(), blockSums);
       for (int64_t r = 0; r < rows; ++r)
         sums[i + r] = static_cast<float>(blockSums[r]);
     }
@@ -119,7 +144,7 @@ Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                       const Tensor &mask) {
   TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, false))
   // As transformers' loss upcasts the logits: loss and lse in f32.
-  if (reducedType(logits) != DType::F32)
+  if (!onHostAsBf16(logits) && reducedType(logits) != DType::F32)
     return cross_entropy(ctx, widened(logits), ids, mask);
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/false);
 }
@@ -127,7 +152,7 @@ Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
 Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
                                      const Tensor &ids, const Tensor &mask) {
   TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, true))
-  if (reducedType(logits) != DType::F32)
+  if (!onHostAsBf16(logits) && reducedType(logits) != DType::F32)
     return cross_entropy_vocab_parallel(ctx, widened(logits), ids, mask);
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
 }
