@@ -201,8 +201,10 @@ int train(Context &ctx, const TrainOptions &o) {
     loss /= static_cast<double>(tokens);
     if (ctx.rank() == 0) {
       double speed = processed / seconds;
+      // A NaN's sign says nothing (which kernel's arithmetic made it): "nan".
+      auto shown = [](double v) { return std::isnan(v) ? std::fabs(v) : v; };
       std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.1f%s\n",
-                  static_cast<long long>(step), loss, norm, speed,
+                  static_cast<long long>(step), shown(loss), shown(norm), speed,
                   state.skipped ? " (update skipped: the gradient norm is "
                                   "not finite)"
                                 : "");
