@@ -159,12 +159,9 @@ TPRT_VECTOR_CLONES void rmsNormRowGrad(const float *x, const float *dy,
                                        const float *weight, float offset,
                                        float eps, int64_t n, float *dx,
                                        double *dwSums) {
-  double sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i)
-    sum += static_cast<double>(x[i]) * x[i];
   // As the forward computes it.
-  float inv = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  float inv =
+      1.0f / std::sqrt(static_cast<float>(sumOfSquares(x, n) / n) + eps);
   double dot = 0; // the mean over the row of dy * xhat, scaled
 #pragma omp simd reduction(+ : dot)
   for (int64_t i = 0; i < n; ++i)
