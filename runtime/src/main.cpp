@@ -2,7 +2,7 @@
 //
 //   model --input ids.npy [--attention-mask mask.npy] --output logits.npy
 //         [--weights MODEL.onnx] [--threads T] [--bench N] [--device D]
-//         [--autocast bf16|f32]
+//         [--autocast bf16|f32] [--collective-timeout S]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
 //         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf --seed S]
@@ -16,7 +16,8 @@
 // --device cuda runs forward and training on the GPU of each rank (one per
 // rank, NCCL collectives) when the runtime was built with the CUDA backend;
 // --autocast bf16 runs its linears in bf16 with FP32 accumulation (on the
-// CPU too).
+// CPU too); --collective-timeout S bounds how long an NCCL collective
+// waits for the other ranks (default 600 s, 0: no limit).
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,14 +49,15 @@ void usage(const char *argv0) {
       stderr,
       "usage: %s --input ids.npy [--attention-mask mask.npy] "
       "--output logits.npy [--weights MODEL.onnx] [--threads T] "
-      "[--bench N] [--device cpu|cuda] [--autocast bf16|f32]\n"
+      "[--bench N] [--device cpu|cuda] [--autocast bf16|f32] "
+      "[--collective-timeout S]\n"
       "       %s --train --data tokens.npy [--data-mask mask.npy] "
       "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
       "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
       "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] [--seed S] "
       "[--save DIR] [--log F] "
       "[--weights MODEL.onnx] [--threads T] [--device cpu|cuda] "
-      "[--autocast bf16|f32]\n",
+      "[--autocast bf16|f32] [--collective-timeout S]\n",
       argv0, argv0);
 }
 
@@ -181,18 +183,26 @@ bool isCheckpoint(const std::string &weights) {
                          suffix) == 0;
 }
 
-/// The context of this rank on `device`, reading parameters from
-/// `weights`.
+/// Where and how a rank runs: --device, --autocast, --collective-timeout.
+struct DeviceOptions {
+  tprt::Device device = tprt::Device::CPU;
+  tprt::DType autocast = tprt::DType::F32;
+  /// Negative: not given (the context's default).
+  double collectiveTimeout = -1;
+};
+
+/// The context of this rank, reading parameters from `weights`.
 std::unique_ptr<tprt::Context> makeContext(int rank, int size,
                                            const std::string &weights,
-                                           tprt::Device device,
-                                           tprt::DType autocast) {
+                                           const DeviceOptions &options) {
   bool checkpoint = isCheckpoint(weights);
   auto ctx = std::make_unique<tprt::Context>(
       rank, size, checkpoint ? tprt_model_path : weights,
       baseName(tprt_model_path));
-  ctx->setDevice(device);
-  ctx->setAutocast(autocast);
+  ctx->setDevice(options.device);
+  ctx->setAutocast(options.autocast);
+  if (options.collectiveTimeout >= 0)
+    ctx->setCollectiveTimeout(options.collectiveTimeout);
   ctx->setGrid(tprt_model_tp_size, dataParallelSize());
   if (!checkpoint) {
     checkWeightFiles(*ctx);
@@ -253,8 +263,9 @@ int main(int argc, char **argv) try {
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
   bool training = false;
-  tprt::Device device = tprt::Device::CPU;
-  tprt::DType autocast = tprt::DType::F32;
+  DeviceOptions deviceOptions;
+  tprt::Device &device = deviceOptions.device;
+  tprt::DType &autocast = deviceOptions.autocast;
   tprt::TrainOptions train;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -289,7 +300,9 @@ int main(int argc, char **argv) try {
       if (name != "bf16" && name != "f32")
         tprt::fatal("--autocast must be bf16 or f32, got '" + name + "'");
       autocast = name == "bf16" ? tprt::DType::BF16 : tprt::DType::F32;
-    } else if (arg == "--data")
+    } else if (arg == "--collective-timeout")
+      deviceOptions.collectiveTimeout = realOption(arg, value(), 0, 1e9);
+    else if (arg == "--data")
       train.data = value();
     else if (arg == "--data-mask")
       train.dataMask = value();
@@ -345,7 +358,7 @@ int main(int argc, char **argv) try {
       tprt::fatal("--train takes --data (not --input, --output or --bench)");
     }
     std::unique_ptr<tprt::Context> ctx =
-        makeContext(rank, size, weights, device, autocast);
+        makeContext(rank, size, weights, deviceOptions);
     int status = tprt::train(*ctx, train);
     MPI_Finalize();
     return status;
@@ -391,7 +404,7 @@ int main(int argc, char **argv) try {
   }
 
   std::unique_ptr<tprt::Context> context =
-      makeContext(rank, size, weights, device, autocast);
+      makeContext(rank, size, weights, deviceOptions);
   tprt::Context &ctx = *context;
   ctx.setConstantWeights(true);
   // The inputs go where the kernels run; the logits come back.

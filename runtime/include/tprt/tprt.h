@@ -180,6 +180,11 @@ public:
   /// default): FP32 throughout. BF16 needs Device::CUDA.
   void setAutocast(DType dtype);
   DType autocast() const { return autocast_; }
+  /// On Device::CUDA: the seconds a collective may wait for the other
+  /// ranks before every rank stops with a message naming it (0: no
+  /// limit; default 600, torch.distributed's). Set before setGrid. MPI's
+  /// collectives (the CPU backend) have no timeout: an error there.
+  void setCollectiveTimeout(double seconds);
   /// Parameters do not change once read (a forward-only run): the CPU
   /// linear forms then keep each weight in the GEMM library's packed
   /// layout instead of reading the plain one on every call. main sets it
@@ -259,9 +264,10 @@ public:
   void setTrainState(TrainState *state) { trainState_ = state; }
 
 private:
-  std::unique_ptr<Communicator> makeCommunicator(int color);
+  std::unique_ptr<Communicator> makeCommunicator(int color, const char *group);
 
   int rank_, worldSize_;
+  double collectiveTimeout_ = 600;
   Device device_ = Device::CPU;
   DType autocast_ = DType::F32;
   bool constantWeights_ = false;

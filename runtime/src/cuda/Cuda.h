@@ -42,8 +42,11 @@ void memset(void *dst, int value, size_t bytes);
 void synchronize();
 
 /// An NCCL communicator over the ranks of MPI_COMM_WORLD that share
-/// `color`; the unique id goes from the group's first rank over MPI.
-std::unique_ptr<Communicator> createNcclCommunicator(int color);
+/// `color` (the `group` named in messages: "tp", "dp"); the unique id goes
+/// from the group's first rank over MPI. A collective that does not finish
+/// within `timeoutSeconds` (0: no limit) stops every rank (nccl.cpp).
+std::unique_ptr<Communicator>
+createNcclCommunicator(int color, const char *group, double timeoutSeconds);
 
 Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table);
 Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,

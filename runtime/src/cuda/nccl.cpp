@@ -7,22 +7,159 @@
 // checkpoint's gather) go through device memory and are back when the call
 // returns.
 //
+// Communicators are non-blocking (NCCL's config.blocking = 0): a call that
+// would wait for the other ranks (creation, the first collective's
+// connection set-up) returns at once and is polled with a deadline, and a
+// thread watches the collectives queued on the GPU (Watchdog.h). A rank
+// that never joins stops every rank with a message naming the collective,
+// after ncclCommAbort has released the GPU, instead of hanging: PyTorch's
+// ProcessGroupNCCL watchdog, with its 10-minute default.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Runtime.h"
+#include "Watchdog.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
 #include <mpi.h>
+#include <mutex>
 #include <nccl.h>
+#include <thread>
+#include <vector>
 
 namespace tprt {
 namespace cuda {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ncclMessage(ncclComm_t comm, ncclResult_t status) {
+  std::string message = ncclGetErrorString(status);
+  if (const char *last = comm ? ncclGetLastError(comm) : nullptr; last && *last)
+    message += std::string(": ") + last;
+  return message;
+}
 
 void checkNccl(ncclResult_t status, const char *what) {
   if (status != ncclSuccess)
     fatal(std::string(what) + " failed: " + ncclGetErrorString(status) +
           " (NCCL_DEBUG=WARN says more)");
 }
+
+Clock::duration toDuration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
+
+std::string secondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+/// This process's NCCL communicators and the collectives queued on them,
+/// polled by one thread. Never destroyed: its thread may outlive main's
+/// statics when a fatal error ends the program.
+class Watchdog {
+public:
+  static Watchdog &instance() {
+    static Watchdog *watchdog = new Watchdog;
+    return *watchdog;
+  }
+
+  /// Watches `comm` (for asynchronous errors, and to abort it) and, with a
+  /// positive timeout, the collectives queued on the stream.
+  void attach(ncclComm_t comm, double timeoutSeconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    comms_.push_back(comm);
+    if (thread_.joinable())
+      return;
+    timeout_ = timeoutSeconds;
+    queue_ = std::make_unique<CollectiveQueue<cudaEvent_t>>(
+        toDuration(timeoutSeconds));
+    check(cudaGetDevice(&device_), "cudaGetDevice");
+    stop_ = false;
+    thread_ = std::thread([this] { run(); });
+  }
+
+  /// Stops watching `comm`; the thread ends with the last communicator.
+  void detach(ncclComm_t comm) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    comms_.erase(std::remove(comms_.begin(), comms_.end(), comm), comms_.end());
+    if (!comms_.empty() || !thread_.joinable())
+      return;
+    stop_ = true;
+    lock.unlock();
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  double timeout() const { return timeout_; }
+
+  /// Records the end of the collective just queued on the stream.
+  void queued(std::string what) {
+    if (timeout_ <= 0)
+      return;
+    cudaEvent_t event;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+          "cudaEventCreate");
+    check(cudaEventRecord(event, stream()), "cudaEventRecord");
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_->push(event, std::move(what), Clock::now());
+  }
+
+  /// Aborts every communicator and ends the program (all ranks).
+  [[noreturn]] void expire(const std::string &message) {
+    for (ncclComm_t comm : comms_)
+      ncclCommAbort(comm);
+    fatal(message);
+  }
+
+private:
+  void run() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+      if (stop_)
+        break;
+      for (ncclComm_t comm : comms_) {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(comm, &state) == ncclSuccess &&
+            state != ncclSuccess && state != ncclInProgress)
+          expire("an NCCL collective failed: " + ncclMessage(comm, state) +
+                 " (NCCL_DEBUG=WARN says more)");
+      }
+      bool failed = false;
+      auto finished = [&](cudaEvent_t event) {
+        cudaError_t status = cudaEventQuery(event);
+        failed |= status != cudaSuccess && status != cudaErrorNotReady;
+        return status == cudaSuccess;
+      };
+      auto release = [](cudaEvent_t event) { cudaEventDestroy(event); };
+      const auto *late = queue_->overdue(Clock::now(), finished, release);
+      // A CUDA error is the main thread's to report, at its next check.
+      if (failed)
+        break;
+      if (late)
+        expire("the " + late->what + " did not finish within " +
+               secondsText(timeout_) +
+               " s (--collective-timeout): a rank did not join it (stopped, "
+               "or stuck before it); aborting the NCCL communicators");
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<ncclComm_t> comms_;
+  std::unique_ptr<CollectiveQueue<cudaEvent_t>> queue_;
+  std::thread thread_;
+  double timeout_ = 0;
+  int device_ = 0;
+  bool stop_ = false;
+};
 
 bool onHost(const void *p) {
   cudaPointerAttributes attributes;
@@ -61,77 +198,139 @@ private:
 
 class NcclCommunicator : public Communicator {
 public:
-  explicit NcclCommunicator(int color) {
+  NcclCommunicator(int color, std::string group, double timeoutSeconds)
+      : group_(std::move(group)), timeout_(timeoutSeconds) {
     int worldRank;
     MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
-    MPI_Comm group;
-    if (MPI_Comm_split(MPI_COMM_WORLD, color, worldRank, &group) != MPI_SUCCESS)
+    MPI_Comm members;
+    if (MPI_Comm_split(MPI_COMM_WORLD, color, worldRank, &members) !=
+        MPI_SUCCESS)
       fatal("MPI_Comm_split failed");
-    MPI_Comm_rank(group, &rank_);
-    MPI_Comm_size(group, &size_);
+    MPI_Comm_rank(members, &rank_);
+    MPI_Comm_size(members, &size_);
     ncclUniqueId id;
     if (rank_ == 0)
       checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
-    MPI_Comm_free(&group);
-    checkNccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, members);
+    MPI_Comm_free(&members);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t status =
+        ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+    if (status != ncclSuccess && status != ncclInProgress)
+      fatal("ncclCommInitRankConfig of the " + group_ +
+            " group failed: " + ncclMessage(nullptr, status));
+    Watchdog::instance().attach(comm_, timeout_);
+    await(status, "the creation of the " + group_ + " group's communicator",
+          /*collective=*/false);
   }
-  ~NcclCommunicator() override { ncclCommDestroy(comm_); }
+  ~NcclCommunicator() override {
+    await(ncclCommFinalize(comm_),
+          "the end of the " + group_ + " group's communicator",
+          /*collective=*/false);
+    Watchdog::instance().detach(comm_);
+    ncclCommDestroy(comm_);
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   void allReduceSum(float *data, int64_t count) override {
-    allReduce(data, count, ncclFloat, ncclSum, sizeof(float));
+    allReduce(data, count, ncclFloat, ncclSum, sizeof(float),
+              "all-reduce (sum)", "f32");
   }
   void allReduceMax(float *data, int64_t count) override {
-    allReduce(data, count, ncclFloat, ncclMax, sizeof(float));
+    allReduce(data, count, ncclFloat, ncclMax, sizeof(float),
+              "all-reduce (max)", "f32");
   }
   void allReduceSumF64(double *data, int64_t count) override {
-    allReduce(data, count, ncclDouble, ncclSum, sizeof(double));
+    allReduce(data, count, ncclDouble, ncclSum, sizeof(double),
+              "all-reduce (sum)", "f64");
   }
   void allGather(const float *in, float *out, int64_t count) override {
     Staged source(const_cast<float *>(in), count * sizeof(float));
     Staged target(out, count * size_ * sizeof(float), /*copyIn=*/false);
-    checkNccl(ncclAllGather(source.get(), target.get(), count, ncclFloat, comm_,
-                            stream()),
-              "ncclAllGather");
+    std::string what = describe("all-gather", count, "f32");
+    await(ncclAllGather(source.get(), target.get(), count, ncclFloat, comm_,
+                        stream()),
+          what);
     target.finish();
   }
   void reduceScatterSum(const float *in, float *out, int64_t count) override {
     Staged source(const_cast<float *>(in), count * size_ * sizeof(float));
     Staged target(out, count * sizeof(float), /*copyIn=*/false);
-    checkNccl(ncclReduceScatter(source.get(), target.get(), count, ncclFloat,
-                                ncclSum, comm_, stream()),
-              "ncclReduceScatter");
+    std::string what = describe("reduce-scatter (sum)", count * size_, "f32");
+    await(ncclReduceScatter(source.get(), target.get(), count, ncclFloat,
+                            ncclSum, comm_, stream()),
+          what);
     target.finish();
   }
   void broadcast(void *data, int64_t bytes, int root) override {
     Staged buffer(data, bytes);
-    checkNccl(ncclBroadcast(buffer.get(), buffer.get(), bytes, ncclUint8, root,
-                            comm_, stream()),
-              "ncclBroadcast");
+    std::string what = describe("broadcast", bytes, "byte");
+    await(ncclBroadcast(buffer.get(), buffer.get(), bytes, ncclUint8, root,
+                        comm_, stream()),
+          what);
     buffer.finish();
   }
 
 private:
+  std::string describe(const char *op, int64_t count, const char *type) const {
+    return describeCollective(op, count, type, group_.c_str(), size_);
+  }
+
   void allReduce(void *data, int64_t count, ncclDataType_t type, ncclRedOp_t op,
-                 size_t elementBytes) {
+                 size_t elementBytes, const char *name, const char *typeName) {
     Staged buffer(data, count * elementBytes);
-    checkNccl(ncclAllReduce(buffer.get(), buffer.get(), count, type, op, comm_,
-                            stream()),
-              "ncclAllReduce");
+    std::string what = describe(name, count, typeName);
+    await(ncclAllReduce(buffer.get(), buffer.get(), count, type, op, comm_,
+                        stream()),
+          what);
     buffer.finish();
   }
 
+  /// A non-blocking call's result: polled until NCCL has done it (or
+  /// queued it on the stream), which the other ranks may hold up, at most
+  /// the timeout. A collective's end is then handed to the watchdog.
+  void await(ncclResult_t status, const std::string &what,
+             bool collective = true) {
+    Clock::time_point start = Clock::now(),
+                      deadline = start + toDuration(timeout_);
+    while (status == ncclInProgress) {
+      Clock::time_point now = Clock::now();
+      if (timeout_ > 0 && now > deadline)
+        Watchdog::instance().expire(
+            what + " did not start within " + secondsText(timeout_) +
+            " s (--collective-timeout): a rank did not join it; aborting the "
+            "NCCL communicators");
+      // Connection set-up takes milliseconds; a rank still reading its
+      // weights may take minutes: spin briefly, then sleep between polls.
+      if (now - start < std::chrono::milliseconds(10))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (ncclCommGetAsyncError(comm_, &status) != ncclSuccess)
+        break;
+    }
+    if (status != ncclSuccess)
+      Watchdog::instance().expire(what +
+                                  " failed: " + ncclMessage(comm_, status) +
+                                  " (NCCL_DEBUG=WARN says more)");
+    if (collective)
+      Watchdog::instance().queued(what);
+  }
+
   ncclComm_t comm_ = nullptr;
+  std::string group_;
+  double timeout_;
   int rank_ = 0, size_ = 1;
 };
 
 } // namespace
 
-std::unique_ptr<Communicator> createNcclCommunicator(int color) {
-  return std::make_unique<NcclCommunicator>(color);
+std::unique_ptr<Communicator>
+createNcclCommunicator(int color, const char *group, double timeoutSeconds) {
+  return std::make_unique<NcclCommunicator>(color, group, timeoutSeconds);
 }
 
 } // namespace cuda

@@ -32,8 +32,8 @@ void Context::setGrid(int tp, int dp) {
   if (tp < 1 || dp < 1 || tp * dp != worldSize_)
     fatal("a grid of " + std::to_string(dp) + " x " + std::to_string(tp) +
           " ranks does not make the " + std::to_string(worldSize_) + " ranks");
-  tp_ = makeCommunicator(rank_ / tp);
-  dp_ = makeCommunicator(rank_ % tp);
+  tp_ = makeCommunicator(rank_ / tp, "tp");
+  dp_ = makeCommunicator(rank_ % tp, "dp");
 }
 
 void Context::setDevice(Device device) {
@@ -57,23 +57,35 @@ void Context::setAutocast(DType dtype) {
   autocast_ = dtype;
 }
 
-std::unique_ptr<Communicator> Context::makeCommunicator(int color) {
+void Context::setCollectiveTimeout(double seconds) {
+  if (!(seconds >= 0))
+    fatal("the collective timeout must be a number of seconds >= 0");
+  if (device_ != Device::CUDA)
+    fatal("--collective-timeout applies to the NCCL collectives of --device "
+          "cuda; MPI's have none (mpirun --timeout bounds a whole CPU run)");
+  if (tp_ || dp_)
+    fatal("the collective timeout is set before the first communicator");
+  collectiveTimeout_ = seconds;
+}
+
+std::unique_ptr<Communicator> Context::makeCommunicator(int color,
+                                                        const char *group) {
 #ifdef TPRT_WITH_CUDA
   if (device_ == Device::CUDA)
-    return cuda::createNcclCommunicator(color);
+    return cuda::createNcclCommunicator(color, group, collectiveTimeout_);
 #endif
   return createMpiCommunicator(color);
 }
 
 Communicator &Context::tp() {
   if (!tp_)
-    tp_ = makeCommunicator(0);
+    tp_ = makeCommunicator(0, "tp");
   return *tp_;
 }
 
 Communicator &Context::dp() {
   if (!dp_)
-    dp_ = makeCommunicator(rank_);
+    dp_ = makeCommunicator(rank_, "dp");
   return *dp_;
 }
 
