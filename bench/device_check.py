@@ -3,7 +3,8 @@
 model's reference inputs on the CPU and the CUDA backend against the
 PyTorch logits committed with the model and against each other (f32:
 max|diff| <= 1e-4 * max(1, max|ref|) at the positions the mask keeps), two
-ranks on one GPU refused with a message, and the medium Llama's forward
+ranks on one GPU refused with a message, a collective the stream reaches
+only after the timeout stopped by the watchdog, and the medium Llama's forward
 time against PyTorch eager on the same GPU (weights made here with
 PyTorch, seed 0, and read by the program from that checkpoint). Writes
 DIR/device-check.log (the tables) and exits non-zero when a check fails.
@@ -188,6 +189,23 @@ elif multi:
         failures.append("two ranks on one GPU were not refused with a message")
     say(f"Two ranks on one GPU ({name}, --device cuda): {'refused' if ok else 'NOT refused'} in {took:.1f} s: "
         f"{message.group(0) if message else log[-300:]}")
+
+# The collective timeout (src/cuda/Watchdog.h): an all-reduce held back 8 s
+# on the stream with a 1 s timeout must end the program, naming it.
+say()
+if not GPU:
+    say("Collective timeout: skipped: no GPU")
+else:
+    start = time.time()
+    r = subprocess.run([kernel_test, "--stuck-collective"], capture_output=True, text=True, timeout=120)
+    took = time.time() - start
+    message = re.search(r"tprt: error[^\n]*", r.stdout + r.stderr)
+    ok = r.returncode not in (0, 77) and message is not None and "did not finish within 1 s" in message.group(0)
+    if not ok:
+        failures.append("the collective timeout did not stop a stuck all-reduce")
+    say(f"Collective timeout (1 s, an all-reduce held back 8 s): {'stopped' if ok else 'NOT stopped'} "
+        f"after {took:.1f} s, exit {r.returncode}: "
+        f"{message.group(0) if message else (r.stdout + r.stderr)[-300:]}")
 
 # Training: three steps of each model against its PyTorch run, on both
 # backends (test/e2e/compare_training.py), and the two backends' losses.

@@ -5,7 +5,8 @@
 // causal and sliding windows, soft-capping, padding masks, fewer queries
 // than keys, sequences across several key tiles), compared with the CPU
 // kernel of the same op. Needs a GPU: without one it prints "skipped: no
-// GPU" and exits 77 (ctest's skip code). bench/device-check.sh runs it.
+// GPU" and exits 77 (ctest's skip code). bench/device-check.sh runs it,
+// and runs it again with --stuck-collective (the collective timeout).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,13 @@
 #include <cstdlib>
 #include <mpi.h>
 #include <string>
+
+#ifdef TPRT_WITH_CUDA
+#include "cuda/Runtime.h"
+
+#include <chrono>
+#include <thread>
+#endif
 
 using namespace tprt;
 using tprt::test::randomTensor;
@@ -273,6 +281,29 @@ void testMamba2(Context &c, Context &g) {
 
 } // namespace
 
+/// An all-reduce that the stream reaches only after a host function has
+/// slept 8 s, with a timeout of 1 s: the watchdog must stop the program
+/// naming it, with a non-zero exit, long before the sleep ends
+/// (bench/device_check.py checks the message).
+int stuckCollective() {
+#ifdef TPRT_WITH_CUDA
+  Context dev(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  dev.setDevice(Device::CUDA);
+  dev.setCollectiveTimeout(1);
+  Tensor x = gpu(randomTensor({1024}, 3));
+  cuda::check(
+      cudaLaunchHostFunc(
+          cuda::stream(),
+          [](void *) { std::this_thread::sleep_for(std::chrono::seconds(8)); },
+          nullptr),
+      "cudaLaunchHostFunc");
+  dev.tp().allReduceSum(x.f32(), x.numel());
+  cuda::synchronize();
+#endif
+  std::printf("FAIL: the stuck all-reduce ended without the watchdog\n");
+  return 1;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   if (!cudaBackendBuilt() || std::system("nvidia-smi -L >/dev/null 2>&1")) {
@@ -282,6 +313,8 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 77;
   }
+  if (argc > 1 && std::string(argv[1]) == "--stuck-collective")
+    return stuckCollective();
   Context cpu(0, 1, "/nonexistent/model.onnx", "model.onnx");
   Context dev(0, 1, "/nonexistent/model.onnx", "model.onnx");
   dev.setDevice(Device::CUDA);
