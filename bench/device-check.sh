@@ -61,14 +61,26 @@ prepare)
   for name in "${names[@]}"; do
     model=test/models/$name
     [ -f "$root/$model/ts_fold.onnx" ] || { echo "device-check.sh: no model '$name' under test/models" >&2; exit 1; }
-    # f32 programs: the CUDA backend takes no bf16 ones yet (a bf16
-    # checkpoint computes in f32).
+    # f32 programs (a bf16 checkpoint would compute in bf16: those are
+    # below).
     "$tpc" "$root/$model/ts_fold.onnx" --hf-config "$root/$model/config.json" \
       --dtype f32 --emit cpp -o "$dir/work/$name" >/dev/null
     cp "$dir/work/$name/model.cpp" "$dir/programs/$name.cpp"
     # name, model file, reference directory (relative to the tree's
     # root), ranks
     printf '%s\t%s\t%s\t1\n' "$name" "$model/ts_fold.onnx" "$model/ref" >>"$manifest"
+  done
+  # bf16 programs: the models' bf16 checkpoints (test/models/NAME_bf16,
+  # computed in bf16 by default) against PyTorch's own bf16 run, on both
+  # backends.
+  : >"$dir/bf16.tsv"
+  for name in "${names[@]}"; do
+    model=test/models/${name}_bf16
+    [ -f "$root/$model/ts_fold.onnx" ] || continue
+    "$tpc" "$root/$model/ts_fold.onnx" --hf-config "$root/$model/config.json" \
+      --emit cpp -o "$dir/work/${name}_bf16" >/dev/null
+    cp "$dir/work/${name}_bf16/model.cpp" "$dir/programs/${name}_bf16.cpp"
+    printf '%s\t%s\t%s\n' "${name}_bf16" "$model/ts_fold.onnx" "$model/ref" >>"$dir/bf16.tsv"
   done
   # The first model at tp=2 as well: two MPI ranks on the CPU backend, and
   # the GPU backend's refusal of two ranks on one GPU.
@@ -93,7 +105,13 @@ prepare)
       "$tpc" "$root/$model/$export" --train --dtype f32 --emit cpp -o "$dir/work/${name}_train" >/dev/null
     }
     cp "$dir/work/${name}_train/model.cpp" "$dir/programs/${name}_train.cpp"
-    printf '%s\t%s\t%s\n' "${name}_train" "$model/$export" "$model/train" >>"$dir/train.tsv"
+    printf '%s\t%s\t%s\tf32\n' "${name}_train" "$model/$export" "$model/train" >>"$dir/train.tsv"
+    # Trained in bf16 too where PyTorch's bf16 run is recorded
+    # (test/models/NAME/train_bf16).
+    [ -d "$root/$model/train_bf16" ] || continue
+    "$tpc" "$root/$model/$export" --train --dtype bf16 --emit cpp -o "$dir/work/${name}_train_bf16" >/dev/null
+    cp "$dir/work/${name}_train_bf16/model.cpp" "$dir/programs/${name}_train_bf16.cpp"
+    printf '%s\t%s\t%s\tbf16\n' "${name}_train_bf16" "$model/$export" "$model/train_bf16" >>"$dir/train.tsv"
   done
   if ((medium)); then
     # The graph only: the GPU machine makes the weights (PyTorch, seed 0)

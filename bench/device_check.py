@@ -32,6 +32,16 @@ RTOL = 1e-4
 # 2.1e-2.
 BF16_LOGITS_RTOL = 5e-2
 BF16_TRAIN = ["--rtol", "5e-2", "--first-norm-rtol", "5e-2", "--wtol", "5e-2"]
+# bf16 programs (a bf16 checkpoint, or tpc --dtype bf16: parameters and
+# activations bf16) against PyTorch's own bf16 run, the bounds of
+# test/e2e/dtypes.test on the CPU: logits 2e-2 relative (Gemma3 5e-2), and
+# the backends against each other as far (their products' sums round to
+# bf16 in different places); training: losses and grad norms 2e-3, weights
+# 3e-2 norm-wise.
+BF16_PROGRAM_RTOL = {"gemma3_bf16": 5e-2}
+BF16_PROGRAM_DEFAULT_RTOL = 2e-2
+BF16_PROGRAM_TRAIN = ["--rtol", "2e-3", "--first-norm-rtol", "2e-3", "--wtol", "3e-2",
+                      "--expect-dtype", "bf16"]
 
 p = argparse.ArgumentParser()
 p.add_argument("--dir", required=True)
@@ -95,6 +105,18 @@ def check(name, value, what, bound=RTOL):
         failures.append(f"{name}: {what}")
 
 
+def compare_gpu(name, tag, exe, ids, mask, weights, ref, cpu, keep, kind="", bound=RTOL):
+    """The program on the GPU against the reference and the CPU's logits:
+    (relative difference to the reference, to the CPU)."""
+    gpu, log = run(exe, ids, os.path.join(tmp, "gpu.npy"), "cuda", weights, mask)
+    if gpu is None:
+        say(f"<!-- {name} {tag} cuda: {log[-400:]} -->")
+    gpu_ref, gpu_cpu = rel(gpu, ref, keep), rel(gpu, cpu, keep) if cpu is not None else None
+    check(f"{name} {tag}", gpu_ref, f"CUDA{kind} vs PyTorch{kind}", bound)
+    check(f"{name} {tag}", gpu_cpu, f"CUDA{kind} vs CPU{kind}", bound)
+    return gpu_ref, gpu_cpu
+
+
 manifest = [l.rstrip("\n").split("\t") for l in open(os.path.join(args.dir, "manifest.tsv")) if l.strip()]
 gpu_name = "none"
 if GPU:
@@ -154,12 +176,7 @@ for name, model, refdir, ranks in manifest:
         elif ranks > 1:
             gpu_cells = ["n/a (one GPU)"] * 3
         else:
-            gpu, log = run(exe, ids, os.path.join(tmp, "gpu.npy"), "cuda", weights, mask)
-            if gpu is None:
-                say(f"<!-- {name} {tag} cuda: {log[-400:]} -->")
-            gpu_ref, gpu_cpu = rel(gpu, ref, keep), rel(gpu, cpu, keep) if cpu is not None else None
-            check(f"{name} {tag}", gpu_ref, "CUDA vs PyTorch")
-            check(f"{name} {tag}", gpu_cpu, "CUDA vs CPU")
+            gpu_ref, gpu_cpu = compare_gpu(name, tag, exe, ids, mask, weights, ref, cpu, keep)
             bf16, log = run(exe, ids, os.path.join(tmp, "bf16.npy"), "cuda", weights, mask,
                             extra=["--autocast", "bf16"])
             if bf16 is None:
@@ -169,6 +186,39 @@ for name, model, refdir, ranks in manifest:
             gpu_cells = [cell(gpu_ref), cell(gpu_cpu), cell(bf16_ref, BF16_LOGITS_RTOL)]
         say(f"| {name}{' (mpirun -np %d)' % ranks if ranks > 1 else ''} | {tag} | {cell(cpu_ref)} | "
             f"{gpu_cells[0]} | {gpu_cells[1]} | {gpu_cells[2]} |")
+
+# bf16 programs on both backends against PyTorch's bf16 run.
+say()
+bf16_list = os.path.join(args.dir, "bf16.tsv")
+bf16_rows = [l.rstrip("\n").split("\t") for l in open(bf16_list) if l.strip()] \
+    if os.path.exists(bf16_list) else []
+say("bf16 programs (test/models/NAME_bf16, parameters and activations bf16), logits relative max|diff| "
+    f"at the kept positions against PyTorch's bf16 run, bound {BF16_PROGRAM_DEFAULT_RTOL:g} "
+    "(Gemma3 5e-2):")
+say("| program | input | CPU vs PyTorch bf16 | CUDA vs PyTorch bf16 | CUDA vs CPU |")
+say("|---|---|---|---|---|")
+for name, model, refdir in bf16_rows:
+    bound = BF16_PROGRAM_RTOL.get(name, BF16_PROGRAM_DEFAULT_RTOL)
+    exe = os.path.join(args.programs, name)
+    weights = os.path.join(args.root, model)
+    refdir = os.path.join(args.root, refdir)
+    for tag in ["b3_s12_pad"]:
+        ids = os.path.join(refdir, f"input_ids_{tag}.npy")
+        mask = os.path.join(refdir, f"attention_mask_{tag}.npy")
+        ref = np.load(os.path.join(refdir, f"logits_{tag}.npy")).astype(np.float32)
+        keep = np.load(mask).astype(bool)
+        cpu, log = run(exe, ids, os.path.join(tmp, "cpu.npy"), "cpu", weights, mask)
+        if cpu is None:
+            say(f"<!-- {name} {tag} cpu: {log[-400:]} -->")
+        cpu_ref = rel(cpu, ref, keep)
+        check(f"{name} {tag}", cpu_ref, "CPU bf16 vs PyTorch bf16", bound)
+        if not GPU:
+            gpu_cells = ["skipped: no GPU"] * 2
+        else:
+            gpu_ref, gpu_cpu = compare_gpu(name, tag, exe, ids, mask, weights, ref, cpu, keep,
+                                           " bf16", bound)
+            gpu_cells = [cell(gpu_ref, bound), cell(gpu_cpu, bound)]
+        say(f"| {name} | {tag} | {cell(cpu_ref, bound)} | {gpu_cells[0]} | {gpu_cells[1]} |")
 
 # Two ranks on one GPU: NCCL cannot; the runtime says so before any work.
 say()
@@ -207,6 +257,31 @@ else:
         f"after {took:.1f} s, exit {r.returncode}: "
         f"{message.group(0) if message else (r.stdout + r.stderr)[-300:]}")
 
+# The replica-gradient buckets' pack (one kernel) and the bf16 gradients'
+# cast into their FP32 buffers, against cudaMemcpy of the same bytes
+# (bench/gradsync on one GPU: its NCCL columns are a world of one).
+say()
+if not GPU:
+    say("Bucket pack+cast bandwidth: skipped: no GPU")
+else:
+    gradsync = os.path.join(os.path.dirname(kernel_test), "tprt-gradsync-bench")
+    r = subprocess.run(MPIRUN + ["1", gradsync, "--device", "cuda", "--rounds", "5"],
+                       capture_output=True, text=True, timeout=600)
+    rows = [l for l in r.stdout.splitlines() if l.startswith("|")]
+    if r.returncode != 0 or len(rows) < 4:
+        failures.append("bench/gradsync --device cuda")
+        say(f"Bucket pack+cast bandwidth: failed: {(r.stdout + r.stderr)[-400:]}")
+    else:
+        say("Bucket pack+cast bandwidth (bench/gradsync --device cuda, one GPU; the pack is one kernel "
+            "for all of a bucket's gradients, the cast is accumulate_grad of bf16 gradients into their "
+            "FP32 buffers):")
+        say("| gradient set | FP32 bytes | pack GB/s | cudaMemcpy GB/s | pack speed / copy | "
+            "bf16 cast into FP32 buffers GB/s |")
+        say("|---|---|---|---|---|---|")
+        for row in rows[2:]:
+            c = [x.strip() for x in row.strip("|").split("|")]
+            say(f"| {c[0]} | {c[2]} | {c[12]} | {c[13]} | {c[14]} | {c[15]} |")
+
 # Training: three steps of each model against its PyTorch run, on both
 # backends (test/e2e/compare_training.py), and the two backends' losses.
 say()
@@ -217,7 +292,8 @@ compare = os.path.join(args.root, "test", "e2e", "compare_training.py")
 step_line = re.compile(r"(ok|FAIL): step (\d+) (loss|grad_norm) ([0-9.eE+-]+) vs \S+ \(rel ([0-9.eE+-]+)\)")
 say("Training (test/models/NAME/train: 3 AdamW steps of 2 micro-batches x 2 sequences against the PyTorch run; "
     "loss and grad norm per step within 1e-5 relative, the first norm within 1e-6, saved weights within 1e-4 "
-    "norm-wise):")
+    "norm-wise; NAME_train_bf16: tpc --dtype bf16 against PyTorch's bf16 run (NAME/train_bf16), losses and "
+    "norms within 2e-3, weights within 3e-2):")
 say("| program | CPU: loss, norm, weights (worst relative) | CUDA: loss, norm, weights | CUDA vs CPU losses | "
     "CUDA bf16 autocast: loss, norm, weights (bound 5e-2) |")
 say("|---|---|---|---|---|")
@@ -233,11 +309,16 @@ def train_cell(result):
             f"{worst if worst else '?'}")
 
 
-for name, model, traindir in train_rows:
+for name, model, traindir, dtype in train_rows:
     exe = os.path.join(args.programs, name)
     results = {}
-    for device in ["cpu"] + (["cuda", "bf16"] if GPU else []):
+    # A bf16 program (parameters and activations bf16) on both backends;
+    # an f32 one also with bf16 autocast on the GPU.
+    devices = ["cpu"] + ((["cuda", "bf16"] if dtype == "f32" else ["cuda"]) if GPU else [])
+    for device in devices:
         extra = BF16_TRAIN + ["--autocast", "bf16"] if device == "bf16" else []
+        if dtype == "bf16":
+            extra = BF16_PROGRAM_TRAIN
         r = subprocess.run([sys.executable, compare, exe, os.path.join(args.root, traindir),
                             "--device", "cpu" if device == "cpu" else "cuda",
                             "--weights", os.path.join(args.root, model)] + extra,
@@ -258,7 +339,8 @@ for name, model, traindir in train_rows:
         vs = f"{max(abs(x - y) / abs(x) for x, y in zip(a, b)):.1e}" if a and b and len(a) == len(b) else "-"
     else:
         cuda_cell, vs = "skipped: no GPU", "-"
-    bf16_cell = train_cell(results["bf16"]) if "bf16" in results else "skipped: no GPU"
+    bf16_cell = train_cell(results["bf16"]) if "bf16" in results else \
+        ("skipped: no GPU" if dtype == "f32" else "n/a (a bf16 program)")
     say(f"| {name} | {cpu_cell} | {cuda_cell} | {vs} | {bf16_cell} |")
 
 # The medium Llama against PyTorch eager.
@@ -449,8 +531,8 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
         f"{ratio_bf16} | {ours_text} / {torch_loss:.6f} ({rel_text}) | {loss16} |")
 
 say()
-say("Not run (not built yet): bf16 parameters and activations (autocast keeps FP32 masters and "
-    "activations), bucket pack+cast bandwidth, NCCL with more than one GPU.")
+say("Not run here: NCCL with more than one GPU (one GPU holds one rank; the MPI tests cover the "
+    "collective schedule).")
 say()
 if failures:
     say(f"device-check: {len(failures)} check(s) failed:")

@@ -7,7 +7,12 @@
 //     tprt::grad_bucket_all_reduce per bucket (pack, MPI_Allreduce,
 //     unpack);
 //   - one raw MPI_Allreduce of the same FP32 bytes in one buffer;
-//   - packing alone (tprt::packBucket) against memcpy of the same bytes.
+//   - packing alone (tprt::packBucket) against memcpy of the same bytes;
+//   - the cast: bf16 gradients summed into their FP32 buffers
+//     (tprt::accumulate_grad, the step's first micro-batch), FP32 bytes
+//     written per second.
+// --device cuda runs it on the GPUs (one per rank; NCCL, packing as one
+// kernel, cudaMemcpy as the copy), bench/device-check.sh on one GPU.
 // It prints one Markdown row per set: collectives issued and
 // ceil(bytes / bucket), medians, algorithm and bus bandwidth (nccl-tests:
 // busbw = algbw * 2 (n - 1) / n), and the ratios.
@@ -21,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/Cuda.h"
 #include "tprt/Buckets.h"
 #include "tprt/Train.h"
 
@@ -83,26 +89,56 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// Waits for the GPU's queued work (a timer's end).
+void finish(tprt::Device device) {
+#ifdef TPRT_WITH_CUDA
+  if (device == tprt::Device::CUDA)
+    tprt::cuda::synchronize();
+#endif
+}
+
+/// `bytes` from `src` to `dst`, both on `device`: memcpy or cudaMemcpy.
+void copyBytes(void *dst, const void *src, size_t bytes, tprt::Device device) {
+#ifdef TPRT_WITH_CUDA
+  if (device == tprt::Device::CUDA)
+    return tprt::cuda::copy(dst, device, src, device, bytes);
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 /// Seconds of `f`, the slowest rank's.
-template <typename F> double timed(F &&f) {
+template <typename F> double timed(tprt::Device device, F &&f) {
+  finish(device);
   MPI_Barrier(MPI_COMM_WORLD);
   double start = MPI_Wtime();
   f();
+  finish(device);
   double t = MPI_Wtime() - start;
   MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return t;
 }
 
+/// `n` elements of `value` in `dtype` on `device`.
+tprt::Tensor filled(int64_t n, float value, tprt::DType dtype,
+                    tprt::Device device) {
+  tprt::Tensor t(tprt::DType::F32, {n});
+  std::fill_n(t.f32(), n, value);
+  return t.to(dtype).to(device);
+}
+
 void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
   int ranks = ctx.tp().size();
-  // The buffers, filled with something to add.
+  tprt::Device device = ctx.device();
+  // The buffers, filled with something to add, and a bf16 gradient of each
+  // (what a bf16 program's backward hands accumulate_grad).
   ctx.grads().clear();
   int64_t elements = 0;
   std::vector<int64_t> bytes;
+  std::vector<tprt::Tensor> bf16Grads;
   for (size_t i = 0; i < set.fqns.size(); ++i) {
-    tprt::Tensor g(tprt::DType::F32, {set.numel[i]});
-    std::fill_n(g.f32(), g.numel(), 1.0f);
-    ctx.grads()[set.fqns[i]].grad = g;
+    ctx.grads()[set.fqns[i]].grad =
+        filled(set.numel[i], 1.0f, tprt::DType::F32, device);
+    bf16Grads.push_back(filled(set.numel[i], 0.5f, tprt::DType::BF16, device));
     elements += set.numel[i];
     bytes.push_back(set.numel[i] * 4);
   }
@@ -134,24 +170,33 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
   tprt::TrainOptions options;
   tprt::TrainState state(options);
   ctx.setTrainState(&state);
-  std::vector<float> raw(static_cast<size_t>(elements), 1.0f);
-  std::vector<float> packed(static_cast<size_t>(elements));
+  tprt::Tensor raw = filled(elements, 1.0f, tprt::DType::F32, device);
+  tprt::Tensor packed =
+      tprt::Tensor::uninitialized(tprt::DType::F32, {elements}, device);
   std::vector<tprt::Tensor *> all;
   for (size_t i : order)
     all.push_back(&ctx.grads()[set.fqns[i]].grad);
-  std::vector<double> sync, allreduce, pack, copy;
+  std::vector<double> sync, allreduce, pack, copy, cast;
   for (int round = 0; round <= rounds; ++round) {
     state.bucketCollectives = 0;
-    double s = timed([&] {
+    double s = timed(device, [&] {
       for (size_t b = 0; b < buckets.size(); ++b)
         tprt::grad_bucket_all_reduce(ctx, static_cast<int64_t>(b), true,
                                      tprt::DType::F32, buckets[b].c_str(),
                                      bucketBytes[b], "tp");
     });
-    double a = timed([&] { ctx.tp().allReduceSum(raw.data(), elements); });
-    double p = timed([&] { tprt::packBucket(all, packed.data()); });
-    double c = timed([&] {
-      std::memcpy(packed.data(), raw.data(), static_cast<size_t>(total));
+    double a =
+        timed(device, [&] { ctx.tp().allReduceSum(raw.f32(), elements); });
+    double p = timed(device, [&] { tprt::packBucket(all, packed.f32()); });
+    double c = timed(device, [&] {
+      copyBytes(packed.raw(), raw.raw(), static_cast<size_t>(total), device);
+    });
+    for (auto &entry : ctx.grads())
+      entry.second.fresh = true;
+    double w = timed(device, [&] {
+      for (size_t i = 0; i < set.fqns.size(); ++i)
+        tprt::accumulate_grad(ctx, bf16Grads[i], bf16Grads[i],
+                              set.fqns[i].c_str(), -1, false);
     });
     if (round == 0)
       continue; // warm-up: first touches, MPI's first large message
@@ -159,21 +204,23 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
     allreduce.push_back(a);
     pack.push_back(p);
     copy.push_back(c);
+    cast.push_back(w);
   }
   ctx.setTrainState(nullptr);
   if (ctx.rank() != 0)
     return;
   double ts = median(sync), ta = median(allreduce), tp = median(pack),
-         tc = median(copy);
+         tc = median(copy), tw = median(cast);
   double bus = 2.0 * (ranks - 1) / ranks;
   auto gbs = [](double bytes, double t) { return bytes / t / 1e9; };
   std::printf("| %s | %zu | %.1f MiB | %lld | %lld | %.3f | %.2f | %.2f | "
-              "%.3f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+              "%.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
               set.name.c_str(), set.fqns.size(), total / 1048576.0,
               static_cast<long long>(state.bucketCollectives),
               static_cast<long long>(ceilBuckets), ts * 1e3, gbs(total, ts),
               gbs(total, ts) * bus, ta * 1e3, gbs(total, ta),
-              gbs(total, ta) * bus, ta / ts, gbs(total, tp), gbs(total, tc));
+              gbs(total, ta) * bus, ta / ts, gbs(total, tp), gbs(total, tc),
+              tc / tp, gbs(total, tw));
   std::fflush(stdout);
 }
 
@@ -183,6 +230,7 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   double bucketMib = 256, scale = 1;
   int rounds = 5;
+  tprt::Device device = tprt::Device::CPU;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string arg = argv[i];
     if (arg == "--bucket-mib")
@@ -191,9 +239,13 @@ int main(int argc, char **argv) {
       scale = std::atof(argv[i + 1]);
     else if (arg == "--rounds")
       rounds = std::atoi(argv[i + 1]);
+    else if (arg == "--device" && std::string(argv[i + 1]) == "cuda")
+      device = tprt::Device::CUDA;
+    else if (arg == "--device" && std::string(argv[i + 1]) == "cpu")
+      device = tprt::Device::CPU;
     else
       tprt::fatal("usage: tprt-gradsync-bench [--bucket-mib M] [--scale S] "
-                  "[--rounds R]");
+                  "[--rounds R] [--device cpu|cuda]");
   }
   if (!(bucketMib > 0) || !(scale > 0) || rounds < 1)
     tprt::fatal("--bucket-mib and --scale must be positive, --rounds at "
@@ -203,15 +255,21 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   {
     tprt::Context ctx(rank, size, "", "");
+    ctx.setDevice(device);
+    bool gpu = device == tprt::Device::CUDA;
     if (rank == 0)
       std::printf(
-          "%d ranks, buckets of %g MiB, median of %d rounds\n\n"
+          "%d ranks (%s), buckets of %g MiB, median of %d rounds\n\n"
           "| gradient set | tensors | FP32 bytes | all-reduces issued | "
           "ceil(bytes / bucket) | sync ms | sync algbw GB/s | sync busbw "
-          "GB/s | raw MPI_Allreduce ms | raw algbw GB/s | raw busbw GB/s | "
-          "sync speed / raw | pack GB/s | memcpy GB/s |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-          size, bucketMib, rounds);
+          "GB/s | raw %s ms | raw algbw GB/s | raw busbw GB/s | "
+          "sync speed / raw | pack GB/s | %s GB/s | pack speed / copy | "
+          "bf16 cast into FP32 buffers GB/s |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+          "\n",
+          size, gpu ? "GPUs, NCCL" : "CPU, MPI", bucketMib, rounds,
+          gpu ? "ncclAllReduce" : "MPI_Allreduce",
+          gpu ? "cudaMemcpy" : "memcpy");
     run(ctx, llama7b(scale), bucketMib, rounds);
     run(ctx, synthetic(scale), bucketMib, rounds);
   }

@@ -17,7 +17,11 @@
 
 namespace tprt {
 
-void fatal(const std::string &message) {
+namespace {
+
+/// fatal's message and MPI_Abort; `quick` leaves without running static
+/// destructors (std::_Exit).
+[[noreturn]] void stop(const std::string &message, bool quick) {
   int initialized = 0, finalized = 0, rank = 0, size = 1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -33,7 +37,17 @@ void fatal(const std::string &message) {
   std::fflush(stderr);
   if (mpi && size > 1)
     MPI_Abort(MPI_COMM_WORLD, 1);
+  if (quick)
+    std::_Exit(1);
   std::exit(1);
+}
+
+} // namespace
+
+void fatal(const std::string &message) { stop(message, /*quick=*/false); }
+
+void fatalFromThread(const std::string &message) {
+  stop(message, /*quick=*/true);
 }
 
 uint64_t physicalMemoryBytes() {
@@ -278,9 +292,13 @@ void storeFloat(DType dtype, void *data, int64_t i, float value) {
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_ || !defined())
     return *this;
-  if (onGpu())
-    fatal("converting " + describe() + " to " + dtypeName(dtype) +
-          " on the GPU is not supported");
+  if (onGpu()) {
+#ifdef TPRT_WITH_CUDA
+    return cuda::convert(*this, dtype);
+#else
+    fatal("this runtime was built without the CUDA backend");
+#endif
+  }
   // Through f32, element by element: the kernels of a bf16 / f16 program
   // (tpc --dtype) widen their operands and round their results with it.
   Tensor out = uninitialized(dtype, shape_);

@@ -12,6 +12,7 @@
 
 #include "TestTensors.h"
 #include "tprt/Rope.h"
+#include "tprt/Train.h"
 #include "tprt/tprt.h"
 
 #include <cmath>
@@ -39,15 +40,18 @@ void expectClose(const std::string &what, const Tensor &cpu, const Tensor &gpu,
                  double tol = 1e-5) {
   ++checks;
   Tensor got = gpu.to(Device::CPU);
-  if (got.shape() != cpu.shape()) {
-    std::printf("FAIL %s: shape %s vs %s\n", what.c_str(),
-                got.describe().c_str(), cpu.describe().c_str());
+  if (got.shape() != cpu.shape() || got.dtype() != cpu.dtype()) {
+    std::printf("FAIL %s: %s vs %s\n", what.c_str(), got.describe().c_str(),
+                cpu.describe().c_str());
     ++failures;
     return;
   }
+  // A bf16 program's results compared as the f32 values they hold.
+  got = got.to(DType::F32);
+  Tensor expected = cpu.to(DType::F32);
   double diff = 0, scale = 1;
-  for (int64_t i = 0; i < cpu.numel(); ++i) {
-    double a = cpu.f32()[i], b = got.f32()[i];
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double a = expected.f32()[i], b = got.f32()[i];
     diff = std::isnan(b) != std::isnan(a) ? INFINITY
                                           : std::max(diff, std::fabs(a - b));
     scale = std::max(scale, std::fabs(a));
@@ -132,6 +136,123 @@ void testAutocast(Context &c, Context &g16) {
   expectClose("linear_grad_weight autocast bf16",
               linear_grad_weight(c, dyr, xr),
               linear_grad_weight(g16, gpu(dy), gpu(x)));
+}
+
+/// A bf16 program's kernels (tpc --dtype bf16): bf16 operands on both
+/// backends give results of the same types; the values differ only where
+/// FP32 sums round to bf16 in another order (1e-2: a few bf16 ulps of the
+/// largest value). Conversions are exact.
+void testBf16Programs(Context &c, Context &g) {
+  auto bf16 = [](const Tensor &t) { return t.to(DType::BF16); };
+  Tensor f = randomTensor({1000}, 60, -100, 100);
+  expectClose("f32 to bf16 on the GPU", f.to(DType::BF16),
+              gpu(f).to(DType::BF16), 0);
+  expectClose("f32 to f16 on the GPU", f.to(DType::F16), gpu(f).to(DType::F16),
+              0);
+  expectClose("bf16 to f32 on the GPU", bf16(f).to(DType::F32),
+              gpu(bf16(f)).to(DType::F32), 0);
+  constexpr double tol = 1e-2;
+  Tensor x = bf16(randomTensor({2, 9, 48}, 61)),
+         w = bf16(randomTensor({40, 48}, 62)), b = bf16(randomTensor({40}, 63)),
+         dy = bf16(randomTensor({2, 9, 40}, 64)),
+         y = bf16(randomTensor({2, 9, 48}, 65)),
+         norm = bf16(randomTensor({48}, 66));
+  expectClose("bf16 linear", linear(c, x, w), linear(g, gpu(x), gpu(w)), tol);
+  expectClose("bf16 linear_bias", linear_bias(c, x, w, b),
+              linear_bias(g, gpu(x), gpu(w), gpu(b)), tol);
+  expectClose("bf16 linear_bmm", linear_bmm(c, x, w),
+              linear_bmm(g, gpu(x), gpu(w)), tol);
+  expectClose("bf16 linear_grad_input", linear_grad_input(c, dy, w),
+              linear_grad_input(g, gpu(dy), gpu(w)), tol);
+  expectClose("bf16 linear_grad_weight", linear_grad_weight(c, dy, x),
+              linear_grad_weight(g, gpu(dy), gpu(x)), tol);
+  expectClose("bf16 silu", silu(c, x), silu(g, gpu(x)), tol);
+  expectClose("bf16 add", add(c, x, y), add(g, gpu(x), gpu(y)), tol);
+  expectClose("bf16 silu_grad", silu_grad(c, x, y),
+              silu_grad(g, gpu(x), gpu(y)), tol);
+  expectClose("bf16 rms_norm", rms_norm(c, x, norm, 1e-6, 0, 0),
+              rms_norm(g, gpu(x), gpu(norm), 1e-6, 0, 0), tol);
+  Tensors nc = rms_norm_grad(c, x, norm, y, 1e-6, 0, 0),
+          ng = rms_norm_grad(g, gpu(x), gpu(norm), gpu(y), 1e-6, 0, 0);
+  expectClose("bf16 rms_norm_grad dx", nc[0], ng[0], tol);
+  expectClose("bf16 rms_norm_grad dw", nc[1], ng[1], tol);
+  Tensor table = bf16(randomTensor({50, 24}, 67)),
+         ids = randomIds({3, 11}, 50, 68);
+  expectClose("bf16 embedding", embedding(c, ids, table),
+              embedding(g, gpu(ids), gpu(table)), 0);
+  Tensor q = bf16(randomTensor({2, 9, 4 * 64}, 69, -2, 2)),
+         k = bf16(randomTensor({2, 9, 2 * 64}, 70, -2, 2)),
+         v = bf16(randomTensor({2, 9, 2 * 64}, 71));
+  Tensor mask = paddingMask(2, 9, 3);
+  expectClose("bf16 attention",
+              attention(c, q, k, v, mask, 4, 2, 64, 0.125, true, 0, 0),
+              attention(g, gpu(q), gpu(k), gpu(v), gpu(mask), 4, 2, 64, 0.125,
+                        true, 0, 0),
+              tol);
+  Tensor logits = bf16(randomTensor({2, 10, 300}, 72, -5, 5));
+  Tensor labels = randomIds({2, 10}, 300, 73), keep = paddingMask(2, 10, 4);
+  Tensors lc = cross_entropy(c, logits, labels, keep),
+          lg = cross_entropy(g, gpu(logits), gpu(labels), gpu(keep));
+  expectClose("bf16 cross_entropy loss", lc[0], lg[0]);
+  expectClose(
+      "bf16 cross_entropy_grad",
+      cross_entropy_grad(c, logits, labels, keep, lc[1], false),
+      cross_entropy_grad(g, gpu(logits), gpu(labels), gpu(keep), lg[1], false),
+      tol);
+}
+
+/// A replica-gradient bucket's pack and unpack on the GPU (one kernel for
+/// all the buffers, runs empty, of one element, and across its chunks)
+/// against the CPU's copies; bf16 gradients summed into FP32 buffers as on
+/// the CPU. All exact.
+void testBuckets(Context &c, Context &g) {
+  std::vector<int64_t> sizes = {5, 0, 1, 9000, 3, 16384, 0, 7};
+  std::vector<Tensor> host, dev;
+  int64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    host.push_back(randomTensor({sizes[i]}, 80 + i));
+    dev.push_back(gpu(host.back()));
+    total += sizes[i];
+  }
+  std::vector<Tensor *> hostRuns, devRuns;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    hostRuns.push_back(&host[i]);
+    devRuns.push_back(&dev[i]);
+  }
+  Tensor hostBucket(DType::F32, {total});
+  Tensor devBucket = Tensor::uninitialized(DType::F32, {total}, Device::CUDA);
+  packBucket(hostRuns, hostBucket.f32());
+  packBucket(devRuns, devBucket.f32());
+  expectClose("bucket pack", hostBucket, devBucket, 0);
+  Tensor changed = randomTensor({total}, 99), devChanged = gpu(changed);
+  unpackBucket(changed.f32(), hostRuns);
+  unpackBucket(devChanged.f32(), devRuns);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    expectClose("bucket unpack, buffer " + std::to_string(i), host[i], dev[i],
+                0);
+
+  auto bf16 = [](const Tensor &t) { return t.to(DType::BF16); };
+  Tensor param = bf16(randomTensor({4, 6}, 90));
+  Tensor first = bf16(randomTensor({4, 6}, 91)),
+         second = bf16(randomTensor({4, 6}, 92));
+  for (const Tensor &grad : {first, second}) {
+    accumulate_grad(c, grad, param, "bf16.weight", -1, false);
+    accumulate_grad(g, gpu(grad), gpu(param), "bf16.weight", -1, false);
+  }
+  expectClose("bf16 accumulate_grad into FP32", c.grads()["bf16.weight"].grad,
+              g.grads()["bf16.weight"].grad, 0);
+}
+
+/// Host-to-device copies: a large one goes through the two pinned buffers
+/// in 32 MiB chunks (here three and a partial fourth, twice, so that each
+/// buffer is reused), a small one directly; all arrive exact.
+void testCopies() {
+  for (int64_t n : {int64_t(3) * (8 << 20) + 5, int64_t(3) * (8 << 20) + 5,
+                    int64_t(1 << 18) - 1}) {
+    Tensor t = randomTensor({n}, 100 + n % 7);
+    expectClose("host to GPU copy of " + std::to_string(n) + " floats", t,
+                gpu(t), 0);
+  }
 }
 
 void testEmbeddingAndNorm(Context &c, Context &g) {
@@ -324,6 +445,9 @@ int main(int argc, char **argv) {
   testElementwise(cpu, dev);
   testLinear(cpu, dev);
   testAutocast(cpu, bf16);
+  testBf16Programs(cpu, dev);
+  testBuckets(cpu, dev);
+  testCopies();
   testEmbeddingAndNorm(cpu, dev);
   testRotary(cpu, dev);
   testAttention(cpu, dev);

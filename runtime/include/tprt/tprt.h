@@ -28,6 +28,10 @@ namespace tprt {
 /// Prints "tprt: error: <message>" (with the rank when there are several)
 /// and ends the program (all ranks) with a non-zero status.
 [[noreturn]] void fatal(const std::string &message);
+/// fatal from a thread other than the main one (the NCCL watchdog's), whose
+/// main thread may be blocked in the driver: it ends the process without
+/// running static destructors.
+[[noreturn]] void fatalFromThread(const std::string &message);
 
 /// The machine's physical memory: no single buffer may be larger.
 uint64_t physicalMemoryBytes();

@@ -220,7 +220,7 @@ Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
                    const Tensor &bias) {
   Tensor out = linear(ctx, x, w);
 #ifdef TPRT_WITH_CUDA
-  if (out.onGpu()) {
+  if (out.onGpu() && out.dtype() == DType::F32) {
     cuda::addBias(out, bias, "linear");
     return out;
   }
@@ -254,7 +254,7 @@ Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &bias) {
   Tensor out = linear_bmm(ctx, x, w);
 #ifdef TPRT_WITH_CUDA
-  if (out.onGpu()) {
+  if (out.onGpu() && out.dtype() == DType::F32) {
     cuda::addBias(out, bias, "linear_bmm");
     return out;
   }

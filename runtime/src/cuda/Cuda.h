@@ -38,6 +38,9 @@ std::shared_ptr<unsigned char[]> allocate(size_t bytes);
 void copy(void *dst, Device dstDevice, const void *src, Device srcDevice,
           size_t bytes);
 void memset(void *dst, int value, size_t bytes);
+/// A GPU tensor's f32 <-> bf16 / f16 conversion, on the GPU (Tensor::to):
+/// widening is exact, narrowing rounds to nearest even, as on the host.
+Tensor convert(const Tensor &x, DType dtype);
 /// Waits for everything queued on this rank's GPU (a timer's end).
 void synchronize();
 
@@ -90,8 +93,8 @@ AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
                                   double scale, bool causal, int64_t window,
                                   double softcap, const char *op);
 
-/// An f32 tensor of zeros on the GPU.
-Tensor zeros(const std::vector<int64_t> &shape);
+/// A tensor of zeros on the GPU (all-zero bits: +0 in every float type).
+Tensor zeros(const std::vector<int64_t> &shape, DType dtype = DType::F32);
 
 // The training step's kernels (backward.cu, loss.cu, blas.cpp).
 Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
@@ -122,6 +125,11 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned);
 
 // The optimizer step's arithmetic on gradient buffers (optimizer.cu).
+/// Packs `runs` (counts[r] floats each, on the GPU) one after the other
+/// into `bucket` (`toBucket`), or unpacks them from it, in one launch: a
+/// bucket of thousands of gradients is one kernel, not a copy per gradient.
+void packRuns(const std::vector<float *> &runs,
+              const std::vector<int64_t> &counts, float *bucket, bool toBucket);
 /// data[i] *= factor.
 void scaleInPlace(float *data, int64_t n, float factor);
 /// {the sum of squares (FP64), the largest magnitude (NaN when an element

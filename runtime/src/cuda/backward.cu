@@ -10,6 +10,7 @@
 
 #include "Runtime.h"
 #include "Tiling.h"
+#include "cpu/KernelUtils.h"
 
 #include <cmath>
 
@@ -263,13 +264,14 @@ void launchAttentionGrad(dim3 grid, size_t sharedBytes, const float *q,
 
 } // namespace
 
-Tensor zeros(const std::vector<int64_t> &shape) {
-  Tensor t = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+Tensor zeros(const std::vector<int64_t> &shape, DType dtype) {
+  Tensor t = Tensor::uninitialized(dtype, shape, Device::CUDA);
   memset(t.raw(), 0, t.bytes());
   return t;
 }
 
-Tensor sum_leading(Context &, const Tensor &x) {
+Tensor sum_leading(Context &ctx, const Tensor &x) {
+  TPRT_IN_F32(x, cuda::sum_leading(ctx, widened(x)))
   requireGpu(x, DType::F32, "sum_leading", "the input");
   int64_t n = x.rank() ? x.dim(-1) : 1, rows = x.numel() / (n ? n : 1);
   Tensor out = Tensor::uninitialized(DType::F32, {n}, Device::CUDA);
@@ -284,6 +286,10 @@ Tensor sum_leading(Context &, const Tensor &x) {
 Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                       const Tensor &table, bool vocabParallel,
                       int64_t paddingIdx) {
+  // Only the table's shape is read; its gradient is of its type.
+  if (reducedType(dy) != DType::F32)
+    return cuda::embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
+                                paddingIdx);
   requireGpu(ids, DType::I64, "embedding_grad", "the ids");
   requireGpu(dy, DType::F32, "embedding_grad", "dy");
   if (table.rank() != 2 || dy.numel() != ids.numel() * table.dim(1))
@@ -293,16 +299,20 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
   int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
   Tensor out = zeros(table.shape());
   if (n == 0 || hidden == 0)
-    return out;
+    return narrowed(out, reducedType(table));
   embeddingGradKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
       ids.i64(), dy.f32(), out.f32(), n, hidden, start, rows, paddingIdx);
   checkLaunch("embedding_grad");
-  return out;
+  return narrowed(out, reducedType(table));
 }
 
-Tensors rms_norm_grad(Context &, const Tensor &x, const Tensor &w,
+Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
                       const Tensor &dy, double eps, double offset,
                       int64_t group) {
+  if (reducedType(x, dy) != DType::F32)
+    return narrowedLike(cuda::rms_norm_grad(ctx, widened(x), widened(w),
+                                            widened(dy), eps, offset, group),
+                        {&x, &w});
   requireGpu(x, DType::F32, "rms_norm_grad", "x");
   requireGpu(w, DType::F32, "rms_norm_grad", "the weight");
   requireGpu(dy, DType::F32, "rms_norm_grad", "dy");
@@ -333,6 +343,8 @@ Tensors rms_norm_grad(Context &, const Tensor &x, const Tensor &w,
 
 Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
                        float parameter, const char *name) {
+  TPRT_IN_F32(reducedType(x, dy), cuda::activation_grad(widened(x), widened(dy),
+                                                        op, parameter, name))
   requireGpu(x, DType::F32, name, "x");
   requireGpu(dy, DType::F32, name, "dy");
   if (x.shape() != dy.shape())
@@ -371,11 +383,17 @@ Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
   return out;
 }
 
-Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
+Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                        const Tensor &v, const Tensor &dout,
                        const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                        int64_t headDim, double scale, bool causal,
                        int64_t window, double softcap) {
+  if (reducedType(q, dout) != DType::F32)
+    return narrowedLike(cuda::attention_grad(ctx, widened(q), widened(k),
+                                             widened(v), widened(dout), keyMask,
+                                             heads, kvHeads, headDim, scale,
+                                             causal, window, softcap),
+                        {&q, &k, &v});
   requireGpu(dout, DType::F32, "attention_grad", "dout");
   if (dout.shape() != q.shape())
     fatal("attention_grad: dout " + dout.describe() + " is not shaped like q " +
@@ -419,6 +437,7 @@ Tensors attention_grad(Context &, const Tensor &q, const Tensor &k,
 }
 
 Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
+  TPRT_IN_F32(x, cuda::replica_sum(ctx, widened(x), replicas))
   requireGpu(x, DType::F32, "replica_sum", "the input");
   int64_t ranks = ctx.tp().size(), n = x.numel();
   if (replicas < 1 || ranks % replicas)

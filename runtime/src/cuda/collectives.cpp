@@ -33,6 +33,7 @@ void copyRuns(float *dst, int64_t dstPitch, const float *src, int64_t srcPitch,
 } // namespace
 
 Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
+  TPRT_IN_F32(x, cuda::all_reduce_sum(ctx, widened(x)))
   requireGpu(x, DType::F32, "all_reduce_sum", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
   copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
@@ -41,6 +42,7 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
 }
 
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cuda::all_gather(ctx, widened(x), axis))
   AxisView v = gpuAxisView(x, axis, "all_gather");
   int64_t ranks = ctx.tp().size(), numel = x.numel();
   Tensor blocks =
@@ -60,6 +62,7 @@ Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cuda::reduce_scatter_sum(ctx, widened(x), axis))
   AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
   requireSplittable(x, v, axis, ranks, "reduce_scatter_sum", kSequenceHint);
@@ -81,6 +84,7 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cuda::all_slice(ctx, widened(x), axis))
   AxisView v = gpuAxisView(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
   requireSplittable(x, v, axis, ranks, "all_slice");

@@ -4,23 +4,38 @@
 // stream-ordered pool (cudaMallocAsync / cudaFreeAsync) with its release
 // threshold lifted, so that blocks freed by one forward pass serve the
 // next without going back to the driver: the caching allocator is CUDA's.
+// Large host-to-device copies (the parameters, as they are read) go
+// through two pinned buffers, the host filling one while the GPU reads the
+// other.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Cublas.h"
 #include "Runtime.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mpi.h>
 
 namespace tprt {
 namespace cuda {
 namespace {
 
+/// Host-to-device copies of at least kStagedCopy bytes are staged in
+/// chunks of kStageBytes.
+constexpr size_t kStageBytes = size_t(32) << 20;
+constexpr size_t kStagedCopy = size_t(1) << 20;
+
 struct State {
   int device = -1;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  /// Pinned staging buffers, made at the first large copy (none when
+  /// pinning failed), and the event after each one's last copy out.
+  void *stage[2] = {nullptr, nullptr};
+  cudaEvent_t staged[2] = {nullptr, nullptr};
+  bool stagingTried = false;
 };
 
 State &state() {
@@ -121,10 +136,54 @@ std::shared_ptr<unsigned char[]> allocate(size_t bytes) {
       [s](unsigned char *p) { cudaFreeAsync(p, s); });
 }
 
+namespace {
+
+/// The pinned buffers, made once; false when pinning failed (a copy then
+/// goes from pageable memory, as CUDA stages it).
+bool stagingReady(State &s) {
+  if (!s.stagingTried) {
+    s.stagingTried = true;
+    for (int i = 0; i < 2; ++i)
+      if (cudaHostAlloc(&s.stage[i], kStageBytes, cudaHostAllocDefault) !=
+              cudaSuccess ||
+          cudaEventCreateWithFlags(&s.staged[i], cudaEventDisableTiming) !=
+              cudaSuccess) {
+        cudaGetLastError();
+        s.stage[0] = s.stage[1] = nullptr;
+        break;
+      }
+  }
+  return s.stage[0] && s.stage[1];
+}
+
+/// `bytes` from pageable host memory to the GPU through the pinned buffers
+/// in turn: the host copies a chunk into one while the GPU reads the
+/// other. Returns once the source is read, as a pageable copy does.
+void copyStaged(char *dst, const char *src, size_t bytes, State &s) {
+  for (size_t offset = 0, i = 0; offset < bytes;
+       offset += kStageBytes, i ^= 1) {
+    size_t n = std::min(kStageBytes, bytes - offset);
+    // The GPU has finished reading this buffer's previous chunk.
+    check(cudaEventSynchronize(s.staged[i]), "cudaEventSynchronize");
+    std::memcpy(s.stage[i], src + offset, n);
+    check(cudaMemcpyAsync(dst + offset, s.stage[i], n, cudaMemcpyHostToDevice,
+                          s.stream),
+          "cudaMemcpyAsync");
+    check(cudaEventRecord(s.staged[i], s.stream), "cudaEventRecord");
+  }
+}
+
+} // namespace
+
 void copy(void *dst, Device dstDevice, const void *src, Device srcDevice,
           size_t bytes) {
   if (bytes == 0)
     return;
+  State &s = ready();
+  if (dstDevice == Device::CUDA && srcDevice == Device::CPU &&
+      bytes >= kStagedCopy && stagingReady(s))
+    return copyStaged(static_cast<char *>(dst), static_cast<const char *>(src),
+                      bytes, s);
   cudaMemcpyKind kind =
       dstDevice == Device::CUDA
           ? (srcDevice == Device::CUDA ? cudaMemcpyDeviceToDevice

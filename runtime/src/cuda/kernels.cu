@@ -15,6 +15,7 @@
 #include <climits>
 #include <cmath>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <vector>
 
 namespace tprt {
@@ -30,53 +31,66 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 /// Row i of `out` is row ids[i] - start of `table` when that is one of its
 /// `rows`, else zeros; an id outside [0, vocab) records the smallest such i
-/// in `firstBad`.
-__global__ void embeddingKernel(const int64_t *ids, const float *table,
-                                float *out, int64_t n, int64_t hidden,
-                                int64_t start, int64_t rows, int64_t vocab,
+/// in `firstBad`. `T` is the table's element, copied as is (float, or the
+/// 16 bits of a bf16 / f16 program's table, whose zero is all zero bits).
+template <typename T>
+__global__ void embeddingKernel(const int64_t *ids, const T *table, T *out,
+                                int64_t n, int64_t hidden, int64_t start,
+                                int64_t rows, int64_t vocab,
                                 unsigned long long *firstBad) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     int64_t id = ids[i];
     if ((id < 0 || id >= vocab) && threadIdx.x == 0)
       atomicMin(firstBad, static_cast<unsigned long long>(i));
     bool mine = id >= start && id < start + rows;
-    const float *t = table + (mine ? id - start : 0) * hidden;
-    float *o = out + i * hidden;
+    const T *t = table + (mine ? id - start : 0) * hidden;
+    T *o = out + i * hidden;
     for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x)
-      o[j] = mine ? t[j] : 0.0f;
+      o[j] = mine ? t[j] : T(0);
   }
 }
 
 Tensor embed(Context &ctx, const Tensor &ids, const Tensor &table,
              bool vocabParallel, const char *op) {
   requireGpu(ids, DType::I64, op, "the ids");
-  requireGpu(table, DType::F32, op, "the table");
-  if (table.rank() != 2)
-    fatal(std::string(op) + ": the table must be [vocab, hidden], got " +
-          table.describe());
+  if (!table.defined() || table.dtype() == DType::I64 || !table.onGpu() ||
+      table.rank() != 2)
+    fatal(std::string(op) +
+          ": the table must be a [vocab, hidden] float tensor on the GPU, "
+          "got " +
+          (table.defined() ? table.describe() : "nothing"));
   int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
   int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
   int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
-  Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  // Rows are copied in the table's type (a bf16 program's embedding is
+  // bf16), as on the CPU.
+  Tensor out = Tensor::uninitialized(table.dtype(), shape, Device::CUDA);
   if (n == 0)
     return out;
   Tensor firstBad = Tensor::uninitialized(DType::I64, {1}, Device::CUDA);
   memset(firstBad.raw(), 0xff, sizeof(int64_t));
-  embeddingKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
-      ids.i64(), table.f32(), out.f32(), n, hidden, start, rows, rows * ranks,
-      static_cast<unsigned long long *>(firstBad.raw()));
+  auto *bad = static_cast<unsigned long long *>(firstBad.raw());
+  if (table.dtype() == DType::F32)
+    embeddingKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
+        ids.i64(), table.f32(), out.f32(), n, hidden, start, rows, rows * ranks,
+        bad);
+  else
+    embeddingKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
+        ids.i64(), static_cast<const uint16_t *>(table.raw()),
+        static_cast<uint16_t *>(out.raw()), n, hidden, start, rows,
+        rows * ranks, bad);
   checkLaunch("embedding");
   // One small copy per embedding (once per forward pass): a bad id is an
   // error naming its position, as on the CPU.
-  unsigned long long bad = 0;
-  copy(&bad, Device::CPU, firstBad.raw(), Device::CUDA, sizeof(bad));
-  if (bad != ULLONG_MAX) {
+  unsigned long long position = 0;
+  copy(&position, Device::CPU, bad, Device::CUDA, sizeof(position));
+  if (position != ULLONG_MAX) {
     int64_t id = 0;
-    copy(&id, Device::CPU, ids.i64() + bad, Device::CUDA, sizeof(id));
+    copy(&id, Device::CPU, ids.i64() + position, Device::CUDA, sizeof(id));
     fatal("embedding: token id " + std::to_string(id) + " at position " +
-          std::to_string(bad) + " is outside the vocabulary [0, " +
+          std::to_string(position) + " is outside the vocabulary [0, " +
           std::to_string(rows * ranks) + ")");
   }
   return out;
@@ -116,10 +130,32 @@ __global__ void binaryKernel(const float *a, const float *b, float *out,
     out[i] = op == Binary::Add ? a[i] + b[i] : a[i] * b[i];
 }
 
-__global__ void bf16Kernel(const float *x, __nv_bfloat16 *out, int64_t n) {
+/// A float type's elements as another's: widening is exact, narrowing
+/// rounds to nearest even (the CPU's floatToBf16 / floatToHalf).
+__device__ inline float toFloat(float v) { return v; }
+__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ inline float toFloat(__half v) { return __half2float(v); }
+template <typename T> __device__ T fromFloat(float v);
+template <> __device__ inline float fromFloat<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ inline __half fromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+template <typename From, typename To>
+__global__ void convertKernel(const From *x, To *out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(x[i]);
+    out[i] = fromFloat<To>(toFloat(x[i]));
+}
+
+template <typename From, typename To>
+void launchConvert(const void *x, void *out, int64_t n) {
+  convertKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+      static_cast<const From *>(x), static_cast<To *>(out), n);
+  checkLaunch("dtype conversion");
 }
 
 __global__ void addBiasKernel(float *out, const float *bias, int64_t n,
@@ -414,6 +450,7 @@ Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
 }
 
 Tensor unary(const Tensor &x, Unary op, float parameter, const char *name) {
+  TPRT_IN_F32(x, cuda::unary(widened(x), op, parameter, name))
   requireGpu(x, DType::F32, name, "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
   int64_t n = x.numel();
@@ -453,6 +490,7 @@ Tensor unary(const Tensor &x, Unary op, float parameter, const char *name) {
 }
 
 Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name) {
+  TPRT_IN_F32(reducedType(a, b), cuda::binary(widened(a), widened(b), op, name))
   requireGpu(a, DType::F32, name, "the left operand");
   requireGpu(b, DType::F32, name, "the right operand");
   if (a.shape() != b.shape())
@@ -473,13 +511,35 @@ Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name) {
   return out;
 }
 
+Tensor convert(const Tensor &x, DType dtype) {
+  auto isFloat = [](DType t) {
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+  };
+  if (!x.onGpu() || !isFloat(x.dtype()) || !isFloat(dtype) ||
+      (x.dtype() != DType::F32 && dtype != DType::F32))
+    fatal("converting " + x.describe() + " to " + dtypeName(dtype) +
+          " on the GPU is not supported (f32 <-> bf16 or f16)");
+  if (x.dtype() == dtype)
+    return x;
+  Tensor out = Tensor::uninitialized(dtype, x.shape(), Device::CUDA);
+  int64_t n = x.numel();
+  if (n == 0)
+    return out;
+  if (dtype == DType::BF16)
+    launchConvert<float, __nv_bfloat16>(x.raw(), out.raw(), n);
+  else if (dtype == DType::F16)
+    launchConvert<float, __half>(x.raw(), out.raw(), n);
+  else if (x.dtype() == DType::BF16)
+    launchConvert<__nv_bfloat16, float>(x.raw(), out.raw(), n);
+  else
+    launchConvert<__half, float>(x.raw(), out.raw(), n);
+  return out;
+}
+
 std::shared_ptr<unsigned char[]> toBf16(const float *data, int64_t n) {
   std::shared_ptr<unsigned char[]> out = allocate(n * sizeof(__nv_bfloat16));
-  if (n > 0) {
-    bf16Kernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-        data, reinterpret_cast<__nv_bfloat16 *>(out.get()), n);
-    checkLaunch("bf16 autocast");
-  }
+  if (n > 0)
+    launchConvert<float, __nv_bfloat16>(data, out.get(), n);
   return out;
 }
 
@@ -497,7 +557,8 @@ void addBias(Tensor &out, const Tensor &bias, const char *op) {
   checkLaunch(op);
 }
 
-Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
+Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias) {
+  TPRT_IN_F32(x, cuda::bias_add(ctx, widened(x), widened(bias)))
   requireGpu(x, DType::F32, "bias_add", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
   copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
@@ -505,8 +566,10 @@ Tensor bias_add(Context &, const Tensor &x, const Tensor &bias) {
   return out;
 }
 
-Tensor rms_norm(Context &, const Tensor &x, const Tensor &w, double eps,
+Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                 double offset, int64_t group) {
+  TPRT_IN_F32(x,
+              cuda::rms_norm(ctx, widened(x), widened(w), eps, offset, group))
   requireGpu(x, DType::F32, "rms_norm", "the input");
   requireGpu(w, DType::F32, "rms_norm", "the weight");
   int64_t features = x.rank() ? x.dim(-1) : 0;
@@ -549,10 +612,13 @@ Tensor rotary(const Tensor &x, int64_t headDim, int64_t rotaryDim,
   return out;
 }
 
-Tensor attention(Context &, const Tensor &q, const Tensor &k, const Tensor &v,
-                 const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                 int64_t headDim, double scale, bool causal, int64_t window,
-                 double softcap) {
+Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
+                 const Tensor &v, const Tensor &keyMask, int64_t heads,
+                 int64_t kvHeads, int64_t headDim, double scale, bool causal,
+                 int64_t window, double softcap) {
+  TPRT_IN_F32(q, cuda::attention(ctx, widened(q), widened(k), widened(v),
+                                 keyMask, heads, kvHeads, headDim, scale,
+                                 causal, window, softcap))
   requireGpu(q, DType::F32, "attention", "q");
   Tensor out = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
   runAttention(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal, window,

@@ -10,6 +10,7 @@
 
 #include "Runtime.h"
 #include "Tiling.h"
+#include "cpu/KernelUtils.h"
 
 #include <cfloat>
 #include <climits>
@@ -138,6 +139,9 @@ void checkLoss(const Tensor &logits, const Tensor &ids, const Tensor &mask,
 
 Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                       const Tensor &mask, bool vocabParallel) {
+  // As transformers' loss upcasts the logits: loss and lse in f32.
+  if (reducedType(logits) != DType::F32)
+    return cuda::cross_entropy(ctx, widened(logits), ids, mask, vocabParallel);
   const char *op =
       vocabParallel ? "cross_entropy_vocab_parallel" : "cross_entropy";
   checkLoss(logits, ids, mask, op);
@@ -200,6 +204,8 @@ Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
 Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
                           const Tensor &mask, const Tensor &lse,
                           bool vocabParallel) {
+  TPRT_IN_F32(logits, cuda::cross_entropy_grad(ctx, widened(logits), ids, mask,
+                                               lse, vocabParallel))
   checkLoss(logits, ids, mask, "cross_entropy_grad");
   requireGpu(lse, DType::F32, "cross_entropy_grad", "lse");
   if (lse.shape() != ids.shape())

@@ -474,6 +474,12 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA) {
+  TPRT_IN_F32(x, cuda::mamba2_mixer(ctx, widened(x), widened(inProj),
+                                    widened(convWeight), widened(convBias),
+                                    widened(dtBias), widened(aLog), widened(d),
+                                    widened(normWeight), widened(outProj),
+                                    keyMask, heads, headDim, groups, state,
+                                    kernel, normEps, dtMin, foldedA))
   Mamba2Shape m = checkedShape("mamba2_mixer", x, inProj, convWeight, convBias,
                                dtBias, aLog, d, normWeight, outProj, keyMask,
                                Tensor(), heads, headDim, groups, state, kernel);
@@ -494,6 +500,15 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &dout, int64_t heads, int64_t headDim,
                           int64_t groups, int64_t state, int64_t kernel,
                           double normEps, double dtMin, bool foldedA) {
+  if (reducedType(x, dout) != DType::F32)
+    return narrowedLike(
+        cuda::mamba2_mixer_grad(
+            ctx, widened(x), widened(inProj), widened(convWeight),
+            widened(convBias), widened(dtBias), widened(aLog), widened(d),
+            widened(normWeight), widened(outProj), keyMask, widened(dout),
+            heads, headDim, groups, state, kernel, normEps, dtMin, foldedA),
+        {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog, &d, &normWeight,
+         &outProj});
   Mamba2Shape m =
       checkedShape("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
                    aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,

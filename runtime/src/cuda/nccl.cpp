@@ -110,10 +110,14 @@ public:
     queue_->push(event, std::move(what), Clock::now());
   }
 
-  /// Aborts every communicator and ends the program (all ranks).
+  /// Aborts every communicator and ends the program (all ranks); from the
+  /// watchdog's thread without static destructors (the main thread may be
+  /// blocked in the driver).
   [[noreturn]] void expire(const std::string &message) {
     for (ncclComm_t comm : comms_)
       ncclCommAbort(comm);
+    if (std::this_thread::get_id() == thread_.get_id())
+      fatalFromThread(message);
     fatal(message);
   }
 

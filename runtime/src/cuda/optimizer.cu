@@ -1,16 +1,18 @@
 //===- optimizer.cu - the optimizer step's arithmetic on the GPU ----------===//
 //
-// Gradient accumulation, scaling, the norm's per-buffer parts and the
-// AdamW / SGD element updates, with the CPU's formulas (src/train/
-// optimizer.cpp, boundary.cpp). The norm's parts are FP64 partial sums per
-// block, added on the host.
+// Gradient accumulation, bucket packing, scaling, the norm's per-buffer
+// parts and the AdamW / SGD element updates, with the CPU's formulas
+// (src/train/optimizer.cpp, boundary.cpp). The norm's parts are FP64
+// partial sums per block, added on the host.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Runtime.h"
 #include "Tiling.h"
+#include "cpu/KernelUtils.h"
 
 #include <cmath>
+#include <cuda_bf16.h>
 #include <vector>
 
 namespace tprt {
@@ -27,6 +29,52 @@ __global__ void scaleKernel(float *data, int64_t n, float factor) {
 
 __global__ void addKernel(float *acc, const float *x, int64_t n) {
   TPRT_GRID_STRIDE(i, n) acc[i] += x[i];
+}
+
+/// A bf16 gradient into its FP32 buffer, widened as it is read: written
+/// (the step's first micro-batch) or added.
+__global__ void accumulateBf16Kernel(float *acc, const __nv_bfloat16 *x,
+                                     int64_t n, bool overwrite) {
+  TPRT_GRID_STRIDE(i, n) {
+    float v = __bfloat162float(x[i]);
+    acc[i] = overwrite ? v : acc[i] + v;
+  }
+}
+
+/// Elements of the bucket per block of packKernel.
+constexpr int64_t kPackChunk = 8192;
+
+/// Bucket element e is element e - starts[r] of runs[r], for the r with
+/// starts[r] <= e < starts[r + 1] (starts[runCount] is the total): each
+/// block copies one chunk of the bucket, finding its first run by binary
+/// search and the next ones by walking on.
+template <bool toBucket>
+__global__ void packKernel(float *const *runs, const int64_t *starts,
+                           int64_t runCount, float *bucket, int64_t total) {
+  __shared__ int64_t first;
+  int64_t begin = blockIdx.x * kPackChunk, end = min(begin + kPackChunk, total);
+  if (threadIdx.x == 0) {
+    int64_t lo = 0, hi = runCount - 1;
+    while (lo < hi) {
+      int64_t mid = (lo + hi + 1) / 2;
+      if (starts[mid] <= begin)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    first = lo;
+  }
+  __syncthreads();
+  int64_t r = first;
+  for (int64_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
+    while (starts[r + 1] <= e)
+      ++r;
+    float *element = runs[r] + (e - starts[r]);
+    if (toBucket)
+      bucket[e] = *element;
+    else
+      *element = bucket[e];
+  }
 }
 
 /// NaN when either is, else the larger (as boundary.cpp's maxMagnitude).
@@ -144,30 +192,77 @@ void sgdUpdate(float *p, const float *g, float *momentumBuffer, int64_t n,
   checkLaunch("sgd");
 }
 
+void packRuns(const std::vector<float *> &runs,
+              const std::vector<int64_t> &counts, float *bucket,
+              bool toBucket) {
+  int64_t runCount = static_cast<int64_t>(runs.size());
+  // One table on the GPU: the runs' pointers, then their starts.
+  std::vector<int64_t> table(2 * runCount + 1);
+  int64_t total = 0;
+  for (int64_t r = 0; r < runCount; ++r) {
+    table[r] = reinterpret_cast<int64_t>(runs[r]);
+    table[runCount + r] = total;
+    total += counts[r];
+  }
+  table[2 * runCount] = total;
+  if (total == 0)
+    return;
+  Tensor device = Tensor::uninitialized(
+      DType::I64, {static_cast<int64_t>(table.size())}, Device::CUDA);
+  copy(device.raw(), Device::CUDA, table.data(), Device::CPU,
+       table.size() * sizeof(int64_t));
+  auto *pointers = reinterpret_cast<float *const *>(device.i64());
+  const int64_t *starts = device.i64() + runCount;
+  auto blocks = static_cast<unsigned>((total + kPackChunk - 1) / kPackChunk);
+  if (toBucket)
+    packKernel<true><<<blocks, kThreads, 0, stream()>>>(
+        pointers, starts, runCount, bucket, total);
+  else
+    packKernel<false><<<blocks, kThreads, 0, stream()>>>(
+        pointers, starts, runCount, bucket, total);
+  checkLaunch(toBucket ? "gradient bucket pack" : "gradient bucket unpack");
+}
+
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned) {
-  requireGpu(grad, DType::F32, "accumulate_grad", "the gradient");
+  // The buffers are FP32 whatever the parameter's type (a bf16 program's
+  // micro-batch gradients are summed and reduced in FP32): a bf16 gradient
+  // is widened as it is added; f16 ones through an f32 copy.
+  bool bf16 = grad.defined() && grad.dtype() == DType::BF16;
+  if (!bf16 && reducedType(grad) != DType::F32)
+    return cuda::accumulate_grad(ctx, widened(grad), param, fqn, splitDim,
+                                 owned);
+  requireGpu(grad, bf16 ? DType::BF16 : DType::F32, "accumulate_grad",
+             "the gradient");
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
           grad.describe() + ", the parameter " + param.describe());
   Context::GradBuffer &buffer = ctx.grads()[fqn];
   if (!buffer.grad.defined())
     buffer.grad = Tensor::uninitialized(DType::F32, grad.shape(), Device::CUDA);
-  if (buffer.fresh) {
-    // The step's first gradient: copied into the buffer the previous steps
-    // used (a bucket's view stays one).
-    copy(buffer.grad.raw(), Device::CUDA, grad.raw(), Device::CUDA,
-         grad.bytes());
+  bool fresh = buffer.fresh;
+  if (fresh) {
     buffer.splitDim = splitDim;
     buffer.owned = owned;
     buffer.fresh = false;
-    return;
   }
   int64_t n = grad.numel();
   if (n == 0)
     return;
-  addKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-      buffer.grad.f32(), grad.f32(), n);
+  if (bf16) {
+    accumulateBf16Kernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+        buffer.grad.f32(), static_cast<const __nv_bfloat16 *>(grad.raw()), n,
+        fresh);
+  } else if (fresh) {
+    // The step's first gradient: copied into the buffer the previous steps
+    // used (a bucket's view stays one).
+    copy(buffer.grad.raw(), Device::CUDA, grad.raw(), Device::CUDA,
+         grad.bytes());
+    return;
+  } else {
+    addKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+        buffer.grad.f32(), grad.f32(), n);
+  }
   checkLaunch("accumulate_grad");
 }
 

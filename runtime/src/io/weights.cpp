@@ -265,11 +265,6 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
         value.f32()[i] += 0.25f;
   // Read on the host in f32, held in the program's type (tpc --dtype), where
   // the kernels run.
-  if (dtype != DType::F32 && ctx.device() != Device::CPU)
-    fatal(std::string("parameter '") + fqn + "': a program compiled for " +
-          dtypeName(dtype) +
-          " (tpc --dtype) runs on the CPU only so far; compile with "
-          "--dtype f32 to run it on the GPU");
   value = value.to(dtype).to(ctx.device());
   ctx.cacheParam(fqn, value);
   ctx.setParamLayout(fqn,

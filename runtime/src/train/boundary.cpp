@@ -123,7 +123,28 @@ void optimizer_boundary(Context &ctx) {
   state.bucketBytes = 0;
 }
 
+#ifdef TPRT_WITH_CUDA
+/// The buffers on the GPU: packed or unpacked by one kernel.
+static bool packedOnGpu(const std::vector<Tensor *> &grads, float *bucket,
+                        bool toBucket) {
+  if (grads.empty() || !grads.front()->onGpu())
+    return false;
+  std::vector<float *> runs;
+  std::vector<int64_t> counts;
+  for (Tensor *g : grads) {
+    runs.push_back(g->f32());
+    counts.push_back(g->numel());
+  }
+  cuda::packRuns(runs, counts, bucket, toBucket);
+  return true;
+}
+#endif
+
 void packBucket(const std::vector<Tensor *> &grads, float *out) {
+#ifdef TPRT_WITH_CUDA
+  if (packedOnGpu(grads, out, /*toBucket=*/true))
+    return;
+#endif
   for (Tensor *g : grads) {
     copyFloats(out, g->f32(), g->numel(), g->device());
     out += g->numel();
@@ -131,6 +152,10 @@ void packBucket(const std::vector<Tensor *> &grads, float *out) {
 }
 
 void unpackBucket(const float *in, const std::vector<Tensor *> &grads) {
+#ifdef TPRT_WITH_CUDA
+  if (packedOnGpu(grads, const_cast<float *>(in), /*toBucket=*/false))
+    return;
+#endif
   for (Tensor *g : grads) {
     copyFloats(g->f32(), in, g->numel(), g->device());
     in += g->numel();

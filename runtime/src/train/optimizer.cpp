@@ -70,11 +70,19 @@ void Optimizer::step(Context &ctx) {
       update(fqn, *param, buffer.grad);
       continue;
     }
-    // An f16 parameter (tpc --dtype f16) is updated in an f32 copy, with f32
-    // moments, and rounded back once, into the storage every handle shares.
+    // An f16 parameter (tpc --dtype f16), or a bf16 / f16 one on the GPU,
+    // is updated in an f32 copy, with f32 moments, and rounded back once,
+    // into the storage every handle shares.
     Tensor work = param->to(DType::F32);
     update(fqn, work, buffer.grad);
     Tensor narrow = work.to(param->dtype());
+#ifdef TPRT_WITH_CUDA
+    if (param->onGpu()) {
+      cuda::copy(param->raw(), Device::CUDA, narrow.raw(), Device::CUDA,
+                 narrow.bytes());
+      continue;
+    }
+#endif
     std::memcpy(param->raw(), narrow.raw(), narrow.bytes());
   }
 }
