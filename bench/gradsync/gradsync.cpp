@@ -184,6 +184,8 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
         tprt::grad_bucket_all_reduce(ctx, static_cast<int64_t>(b), true,
                                      tprt::DType::F32, buckets[b].c_str(),
                                      bucketBytes[b], "tp");
+      // The buckets' all-reduces run beside the stream on the GPU.
+      ctx.waitForAsyncCollectives();
     });
     double a =
         timed(device, [&] { ctx.tp().allReduceSum(raw.f32(), elements); });

@@ -243,6 +243,40 @@ void testBuckets(Context &c, Context &g) {
               g.grads()["bf16.weight"].grad, 0);
 }
 
+/// Two optimizer steps' bucket synchronization on a world of one (NCCL's
+/// all-reduce is the identity there): the first packs the gradients into
+/// the bucket, binds them to it and starts its all-reduce on the side
+/// stream, the second reduces the bucket in place; normalize_grads waits
+/// for it. The same values as the CPU's.
+void testBucketSync() {
+  Tensor a = randomTensor({300}, 110), b = randomTensor({7, 5}, 111);
+  Context c(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  Context g(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  g.setDevice(Device::CUDA);
+  for (Context *ctx : {&c, &g}) {
+    auto here = [&](const Tensor &t) { return ctx == &g ? gpu(t) : t; };
+    TrainOptions options;
+    TrainState state(options);
+    ctx->setTrainState(&state);
+    for (int step = 0; step < 2; ++step) {
+      for (auto &entry : ctx->grads())
+        entry.second.fresh = true;
+      accumulate_grad(*ctx, here(a), here(a), "sync.a", -1, false);
+      accumulate_grad(*ctx, here(b), here(b), "sync.b", -1, false);
+      optimizer_boundary(*ctx);
+      grad_bucket_all_reduce(*ctx, 0, /*mean=*/true, DType::F32,
+                             "sync.a\nsync.b", (300 + 35) * 4, "tp");
+      state.labelTokens = 4;
+      normalize_grads(*ctx);
+    }
+    ctx->setTrainState(nullptr);
+  }
+  expectClose("bucket sync, first gradient", c.grads()["sync.a"].grad,
+              g.grads()["sync.a"].grad, 0);
+  expectClose("bucket sync, second gradient", c.grads()["sync.b"].grad,
+              g.grads()["sync.b"].grad, 0);
+}
+
 /// Host-to-device copies: a large one goes through the two pinned buffers
 /// in 32 MiB chunks (here three and a partial fourth, twice, so that each
 /// buffer is reused), a small one directly; all arrive exact.
@@ -448,6 +482,7 @@ int main(int argc, char **argv) {
   testBf16Programs(cpu, dev);
   testBuckets(cpu, dev);
   testCopies();
+  testBucketSync();
   testEmbeddingAndNorm(cpu, dev);
   testRotary(cpu, dev);
   testAttention(cpu, dev);

@@ -132,6 +132,15 @@ public:
   /// `in` holds size() * count elements; rank r gets the sum of block r.
   virtual void reduceScatterSum(const float *in, float *out, int64_t count) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
+  /// allReduceSum of `data`, which the caller neither reads nor writes nor
+  /// frees before waitAll(): on the GPU it runs on a stream (and NCCL
+  /// communicator) of its own, beside the work queued after it (the
+  /// replica-gradient buckets); here, and with MPI, it is allReduceSum.
+  virtual void allReduceSumAsync(float *data, int64_t count) {
+    allReduceSum(data, count);
+  }
+  /// Work queued after this call sees every allReduceSumAsync's result.
+  virtual void waitAll() {}
 };
 
 /// MPI communicator over the ranks of MPI_COMM_WORLD that share `color`
@@ -205,6 +214,14 @@ public:
   /// The communicator of this rank's data-parallel group (one rank when
   /// there is no data parallelism).
   Communicator &dp();
+  /// waitAll() on the communicators made so far (before reading a bucket's
+  /// gradients).
+  void waitForAsyncCollectives() {
+    if (tp_)
+      tp_->waitAll();
+    if (dp_)
+      dp_->waitAll();
+  }
 
   /// Resolves a parameter's file: the model file itself for inline data,
   /// an absolute path as is (a LoRA adapter), otherwise relative to the

@@ -3,9 +3,11 @@
 // What the rest of the runtime calls when ctx.device() is Device::CUDA:
 // device memory, copies, the NCCL communicators, one kernel per op of the
 // forward and the training step (tprt.h's signatures), and the optimizer
-// step's arithmetic on gradient buffers. Every call is queued on the rank's one
-// stream, so kernels, cuBLAS and NCCL run in program order without
-// synchronization; only copies to the host wait.
+// step's arithmetic on gradient buffers. Every call is queued on the rank's
+// one stream, so kernels, cuBLAS and NCCL run in program order without
+// synchronization; only copies to the host wait. (The replica-gradient
+// buckets' all-reduces run on a side stream of their communicator, ordered
+// with this one by events: nccl.cpp.)
 //
 // Defined only with TPRT_WITH_CUDA (CMake found nvcc).
 //

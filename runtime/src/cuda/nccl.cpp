@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mpi.h>
 #include <mutex>
 #include <nccl.h>
@@ -70,15 +71,13 @@ public:
   }
 
   /// Watches `comm` (for asynchronous errors, and to abort it) and, with a
-  /// positive timeout, the collectives queued on the stream.
+  /// positive timeout, the collectives queued on the streams.
   void attach(ncclComm_t comm, double timeoutSeconds) {
     std::lock_guard<std::mutex> lock(mutex_);
     comms_.push_back(comm);
     if (thread_.joinable())
       return;
     timeout_ = timeoutSeconds;
-    queue_ = std::make_unique<CollectiveQueue<cudaEvent_t>>(
-        toDuration(timeoutSeconds));
     check(cudaGetDevice(&device_), "cudaGetDevice");
     stop_ = false;
     thread_ = std::thread([this] { run(); });
@@ -98,16 +97,21 @@ public:
 
   double timeout() const { return timeout_; }
 
-  /// Records the end of the collective just queued on the stream.
-  void queued(std::string what) {
+  /// Records the end of the collective just queued on `on` (each stream's
+  /// collectives are a queue of their own: a stream runs them in order).
+  void queued(std::string what, cudaStream_t on) {
     if (timeout_ <= 0)
       return;
     cudaEvent_t event;
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
           "cudaEventCreate");
-    check(cudaEventRecord(event, stream()), "cudaEventRecord");
+    check(cudaEventRecord(event, on), "cudaEventRecord");
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_->push(event, std::move(what), Clock::now());
+    std::unique_ptr<CollectiveQueue<cudaEvent_t>> &queue = queues_[on];
+    if (!queue)
+      queue =
+          std::make_unique<CollectiveQueue<cudaEvent_t>>(toDuration(timeout_));
+    queue->push(event, std::move(what), Clock::now());
   }
 
   /// Aborts every communicator and ends the program (all ranks); from the
@@ -143,7 +147,10 @@ private:
         return status == cudaSuccess;
       };
       auto release = [](cudaEvent_t event) { cudaEventDestroy(event); };
-      const auto *late = queue_->overdue(Clock::now(), finished, release);
+      const CollectiveQueue<cudaEvent_t>::Entry *late = nullptr;
+      for (auto &[on, queue] : queues_)
+        if (!late)
+          late = queue->overdue(Clock::now(), finished, release);
       // A CUDA error is the main thread's to report, at its next check.
       if (failed)
         break;
@@ -158,7 +165,7 @@ private:
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<ncclComm_t> comms_;
-  std::unique_ptr<CollectiveQueue<cudaEvent_t>> queue_;
+  std::map<cudaStream_t, std::unique_ptr<CollectiveQueue<cudaEvent_t>>> queues_;
   std::thread thread_;
   double timeout_ = 0;
   int device_ = 0;
@@ -229,11 +236,22 @@ public:
           /*collective=*/false);
   }
   ~NcclCommunicator() override {
-    await(ncclCommFinalize(comm_),
-          "the end of the " + group_ + " group's communicator",
-          /*collective=*/false);
-    Watchdog::instance().detach(comm_);
-    ncclCommDestroy(comm_);
+    waitAll();
+    for (ncclComm_t comm : {side_, comm_}) {
+      if (!comm)
+        continue;
+      await(ncclCommFinalize(comm),
+            "the end of the " + group_ + " group's communicator",
+            /*collective=*/false, comm);
+      Watchdog::instance().detach(comm);
+      ncclCommDestroy(comm);
+    }
+    if (sideStream_) {
+      cudaStreamSynchronize(sideStream_);
+      cudaStreamDestroy(sideStream_);
+      cudaEventDestroy(sideReady_);
+      cudaEventDestroy(sideDone_);
+    }
   }
 
   int rank() const override { return rank_; }
@@ -246,6 +264,29 @@ public:
   void allReduceMax(float *data, int64_t count) override {
     allReduce(data, count, ncclFloat, ncclMax, sizeof(float),
               "all-reduce (max)", "f32");
+  }
+  void allReduceSumAsync(float *data, int64_t count) override {
+    if (onHost(data))
+      return allReduceSum(data, count);
+    startSide();
+    // After the kernels that wrote `data`, on the side stream and its own
+    // communicator (two streams' NCCL kernels on one communicator could
+    // wait on each other).
+    check(cudaEventRecord(sideReady_, stream()), "cudaEventRecord");
+    check(cudaStreamWaitEvent(sideStream_, sideReady_, 0),
+          "cudaStreamWaitEvent");
+    std::string what = describe("bucket all-reduce (sum)", count, "f32");
+    await(ncclAllReduce(data, data, count, ncclFloat, ncclSum, side_,
+                        sideStream_),
+          what, /*collective=*/true, side_, sideStream_);
+    sidePending_ = true;
+  }
+  void waitAll() override {
+    if (!sidePending_)
+      return;
+    check(cudaEventRecord(sideDone_, sideStream_), "cudaEventRecord");
+    check(cudaStreamWaitEvent(stream(), sideDone_, 0), "cudaStreamWaitEvent");
+    sidePending_ = false;
   }
   void allReduceSumF64(double *data, int64_t count) override {
     allReduce(data, count, ncclDouble, ncclSum, sizeof(double),
@@ -293,11 +334,42 @@ private:
     buffer.finish();
   }
 
-  /// A non-blocking call's result: polled until NCCL has done it (or
-  /// queued it on the stream), which the other ranks may hold up, at most
-  /// the timeout. A collective's end is then handed to the watchdog.
+  /// The side stream and its communicator (a split of this one), made at
+  /// the first asynchronous all-reduce, which every rank reaches at the
+  /// same point of the program.
+  void startSide() {
+    if (side_)
+      return;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t status = ncclCommSplit(comm_, 0, rank_, &side_, &config);
+    if (status != ncclSuccess && status != ncclInProgress)
+      Watchdog::instance().expire(
+          "ncclCommSplit of the " + group_ +
+          " group failed: " + ncclMessage(comm_, status));
+    Watchdog::instance().attach(side_, timeout_);
+    await(status, "the split of the " + group_ + " group's communicator",
+          /*collective=*/false, side_);
+    ncclResult_t parent = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &parent);
+    await(parent, "the split of the " + group_ + " group's communicator",
+          /*collective=*/false);
+    check(cudaStreamCreateWithFlags(&sideStream_, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&sideReady_, cudaEventDisableTiming),
+          "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&sideDone_, cudaEventDisableTiming),
+          "cudaEventCreate");
+  }
+
+  /// A non-blocking call's result on `comm` (default: the main one): polled
+  /// until NCCL has done it (or queued it on the stream `on`, default the
+  /// rank's), which the other ranks may hold up, at most the timeout. A
+  /// collective's end is then handed to the watchdog.
   void await(ncclResult_t status, const std::string &what,
-             bool collective = true) {
+             bool collective = true, ncclComm_t comm = nullptr,
+             cudaStream_t on = nullptr) {
+    comm = comm ? comm : comm_;
     Clock::time_point start = Clock::now(),
                       deadline = start + toDuration(timeout_);
     while (status == ncclInProgress) {
@@ -313,18 +385,24 @@ private:
         std::this_thread::yield();
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (ncclCommGetAsyncError(comm_, &status) != ncclSuccess)
+      if (ncclCommGetAsyncError(comm, &status) != ncclSuccess)
         break;
     }
     if (status != ncclSuccess)
       Watchdog::instance().expire(what +
-                                  " failed: " + ncclMessage(comm_, status) +
+                                  " failed: " + ncclMessage(comm, status) +
                                   " (NCCL_DEBUG=WARN says more)");
     if (collective)
-      Watchdog::instance().queued(what);
+      Watchdog::instance().queued(what, on ? on : stream());
   }
 
   ncclComm_t comm_ = nullptr;
+  /// The bucket all-reduces' communicator and stream (allReduceSumAsync),
+  /// and the events that order them with the main stream.
+  ncclComm_t side_ = nullptr;
+  cudaStream_t sideStream_ = nullptr;
+  cudaEvent_t sideReady_ = nullptr, sideDone_ = nullptr;
+  bool sidePending_ = false;
   std::string group_;
   double timeout_;
   int rank_ = 0, size_ = 1;

@@ -194,18 +194,27 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
   // accumulate into the bucket and reduce it in place, with no copy. A
   // gradient already in another bucket (a replicated one's data-parallel
   // sum) is packed every step.
+  // The reduction of a bucket's own buffer is started, not waited for
+  // (Communicator::allReduceSumAsync: on the GPU it runs beside the
+  // optimizer step's work on the gradients outside buckets); the step's
+  // later calls wait before they touch a bucket.
   Tensor &flat = state.buckets[std::string(group) + std::to_string(bucket)];
   if (flat.defined() && flat.numel() == total &&
       grads.front()->raw() == flat.raw()) {
-    comm.allReduceSum(flat.f32(), total);
+    comm.allReduceSumAsync(flat.f32(), total);
   } else {
     bool bindable = !flat.defined();
     for (Context::GradBuffer *b : buffers)
       bindable &= !b->inBucket;
+    // A gradient here may be a view of a bucket still being reduced.
+    ctx.waitForAsyncCollectives();
     Tensor packed =
         Tensor::uninitialized(DType::F32, {total}, grads.front()->device());
     packBucket(grads, packed.f32());
-    comm.allReduceSum(packed.f32(), total);
+    if (bindable)
+      comm.allReduceSumAsync(packed.f32(), total);
+    else
+      comm.allReduceSum(packed.f32(), total);
     if (bindable) {
       int64_t offset = 0;
       for (Context::GradBuffer *b : buffers) {
@@ -227,15 +236,24 @@ void normalize_grads(Context &ctx) {
   if (state.labelTokens <= 0)
     fatal("normalize_grads: the step has no label tokens");
   double perToken = 1.0 / static_cast<double>(state.labelTokens);
-  for (auto &[fqn, buffer] : ctx.grads()) {
-    float factor = static_cast<float>(perToken * buffer.pendingScale);
-    buffer.pendingScale = 1.0f;
-    scaleBuffer(buffer.grad, factor);
+  // The gradients outside buckets first, while the buckets' reductions
+  // may still run; then the buckets'.
+  for (bool inBucket : {false, true}) {
+    if (inBucket)
+      ctx.waitForAsyncCollectives();
+    for (auto &[fqn, buffer] : ctx.grads()) {
+      if (buffer.inBucket != inBucket)
+        continue;
+      float factor = static_cast<float>(perToken * buffer.pendingScale);
+      buffer.pendingScale = 1.0f;
+      scaleBuffer(buffer.grad, factor);
+    }
   }
 }
 
 Tensor grad_norm(Context &ctx) {
   TrainState &state = trainState(ctx, "grad_norm");
+  ctx.waitForAsyncCollectives();
   bool inf = std::isinf(state.options.normType);
   // [split, replicated]: a split gradient's part is summed (or maxed) over
   // the ranks, a replicated one (equal on all after synchronization) is
@@ -270,6 +288,7 @@ Tensor grad_norm(Context &ctx) {
 
 void clip_grads(Context &ctx, const Tensor &) {
   TrainState &state = trainState(ctx, "clip_grads");
+  ctx.waitForAsyncCollectives();
   double norm = state.gradNorm, max = state.options.maxGradNorm;
   if (!std::isfinite(norm)) {
     state.skipped = true;
@@ -281,6 +300,7 @@ void clip_grads(Context &ctx, const Tensor &) {
 
 void optimizer_update(Context &ctx, const char *optimizer) {
   TrainState &state = trainState(ctx, "optimizer_update");
+  ctx.waitForAsyncCollectives();
   if (state.skipped)
     return;
   if (!state.optimizer)
