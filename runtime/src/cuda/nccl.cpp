@@ -237,6 +237,9 @@ public:
   }
   ~NcclCommunicator() override {
     waitAll();
+    // The side stream's collectives end before their communicator does.
+    if (sideStream_)
+      cudaStreamSynchronize(sideStream_);
     for (ncclComm_t comm : {side_, comm_}) {
       if (!comm)
         continue;
@@ -247,7 +250,6 @@ public:
       ncclCommDestroy(comm);
     }
     if (sideStream_) {
-      cudaStreamSynchronize(sideStream_);
       cudaStreamDestroy(sideStream_);
       cudaEventDestroy(sideReady_);
       cudaEventDestroy(sideDone_);
