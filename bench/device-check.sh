@@ -125,6 +125,12 @@ prepare)
     cp "$dir/work/medium_llama/model.cpp" "$dir/programs/medium_llama.cpp"
     "$tpc" "$work/model/model.onnx" --train --emit cpp -o "$dir/work/medium_llama_train" >/dev/null
     cp "$dir/work/medium_llama_train/model.cpp" "$dir/programs/medium_llama_train.cpp"
+    # And as bf16 programs (parameters and activations bf16), against
+    # PyTorch's model in bf16.
+    "$tpc" "$work/model/model.onnx" --dtype bf16 --emit cpp -o "$dir/work/medium_llama_bf16" >/dev/null
+    cp "$dir/work/medium_llama_bf16/model.cpp" "$dir/programs/medium_llama_bf16.cpp"
+    "$tpc" "$work/model/model.onnx" --train --dtype bf16 --emit cpp -o "$dir/work/medium_llama_train_bf16" >/dev/null
+    cp "$dir/work/medium_llama_train_bf16/model.cpp" "$dir/programs/medium_llama_train_bf16.cpp"
     cp "$work/model/config.json" "$dir/medium_llama_config.json"
   fi
   rm -rf "$dir/work"

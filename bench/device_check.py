@@ -391,6 +391,16 @@ else:
                                 extra=["--bench", str(args.iters), "--autocast", "bf16"])
             row["ours_bf16_ms"] = (float(re.search(r"median ([0-9.]+) ms", log).group(1))
                                    if logits16 is not None else None)
+            # The bf16 program (tpc --dtype bf16): parameters and
+            # activations bf16, as PyTorch's model in bf16.
+            medium16 = os.path.join(args.programs, "medium_llama_bf16")
+            program16, log = run(medium16, ids_path, os.path.join(tmp, "mprog16.npy"), "cuda",
+                                 checkpoint, extra=["--bench", str(args.iters)]) \
+                if os.path.exists(medium16) else (None, "not prepared")
+            if program16 is None:
+                say(f"<!-- medium bf16 program: {log[-400:]} -->")
+            row["program16_ms"] = (float(re.search(r"median ([0-9.]+) ms", log).group(1))
+                                   if program16 is not None else None)
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
             x = torch.from_numpy(ids).cuda()
@@ -421,6 +431,9 @@ else:
             row["gpu_ref"] = rel(gpu, ref_gpu, keep)
             row["bf16_ref"] = rel(logits16, ref_gpu, keep)
             row["torch_bf16_ref"] = rel(torch_bf16, ref_gpu, keep)
+            row["program16_ref"] = rel(program16, ref_gpu, keep)
+            check(f"medium batch {batch}", row["program16_ref"], "CUDA bf16 program vs PyTorch f32",
+                  BF16_LOGITS_RTOL)
             check(f"medium batch {batch}", row["bf16_ref"], "CUDA bf16 autocast vs PyTorch f32",
                   BF16_LOGITS_RTOL)
             row["gpu_cpu"] = rel(gpu, cpu, keep) if cpu is not None else None
@@ -445,14 +458,19 @@ else:
                 f"{cell(r['gpu_ref'])} | {cell(r['gpu_cpu'])} | {cell(r['cpu_ref'])} |")
             ours16 = r["ours_bf16_ms"]
             ratio16 = "-" if ours16 is None else f"{ours16 / bf16:.2f}"
-            bf16_rows.append(f"| {r['batch']} | {fmt(ours16)} | {bf16:.3f} | {ratio16} | "
-                             f"{cell(r['bf16_ref'], BF16_LOGITS_RTOL)} | {r['torch_bf16_ref']:.1e} |")
+            prog16 = r["program16_ms"]
+            ratio_prog16 = "-" if prog16 is None else f"{prog16 / bf16:.2f}"
+            bf16_rows.append(f"| {r['batch']} | {fmt(ours16)} | {fmt(prog16)} | {bf16:.3f} | {ratio16} | "
+                             f"{ratio_prog16} | {cell(r['bf16_ref'], BF16_LOGITS_RTOL)} | "
+                             f"{cell(r['program16_ref'], BF16_LOGITS_RTOL)} | {r['torch_bf16_ref']:.1e} |")
         say()
-        say("The same with bf16: ours with --autocast bf16 (linears in bf16, FP32 accumulation, the rest FP32), "
-            "PyTorch's model in bf16; logits against PyTorch's f32:")
-        say("| batch | ours CUDA autocast bf16 (ms) | PyTorch bf16 sdpa (ms) | ratio | ours vs PyTorch f32 | "
+        say("The same with bf16: ours with --autocast bf16 (linears in bf16, FP32 accumulation, the rest FP32) "
+            "and as a bf16 program (tpc --dtype bf16: parameters and activations bf16), PyTorch's model in "
+            "bf16; logits against PyTorch's f32:")
+        say("| batch | ours CUDA autocast bf16 (ms) | ours CUDA bf16 program (ms) | PyTorch bf16 sdpa (ms) | "
+            "ratio autocast | ratio bf16 program | autocast vs PyTorch f32 | bf16 program vs PyTorch f32 | "
             "PyTorch bf16 vs PyTorch f32 |")
-        say("|---|---|---|---|---|---|")
+        say("|---|---|---|---|---|---|---|---|---|")
         for line in bf16_rows:
             say(line)
     else:
@@ -470,9 +488,11 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
     tokens = rng.integers(0, config.vocab_size, size=(batch * steps, seq), dtype=np.int64)
     tokens_path = os.path.join(tmp, "medium_tokens.npy")
     np.save(tokens_path, tokens)
-    def train_ours(extra):
+    def train_ours(extra, exe=train_exe):
         """{ms per step (median of steps 3..), step-1 loss} of our program."""
-        r = subprocess.run([train_exe, "--train", "--data", tokens_path, "--steps", str(steps),
+        if not os.path.exists(exe):
+            return None, None
+        r = subprocess.run([exe, "--train", "--data", tokens_path, "--steps", str(steps),
                             "--micro-batch", str(batch), "--grad-accum", "1", "--lr", "1e-3",
                             "--device", "cuda", "--weights", checkpoint] + extra,
                            capture_output=True, text=True, timeout=600)
@@ -486,6 +506,7 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
 
     ours_ms, ours_loss = train_ours([])
     ours16_ms, ours16_loss = train_ours(["--autocast", "bf16"])
+    prog16_ms, prog16_loss = train_ours([], os.path.join(args.programs, "medium_llama_train_bf16"))
     torch_ms, torch_loss = {}, None
     for dtype, key in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
         m = transformers.LlamaForCausalLM(config)
@@ -520,15 +541,19 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
     say(f"Medium Llama training step (AdamW, batch {batch} x seq {seq}, median of steps 3-{steps}), "
         "PyTorch eager with sdpa attention, TF32 off:")
     say("| ours CUDA f32 (ms/step) | PyTorch f32 (ms/step) | ratio | ours autocast bf16 (ms/step) | "
-        "PyTorch bf16 (ms/step) | ratio bf16 | step-1 loss ours / PyTorch f32 | ours bf16 step-1 loss |")
-    say("|---|---|---|---|---|---|---|---|")
+        "ours bf16 program (ms/step) | PyTorch bf16 (ms/step) | ratio autocast | ratio bf16 program | "
+        "step-1 loss ours / PyTorch f32 | ours autocast, bf16 program step-1 loss |")
+    say("|---|---|---|---|---|---|---|---|---|---|")
     ratio_f32 = "-" if ours_ms is None else f"{ours_ms / torch_ms['f32']:.2f}"
     ratio_bf16 = "-" if ours16_ms is None else f"{ours16_ms / torch_ms['bf16']:.2f}"
     ours_text = "-" if ours_loss is None else f"{ours_loss:.6f}"
     rel_text = "-" if loss_rel is None else f"{loss_rel:.1e}"
     loss16 = "-" if ours16_loss is None else f"{ours16_loss:.6f}"
-    say(f"| {fmt(ours_ms)} | {torch_ms['f32']:.2f} | {ratio_f32} | {fmt(ours16_ms)} | {torch_ms['bf16']:.2f} | "
-        f"{ratio_bf16} | {ours_text} / {torch_loss:.6f} ({rel_text}) | {loss16} |")
+    loss_prog16 = "-" if prog16_loss is None else f"{prog16_loss:.6f}"
+    ratio_prog16 = "-" if prog16_ms is None else f"{prog16_ms / torch_ms['bf16']:.2f}"
+    say(f"| {fmt(ours_ms)} | {torch_ms['f32']:.2f} | {ratio_f32} | {fmt(ours16_ms)} | {fmt(prog16_ms)} | "
+        f"{torch_ms['bf16']:.2f} | {ratio_bf16} | {ratio_prog16} | {ours_text} / {torch_loss:.6f} "
+        f"({rel_text}) | {loss16}, {loss_prog16} |")
 
 say()
 say("Not run here: NCCL with more than one GPU (one GPU holds one rank; the MPI tests cover the "
