@@ -277,6 +277,38 @@ void testBucketSync() {
               g.grads()["sync.b"].grad, 0);
 }
 
+/// Two AdamW and two SGD steps of an f32 and a bf16 parameter on both
+/// backends (bf16: updated in f32 and rounded once per step, on the GPU in
+/// the update kernel itself).
+void testOptimizer() {
+  for (const char *name : {"adamw", "sgd"})
+    for (DType type : {DType::F32, DType::BF16}) {
+      Context c(0, 1, "/nonexistent/model.onnx", "model.onnx");
+      Context g(0, 1, "/nonexistent/model.onnx", "model.onnx");
+      g.setDevice(Device::CUDA);
+      TrainOptions options;
+      options.momentum = 0.9;
+      options.weightDecay = 0.1;
+      Optimizer onCpu(options, name), onGpu(options, name);
+      Tensor w = randomTensor({33, 65}, 120).to(type);
+      c.cacheParam("opt.w", w);
+      g.cacheParam("opt.w", gpu(w));
+      for (int step = 0; step < 2; ++step) {
+        Tensor grad = randomTensor({33, 65}, 121 + step);
+        for (Context *ctx : {&c, &g}) {
+          ctx->grads()["opt.w"].fresh = true;
+          accumulate_grad(*ctx, ctx == &g ? gpu(grad) : grad,
+                          *ctx->cachedParam("opt.w"), "opt.w", -1, false);
+        }
+        onCpu.step(c);
+        onGpu.step(g);
+      }
+      expectClose(std::string(name) + " " + dtypeName(type) + " parameter",
+                  *c.cachedParam("opt.w"), *g.cachedParam("opt.w"),
+                  type == DType::F32 ? 1e-5 : 1e-2);
+    }
+}
+
 /// Host-to-device copies: a large one goes through the two pinned buffers
 /// in 32 MiB chunks (here three and a partial fourth, twice, so that each
 /// buffer is reused), a small one directly; all arrive exact.
@@ -483,6 +515,7 @@ int main(int argc, char **argv) {
   testBuckets(cpu, dev);
   testCopies();
   testBucketSync();
+  testOptimizer();
   testEmbeddingAndNorm(cpu, dev);
   testRotary(cpu, dev);
   testAttention(cpu, dev);

@@ -137,11 +137,12 @@ void scaleInPlace(float *data, int64_t n, float factor);
 /// {the sum of squares (FP64), the largest magnitude (NaN when an element
 /// is)} of `n` elements, in one pass.
 std::pair<double, double> normParts(const float *data, int64_t n);
-/// torch.optim.AdamW's and SGD's element updates (Optimizer::step).
-void adamwUpdate(float *p, const float *g, float *m, float *v, int64_t n,
-                 float decay, float beta1, float beta2, float stepSize,
-                 float root2, float eps);
-void sgdUpdate(float *p, const float *g, float *momentumBuffer, int64_t n,
+/// torch.optim.AdamW's and SGD's element updates (Optimizer::step) of an
+/// f32 or bf16 parameter on the GPU (bf16: updated in f32, rounded once).
+void adamwUpdate(Tensor &param, const float *g, float *m, float *v, float decay,
+                 float beta1, float beta2, float stepSize, float root2,
+                 float eps);
+void sgdUpdate(Tensor &param, const float *g, float *momentumBuffer,
                float weightDecay, float momentum, float lr, bool first);
 
 Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,

@@ -113,25 +113,40 @@ __global__ void normPartsKernel(const float *data, int64_t n, double *sums,
   }
 }
 
-__global__ void adamwKernel(float *p, const float *g, float *m, float *v,
-                            int64_t n, float decay, float b1, float b2,
-                            float stepSize, float root2, float eps) {
+/// A parameter's element as f32, and back: a bf16 parameter is updated in
+/// f32 and rounded once (the CPU's forEachBlockInF32).
+__device__ inline float loadParam(const float *p, int64_t i) { return p[i]; }
+__device__ inline float loadParam(const __nv_bfloat16 *p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ inline void storeParam(float *p, int64_t i, float value) {
+  p[i] = value;
+}
+__device__ inline void storeParam(__nv_bfloat16 *p, int64_t i, float value) {
+  p[i] = __float2bfloat16_rn(value);
+}
+
+template <typename P>
+__global__ void adamwKernel(P *p, const float *g, float *m, float *v, int64_t n,
+                            float decay, float b1, float b2, float stepSize,
+                            float root2, float eps) {
   TPRT_GRID_STRIDE(i, n) {
-    p[i] *= decay;
+    float w = loadParam(p, i) * decay;
     m[i] += (1.0f - b1) * (g[i] - m[i]); // lerp
     v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
     float denom = sqrtf(v[i]) / root2 + eps;
-    p[i] -= stepSize * (m[i] / denom);
+    storeParam(p, i, w - stepSize * (m[i] / denom));
   }
 }
 
-__global__ void sgdKernel(float *p, const float *g, float *buf, int64_t n,
-                          float wd, float mom, float lr, bool first,
-                          bool useMomentum) {
+template <typename P>
+__global__ void sgdKernel(P *p, const float *g, float *buf, int64_t n, float wd,
+                          float mom, float lr, bool first, bool useMomentum) {
   TPRT_GRID_STRIDE(i, n) {
-    float d = g[i] + wd * p[i];
+    float w = loadParam(p, i);
+    float d = g[i] + wd * w;
     buf[i] = first ? d : mom * buf[i] + d;
-    p[i] -= lr * (useMomentum ? buf[i] : d);
+    storeParam(p, i, w - lr * (useMomentum ? buf[i] : d));
   }
 }
 
@@ -172,23 +187,37 @@ void scaleInPlace(float *data, int64_t n, float factor) {
   checkLaunch("scale");
 }
 
-void adamwUpdate(float *p, const float *g, float *m, float *v, int64_t n,
-                 float decay, float beta1, float beta2, float stepSize,
-                 float root2, float eps) {
+void adamwUpdate(Tensor &param, const float *g, float *m, float *v, float decay,
+                 float beta1, float beta2, float stepSize, float root2,
+                 float eps) {
+  int64_t n = param.numel();
   if (n == 0)
     return;
-  adamwKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-      p, g, m, v, n, decay, beta1, beta2, stepSize, root2, eps);
+  unsigned blocks = gridBlocks(n, kThreads);
+  if (param.dtype() == DType::BF16)
+    adamwKernel<<<blocks, kThreads, 0, stream()>>>(
+        static_cast<__nv_bfloat16 *>(param.raw()), g, m, v, n, decay, beta1,
+        beta2, stepSize, root2, eps);
+  else
+    adamwKernel<<<blocks, kThreads, 0, stream()>>>(
+        param.f32(), g, m, v, n, decay, beta1, beta2, stepSize, root2, eps);
   checkLaunch("adamw");
 }
 
-void sgdUpdate(float *p, const float *g, float *momentumBuffer, int64_t n,
+void sgdUpdate(Tensor &param, const float *g, float *momentumBuffer,
                float weightDecay, float momentum, float lr, bool first) {
+  int64_t n = param.numel();
   if (n == 0)
     return;
-  sgdKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-      p, g, momentumBuffer, n, weightDecay, momentum, lr, first,
-      momentum != 0.0f);
+  unsigned blocks = gridBlocks(n, kThreads);
+  if (param.dtype() == DType::BF16)
+    sgdKernel<<<blocks, kThreads, 0, stream()>>>(
+        static_cast<__nv_bfloat16 *>(param.raw()), g, momentumBuffer, n,
+        weightDecay, momentum, lr, first, momentum != 0.0f);
+  else
+    sgdKernel<<<blocks, kThreads, 0, stream()>>>(param.f32(), g, momentumBuffer,
+                                                 n, weightDecay, momentum, lr,
+                                                 first, momentum != 0.0f);
   checkLaunch("sgd");
 }
 

@@ -65,14 +65,13 @@ void Optimizer::step(Context &ctx) {
     if (!param || param->dtype() == DType::I64 ||
         param->shape() != buffer.grad.shape())
       fatal("optimizer: parameter '" + fqn + "' does not match its gradient");
-    if (param->dtype() == DType::F32 ||
-        (param->dtype() == DType::BF16 && !param->onGpu())) {
+    if (param->dtype() == DType::F32 || param->dtype() == DType::BF16) {
       update(fqn, *param, buffer.grad);
       continue;
     }
-    // An f16 parameter (tpc --dtype f16), or a bf16 / f16 one on the GPU,
-    // is updated in an f32 copy, with f32 moments, and rounded back once,
-    // into the storage every handle shares.
+    // An f16 parameter (tpc --dtype f16) is updated in an f32 copy, with
+    // f32 moments, and rounded back once, into the storage every handle
+    // shares.
     Tensor work = param->to(DType::F32);
     update(fqn, work, buffer.grad);
     Tensor narrow = work.to(param->dtype());
@@ -91,7 +90,6 @@ void Optimizer::update(const std::string &fqn, Tensor &param,
                        const Tensor &grad) {
   const TrainOptions &o = options_;
   const float *g = grad.f32();
-  int64_t n = param.numel();
   Tensor &m = first_[fqn];
   if (!m.defined())
     m = zeros(param.shape(), param.device());
@@ -104,7 +102,7 @@ void Optimizer::update(const std::string &fqn, Tensor &param,
     bool first = step_ == 1, momentum = o.momentum != 0;
 #ifdef TPRT_WITH_CUDA
     if (param.onGpu()) {
-      cuda::sgdUpdate(param.f32(), g, mp, n, wd, mom, lr, first);
+      cuda::sgdUpdate(param, g, mp, wd, mom, lr, first);
       return;
     }
 #endif
@@ -131,8 +129,7 @@ void Optimizer::update(const std::string &fqn, Tensor &param,
   float eps = static_cast<float>(o.eps);
 #ifdef TPRT_WITH_CUDA
   if (param.onGpu()) {
-    cuda::adamwUpdate(param.f32(), g, mp, vp, n, decay, b1, b2, stepSize, root2,
-                      eps);
+    cuda::adamwUpdate(param, g, mp, vp, decay, b1, b2, stepSize, root2, eps);
     return;
   }
 #endif
