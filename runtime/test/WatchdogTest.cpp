@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 #include <vector>
 
 using namespace tprt::cuda;
@@ -19,29 +20,29 @@ using std::chrono::seconds;
 
 namespace {
 
+const Queue::Clock::time_point t0{};
+
+/// Events that finish when the test says so, and the ones released.
 struct FakeStream {
   std::set<int> finished;
   std::vector<int> released;
-  auto isFinished() {
-    return [this](int e) { return finished.count(e) > 0; };
-  }
-  auto release() {
-    return [this](int e) { released.push_back(e); };
+
+  /// The name of the collective `queue` finds overdue `after` seconds
+  /// from t0, or "" when none is.
+  std::string overdue(Queue &queue, int64_t after) {
+    const Queue::Entry *late = queue.overdue(
+        t0 + seconds(after), [this](int e) { return finished.count(e) > 0; },
+        [this](int e) { released.push_back(e); });
+    return late ? late->what : "";
   }
 };
-
-const Queue::Clock::time_point t0{};
 
 TEST(Watchdog, NothingIsOverdueWithinTheTimeout) {
   Queue queue(seconds(10));
   FakeStream s;
   queue.push(1, "first", t0);
-  EXPECT_EQ(queue.overdue(t0 + seconds(10), s.isFinished(), s.release()),
-            nullptr);
-  const Queue::Entry *late =
-      queue.overdue(t0 + seconds(11), s.isFinished(), s.release());
-  ASSERT_NE(late, nullptr);
-  EXPECT_EQ(late->what, "first");
+  EXPECT_EQ(s.overdue(queue, 10), "");
+  EXPECT_EQ(s.overdue(queue, 11), "first");
 }
 
 TEST(Watchdog, FinishedCollectivesAreReleasedInOrder) {
@@ -50,8 +51,7 @@ TEST(Watchdog, FinishedCollectivesAreReleasedInOrder) {
   for (int e = 1; e <= 3; ++e)
     queue.push(e, "c" + std::to_string(e), t0);
   s.finished = {1, 2};
-  EXPECT_EQ(queue.overdue(t0 + seconds(1), s.isFinished(), s.release()),
-            nullptr);
+  EXPECT_EQ(s.overdue(queue, 1), "");
   EXPECT_EQ(s.released, (std::vector<int>{1, 2}));
   EXPECT_EQ(queue.size(), 1u);
 }
@@ -64,10 +64,7 @@ TEST(Watchdog, OnlyTheFrontIsReleased) {
   queue.push(1, "first", t0);
   queue.push(2, "second", t0);
   s.finished = {2};
-  const Queue::Entry *late =
-      queue.overdue(t0 + seconds(20), s.isFinished(), s.release());
-  ASSERT_NE(late, nullptr);
-  EXPECT_EQ(late->what, "first");
+  EXPECT_EQ(s.overdue(queue, 20), "first");
   EXPECT_TRUE(s.released.empty());
 }
 
@@ -78,27 +75,20 @@ TEST(Watchdog, TheClockStartsWhenTheStreamReachesACollective) {
   FakeStream s;
   queue.push(1, "first", t0);
   queue.push(2, "second", t0);
-  EXPECT_NE(queue.overdue(t0 + seconds(100), s.isFinished(), s.release()),
-            nullptr); // the first one, waiting 100 s
+  EXPECT_EQ(s.overdue(queue, 100), "first"); // waiting 100 s
   s.finished = {1};
-  EXPECT_EQ(queue.overdue(t0 + seconds(100), s.isFinished(), s.release()),
-            nullptr);
-  EXPECT_EQ(queue.overdue(t0 + seconds(105), s.isFinished(), s.release()),
-            nullptr);
-  const Queue::Entry *late =
-      queue.overdue(t0 + seconds(111), s.isFinished(), s.release());
-  ASSERT_NE(late, nullptr);
-  EXPECT_EQ(late->what, "second");
+  EXPECT_EQ(s.overdue(queue, 100), "");
+  EXPECT_EQ(s.overdue(queue, 105), "");
+  EXPECT_EQ(s.overdue(queue, 111), "second");
 }
 
 TEST(Watchdog, AZeroTimeoutNeverExpires) {
   Queue queue(seconds(0));
   FakeStream s;
   queue.push(1, "first", t0);
-  EXPECT_EQ(queue.overdue(t0 + seconds(1000000), s.isFinished(), s.release()),
-            nullptr);
+  EXPECT_EQ(s.overdue(queue, 1000000), "");
   s.finished = {1};
-  queue.overdue(t0 + seconds(1000001), s.isFinished(), s.release());
+  s.overdue(queue, 1000001);
   EXPECT_TRUE(queue.empty());
 }
 

@@ -8,14 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Elements.cuh"
 #include "Runtime.h"
 #include "Tiling.h"
 #include "cpu/KernelUtils.h"
 
 #include <climits>
 #include <cmath>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <vector>
 
 namespace tprt {
@@ -130,20 +129,7 @@ __global__ void binaryKernel(const float *a, const float *b, float *out,
     out[i] = op == Binary::Add ? a[i] + b[i] : a[i] * b[i];
 }
 
-/// A float type's elements as another's: widening is exact, narrowing
-/// rounds to nearest even (the CPU's floatToBf16 / floatToHalf).
-__device__ inline float toFloat(float v) { return v; }
-__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ inline float toFloat(__half v) { return __half2float(v); }
-template <typename T> __device__ T fromFloat(float v);
-template <> __device__ inline float fromFloat<float>(float v) { return v; }
-template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <> __device__ inline __half fromFloat<__half>(float v) {
-  return __float2half_rn(v);
-}
-
+/// A float type's elements as another's (Elements.cuh).
 template <typename From, typename To>
 __global__ void convertKernel(const From *x, To *out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;

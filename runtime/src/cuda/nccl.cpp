@@ -95,8 +95,6 @@ public:
     thread_.join();
   }
 
-  double timeout() const { return timeout_; }
-
   /// Records the end of the collective just queued on `on` (each stream's
   /// collectives are a queue of their own: a stream runs them in order).
   void queued(std::string what, cudaStream_t on) {

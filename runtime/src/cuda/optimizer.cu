@@ -7,12 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Elements.cuh"
 #include "Runtime.h"
 #include "Tiling.h"
 #include "cpu/KernelUtils.h"
 
 #include <cmath>
-#include <cuda_bf16.h>
 #include <vector>
 
 namespace tprt {
@@ -36,7 +36,7 @@ __global__ void addKernel(float *acc, const float *x, int64_t n) {
 __global__ void accumulateBf16Kernel(float *acc, const __nv_bfloat16 *x,
                                      int64_t n, bool overwrite) {
   TPRT_GRID_STRIDE(i, n) {
-    float v = __bfloat162float(x[i]);
+    float v = toFloat(x[i]);
     acc[i] = overwrite ? v : acc[i] + v;
   }
 }
@@ -113,29 +113,18 @@ __global__ void normPartsKernel(const float *data, int64_t n, double *sums,
   }
 }
 
-/// A parameter's element as f32, and back: a bf16 parameter is updated in
-/// f32 and rounded once (the CPU's forEachBlockInF32).
-__device__ inline float loadParam(const float *p, int64_t i) { return p[i]; }
-__device__ inline float loadParam(const __nv_bfloat16 *p, int64_t i) {
-  return __bfloat162float(p[i]);
-}
-__device__ inline void storeParam(float *p, int64_t i, float value) {
-  p[i] = value;
-}
-__device__ inline void storeParam(__nv_bfloat16 *p, int64_t i, float value) {
-  p[i] = __float2bfloat16_rn(value);
-}
-
+/// A bf16 parameter is updated in f32 and rounded once (the CPU's
+/// forEachBlockInF32).
 template <typename P>
 __global__ void adamwKernel(P *p, const float *g, float *m, float *v, int64_t n,
                             float decay, float b1, float b2, float stepSize,
                             float root2, float eps) {
   TPRT_GRID_STRIDE(i, n) {
-    float w = loadParam(p, i) * decay;
+    float w = toFloat(p[i]) * decay;
     m[i] += (1.0f - b1) * (g[i] - m[i]); // lerp
     v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
     float denom = sqrtf(v[i]) / root2 + eps;
-    storeParam(p, i, w - stepSize * (m[i] / denom));
+    p[i] = fromFloat<P>(w - stepSize * (m[i] / denom));
   }
 }
 
@@ -143,10 +132,10 @@ template <typename P>
 __global__ void sgdKernel(P *p, const float *g, float *buf, int64_t n, float wd,
                           float mom, float lr, bool first, bool useMomentum) {
   TPRT_GRID_STRIDE(i, n) {
-    float w = loadParam(p, i);
+    float w = toFloat(p[i]);
     float d = g[i] + wd * w;
     buf[i] = first ? d : mom * buf[i] + d;
-    storeParam(p, i, w - lr * (useMomentum ? buf[i] : d));
+    p[i] = fromFloat<P>(w - lr * (useMomentum ? buf[i] : d));
   }
 }
 
