@@ -407,6 +407,40 @@ def TPLowerLinear : Pass<"tp-lower-linear", "func::FuncOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def TPFuseEpilogues : Pass<"tp-fuse-epilogues", "func::FuncOp"> {
+  let summary = "Fuse a linear's elementwise successors into its product";
+  let description = [{
+    Rewrites the elementwise ops that alone read a bias-free `tp.linear`'s
+    result into one `tp.linear_epilogue`, whose product applies them before
+    storing its output (oneDNN's post-ops in the runtime; elsewhere the
+    runtime runs the separate ops):
+
+    - `tp.add %y, %r` (a residual connection) becomes
+      `tp.linear_epilogue add %x, %w, %r`;
+    - `tp.mul (tp.silu %y), %u`, where the SiLU alone reads `%y` and the
+      product alone reads the SiLU (a gated MLP's gate), becomes
+      `tp.linear_epilogue silu_mul %x, %w, %u`.
+
+    "Alone" keeps every value the program still reads: a training step's
+    backward reads the gate's product and its SiLU, so there only the
+    residual adds fuse; under tensor parallelism a row-split projection's
+    output goes through its collective before the add, so that add stays,
+    while a column-split gate fuses on every rank. Runs on the partitioned
+    program, after the training step is built, just before `tp-to-emitc`;
+    the fused op has no partition rule or derivative.
+
+    ```mlir
+    %y = tp.linear %a, %wo : (tensor<1x16x64xf32>, tensor<64x64xf32>)
+        -> tensor<1x16x64xf32>
+    %h = tp.add %y, %r : tensor<1x16x64xf32>
+    // becomes
+    %h = tp.linear_epilogue add %a, %wo, %r
+        : (tensor<1x16x64xf32>, tensor<64x64xf32>, tensor<1x16x64xf32>)
+        -> tensor<1x16x64xf32>
+    ```
+  }];
+}
+
 def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
   let summary = "Lower the tp program of a rank to EmitC calls into tprt";
   let description = [{

@@ -84,6 +84,9 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
 
 void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
                                    const TPCompileOptions &options) {
+  // On the rank's whole program: what the backward reads stays unfused.
+  if (options.fuseEpilogues)
+    pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
   TPToEmitCOptions emit;
   emit.modelPath = options.modelPath;
   emit.layerLoops = options.layerLoops;

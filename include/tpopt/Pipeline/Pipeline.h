@@ -96,6 +96,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: the largest replica-gradient bucket, in "
                      "MiB at FP32 size"),
       llvm::cl::init(256)};
+  Option<bool> fuseEpilogues{
+      *this, "fuse-epilogues",
+      llvm::cl::desc("Fuse residual adds and gated-MLP SiLU products into "
+                     "the projection before them (tp-fuse-epilogues)"),
+      llvm::cl::init(true)};
   Option<bool> layerLoops{
       *this, "layer-loops",
       llvm::cl::desc("Emit each run of equal decoder layers as one loop over "
@@ -129,8 +134,9 @@ void buildTPRaisePipeline(OpPassManager &pm, const TPCompileOptions &options);
 void buildTPDistributePipeline(OpPassManager &pm,
                                const TPCompileOptions &options);
 
-/// The rank's program to EmitC (tp-to-emitc reading weights from
-/// `model-path`).
+/// The rank's program to EmitC: epilogues fused into their products
+/// (tp-fuse-epilogues, with `fuse-epilogues`), then tp-to-emitc reading
+/// weights from `model-path`.
 void buildTPEmitPipeline(OpPassManager &pm, const TPCompileOptions &options);
 
 /// Raise, distribute, then emit: the module `tp-translate

@@ -85,6 +85,26 @@ static ParseResult parseGeluApproximation(OpAsmParser &parser,
   return success();
 }
 
+/// Prints the epilogue of tp.linear_epilogue as a bare keyword (`add`,
+/// `silu_mul`).
+static void printEpilogue(OpAsmPrinter &printer, Operation *,
+                          EpilogueAttr attr) {
+  printer << stringifyEpilogue(attr.getValue());
+}
+
+static ParseResult parseEpilogue(OpAsmParser &parser, EpilogueAttr &attr) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<Epilogue> value = symbolizeEpilogue(keyword);
+  if (!value)
+    return parser.emitError(loc, "expected 'add' or 'silu_mul', got '")
+           << keyword << "'";
+  attr = EpilogueAttr::get(parser.getContext(), *value);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
@@ -123,35 +143,44 @@ LogicalResult BiasAddOp::verify() {
   return success();
 }
 
-LogicalResult LinearOp::verify() {
-  auto x = getX().getType();
-  auto weight = getWeight().getType();
-  auto result = getResult().getType();
+/// The product x W^T of tp.linear and tp.linear_epilogue: a [out, in]
+/// weight, the form's input rank, the features and leading dimensions.
+static LogicalResult verifyLinearProduct(Operation *op, RankedTensorType x,
+                                         RankedTensorType weight,
+                                         RankedTensorType result,
+                                         std::optional<LinearForm> form) {
   if (weight.getRank() != 2)
-    return emitOpError("weight must be [out, in], got rank ")
+    return op->emitOpError("weight must be [out, in], got rank ")
            << weight.getRank();
-  if (auto form = getForm()) {
+  if (form) {
     int64_t rank = *form == LinearForm::Bmm  ? 3
                    : *form == LinearForm::Mm ? 2
                                              : 0;
     if (rank && x.getRank() != rank)
-      return emitOpError("the ")
+      return op->emitOpError("the ")
              << stringifyLinearForm(*form) << " form needs a " << rank
              << "-D input, got rank " << x.getRank();
   }
   if (x.getRank() < 1 || result.getRank() != x.getRank())
-    return emitOpError("input and result must have the same rank >= 1, got ")
+    return op->emitOpError(
+               "input and result must have the same rank >= 1, got ")
            << x.getRank() << " and " << result.getRank();
   int64_t last = x.getRank() - 1;
   if (!dimsAgree(x.getDimSize(last), weight.getDimSize(1)))
-    return emitOpError("input features ")
+    return op->emitOpError("input features ")
            << dimStr(x.getDimSize(last)) << " differ from the weight's in "
            << dimStr(weight.getDimSize(1));
   if (!dimsAgree(result.getDimSize(last), weight.getDimSize(0)))
-    return emitOpError("result features ")
+    return op->emitOpError("result features ")
            << dimStr(result.getDimSize(last))
            << " differ from the weight's out " << dimStr(weight.getDimSize(0));
-  if (failed(verifyLeadingDims(*this, x, result, last, "input", "result")))
+  return verifyLeadingDims(op, x, result, last, "input", "result");
+}
+
+LogicalResult LinearOp::verify() {
+  auto weight = getWeight().getType();
+  if (failed(verifyLinearProduct(*this, getX().getType(), weight,
+                                 getResult().getType(), getForm())))
     return failure();
   if (Value bias = getBias()) {
     auto biasType = cast<RankedTensorType>(bias.getType());
@@ -162,6 +191,13 @@ LogicalResult LinearOp::verify() {
   }
   // The weight and bias keep their storage types (a float32 LoRA adapter
   // on a bf16 checkpoint); the product is computed in f32.
+  return verifySameElementType(*this, {getX(), getResult()});
+}
+
+LogicalResult LinearEpilogueOp::verify() {
+  if (failed(verifyLinearProduct(*this, getX().getType(), getWeight().getType(),
+                                 getResult().getType(), getForm())))
+    return failure();
   return verifySameElementType(*this, {getX(), getResult()});
 }
 

@@ -71,6 +71,27 @@ LogicalResult LinearOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+// Per epilogue, the linear then the bmm form.
+static constexpr RuntimeSignature kLinearEpilogue[] = {
+    {"tprt::linear_add", kThreeTensors},
+    {"tprt::linear_bmm_add", kThreeTensors},
+    {"tprt::linear_silu_mul", kThreeTensors},
+    {"tprt::linear_bmm_silu_mul", kThreeTensors}};
+
+ArrayRef<RuntimeSignature> LinearEpilogueOp::getRuntimeSignatures() {
+  return kLinearEpilogue;
+}
+
+LogicalResult LinearEpilogueOp::buildRuntimeCall(RuntimeCall &call) {
+  bool bmm = getForm() == LinearForm::Bmm;
+  int epilogue = getEpilogue() == Epilogue::Add ? 0 : 2;
+  call.callee(kLinearEpilogue[epilogue + (bmm ? 1 : 0)])
+      .tensor(getX())
+      .tensor(getWeight())
+      .tensor(getOther());
+  return success();
+}
+
 static constexpr RuntimeSignature kBiasAdd[] = {
     {"tprt::bias_add", kTwoTensors}};
 

@@ -370,6 +370,18 @@ Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
 Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &bias);
+/// The linear forms with an epilogue (tp.linear_epilogue): x w^T + other
+/// (`add`), silu(x w^T) * other (`silu_mul`), `other` of the result's shape
+/// and type, applied to the product's output in the same GEMM where the
+/// library can (oneDNN's post-ops), else as the separate ops.
+Tensor linear_add(Context &ctx, const Tensor &x, const Tensor &w,
+                  const Tensor &other);
+Tensor linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
+                      const Tensor &other);
+Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &other);
+Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &other);
 /// x + bias over the last dimension (async-TP's split-off bias).
 Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
 /// x / sqrt(mean(x^2) + eps) * (offset + w) over groups of `group` elements

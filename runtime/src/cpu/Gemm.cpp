@@ -23,7 +23,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <tuple>
+#include <unordered_map>
 #else
 #include <cblas.h>
 #endif
@@ -67,13 +69,15 @@ memory operand(const memory::desc &f32Desc, const memory::desc &bf16Desc,
   return memory(bf16Desc, dnnlEngine(), copy.data());
 }
 
-matmul::primitive_desc matmulDesc(const memory::desc &src,
-                                  const memory::desc &weights,
-                                  const memory::desc &dst) {
+matmul::primitive_desc
+matmulDesc(const memory::desc &src, const memory::desc &weights,
+           const memory::desc &dst,
+           const dnnl::primitive_attr &attr = dnnl::primitive_attr()) {
 #if DNNL_VERSION_MAJOR >= 3
-  return matmul::primitive_desc(dnnlEngine(), src, weights, dst);
+  return matmul::primitive_desc(dnnlEngine(), src, weights, dst, attr);
 #else
-  return matmul::primitive_desc(matmul::desc(src, weights, dst), dnnlEngine());
+  return matmul::primitive_desc(matmul::desc(src, weights, dst), attr,
+                                dnnlEngine());
 #endif
 }
 
@@ -145,11 +149,11 @@ const memory &packedWeight(const Tensor &w, const memory::desc &plainLayout,
 }
 
 void run(Primitive &p, const memory &src, const memory &weights,
-         const memory &dst) {
+         const memory &dst, std::unordered_map<int, memory> args = {}) {
+  args.insert(
+      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
   try {
-    p.prim.execute(dnnlStream(), {{DNNL_ARG_SRC, src},
-                                  {DNNL_ARG_WEIGHTS, weights},
-                                  {DNNL_ARG_DST, dst}});
+    p.prim.execute(dnnlStream(), args);
     dnnlStream().wait();
   } catch (const dnnl::error &e) {
     fail("matmul", e);
@@ -189,7 +193,93 @@ Primitive *bf16Primitive(const Key &key, const memory::desc &src,
 }
 /// Added to the kind of a product whose operands are rounded to bf16.
 constexpr int kBf16 = 8;
+/// Times (1 + the epilogue), added to the kind of a linear with one.
+constexpr int kEpilogue = 16;
+
+/// Keys whose primitive the library could not make, or only as its slow
+/// reference code (cacheMutex).
+std::set<Key> unavailable;
+
+/// The eltwise (for SiLU) and binary post-ops of an epilogue on a result of
+/// `dst`'s layout; the binary one's operand is post-op `binaryIndex`'s.
+dnnl::primitive_attr epilogueAttr(Epilogue epilogue, const memory::desc &dst,
+                                  int &binaryIndex) {
+  dnnl::post_ops ops;
+  binaryIndex = 0;
+  if (epilogue == Epilogue::SiluMul) {
+    // x sigmoid(alpha x) with alpha 1: the algorithm of the separate silu.
+#if DNNL_VERSION_MAJOR >= 3
+    ops.append_eltwise(dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+#else
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+#endif
+    binaryIndex = 1;
+  }
+  ops.append_binary(epilogue == Epilogue::Add ? dnnl::algorithm::binary_add
+                                              : dnnl::algorithm::binary_mul,
+                    dst);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  return attr;
+}
 } // namespace
+
+bool linearEpilogue(const Tensor &w, const void *x, const void *other,
+                    void *out, int64_t batch, int64_t rows, bool packed,
+                    bool bf16Data, Epilogue epilogue) {
+  int64_t outF = w.dim(0), in = w.dim(1);
+  Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
+  Dims srcStrides = {rows * in, in, 1}, dstStrides = {rows * outF, outF, 1};
+  auto desc = [&](const Dims &dims, const Dims &strides) {
+    return bf16Data ? bf16(dims, strides) : f32(dims, strides);
+  };
+  memory::desc srcDesc = desc(src, srcStrides), dstDesc = desc(dst, dstStrides),
+               plainWeight = desc(wei, {in * outF, 1, in});
+  int kind = (packed ? LinearPacked : Linear) + (bf16Data ? kBf16 : 0) +
+             kEpilogue * (1 + static_cast<int>(epilogue));
+  Key key{kind, batch, rows, outF, in};
+  int binaryIndex = 0;
+  dnnl::primitive_attr attr = epilogueAttr(epilogue, dstDesc, binaryIndex);
+  Primitive *p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    if (unavailable.count(key))
+      return false;
+    auto it = primitives.find(key);
+    if (it == primitives.end()) {
+      try {
+        matmul::primitive_desc pd = matmulDesc(
+            srcDesc,
+            packed ? (bf16Data ? bf16Any(wei) : f32Any(wei)) : plainWeight,
+            dstDesc, attr);
+        // The reference implementation takes any post-op, at a fraction of
+        // the speed: the separate ops are faster.
+        if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+          unavailable.insert(key);
+          return false;
+        }
+        it = primitives.emplace(key, Primitive{pd, matmul(pd)}).first;
+      } catch (const dnnl::error &) {
+        unavailable.insert(key);
+        return false;
+      }
+    }
+    p = &it->second;
+  }
+  memory srcMem(srcDesc, dnnlEngine(), const_cast<void *>(x));
+  memory dstMem(dstDesc, dnnlEngine(), out);
+  memory otherMem(dstDesc, dnnlEngine(), const_cast<void *>(other));
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_ATTR_MULTIPLE_POST_OP(binaryIndex) | DNNL_ARG_SRC_1, otherMem}};
+  if (packed)
+    run(*p, srcMem, packedWeight(w, plainWeight, p->desc.weights_desc()),
+        dstMem, args);
+  else
+    run(*p, srcMem,
+        memory(plainWeight, dnnlEngine(), const_cast<void *>(w.raw())), dstMem,
+        args);
+  return true;
+}
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
@@ -372,6 +462,11 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
 
 bool linearBf16(const Tensor &, const uint16_t *, uint16_t *, int64_t, int64_t,
                 bool) {
+  return false;
+}
+
+bool linearEpilogue(const Tensor &, const void *, const void *, void *, int64_t,
+                    int64_t, bool, bool, Epilogue) {
   return false;
 }
 

@@ -49,6 +49,23 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
 bool linearBf16(const Tensor &w, const uint16_t *x, uint16_t *out,
                 int64_t batch, int64_t rows, bool packed);
 
+/// What a linear applies to each element of its product before storing it.
+enum class Epilogue {
+  Add,     // product + other
+  SiluMul, // silu(product) * other
+};
+
+/// The linear forms of `linear` / `linearBf16` (x and out f32, or with
+/// `bf16` both bf16 and w bf16) with an epilogue reading `other`, of out's
+/// shape and type, applied to the accumulator before the one rounding into
+/// `out`: oneDNN's post-ops (eltwise swish, binary add / mul), the same
+/// vector code as the separate ops. False where the library has no such
+/// product (OpenBLAS, or oneDNN only through its reference code): the
+/// caller then runs the separate ops.
+bool linearEpilogue(const Tensor &w, const void *x, const void *other,
+                    void *out, int64_t batch, int64_t rows, bool packed,
+                    bool bf16, Epilogue epilogue);
+
 /// The backward's two products of a bf16 program, bf16 operands and results
 /// with f32 accumulation (false where there is no bf16 product, as above).
 bool linearGradInputBf16(const uint16_t *dy, const uint16_t *w, uint16_t *dx,

@@ -265,6 +265,57 @@ Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
   return out;
 }
 
+/// The linear forms with an epilogue: one product whose post-ops apply it
+/// where the GEMM library has them (f32, or a bf16 program's bf16 tensors,
+/// on the host, without autocast), else the separate ops (another device,
+/// type or library: the same entry points as unfused).
+static Tensor linearWithEpilogue(Context &ctx, const Tensor &x, const Tensor &w,
+                                 const Tensor &other, cpu::Epilogue epilogue,
+                                 bool bmm) {
+  DType type = x.dtype();
+  bool fusible = !x.onGpu() && ctx.autocast() != DType::BF16 &&
+                 (type == DType::F32 || type == DType::BF16) &&
+                 w.dtype() == type && other.dtype() == type && w.rank() == 2 &&
+                 (bmm ? x.rank() == 3 : x.rank() >= 1) &&
+                 x.dim(-1) == w.dim(1) && x.numel() > 0 && w.numel() > 0;
+  if (fusible) {
+    std::vector<int64_t> shape = x.shape();
+    shape.back() = w.dim(0);
+    if (other.shape() == shape) {
+      int64_t batch = bmm ? x.dim(0) : 1,
+              rows = bmm ? x.dim(1) : x.numel() / w.dim(1);
+      Tensor out = Tensor::uninitialized(type, shape);
+      if (cpu::linearEpilogue(w, x.raw(), other.raw(), out.raw(), batch, rows,
+                              ctx.constantWeights(), type == DType::BF16,
+                              epilogue))
+        return out;
+    }
+  }
+  Tensor y = bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
+  return epilogue == cpu::Epilogue::Add ? add(ctx, y, other)
+                                        : mul(ctx, silu(ctx, y), other);
+}
+
+Tensor linear_add(Context &ctx, const Tensor &x, const Tensor &w,
+                  const Tensor &other) {
+  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::Add, false);
+}
+
+Tensor linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
+                      const Tensor &other) {
+  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::Add, true);
+}
+
+Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &other) {
+  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, false);
+}
+
+Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &other) {
+  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, true);
+}
+
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                 double offset, int64_t group) {
   TPRT_ON_CUDA(ctx, rms_norm(ctx, x, w, eps, offset, group))

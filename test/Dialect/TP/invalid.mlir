@@ -598,3 +598,35 @@ func.func @grad_bucket_group() {
   tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], group = "ep", reduction = #tp.grad_reduction<sum>}
   return
 }
+
+// -----
+
+func.func @linear_epilogue_in(%x: tensor<2x8x64xf32>, %w: tensor<128x32xf32>, %r: tensor<2x8x128xf32>) {
+  // expected-error @+1 {{input features 64 differ from the weight's in 32}}
+  %0 = tp.linear_epilogue add %x, %w, %r : (tensor<2x8x64xf32>, tensor<128x32xf32>, tensor<2x8x128xf32>) -> tensor<2x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @linear_epilogue_other(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>, %r: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{all of {other, result} have same type}}
+  %0 = tp.linear_epilogue silu_mul %x, %w, %r : (tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @linear_epilogue_form(%x: tensor<16x64xf32>, %w: tensor<128x64xf32>, %r: tensor<16x128xf32>) {
+  // expected-error @+1 {{the bmm form needs a 3-D input, got rank 2}}
+  %0 = tp.linear_epilogue add %x, %w, %r {form = #tp<linear_form bmm>} : (tensor<16x64xf32>, tensor<128x64xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
+  return
+}
+
+// -----
+
+func.func @linear_epilogue_kind(%x: tensor<16x64xf32>, %w: tensor<128x64xf32>, %r: tensor<16x128xf32>) {
+  // expected-error @+1 {{expected 'add' or 'silu_mul', got 'gelu_mul'}}
+  %0 = tp.linear_epilogue gelu_mul %x, %w, %r : (tensor<16x64xf32>, tensor<128x64xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
+  return
+}

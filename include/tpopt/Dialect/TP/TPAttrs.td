@@ -29,6 +29,17 @@ def TP_LinearForm : I32EnumAttr<"LinearForm",
 
 def TP_LinearFormAttr : EnumAttr<TP_Dialect, TP_LinearForm, "linear_form">;
 
+def TP_Epilogue : I32EnumAttr<"Epilogue",
+    "what tp.linear_epilogue applies to its product", [
+      I32EnumAttrCase<"Add", 0, "add">,
+      I32EnumAttrCase<"SiluMul", 1, "silu_mul">
+    ]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
+def TP_EpilogueAttr : EnumAttr<TP_Dialect, TP_Epilogue, "epilogue">;
+
 def TP_GradReduction : I32EnumAttr<"GradReduction",
     "how the TP ranks' gradients of a replicated parameter combine", [
       I32EnumAttrCase<"Mean", 0, "mean">,

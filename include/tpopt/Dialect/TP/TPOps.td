@@ -86,6 +86,45 @@ def TP_LinearOp : TP_Op<"linear",
   let hasVerifier = 1;
 }
 
+def TP_LinearEpilogueOp : TP_Op<"linear_epilogue",
+    [Pure, TP_RuntimeCalled, AllTypesMatch<["other", "result"]>]> {
+  let summary = "A linear whose product ends in an elementwise epilogue";
+  let description = [{
+    `tp.linear` (`x W^T`, `weight` `[out, in]`, no bias, `form` as there)
+    followed by an elementwise op on its result, computed as one product
+    whose epilogue applies the op to each output tile while it is still in
+    registers (oneDNN's post-ops), instead of writing the product and reading
+    it back:
+
+    - `add`: `x W^T + other` (a residual connection after the output
+      projection);
+    - `silu_mul`: `silu(x W^T) * other` (a gated MLP: the gate projection,
+      its SiLU and the product with the up projection).
+
+    `other` has the result's type. In f32 the result is the unfused ops'
+    value bit for bit; in bf16 the product is not rounded before the
+    epilogue (one rounding instead of one per op, as torch.compile's fused
+    kernels compute). `tp-fuse-epilogues` makes it after partitioning and
+    after the training step is built, so it has no partition rule and no
+    derivative.
+
+    ```mlir
+    %h = tp.linear_epilogue add %a, %wo, %residual
+        : (tensor<1x16x64xf32>, tensor<64x64xf32>, tensor<1x16x64xf32>)
+        -> tensor<1x16x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
+                   TP_FloatTensor:$other, TP_EpilogueAttr:$epilogue,
+                   OptionalAttr<TP_LinearFormAttr>:$form);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    custom<Epilogue>($epilogue) $x `,` $weight `,` $other attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
                                      TP_Partitioned, TP_RuntimeCalled,
                                      TP_Differentiable]> {

@@ -1,0 +1,83 @@
+//===- FuseEpilogues.cpp - elementwise successors into the product --------===//
+//
+// A projection's output that only a residual add, or only the SiLU and the
+// product of a gated MLP, reads is written by the GEMM and read straight
+// back. Fusing the elementwise ops into the product's epilogue (oneDNN's
+// post-ops) applies them to each output tile while it is in registers. Only
+// values nothing else reads fuse, so the training step's backward keeps
+// what it reads, and the partitioned program's collectives stay between a
+// row-split projection and its add.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_TPFUSEEPILOGUES
+#include "tpopt/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// The bias-free tp.linear whose result is `v`, when `v` has no other use.
+LinearOp soleBiasFreeLinear(Value v) {
+  auto linear = v.getDefiningOp<LinearOp>();
+  if (!linear || linear.getBias() || !v.hasOneUse())
+    return {};
+  return linear;
+}
+
+/// Replaces `op` (the last elementwise op) by the fused product of `linear`
+/// and `other`, then erases the ops it absorbed.
+void fuse(Operation *op, LinearOp linear, Value other, Epilogue epilogue,
+          Operation *between = nullptr) {
+  OpBuilder b(op);
+  auto fused = LinearEpilogueOp::create(
+      b, linear.getLoc(), op->getResult(0).getType(), linear.getX(),
+      linear.getWeight(), other, EpilogueAttr::get(b.getContext(), epilogue),
+      linear.getFormAttr());
+  op->getResult(0).replaceAllUsesWith(fused.getResult());
+  op->erase();
+  if (between)
+    between->erase();
+  linear.erase();
+}
+
+struct TPFuseEpilogues : public tp::impl::TPFuseEpiloguesBase<TPFuseEpilogues> {
+  void runOnOperation() override {
+    SmallVector<Operation *> candidates;
+    getOperation().walk([&](Operation *op) {
+      if (isa<AddOp, MulOp>(op))
+        candidates.push_back(op);
+    });
+    for (Operation *op : candidates) {
+      Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+      // Either operand may be the product (both ops commute).
+      for (auto [product, other] : {std::pair(lhs, rhs), std::pair(rhs, lhs)}) {
+        if (isa<AddOp>(op)) {
+          if (LinearOp linear = soleBiasFreeLinear(product)) {
+            fuse(op, linear, other, Epilogue::Add);
+            break;
+          }
+          continue;
+        }
+        auto silu = product.getDefiningOp<SiluOp>();
+        if (!silu || !product.hasOneUse())
+          continue;
+        if (LinearOp linear = soleBiasFreeLinear(silu.getX())) {
+          fuse(op, linear, other, Epilogue::SiluMul, silu);
+          break;
+        }
+      }
+    }
+  }
+};
+
+} // namespace
