@@ -441,6 +441,37 @@ def TPFuseEpilogues : Pass<"tp-fuse-epilogues", "func::FuncOp"> {
   }];
 }
 
+def TPFuseLinearCrossEntropy
+    : Pass<"tp-fuse-linear-cross-entropy", "func::FuncOp"> {
+  let summary = "The output projection, the loss and their gradients as one "
+                "op that never holds the logits";
+  let description = [{
+    In a training step, replaces a bias-free `tp.linear` (the output
+    projection), the `tp.cross_entropy` of its logits, the loss's
+    `tp.cross_entropy_grad` and the projection's `tp.linear_grad_input` and
+    `tp.linear_grad_weight` by one `tp.linear_cross_entropy` at the loss,
+    which computes the loss, `dx` and `dweight` a block of positions at a
+    time (the fused linear cross-entropy of Liger-Kernel and of
+    torchtune's chunked loss): the `[batch, seq, vocab]` logits and their
+    gradient are never held. It applies when nothing else reads the
+    logits, the loss's `lse` or the logits' gradient, and the projection
+    has both gradients: a softcapped head (Gemma3) or a frozen one (LoRA)
+    stays as it is. Works on the partitioned program (the
+    vocabulary-parallel loss keeps its all-reduces, per block, and `dx` its
+    all-reduce after the op); runs before `tp-to-emitc`.
+
+    ```mlir
+    %logits = tp.linear %h, %w : ...
+    %loss, %lse = tp.cross_entropy %logits, %ids, %mask : ...
+    %dl = tp.cross_entropy_grad %logits, %ids, %mask, %lse : ...
+    %dh = tp.linear_grad_input %dl, %w : ...
+    %dw = tp.linear_grad_weight %dl, %h : ...
+    // becomes
+    %loss, %dh, %dw = tp.linear_cross_entropy %h, %w, %ids, %mask : ...
+    ```
+  }];
+}
+
 def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
   let summary = "Lower the tp program of a rank to EmitC calls into tprt";
   let description = [{

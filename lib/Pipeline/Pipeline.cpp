@@ -85,6 +85,8 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
 void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
                                    const TPCompileOptions &options) {
   // On the rank's whole program: what the backward reads stays unfused.
+  if (options.fuseLinearCrossEntropy)
+    pm.addNestedPass<func::FuncOp>(createTPFuseLinearCrossEntropy());
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
   TPToEmitCOptions emit;

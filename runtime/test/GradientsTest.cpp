@@ -288,6 +288,59 @@ TEST(Gradients, CrossEntropyAcrossRowBlocks) {
   EXPECT_NEAR(out[0].f32()[0], want, 1e-5 * want);
 }
 
+TEST(Gradients, LinearCrossEntropyAcrossPositionBlocks) {
+  // tp.linear_cross_entropy over 3 x 200 positions and a vocabulary of
+  // 4096: blocks of 256 positions (4 MiB of logits), the last one partial
+  // and ending inside a row. The loss, dx = dlogits W and dW = dlogits^T x
+  // against the logits, softmax and products computed here in double.
+  const int64_t batch = 3, seq = 200, hidden = 16, vocab = 4096;
+  const int64_t positions = batch * seq;
+  Tensor x = randomTensor({batch, seq, hidden}, 91, -1.0f, 1.0f);
+  Tensor w = randomTensor({vocab, hidden}, 92, -1.0f, 1.0f);
+  Tensor ids(DType::I64, {batch, seq}), mask(DType::I64, {batch, seq});
+  for (int64_t i = 0; i < positions; ++i) {
+    ids.i64()[i] = (i * 977 + 5) % vocab;
+    mask.i64()[i] = i % 7 != 6;
+  }
+  Tensors out = linear_cross_entropy(ctx(), x, w, ids, mask);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[1].shape(), x.shape());
+  EXPECT_EQ(out[2].shape(), w.shape());
+  double want = 0;
+  std::vector<double> dx(positions * hidden, 0.0), dw(vocab * hidden, 0.0);
+  std::vector<double> logits(vocab);
+  for (int64_t p = 0; p < positions; ++p) {
+    bool counts = (p % seq) + 1 < seq && mask.i64()[p + 1];
+    if (!counts)
+      continue;
+    int64_t label = ids.i64()[p + 1];
+    double max = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      double acc = 0;
+      for (int64_t k = 0; k < hidden; ++k)
+        acc += double(x.f32()[p * hidden + k]) * w.f32()[v * hidden + k];
+      logits[v] = acc;
+      max = std::max(max, acc);
+    }
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(logits[v] - max);
+    double lse = max + std::log(sum);
+    want += lse - logits[label];
+    for (int64_t v = 0; v < vocab; ++v) {
+      double g = std::exp(logits[v] - lse) - (v == label);
+      for (int64_t k = 0; k < hidden; ++k) {
+        dx[p * hidden + k] += g * w.f32()[v * hidden + k];
+        dw[v * hidden + k] += g * x.f32()[p * hidden + k];
+      }
+    }
+  }
+  EXPECT_NEAR(out[0].f32()[0], want, 1e-5 * want);
+  for (int64_t i = 0; i < positions * hidden; ++i)
+    ASSERT_NEAR(out[1].f32()[i], dx[i], 1e-4) << "dx " << i;
+  for (int64_t i = 0; i < vocab * hidden; ++i)
+    ASSERT_NEAR(out[2].f32()[i], dw[i], 1e-4) << "dw " << i;
+}
+
 TEST(Gradients, SiluGradAcrossBlocks) {
   // More elements than one block of the vector loop, with a tail.
   const int64_t n = 40003;

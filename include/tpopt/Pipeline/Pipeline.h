@@ -101,6 +101,12 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("Fuse residual adds and gated-MLP SiLU products into "
                      "the projection before them (tp-fuse-epilogues)"),
       llvm::cl::init(true)};
+  Option<bool> fuseLinearCrossEntropy{
+      *this, "fuse-linear-cross-entropy",
+      llvm::cl::desc("With --train: the output projection, the loss and "
+                     "their gradients by blocks of positions, without the "
+                     "logits (tp-fuse-linear-cross-entropy)"),
+      llvm::cl::init(true)};
   Option<bool> layerLoops{
       *this, "layer-loops",
       llvm::cl::desc("Emit each run of equal decoder layers as one loop over "
@@ -134,7 +140,9 @@ void buildTPRaisePipeline(OpPassManager &pm, const TPCompileOptions &options);
 void buildTPDistributePipeline(OpPassManager &pm,
                                const TPCompileOptions &options);
 
-/// The rank's program to EmitC: epilogues fused into their products
+/// The rank's program to EmitC: the training step's loss fused with the
+/// output projection (tp-fuse-linear-cross-entropy, with
+/// `fuse-linear-cross-entropy`), epilogues fused into their products
 /// (tp-fuse-epilogues, with `fuse-epilogues`), then tp-to-emitc reading
 /// weights from `model-path`.
 void buildTPEmitPipeline(OpPassManager &pm, const TPCompileOptions &options);

@@ -502,6 +502,25 @@ LogicalResult CrossEntropyOp::verify() {
   return success();
 }
 
+LogicalResult LinearCrossEntropyOp::verify() {
+  auto x = getX().getType();
+  auto ids = getIds().getType();
+  auto mask = cast<RankedTensorType>(getMask().getType());
+  if (x.getRank() != 3 || ids.getRank() != 2 || mask.getRank() != 2)
+    return emitOpError("expected x [batch, seq, hidden], ids and mask "
+                       "[batch, seq]");
+  for (int64_t d = 0; d < 2; ++d)
+    if (!dimsAgree(x.getDimSize(d), ids.getDimSize(d)) ||
+        !dimsAgree(ids.getDimSize(d), mask.getDimSize(d)))
+      return emitOpError("dimension ") << d << " of x, ids and mask differ";
+  auto weight = getWeight().getType();
+  if (weight.getRank() != 2 ||
+      !dimsAgree(weight.getDimSize(1), x.getDimSize(2)))
+    return emitOpError("weight must be [vocab, ")
+           << dimStr(x.getDimSize(2)) << "], got " << weight;
+  return success();
+}
+
 LogicalResult LinearGradInputOp::verify() {
   auto dy = getDy().getType();
   auto w = getWeight().getType();

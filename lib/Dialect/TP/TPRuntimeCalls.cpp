@@ -357,6 +357,25 @@ LogicalResult CrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeArg kFourTensors[] = {kTensor, kTensor, kTensor,
+                                              kTensor};
+static constexpr RuntimeSignature kLinearCrossEntropy[] = {
+    {"tprt::linear_cross_entropy", kFourTensors, 3},
+    {"tprt::linear_cross_entropy_vocab_parallel", kFourTensors, 3}};
+
+ArrayRef<RuntimeSignature> LinearCrossEntropyOp::getRuntimeSignatures() {
+  return kLinearCrossEntropy;
+}
+
+LogicalResult LinearCrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kLinearCrossEntropy[getVocabParallel() ? 1 : 0])
+      .tensor(getX())
+      .tensor(getWeight())
+      .tensor(getIds())
+      .tensor(getMask());
+  return success();
+}
+
 static constexpr RuntimeArg kCrossEntropyGradParams[] = {
     kTensor, kTensor, kTensor, kTensor, kBool};
 static constexpr RuntimeSignature kCrossEntropyGrad[] = {

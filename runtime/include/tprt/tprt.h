@@ -452,6 +452,15 @@ Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
 Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
                           const Tensor &mask, const Tensor &lse,
                           bool vocabParallel);
+/// {loss sum, dx, dw} of cross_entropy(linear(x, w)) and its gradients
+/// (tp.linear_cross_entropy), a block of positions at a time: the [B, S,
+/// V] logits are never held. `w` [V, H] is this rank's block of the
+/// vocabulary in the vocabulary-parallel form, dx then a partial sum.
+Tensors linear_cross_entropy(Context &ctx, const Tensor &x, const Tensor &w,
+                             const Tensor &ids, const Tensor &mask);
+Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
+                                            const Tensor &w, const Tensor &ids,
+                                            const Tensor &mask);
 /// dy [.., out], w [out, in] -> dy w [.., in].
 Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w);
 /// dy [.., out], x [.., in] -> sum over rows of dy^T x [out, in].

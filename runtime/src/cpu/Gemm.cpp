@@ -195,6 +195,8 @@ Primitive *bf16Primitive(const Key &key, const memory::desc &src,
 constexpr int kBf16 = 8;
 /// Times (1 + the epilogue), added to the kind of a linear with one.
 constexpr int kEpilogue = 16;
+/// Added to the kind of a backward product that adds into its result.
+constexpr int kAccumulate = 64;
 
 /// Keys whose primitive the library could not make, or only as its slow
 /// reference code (cacheMutex).
@@ -351,16 +353,22 @@ namespace {
 /// (their buffers hold m * k and k * n elements): the backward's products.
 void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
              const Dims &aStrides, const float *b, const Dims &bStrides,
-             float *out, bool bf16Operands) {
+             float *out, bool bf16Operands, bool accumulate = false) {
   Dims aDims = {m, k}, bDims = {k, n};
   auto desc = [&](const Dims &d, const Dims &strides) {
     return bf16Operands ? bf16(d, strides) : f32(d, strides);
   };
-  Primitive &p =
-      primitiveFor({kind + (bf16Operands ? kBf16 : 0), 1, m, n, k}, [&] {
-        return matmulDesc(desc(aDims, aStrides), desc(bDims, bStrides),
-                          f32({m, n}, {n, 1}));
-      });
+  int key = kind + (bf16Operands ? kBf16 : 0) + (accumulate ? kAccumulate : 0);
+  Primitive &p = primitiveFor({key, 1, m, n, k}, [&] {
+    dnnl::primitive_attr attr;
+    if (accumulate) { // out += the product
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    return matmulDesc(desc(aDims, aStrides), desc(bDims, bStrides),
+                      f32({m, n}, {n, 1}), attr);
+  });
   std::vector<uint16_t> aCopy, bCopy;
   run(p,
       operand(f32(aDims, aStrides), desc(aDims, aStrides), a, m * k,
@@ -407,10 +415,11 @@ void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
 }
 
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
-                      int64_t in, int64_t out, bool bf16Operands) {
+                      int64_t in, int64_t out, bool bf16Operands,
+                      bool accumulate) {
   // dy^T is dy [rows, out] read with strides {1, out}.
-  product(GradWeight, out, in, rows, dy, {1, out}, x, {in, 1}, dw,
-          bf16Operands);
+  product(GradWeight, out, in, rows, dy, {1, out}, x, {in, 1}, dw, bf16Operands,
+          accumulate);
 }
 
 void setThreads(int) {}
@@ -489,11 +498,13 @@ void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
 }
 
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
-                      int64_t in, int64_t out, bool bf16Operands) {
+                      int64_t in, int64_t out, bool bf16Operands,
+                      bool accumulate) {
   std::vector<float> dyCopy, xCopy;
   dy = rounded(dy, rows * out, bf16Operands, dyCopy);
   x = rounded(x, rows * in, bf16Operands, xCopy);
-  sgemm(true, false, out, in, rows, 1.0f, dy, out, x, in, 0.0f, dw, in);
+  sgemm(true, false, out, in, rows, 1.0f, dy, out, x, in,
+        accumulate ? 1.0f : 0.0f, dw, in);
 }
 
 void setThreads(int threads) { openblas_set_num_threads(threads); }

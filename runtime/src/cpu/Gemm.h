@@ -74,11 +74,13 @@ bool linearGradWeightBf16(const uint16_t *dy, const uint16_t *x, uint16_t *dw,
                           int64_t rows, int64_t in, int64_t out);
 
 /// The backward's two products, with all threads: dx[rows, in] = dy[rows,
-/// out] w[out, in] and dw[out, in] = dy[rows, out]^T x[rows, in].
+/// out] w[out, in] and dw[out, in] = dy[rows, out]^T x[rows, in] (with
+/// `accumulate`, dw += that: a weight's gradient over blocks of rows).
 void linearGradInput(const float *dy, const float *w, float *dx, int64_t rows,
                      int64_t in, int64_t out, bool bf16Operands = false);
 void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
-                      int64_t in, int64_t out, bool bf16Operands = false);
+                      int64_t in, int64_t out, bool bf16Operands = false,
+                      bool accumulate = false);
 
 /// bf16's bits of each of `n` floats, rounded to nearest even.
 void roundToBf16(const float *x, uint16_t *out, int64_t n);

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Gemm.h"
 #include "KernelUtils.h"
 #include "Vector.h"
 #include "cuda/Cuda.h"
@@ -138,7 +139,155 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
   return {total, lse};
 }
 
+/// Logits per block of tp.linear_cross_entropy: 4 MiB of f32, but at least
+/// 64 positions (fewer rows would starve the products).
+constexpr int64_t kLossBlockElements = int64_t(1) << 20;
+constexpr int64_t kLossBlockMinRows = 64;
+
+/// tp.linear_cross_entropy on the host in f32: per block of positions, the
+/// logits (one product), the rows' maxima, sums of exponentials and target
+/// logits as crossEntropy computes them (all-reduced per block when
+/// vocabulary-parallel), the loss, the logits' gradient in place, then the
+/// block's rows of dx and its share of dw (two products, dw accumulated).
+/// The same arithmetic per row as the separate ops, the loss summed in the
+/// same order; only dw's sum over positions is grouped by block.
+Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &ids, const Tensor &mask,
+                           bool vocabParallel) {
+  const char *op = vocabParallel ? "linear_cross_entropy_vocab_parallel"
+                                 : "linear_cross_entropy";
+  requireF32(x, op, "x");
+  requireF32(w, op, "the weight");
+  if (x.rank() != 3 || w.rank() != 2 || w.dim(1) != x.dim(2) ||
+      ids.dtype() != DType::I64 || mask.dtype() != DType::I64 ||
+      ids.rank() != 2 || ids.shape() != mask.shape() ||
+      ids.dim(0) != x.dim(0) || ids.dim(1) != x.dim(1))
+    fatal(std::string(op) + ": x " + x.describe() + ", weight " + w.describe() +
+          ", ids " + ids.describe() + " and mask " + mask.describe() +
+          " are not [B, S, H], [V, H], int64 [B, S], int64 [B, S]");
+  int64_t seq = x.dim(1), hidden = x.dim(2), vocab = w.dim(0);
+  int64_t positions = x.dim(0) * seq;
+  int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
+  int64_t start = vocabParallel ? ctx.tp().rank() * vocab : 0;
+  bool bf16Operands = ctx.autocast() == DType::BF16;
+  auto label = [&](int64_t i) -> int64_t {
+    int64_t t = i % seq;
+    if (t + 1 >= seq || mask.i64()[i + 1] == 0)
+      return -1;
+    return ids.i64()[i + 1];
+  };
+  for (int64_t i = 0; i < positions; ++i)
+    if (int64_t l = label(i); l >= vocab * ranks || l < -1)
+      fatal(std::string(op) + ": label " + std::to_string(l) + " at row " +
+            std::to_string(i / seq) + ", position " +
+            std::to_string(i % seq + 1) + " is outside the vocabulary [0, " +
+            std::to_string(vocab * ranks) + ")");
+  int64_t blockRows = std::min(
+      positions, std::max(kLossBlockMinRows,
+                          kLossBlockElements / std::max<int64_t>(vocab, 1)));
+  Tensor dx(DType::F32, x.shape()), dw(DType::F32, w.shape());
+  std::vector<float> logits(blockRows * vocab), lse(blockRows), sums(blockRows),
+      targets(blockRows);
+  double loss = 0;
+  for (int64_t first = 0; first < positions; first += blockRows) {
+    int64_t rows = std::min(blockRows, positions - first);
+    const float *xb = x.f32() + first * hidden;
+    float *l = logits.data();
+    if (vocab > 0 && hidden > 0)
+      cpu::linear(w, xb, l, 1, rows, ctx.constantWeights(), bf16Operands);
+    else
+      std::fill_n(l, rows * vocab, 0.0f);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      lse[r] = cpu::maxOf(l + r * vocab, vocab);
+    if (vocabParallel)
+      ctx.tp().allReduceMax(lse.data(), rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t target = label(first + r);
+      targets[r] = target >= start && target < start + vocab
+                       ? l[r * vocab + target - start]
+                       : 0.0f;
+    }
+#pragma omp parallel
+    {
+      std::vector<float> exps(kRowBlock * vocab);
+      double blockSums[kRowBlock];
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; r += kRowBlock) {
+        int64_t n = std::min(kRowBlock, rows - r);
+        cpu::sumsOfExpRows(l + r * vocab, lse.data() + r, n, vocab, exps.data(),
+                           blockSums);
+        for (int64_t j = 0; j < n; ++j)
+          sums[r + j] = static_cast<float>(blockSums[j]);
+      }
+    }
+    if (vocabParallel) {
+      ctx.tp().allReduceSum(sums.data(), rows);
+      ctx.tp().allReduceSum(targets.data(), rows);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      lse[r] += std::log(sums[r]);
+      if (label(first + r) >= 0)
+        loss += static_cast<double>(lse[r]) - targets[r];
+    }
+    // The logits' gradient in place: softmax - onehot at counted positions.
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r += kRowBlock) {
+      int64_t n = std::min(kRowBlock, rows - r);
+      cpu::expShiftedRows(l + r * vocab, lse.data() + r, n, vocab,
+                          l + r * vocab);
+      for (int64_t j = r; j < r + n; ++j) {
+        int64_t target = label(first + j);
+        if (target < 0)
+          std::fill_n(l + j * vocab, vocab, 0.0f);
+        else if (target >= start && target < start + vocab)
+          l[j * vocab + target - start] -= 1.0f;
+      }
+    }
+    if (vocab > 0 && hidden > 0) {
+      cpu::linearGradInput(l, w.f32(), dx.f32() + first * hidden, rows, hidden,
+                           vocab, bf16Operands);
+      cpu::linearGradWeight(l, xb, dw.f32(), rows, hidden, vocab, bf16Operands,
+                            /*accumulate=*/first > 0);
+    }
+  }
+  Tensor total = Tensor::uninitialized(DType::F32, {});
+  *total.f32() = static_cast<float>(loss);
+  return {total, dx, dw};
+}
+
+/// The separate ops tp.linear_cross_entropy stands for: a bf16 program's
+/// types, and the CUDA backend.
+Tensors linearCrossEntropyUnfused(Context &ctx, const Tensor &x,
+                                  const Tensor &w, const Tensor &ids,
+                                  const Tensor &mask, bool vocabParallel) {
+  Tensor logits = linear(ctx, x, w);
+  Tensors loss = vocabParallel
+                     ? cross_entropy_vocab_parallel(ctx, logits, ids, mask)
+                     : cross_entropy(ctx, logits, ids, mask);
+  Tensor dlogits =
+      cross_entropy_grad(ctx, logits, ids, mask, loss[1], vocabParallel);
+  release(logits);
+  return {loss[0], linear_grad_input(ctx, dlogits, w),
+          linear_grad_weight(ctx, dlogits, x)};
+}
+
 } // namespace
+
+Tensors linear_cross_entropy(Context &ctx, const Tensor &x, const Tensor &w,
+                             const Tensor &ids, const Tensor &mask) {
+  if (x.onGpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32)
+    return linearCrossEntropyUnfused(ctx, x, w, ids, mask, false);
+  return linearCrossEntropy(ctx, x, w, ids, mask, false);
+}
+
+Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
+                                            const Tensor &w, const Tensor &ids,
+                                            const Tensor &mask) {
+  if (x.onGpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32)
+    return linearCrossEntropyUnfused(ctx, x, w, ids, mask, true);
+  return linearCrossEntropy(ctx, x, w, ids, mask, true);
+}
 
 Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                       const Tensor &mask) {

@@ -630,3 +630,35 @@ func.func @linear_epilogue_kind(%x: tensor<16x64xf32>, %w: tensor<128x64xf32>, %
   %0 = tp.linear_epilogue gelu_mul %x, %w, %r : (tensor<16x64xf32>, tensor<128x64xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
   return
 }
+
+// -----
+
+func.func @linear_cross_entropy_rank(%x: tensor<16x64xf32>, %w: tensor<128x64xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error @+1 {{expected x [batch, seq, hidden], ids and mask [batch, seq]}}
+  %0:3 = tp.linear_cross_entropy %x, %w, %ids, %ids : (tensor<16x64xf32>, tensor<128x64xf32>, tensor<2x8xi64>, tensor<2x8xi64>) -> (tensor<f32>, tensor<16x64xf32>, tensor<128x64xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_ids(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>, %ids: tensor<2x9xi64>) {
+  // expected-error @+1 {{dimension 1 of x, ids and mask differ}}
+  %0:3 = tp.linear_cross_entropy %x, %w, %ids, %ids : (tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x9xi64>, tensor<2x9xi64>) -> (tensor<f32>, tensor<2x8x64xf32>, tensor<128x64xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_weight(%x: tensor<2x8x64xf32>, %w: tensor<128x32xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error @+1 {{weight must be [vocab, 64], got 'tensor<128x32xf32>'}}
+  %0:3 = tp.linear_cross_entropy %x, %w, %ids, %ids : (tensor<2x8x64xf32>, tensor<128x32xf32>, tensor<2x8xi64>, tensor<2x8xi64>) -> (tensor<f32>, tensor<2x8x64xf32>, tensor<128x32xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_dx(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error @+1 {{all of {x, dx} have same type}}
+  %0:3 = tp.linear_cross_entropy %x, %w, %ids, %ids : (tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi64>, tensor<2x8xi64>) -> (tensor<f32>, tensor<2x8x32xf32>, tensor<128x64xf32>)
+  return
+}

@@ -72,6 +72,46 @@ def TP_CrossEntropyGradOp : TP_Op<"cross_entropy_grad",
   }];
 }
 
+def TP_LinearCrossEntropyOp : TP_Op<"linear_cross_entropy",
+    [Pure, TP_RuntimeCalled, AllTypesMatch<["x", "dx"]>,
+     AllTypesMatch<["weight", "dweight"]>]> {
+  let summary = "The output projection, the loss and their gradients, by blocks";
+  let description = [{
+    `tp.linear` (`logits = x W^T`, `weight` `[vocab, hidden]`),
+    `tp.cross_entropy` on its logits, `tp.cross_entropy_grad` (a seed of
+    1) and the projection's two gradients `dx = dlogits W` and
+    `dweight = dlogits^T x` in one op, computed a block of positions at a
+    time: each block's logits are made, reduced to the block's loss and
+    turned into their gradient, which both products consume before the next
+    block, so no `[batch, seq, vocab]` tensor is ever held (the logits of a
+    large vocabulary are the largest activation of a training step).
+    `vocab_parallel` is `tp.cross_entropy`'s: `weight` is this rank's block
+    of the vocabulary, each block's maxima, sums and target logits are
+    all-reduced over `@tp`, and `dx` is this rank's partial sum, as
+    `tp.linear_grad_input`'s is.
+
+    `tp-fuse-linear-cross-entropy` makes it on a partitioned training step
+    from the five ops; it has no partition rule or derivative.
+
+    ```mlir
+    %loss, %dx, %dw = tp.linear_cross_entropy %x, %w, %ids, %mask
+        : (tensor<?x?x64xf32>, tensor<256x64xf32>, tensor<?x?xi64>,
+           tensor<?x?xi64>)
+        -> (tensor<f32>, tensor<?x?x64xf32>, tensor<256x64xf32>)
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
+                   TP_IndexTensor:$ids, TP_MaskTensor:$mask,
+                   UnitAttr:$vocab_parallel);
+  let results = (outs 0DTensorOf<[F32]>:$loss, TP_FloatTensor:$dx,
+                      TP_FloatTensor:$dweight);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $ids `,` $mask attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Backward of the parameterized blocks
 //===----------------------------------------------------------------------===//
