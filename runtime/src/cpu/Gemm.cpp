@@ -292,9 +292,50 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
     fatal("dnnl_sgemm failed (status " + std::to_string(status) + ")");
 }
 
+namespace {
+/// Whether this machine's oneDNN multiplies bf16 operands into an f32
+/// result other than by its reference code (oneDNN 2.x does not below
+/// AVX-512).
+bool bf16ProductsAvailable() {
+  static const bool available = [] {
+    try {
+      Dims dims = {1, 16, 16};
+      matmul::primitive_desc pd = matmulDesc(
+          bf16(dims, {256, 16, 1}), bf16(dims, {256, 16, 1}),
+          f32(dims, {256, 16, 1}));
+      return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+    } catch (const dnnl::error &) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+/// `n` floats rounded to bf16 values, kept as f32: products of such values
+/// are exact in f32, so an f32 product of them is a bf16 product with f32
+/// accumulation (what autocast asks for where there is no bf16 matmul).
+std::vector<float> roundedToBf16Values(const float *x, int64_t n) {
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16ToFloat(floatToBf16(x[i]));
+  return out;
+}
+} // namespace
+
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
             int64_t rows, bool packed, bool bf16Operands) {
   int64_t outF = w.dim(0), in = w.dim(1);
+  if (bf16Operands && !bf16ProductsAvailable()) {
+    // Rounded copies, the weight's made per call and not packed: correct,
+    // not fast, on machines without bf16 products.
+    std::vector<float> xr = roundedToBf16Values(x, batch * rows * in);
+    Tensor wr = Tensor::uninitialized(DType::F32, w.shape());
+    std::vector<float> wValues = roundedToBf16Values(w.f32(), outF * in);
+    std::copy(wValues.begin(), wValues.end(), wr.f32());
+    linear(wr, xr.data(), out, batch, rows, /*packed=*/false,
+           /*bf16Operands=*/false);
+    return;
+  }
   // The weight [out, in] row-major is the [in, out] matrix of strides
   // {1, in}; the bmm form shares it across the batch (batch dimension 1).
   Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
@@ -354,6 +395,13 @@ namespace {
 void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
              const Dims &aStrides, const float *b, const Dims &bStrides,
              float *out, bool bf16Operands, bool accumulate = false) {
+  if (bf16Operands && !bf16ProductsAvailable()) {
+    std::vector<float> ar = roundedToBf16Values(a, m * k),
+                       br = roundedToBf16Values(b, k * n);
+    product(kind, m, n, k, ar.data(), aStrides, br.data(), bStrides, out,
+            /*bf16Operands=*/false, accumulate);
+    return;
+  }
   Dims aDims = {m, k}, bDims = {k, n};
   auto desc = [&](const Dims &d, const Dims &strides) {
     return bf16Operands ? bf16(d, strides) : f32(d, strides);
