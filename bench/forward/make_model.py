@@ -4,7 +4,10 @@ heads, head_dim 64, MLP 1408, vocab 4096) with transformers'
 LlamaForCausalLM and random weights (norms included), and exports it with the TorchScript
 exporter (opset 17, constant folding, input_ids + attention_mask).
 
-    make_model.py OUT_DIR          (needs scripts/setup.sh --models)
+    make_model.py OUT_DIR [VOCAB]  (needs scripts/setup.sh --models)
+
+VOCAB (default 4096) changes only the vocabulary (bench/train/ab.sh builds
+the model with Llama-2's 32000 to weigh the loss's memory).
 """
 import os
 import sys
@@ -40,9 +43,10 @@ def medium_llama(config):
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    config = transformers.LlamaConfig(**CONFIG)
+    vocab = int(sys.argv[2]) if len(sys.argv) > 2 else CONFIG["vocab_size"]
+    config = transformers.LlamaConfig(**{**CONFIG, "vocab_size": vocab})
     model = LogitsOnly(medium_llama(config).eval()).eval()
-    ids = torch.randint(0, 4096, (2, 16))
+    ids = torch.randint(0, vocab, (2, 16))
     mask = torch.ones_like(ids)
     axes = {n: {0: "batch", 1: "seq"} for n in ["input_ids", "attention_mask", "logits"]}
     torch.onnx.export(model, (ids, mask), os.path.join(out, "model.onnx"),

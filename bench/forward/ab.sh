@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Two builds of the medium Llama's forward, one tpc option apart, in
+# alternating rounds: what one compiler change is worth, on a machine whose
+# speed drifts. Usage: bench/forward/ab.sh "TPC FLAGS A" "TPC FLAGS B"
+# (e.g. "" "--fuse-epilogues=false"); ROUNDS (7), ITERS (20).
+# Prints, per threads x batch, each side's median forward time (median of
+# ITERS runs, then over rounds) and the median of the per-round ratios A/B.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=${BENCH_DIR:-$root/build/bench/forward}
+rounds=${ROUNDS:-7} iters=${ITERS:-20}
+"$root/scripts/setup.sh" --models
+ninja -C "$root/build" tpc tprt tprt_main >/dev/null
+[ -f "$work/model/model.onnx" ] || "$root/.venv/bin/python" "$root/bench/forward/make_model.py" "$work/model"
+# shellcheck disable=SC2086 # the flags are words
+"$root/build/bin/tpc" "$work/model/model.onnx" $1 -o "$work/ab_a"
+# shellcheck disable=SC2086
+"$root/build/bin/tpc" "$work/model/model.onnx" $2 -o "$work/ab_b"
+echo "A: tpc $1"
+echo "B: tpc $2"
+echo "| threads | batch | A (ms) | B (ms) | A / B (median of rounds) | per round |"
+echo "|---|---|---|---|---|---|"
+median() { "$root/.venv/bin/python" -c "import sys, numpy as np; print(f'{np.median([float(x) for x in sys.argv[1:]]):.2f}')" "$@"; }
+for threads in 1 2; do
+  for batch in 1 4; do
+    ids="$work/ids_b$batch.npy"
+    "$root/.venv/bin/python" -c "import numpy as np; np.save('$ids', np.random.default_rng($batch).integers(0, 4096, ($batch, 128)).astype(np.int64))"
+    ta=() tb=() ratios=()
+    for _ in $(seq "$rounds"); do
+      a=$("$work/ab_a/model" --input "$ids" --output "$work/ab_a.npy" --threads "$threads" --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
+      b=$("$work/ab_b/model" --input "$ids" --output "$work/ab_b.npy" --threads "$threads" --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
+      ta+=("$a") tb+=("$b")
+      ratios+=("$("$root/.venv/bin/python" -c "print(f'{$a / $b:.3f}')")")
+    done
+    echo "| $threads | $batch | $(median "${ta[@]}") | $(median "${tb[@]}") | $(median "${ratios[@]}") | ${ratios[*]} |"
+  done
+done
