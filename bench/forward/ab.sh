@@ -2,7 +2,9 @@
 # Two builds of the medium Llama's forward, one tpc option apart, in
 # alternating rounds: what one compiler change is worth, on a machine whose
 # speed drifts. Usage: bench/forward/ab.sh "TPC FLAGS A" "TPC FLAGS B"
-# (e.g. "" "--fuse-epilogues=false"); ROUNDS (7), ITERS (20).
+# (e.g. "" "--fuse-epilogues=false"); ROUNDS (7), ITERS (20); ENV_A and
+# ENV_B, environment assignments for each side's runs (e.g.
+# ENV_A=TPRT_GEMM=openblas ENV_B=TPRT_GEMM=onednn, with the same flags).
 # Prints, per threads x batch, each side's median forward time (median of
 # ITERS runs, then over rounds) and the median of the per-round ratios A/B.
 set -euo pipefail
@@ -16,8 +18,8 @@ ninja -C "$root/build" tpc tprt tprt_main >/dev/null
 "$root/build/bin/tpc" "$work/model/model.onnx" $1 -o "$work/ab_a"
 # shellcheck disable=SC2086
 "$root/build/bin/tpc" "$work/model/model.onnx" $2 -o "$work/ab_b"
-echo "A: tpc $1"
-echo "B: tpc $2"
+echo "A: tpc $1 ${ENV_A:-}"
+echo "B: tpc $2 ${ENV_B:-}"
 echo "| threads | batch | A (ms) | B (ms) | A / B (median of rounds) | per round |"
 echo "|---|---|---|---|---|---|"
 median() { "$root/.venv/bin/python" -c "import sys, numpy as np; print(f'{np.median([float(x) for x in sys.argv[1:]]):.2f}')" "$@"; }
@@ -27,8 +29,10 @@ for threads in 1 2; do
     "$root/.venv/bin/python" -c "import numpy as np; np.save('$ids', np.random.default_rng($batch).integers(0, 4096, ($batch, 128)).astype(np.int64))"
     ta=() tb=() ratios=()
     for _ in $(seq "$rounds"); do
-      a=$("$work/ab_a/model" --input "$ids" --output "$work/ab_a.npy" --threads "$threads" --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
-      b=$("$work/ab_b/model" --input "$ids" --output "$work/ab_b.npy" --threads "$threads" --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
+      # shellcheck disable=SC2086 # assignments as words
+      a=$(env ${ENV_A:-} "$work/ab_a/model" --input "$ids" --output "$work/ab_a.npy" --threads "$threads" --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
+      # shellcheck disable=SC2086
+      b=$(env ${ENV_B:-} "$work/ab_b/model" --input "$ids" --output "$work/ab_b.npy" --threads "$threads" --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')
       ta+=("$a") tb+=("$b")
       ratios+=("$("$root/.venv/bin/python" -c "print(f'{$a / $b:.3f}')")")
     done

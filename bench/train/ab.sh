@@ -3,7 +3,9 @@
 # alternating rounds: what one compiler change is worth to the step's time
 # and peak memory. Usage: bench/train/ab.sh "TPC FLAGS A" "TPC FLAGS B"
 # (e.g. "" "--fuse-linear-cross-entropy=false"); VOCAB (4096; 32000 is
-# Llama-2's), THREADS (1), ROUNDS (5). Each run is one process: 4 AdamW
+# Llama-2's), THREADS (1), ROUNDS (5); ENV_A and ENV_B, environment
+# assignments for each side's runs (e.g. ENV_A=TPRT_GEMM=openblas
+# ENV_B=TPRT_GEMM=onednn, with the same flags). Each run is one process: 4 AdamW
 # steps of 2 micro-batches x 4 sequences of 128; steps 2 to 4 are timed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -17,9 +19,10 @@ ninja -C "$root/build" tpc tprt tprt_main >/dev/null
 # shellcheck disable=SC2086
 "$root/build/bin/tpc" "$work/model/model.onnx" --train $2 -o "$work/b"
 "$root/.venv/bin/python" -c "import numpy as np; np.save('$work/tokens.npy', np.random.default_rng(0).integers(0, $vocab, (32, 128)).astype(np.int64))"
-run() { # program -> "ms_per_step peak_rss_mib step1_loss"
+run() { # env assignments, program -> "ms_per_step peak_rss_mib step1_loss"
   local out
-  out=$("$1" --train --data "$work/tokens.npy" --steps 4 --micro-batch 4 --grad-accum 2 \
+  # shellcheck disable=SC2086 # assignments as words
+  out=$(env $1 "$2" --train --data "$work/tokens.npy" --steps 4 --micro-batch 4 --grad-accum 2 \
     --lr 1e-3 --weight-decay 0.01 --threads "$threads" --log "$work/log.jsonl")
   "$root/.venv/bin/python" - "$work/log.jsonl" "$out" <<'PY'
 import json, re, sys
@@ -29,15 +32,15 @@ rss = float(re.search(r"peak RSS ([0-9.]+) MiB", sys.argv[2]).group(1))
 print(f"{ms:.1f} {rss:.0f} {steps[0]['loss']:.6f}")
 PY
 }
-echo "A: tpc --train $1"
-echo "B: tpc --train $2"
+echo "A: tpc --train $1 ${ENV_A:-}"
+echo "B: tpc --train $2 ${ENV_B:-}"
 echo "vocab $vocab, $threads thread(s), $rounds alternating rounds"
 echo "| round | A ms/step | B ms/step | A / B | A peak RSS (MiB) | B peak RSS (MiB) | step-1 loss A / B |"
 echo "|---|---|---|---|---|---|---|"
 ratios=()
 for round in $(seq "$rounds"); do
-  read -r ta ra la < <(run "$work/a/model")
-  read -r tb rb lb < <(run "$work/b/model")
+  read -r ta ra la < <(run "${ENV_A:-}" "$work/a/model")
+  read -r tb rb lb < <(run "${ENV_B:-}" "$work/b/model")
   ratio=$("$root/.venv/bin/python" -c "print(f'{$ta / $tb:.3f}')")
   ratios+=("$ratio")
   echo "| $round | $ta | $tb | $ratio | $ra | $rb | $la / $lb |"

@@ -19,6 +19,11 @@
 #ifdef TPRT_WITH_ONEDNN
 #include "Dnnl.h"
 
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+#include <cblas.h>
+#include <cstdlib>
+#endif
+
 #include <iterator>
 #include <map>
 #include <memory>
@@ -198,6 +203,8 @@ constexpr int kEpilogue = 16;
 /// Added to the kind of a backward product that adds into its result.
 constexpr int kAccumulate = 64;
 
+bool f32OnOpenBlas();
+
 /// Keys whose primitive the library could not make, or only as its slow
 /// reference code (cacheMutex).
 std::set<Key> unavailable;
@@ -229,6 +236,8 @@ dnnl::primitive_attr epilogueAttr(Epilogue epilogue, const memory::desc &dst,
 bool linearEpilogue(const Tensor &w, const void *x, const void *other,
                     void *out, int64_t batch, int64_t rows, bool packed,
                     bool bf16Data, Epilogue epilogue) {
+  if (!bf16Data && f32OnOpenBlas())
+    return false; // the separate ops after OpenBLAS's product
   int64_t outF = w.dim(0), in = w.dim(1);
   Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
   Dims srcStrides = {rows * in, in, 1}, dstStrides = {rows * outF, outF, 1};
@@ -300,9 +309,9 @@ bool bf16ProductsAvailable() {
   static const bool available = [] {
     try {
       Dims dims = {1, 16, 16};
-      matmul::primitive_desc pd = matmulDesc(
-          bf16(dims, {256, 16, 1}), bf16(dims, {256, 16, 1}),
-          f32(dims, {256, 16, 1}));
+      matmul::primitive_desc pd =
+          matmulDesc(bf16(dims, {256, 16, 1}), bf16(dims, {256, 16, 1}),
+                     f32(dims, {256, 16, 1}));
       return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
     } catch (const dnnl::error &) {
       return false;
@@ -320,6 +329,37 @@ std::vector<float> roundedToBf16Values(const float *x, int64_t n) {
     out[i] = bf16ToFloat(floatToBf16(x[i]));
   return out;
 }
+
+/// Whether the f32 products go to OpenBLAS: when TPRT_GEMM=openblas asks
+/// (`onednn`, the default, keeps them on oneDNN). On an AVX2 machine, where
+/// oneDNN 2.x has no brgemm matmul and packs no weight, OpenBLAS ran the
+/// forward at 0.80 to 0.99 of oneDNN's time on one thread but over 3x it
+/// on two (docs/runtime.md), so it is not chosen by itself.
+bool f32OnOpenBlas() {
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+  static const bool openBlas = [] {
+    const char *choice = std::getenv("TPRT_GEMM");
+    if (!choice || std::string(choice) == "onednn")
+      return false;
+    if (std::string(choice) == "openblas")
+      return true;
+    fatal(std::string("TPRT_GEMM=") + choice + ": expected onednn or openblas");
+  }();
+  return openBlas;
+#else
+  return false;
+#endif
+}
+
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+/// An operand of `product` as cblas reads it: row-major as given (strides
+/// {ld, 1}) or transposed (strides {1, ld}).
+CBLAS_TRANSPOSE blasLayout(const Dims &strides, int64_t &ld) {
+  bool rowMajor = strides[1] == 1;
+  ld = rowMajor ? strides[0] : strides[1];
+  return rowMajor ? CblasNoTrans : CblasTrans;
+}
+#endif
 } // namespace
 
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
@@ -336,6 +376,15 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
            /*bf16Operands=*/false);
     return;
   }
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+  if (!bf16Operands && f32OnOpenBlas()) {
+    for (int64_t i = 0; i < batch; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
+                  x + i * rows * in, in, w.f32(), in, 0.0f,
+                  out + i * rows * outF, outF);
+    return;
+  }
+#endif
   // The weight [out, in] row-major is the [in, out] matrix of strides
   // {1, in}; the bmm form shares it across the batch (batch dimension 1).
   Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
@@ -402,6 +451,16 @@ void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
             /*bf16Operands=*/false, accumulate);
     return;
   }
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+  if (!bf16Operands && f32OnOpenBlas()) {
+    int64_t lda = 0, ldb = 0;
+    CBLAS_TRANSPOSE ta = blasLayout(aStrides, lda),
+                    tb = blasLayout(bStrides, ldb);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb,
+                accumulate ? 1.0f : 0.0f, out, n);
+    return;
+  }
+#endif
   Dims aDims = {m, k}, bDims = {k, n};
   auto desc = [&](const Dims &d, const Dims &strides) {
     return bf16Operands ? bf16(d, strides) : f32(d, strides);
@@ -470,13 +529,21 @@ void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
           accumulate);
 }
 
-void setThreads(int) {}
+void setThreads(int threads) {
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+  openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
 
 const char *gemmLibrary() {
   static const std::string name = [] {
     const dnnl_version_t *v = dnnl_version();
-    return "oneDNN " + std::to_string(v->major) + "." +
-           std::to_string(v->minor) + "." + std::to_string(v->patch);
+    std::string dnnl = "oneDNN " + std::to_string(v->major) + "." +
+                       std::to_string(v->minor) + "." +
+                       std::to_string(v->patch);
+    return f32OnOpenBlas() ? "OpenBLAS (f32), " + dnnl : dnnl;
   }();
   return name.c_str();
 }
