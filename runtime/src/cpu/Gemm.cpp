@@ -43,6 +43,22 @@ void roundToBf16(const float *x, uint16_t *out, int64_t n) {
     out[i] = floatToBf16(x[i]);
 }
 
+namespace {
+/// `x` as given, or its values rounded to bf16 (kept as f32: their
+/// products are exact in f32, so an f32 product of them computes what a
+/// bf16 product with f32 accumulation does: OpenBLAS, and autocast where
+/// oneDNN has no bf16 matmul).
+const float *rounded(const float *x, int64_t n, bool toBf16,
+                     std::vector<float> &copy) {
+  if (!toBf16)
+    return x;
+  copy.resize(n);
+  for (int64_t i = 0; i < n; ++i)
+    copy[i] = bf16ToFloat(floatToBf16(x[i]));
+  return copy.data();
+}
+} // namespace
+
 #ifdef TPRT_WITH_ONEDNN
 
 namespace {
@@ -176,25 +192,43 @@ enum Kind {
   GradWeightBf16
 };
 
-/// A primitive of bf16 operands and result, made on first use; null when
-/// this machine's oneDNN has none (said once: the callers then widen).
-Primitive *bf16Primitive(const Key &key, const memory::desc &src,
-                         const memory::desc &weights, const memory::desc &dst) {
+/// Keys whose primitive the library could not make, or only as its slow
+/// reference code (cacheMutex).
+std::set<Key> unavailable;
+
+/// A primitive made on first use, as primitiveFor; null when this machine's
+/// oneDNN has none (bf16 products below AVX-512), or with `rejectReference`
+/// only its reference code (which takes any post-op, at a fraction of the
+/// speed). The callers then compute another way.
+template <typename MakeDesc>
+Primitive *optionalPrimitive(const Key &key, MakeDesc makeDesc,
+                             bool rejectReference = false) {
   std::lock_guard<std::mutex> lock(cacheMutex);
-  static bool unsupported = false;
-  if (unsupported)
+  if (unavailable.count(key))
     return nullptr;
   auto it = primitives.find(key);
   if (it == primitives.end()) {
     try {
-      matmul::primitive_desc desc = matmulDesc(src, weights, dst);
+      matmul::primitive_desc desc = makeDesc();
+      if (rejectReference &&
+          std::string(desc.impl_info_str()).rfind("ref", 0) == 0) {
+        unavailable.insert(key);
+        return nullptr;
+      }
       it = primitives.emplace(key, Primitive{desc, matmul(desc)}).first;
     } catch (const dnnl::error &) {
-      unsupported = true;
+      unavailable.insert(key);
       return nullptr;
     }
   }
   return &it->second;
+}
+
+/// A primitive of bf16 operands and result (null as above: the callers
+/// then widen).
+Primitive *bf16Primitive(const Key &key, const memory::desc &src,
+                         const memory::desc &weights, const memory::desc &dst) {
+  return optionalPrimitive(key, [&] { return matmulDesc(src, weights, dst); });
 }
 /// Added to the kind of a product whose operands are rounded to bf16.
 constexpr int kBf16 = 8;
@@ -205,16 +239,10 @@ constexpr int kAccumulate = 64;
 
 bool f32OnOpenBlas();
 
-/// Keys whose primitive the library could not make, or only as its slow
-/// reference code (cacheMutex).
-std::set<Key> unavailable;
-
 /// The eltwise (for SiLU) and binary post-ops of an epilogue on a result of
-/// `dst`'s layout; the binary one's operand is post-op `binaryIndex`'s.
-dnnl::primitive_attr epilogueAttr(Epilogue epilogue, const memory::desc &dst,
-                                  int &binaryIndex) {
+/// `dst`'s layout; the binary one is the last.
+dnnl::primitive_attr epilogueAttr(Epilogue epilogue, const memory::desc &dst) {
   dnnl::post_ops ops;
-  binaryIndex = 0;
   if (epilogue == Epilogue::SiluMul) {
     // x sigmoid(alpha x) with alpha 1: the algorithm of the separate silu.
 #if DNNL_VERSION_MAJOR >= 3
@@ -222,7 +250,6 @@ dnnl::primitive_attr epilogueAttr(Epilogue epilogue, const memory::desc &dst,
 #else
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
 #endif
-    binaryIndex = 1;
   }
   ops.append_binary(epilogue == Epilogue::Add ? dnnl::algorithm::binary_add
                                               : dnnl::algorithm::binary_mul,
@@ -248,35 +275,18 @@ bool linearEpilogue(const Tensor &w, const void *x, const void *other,
                plainWeight = desc(wei, {in * outF, 1, in});
   int kind = (packed ? LinearPacked : Linear) + (bf16Data ? kBf16 : 0) +
              kEpilogue * (1 + static_cast<int>(epilogue));
-  Key key{kind, batch, rows, outF, in};
-  int binaryIndex = 0;
-  dnnl::primitive_attr attr = epilogueAttr(epilogue, dstDesc, binaryIndex);
-  Primitive *p = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    if (unavailable.count(key))
-      return false;
-    auto it = primitives.find(key);
-    if (it == primitives.end()) {
-      try {
-        matmul::primitive_desc pd = matmulDesc(
-            srcDesc,
-            packed ? (bf16Data ? bf16Any(wei) : f32Any(wei)) : plainWeight,
-            dstDesc, attr);
-        // The reference implementation takes any post-op, at a fraction of
-        // the speed: the separate ops are faster.
-        if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
-          unavailable.insert(key);
-          return false;
-        }
-        it = primitives.emplace(key, Primitive{pd, matmul(pd)}).first;
-      } catch (const dnnl::error &) {
-        unavailable.insert(key);
-        return false;
-      }
-    }
-    p = &it->second;
-  }
+  Primitive *p = optionalPrimitive(
+      {kind, batch, rows, outF, in},
+      [&] {
+        return matmulDesc(srcDesc,
+                          packed ? (bf16Data ? bf16Any(wei) : f32Any(wei))
+                                 : plainWeight,
+                          dstDesc, epilogueAttr(epilogue, dstDesc));
+      },
+      /*rejectReference=*/true); // the separate ops are faster than it
+  if (!p)
+    return false;
+  int binaryIndex = epilogue == Epilogue::SiluMul ? 1 : 0;
   memory srcMem(srcDesc, dnnlEngine(), const_cast<void *>(x));
   memory dstMem(dstDesc, dnnlEngine(), out);
   memory otherMem(dstDesc, dnnlEngine(), const_cast<void *>(other));
@@ -320,16 +330,6 @@ bool bf16ProductsAvailable() {
   return available;
 }
 
-/// `n` floats rounded to bf16 values, kept as f32: products of such values
-/// are exact in f32, so an f32 product of them is a bf16 product with f32
-/// accumulation (what autocast asks for where there is no bf16 matmul).
-std::vector<float> roundedToBf16Values(const float *x, int64_t n) {
-  std::vector<float> out(n);
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = bf16ToFloat(floatToBf16(x[i]));
-  return out;
-}
-
 /// Whether the f32 products go to OpenBLAS: when TPRT_GEMM=openblas asks
 /// (`onednn`, the default, keeps them on oneDNN). On an AVX2 machine, where
 /// oneDNN 2.x has no brgemm matmul and packs no weight, OpenBLAS ran the
@@ -365,23 +365,21 @@ CBLAS_TRANSPOSE blasLayout(const Dims &strides, int64_t &ld) {
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
             int64_t rows, bool packed, bool bf16Operands) {
   int64_t outF = w.dim(0), in = w.dim(1);
+  const float *wData = w.f32();
+  std::vector<float> xRounded, wRounded;
   if (bf16Operands && !bf16ProductsAvailable()) {
     // Rounded copies, the weight's made per call and not packed: correct,
     // not fast, on machines without bf16 products.
-    std::vector<float> xr = roundedToBf16Values(x, batch * rows * in);
-    Tensor wr = Tensor::uninitialized(DType::F32, w.shape());
-    std::vector<float> wValues = roundedToBf16Values(w.f32(), outF * in);
-    std::copy(wValues.begin(), wValues.end(), wr.f32());
-    linear(wr, xr.data(), out, batch, rows, /*packed=*/false,
-           /*bf16Operands=*/false);
-    return;
+    x = rounded(x, batch * rows * in, true, xRounded);
+    wData = rounded(wData, outF * in, true, wRounded);
+    packed = bf16Operands = false;
   }
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
   if (!bf16Operands && f32OnOpenBlas()) {
     for (int64_t i = 0; i < batch; ++i)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
-                  x + i * rows * in, in, w.f32(), in, 0.0f,
-                  out + i * rows * outF, outF);
+                  x + i * rows * in, in, wData, in, 0.0f, out + i * rows * outF,
+                  outF);
     return;
   }
 #endif
@@ -410,7 +408,7 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
     return;
   }
   run(p, srcMem,
-      operand(plainWeight, weightDesc, w.f32(), in * outF, bf16Operands, wCopy),
+      operand(plainWeight, weightDesc, wData, in * outF, bf16Operands, wCopy),
       dstMem);
 }
 
@@ -444,12 +442,11 @@ namespace {
 void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
              const Dims &aStrides, const float *b, const Dims &bStrides,
              float *out, bool bf16Operands, bool accumulate = false) {
+  std::vector<float> aRounded, bRounded;
   if (bf16Operands && !bf16ProductsAvailable()) {
-    std::vector<float> ar = roundedToBf16Values(a, m * k),
-                       br = roundedToBf16Values(b, k * n);
-    product(kind, m, n, k, ar.data(), aStrides, br.data(), bStrides, out,
-            /*bf16Operands=*/false, accumulate);
-    return;
+    a = rounded(a, m * k, true, aRounded);
+    b = rounded(b, k * n, true, bRounded);
+    bf16Operands = false;
   }
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
   if (!bf16Operands && f32OnOpenBlas()) {
@@ -557,21 +554,6 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
               ldb, beta, c, ldc);
 }
-
-namespace {
-/// `x` as given, or its values rounded to bf16 (kept as f32: their
-/// products are exact in f32, so sgemm then computes what a bf16 product
-/// with f32 accumulation does).
-const float *rounded(const float *x, int64_t n, bool toBf16,
-                     std::vector<float> &copy) {
-  if (!toBf16)
-    return x;
-  copy.resize(n);
-  for (int64_t i = 0; i < n; ++i)
-    copy[i] = bf16ToFloat(floatToBf16(x[i]));
-  return copy.data();
-}
-} // namespace
 
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
             int64_t rows, bool /*packed*/, bool bf16Operands) {

@@ -27,6 +27,25 @@ namespace {
 /// Positions whose exponentials one vectorized call computes.
 constexpr int64_t kRowBlock = 16;
 
+/// The label of flattened position i of [B, S] ids (row i / S, position
+/// i % S), or -1 when it does not count.
+int64_t labelAt(const Tensor &ids, const Tensor &mask, int64_t seq, int64_t i) {
+  if (i % seq + 1 >= seq || mask.i64()[i + 1] == 0)
+    return -1;
+  return ids.i64()[i + 1];
+}
+
+/// Stops when position i's label is outside the `vocab` tokens of the
+/// whole vocabulary (all ranks' blocks).
+void checkLabel(const char *op, int64_t label, int64_t i, int64_t seq,
+                int64_t vocab) {
+  if (label >= vocab || label < -1)
+    fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
+          std::to_string(i / seq) + ", position " +
+          std::to_string(i % seq + 1) + " is outside the vocabulary [0, " +
+          std::to_string(vocab) + ")");
+}
+
 /// The shapes of a loss call: logits [B, S, V], ids and mask [B, S].
 struct LossShape {
   int64_t batch, seq, vocab;
@@ -48,9 +67,7 @@ struct LossShape {
   /// The label of position (b, t), or -1 when it does not count.
   int64_t label(const Tensor &ids, const Tensor &mask, int64_t b,
                 int64_t t) const {
-    if (t + 1 >= seq || mask.i64()[b * seq + t + 1] == 0)
-      return -1;
-    return ids.i64()[b * seq + t + 1];
+    return labelAt(ids, mask, seq, b * seq + t);
   }
 };
 
@@ -98,12 +115,8 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
   if (vocabParallel)
     ctx.tp().allReduceMax(m, positions);
   for (int64_t i = 0; i < positions; ++i) {
-    int64_t label = s.label(ids, mask, i / s.seq, i % s.seq);
-    if (label >= s.vocab * ranks || label < -1)
-      fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
-            std::to_string(i / s.seq) + ", position " +
-            std::to_string(i % s.seq + 1) + " is outside the vocabulary [0, " +
-            std::to_string(s.vocab * ranks) + ")");
+    int64_t label = labelAt(ids, mask, s.seq, i);
+    checkLabel(op, label, i, s.seq, s.vocab * ranks);
     if (label >= start && label < start + s.vocab) {
       int64_t at = i * s.vocab + label - start;
       targets[i] =
@@ -172,18 +185,9 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
   int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
   int64_t start = vocabParallel ? ctx.tp().rank() * vocab : 0;
   bool bf16Operands = ctx.autocast() == DType::BF16;
-  auto label = [&](int64_t i) -> int64_t {
-    int64_t t = i % seq;
-    if (t + 1 >= seq || mask.i64()[i + 1] == 0)
-      return -1;
-    return ids.i64()[i + 1];
-  };
+  auto label = [&](int64_t i) { return labelAt(ids, mask, seq, i); };
   for (int64_t i = 0; i < positions; ++i)
-    if (int64_t l = label(i); l >= vocab * ranks || l < -1)
-      fatal(std::string(op) + ": label " + std::to_string(l) + " at row " +
-            std::to_string(i / seq) + ", position " +
-            std::to_string(i % seq + 1) + " is outside the vocabulary [0, " +
-            std::to_string(vocab * ranks) + ")");
+    checkLabel(op, label(i), i, seq, vocab * ranks);
   int64_t blockRows = std::min(
       positions, std::max(kLossBlockMinRows,
                           kLossBlockElements / std::max<int64_t>(vocab, 1)));
