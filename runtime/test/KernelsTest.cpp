@@ -1,6 +1,7 @@
 //===- KernelsTest.cpp - tprt kernels against naive references ------------===//
 
 #include "TestTensors.h"
+#include "cpu/Gemm.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
@@ -8,10 +9,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
+#include <string>
 #include <unistd.h>
 
 using namespace tprt;
@@ -55,6 +58,23 @@ TEST(Kernels, LinearMatchesNaive) {
     expectClose(linear_bias(ctx(), x, w, b), wantBias);
   }
 }
+
+#ifdef TPRT_TEST_BOTH_GEMMS
+// TPRT_GEMM picks the f32 products' library; by default OpenBLAS where
+// oneDNN 2.x's matmul is not brgemm, which it has from AVX-512 (the
+// avx512_core ISA: F, BW, VL, DQ) up.
+TEST(Kernels, GemmLibraryFollowsTprtGemm) {
+  const char *env = std::getenv("TPRT_GEMM");
+  std::string choice = env && *env ? env : "auto";
+  bool avx512Core =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  bool openBlas = choice == "openblas" || (choice == "auto" && !avx512Core);
+  std::string name = cpu::gemmLibrary();
+  EXPECT_EQ(name.rfind("OpenBLAS (f32), oneDNN ", 0) == 0, openBlas) << name;
+  EXPECT_EQ(name.rfind("oneDNN ", 0) == 0, !openBlas) << name;
+}
+#endif
 
 // The TPLinear dispatch's two forms (flattened linear and per-batch bmm)
 // and the split-off bias agree with the naive product.

@@ -6,7 +6,8 @@
 // the primitive asks for and kept while the weight's allocation lives.
 // Small products inside parallel regions (attention, one per head) are
 // dnnl_sgemm, which runs on the calling thread there. Without oneDNN all of
-// them are cblas_sgemm.
+// them are cblas_sgemm, and so are the f32 linear forms and backward
+// products where oneDNN's matmul packs no weight (TPRT_GEMM below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -330,20 +331,41 @@ bool bf16ProductsAvailable() {
   return available;
 }
 
-/// Whether the f32 products go to OpenBLAS: when TPRT_GEMM=openblas asks
-/// (`onednn`, the default, keeps them on oneDNN). On an AVX2 machine, where
-/// oneDNN 2.x has no brgemm matmul and packs no weight, OpenBLAS ran the
-/// forward at 0.80 to 0.99 of oneDNN's time on one thread but over 3x it
-/// on two (docs/runtime.md), so it is not chosen by itself.
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+/// Whether oneDNN's f32 matmul on this machine is its brgemm kernel, which
+/// packs weights (oneDNN 2.x has it from AVX-512 up; below, its matmul is
+/// `gemm:jit`, which packs nothing).
+bool brgemmMatmul() {
+  try {
+    Dims src = {1, 128, 512}, wei = {1, 512, 512};
+    matmul::primitive_desc pd =
+        matmulDesc(f32(src, {128 * 512, 512, 1}), f32Any(wei),
+                   f32(src, {128 * 512, 512, 1}));
+    return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+  } catch (const dnnl::error &) {
+    return false;
+  }
+}
+#endif
+
+/// Whether the f32 products go to OpenBLAS. TPRT_GEMM chooses: `onednn`,
+/// `openblas`, or `auto` (the default): OpenBLAS where oneDNN's matmul is
+/// not brgemm. On an AVX2 machine OpenBLAS ran the forward at 0.88 to 0.93
+/// of oneDNN 2.6's gemm:jit time on one and two threads; on AVX-512
+/// machines oneDNN's packed brgemm ran the projections at 1.9x OpenBLAS's
+/// rate (docs/runtime.md).
 bool f32OnOpenBlas() {
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
   static const bool openBlas = [] {
-    const char *choice = std::getenv("TPRT_GEMM");
-    if (!choice || std::string(choice) == "onednn")
+    const char *env = std::getenv("TPRT_GEMM");
+    std::string choice = env && *env ? env : "auto";
+    if (choice == "auto")
+      return !brgemmMatmul();
+    if (choice == "onednn")
       return false;
-    if (std::string(choice) == "openblas")
+    if (choice == "openblas")
       return true;
-    fatal(std::string("TPRT_GEMM=") + choice + ": expected onednn or openblas");
+    fatal("TPRT_GEMM=" + choice + ": expected auto, onednn or openblas");
   }();
   return openBlas;
 #else
