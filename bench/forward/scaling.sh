@@ -23,7 +23,7 @@ for batch in 1 4; do
   ids="$work/ids_b$batch.npy"
   "$root/.venv/bin/python" -c "import numpy as np; np.save('$ids', np.random.default_rng($batch).integers(0, 4096, ($batch, 128)).astype(np.int64))"
   t1s="" t2s="" t12s=""
-  for round in $(seq "$rounds"); do
+  for _ in $(seq "$rounds"); do
     t1s+=" $("$work/exe/model" --input "$ids" --output "$work/tp1.npy" --threads 1 --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')"
     t12s+=" $("$work/exe/model" --input "$ids" --output "$work/tp1.npy" --threads 2 --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')"
     t2s+=" $(mpirun --allow-run-as-root --oversubscribe -np 2 "$work/exe_tp2/model" --input "$ids" --output "$work/tp2.npy" --threads 1 --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')"
