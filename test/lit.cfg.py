@@ -47,3 +47,8 @@ if (os.path.exists(os.path.join(config.tp_obj_root, "lib", "libtprt.a"))
         and shutil.which("nvidia-smi")
         and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0):
     config.available_features.add("gpu")
+
+# The runtime links oneDNN and OpenBLAS and picks the f32 products' library
+# when a program runs (TPRT_GEMM, runtime/src/cpu/Gemm.cpp).
+if config.tp_both_gemms == "ON":
+    config.available_features.add("both-gemms")
