@@ -8,12 +8,9 @@
 # Prints, per threads x batch, each side's median forward time (median of
 # ITERS runs, then over rounds) and the median of the per-round ratios A/B.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=${BENCH_DIR:-$root/build/bench/forward}
+# shellcheck source=bench/forward/prepare.sh
+source "$(dirname "${BASH_SOURCE[0]}")/prepare.sh"
 rounds=${ROUNDS:-7} iters=${ITERS:-20}
-"$root/scripts/setup.sh" --models
-ninja -C "$root/build" tpc tprt tprt_main >/dev/null
-[ -f "$work/model/model.onnx" ] || "$root/.venv/bin/python" "$root/bench/forward/make_model.py" "$work/model"
 # shellcheck disable=SC2086 # the flags are words
 "$root/build/bin/tpc" "$work/model/model.onnx" $1 -o "$work/ab_a"
 # shellcheck disable=SC2086
@@ -25,8 +22,7 @@ echo "|---|---|---|---|---|---|"
 median() { "$root/.venv/bin/python" -c "import sys, numpy as np; print(f'{np.median([float(x) for x in sys.argv[1:]]):.2f}')" "$@"; }
 for threads in 1 2; do
   for batch in 1 4; do
-    ids="$work/ids_b$batch.npy"
-    "$root/.venv/bin/python" -c "import numpy as np; np.save('$ids', np.random.default_rng($batch).integers(0, 4096, ($batch, 128)).astype(np.int64))"
+    make_ids "$batch"
     ta=() tb=() ratios=()
     for _ in $(seq "$rounds"); do
       # shellcheck disable=SC2086 # assignments as words

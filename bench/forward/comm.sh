@@ -7,20 +7,16 @@
 # forward pass (ITERS timed passes and the first), against the median pass
 # of an undisturbed run. ROUNDS (3) runs per batch.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=${BENCH_DIR:-$root/build/bench/forward}
+# shellcheck source=bench/forward/prepare.sh
+source "$(dirname "${BASH_SOURCE[0]}")/prepare.sh"
 iters=${ITERS:-20} rounds=${ROUNDS:-3}
-"$root/scripts/setup.sh" --models
-ninja -C "$root/build" tpc tprt tprt_main >/dev/null
-[ -f "$work/model/model.onnx" ] || "$root/.venv/bin/python" "$root/bench/forward/make_model.py" "$work/model"
 "$root/build/bin/tpc" "$work/model/model.onnx" --tp 2 -o "$work/exe_tp2"
 mpicc -shared -fPIC -O2 "$root/bench/forward/allreduce_timer.c" -o "$work/liballreduce_timer.so"
 run() { mpirun --allow-run-as-root --oversubscribe -np 2 "$@" "$work/exe_tp2/model" --input "$ids" --output "$work/tp2.npy" --threads 1 --bench "$iters"; }
 echo "| batch | forward (ms) | all-reduces per pass | MiB per pass | waiting for the other rank (ms per pass, rank 0 / 1) | all-reduce itself (ms per pass, rank 0 / 1) | all-reduce itself / forward |"
 echo "|---|---|---|---|---|---|---|"
 for batch in 1 4; do
-  ids="$work/ids_b$batch.npy"
-  "$root/.venv/bin/python" -c "import numpy as np; np.save('$ids', np.random.default_rng($batch).integers(0, 4096, ($batch, 128)).astype(np.int64))"
+  make_ids "$batch"
   for _ in $(seq "$rounds"); do
     plain=$(run | sed -nE 's/.*median ([0-9.]+) ms.*/\1/p')
     timed=$(run -x LD_PRELOAD="$work/liballreduce_timer.so" | grep '^allreduce-timer:' | sort)

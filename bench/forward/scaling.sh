@@ -5,12 +5,9 @@
 # threads and tp=2's speed-up over it, and the largest logit difference
 # between the two programs.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=${BENCH_DIR:-$root/build/bench/forward}
+# shellcheck source=bench/forward/prepare.sh
+source "$(dirname "${BASH_SOURCE[0]}")/prepare.sh"
 iters=${ITERS:-20}
-"$root/scripts/setup.sh" --models
-ninja -C "$root/build" tpc tprt tprt_main >/dev/null
-[ -f "$work/model/model.onnx" ] || "$root/.venv/bin/python" "$root/bench/forward/make_model.py" "$work/model"
 "$root/build/bin/tpc" "$work/model/model.onnx" -o "$work/exe"
 "$root/build/bin/tpc" "$work/model/model.onnx" --tp 2 -o "$work/exe_tp2"
 # The 2-core machine drifts (other load, frequency): tp=1 and tp=2 are
@@ -20,8 +17,7 @@ rounds=${ROUNDS:-5}
 echo "| batch | tp=1, 1 thread (ms) | tp=2, 2 ranks x 1 thread (ms) | speed-up (median of rounds) | speed-up per round | tp=1, 2 threads (ms) | tp=2 against tp=1 on 2 threads | max abs diff |"
 echo "|---|---|---|---|---|---|---|---|"
 for batch in 1 4; do
-  ids="$work/ids_b$batch.npy"
-  "$root/.venv/bin/python" -c "import numpy as np; np.save('$ids', np.random.default_rng($batch).integers(0, 4096, ($batch, 128)).astype(np.int64))"
+  make_ids "$batch"
   t1s="" t2s="" t12s=""
   for _ in $(seq "$rounds"); do
     t1s+=" $("$work/exe/model" --input "$ids" --output "$work/tp1.npy" --threads 1 --bench "$iters" | sed -E 's/.*median ([0-9.]+) ms.*/\1/')"
