@@ -59,6 +59,39 @@ TEST(Kernels, LinearMatchesNaive) {
   }
 }
 
+// A linear's gradients overwrite an uninitialized output when there are
+// rows to sum over; over no rows (an empty batch) they are zeros. Each
+// output is made just after a same-sized buffer of NaNs is freed, which
+// glibc's malloc hands back: an element the product skipped stays NaN.
+TEST(Kernels, LinearGradientsOverwriteTheirOutput) {
+  int64_t in = 24, out = 40;
+  Tensor w = randomTensor({out, in}, 7);
+  for (int64_t rows : {0, 5}) {
+    Tensor dy = randomTensor({1, rows, out}, 8),
+           x = randomTensor({1, rows, in}, 9);
+    for (std::vector<int64_t> shape :
+         {std::vector<int64_t>{1, rows, in}, std::vector<int64_t>{out, in}}) {
+      Tensor poison = Tensor::uninitialized(DType::F32, shape);
+      std::fill_n(poison.f32(), poison.numel(),
+                  std::numeric_limits<float>::quiet_NaN());
+    }
+    Tensor dx = linear_grad_input(ctx(), dy, w);
+    Tensor dw = linear_grad_weight(ctx(), dy, x);
+    for (int64_t i = 0; i < rows * in; ++i) {
+      double want = 0;
+      for (int64_t j = 0; j < out; ++j)
+        want += double(dy.f32()[i / in * out + j]) * w.f32()[j * in + i % in];
+      EXPECT_NEAR(dx.f32()[i], want, 1e-5) << "dx " << i;
+    }
+    for (int64_t i = 0; i < out * in; ++i) {
+      double want = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        want += double(dy.f32()[r * out + i / in]) * x.f32()[r * in + i % in];
+      EXPECT_NEAR(dw.f32()[i], want, 1e-5) << "dw " << i << ", rows " << rows;
+    }
+  }
+}
+
 #ifdef TPRT_TEST_BOTH_GEMMS
 // TPRT_GEMM picks the f32 products' library; by default OpenBLAS where
 // oneDNN 2.x's matmul is not brgemm, which it has from AVX-512 (the

@@ -46,7 +46,9 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
           rows = dy.numel() / std::max<int64_t>(outF, 1);
   std::vector<int64_t> shape = dy.shape();
   shape.back() = in;
-  Tensor dx(DType::F32, shape);
+  // The product overwrites every element; only an empty sum is zeros.
+  Tensor dx = rows > 0 && outF > 0 ? Tensor::uninitialized(DType::F32, shape)
+                                   : Tensor(DType::F32, shape);
   if (rows > 0 && outF > 0)
     cpu::linearGradInput(dy.f32(), w.f32(), dx.f32(), rows, in, outF,
                          ctx.autocast() == DType::BF16);
@@ -77,7 +79,8 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
           " have different rows");
   int64_t outF = dy.dim(-1), in = x.dim(-1),
           rows = dy.numel() / std::max<int64_t>(outF, 1);
-  Tensor dw(DType::F32, {outF, in});
+  Tensor dw = rows > 0 ? Tensor::uninitialized(DType::F32, {outF, in})
+                       : Tensor(DType::F32, {outF, in});
   if (rows > 0)
     cpu::linearGradWeight(dy.f32(), x.f32(), dw.f32(), rows, in, outF,
                           ctx.autocast() == DType::BF16);
