@@ -177,8 +177,9 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
     (`AutodiffOpInterface`) from the last op to the first, and summing the
     cotangents of a value read several times with `tp.add`. Each trainable
     parameter's gradient ends in a `tp.accumulate_grad`, which adds it to
-    the runtime's gradient buffer of that FQN; the step returns the loss
-    sum.
+    the runtime's gradient buffer of that FQN, right after the gradient's
+    last contribution (so the step never holds all its weight gradients at
+    once); the step returns the loss sum.
 
     It also adds `func.func @optimizer_step` (`tp.entry =
     "optimizer_step"`), which the runtime runs once per optimizer step,

@@ -277,14 +277,22 @@ struct TPBuildTrainStepPass
       step.walk([&](EmbeddingGradOp grad) {
         grad.setPaddingIdxAttr(b.getI64IntegerAttr(padTokenId));
       });
-    for (BlockArgument param : params)
-      if (Value grad = cotangents.lookup(param))
-        AccumulateGradOp::create(
-            b, loc, grad, param,
-            step.getArgAttrOfType<StringAttr>(param.getArgNumber(),
-                                              TPDialect::kFqnAttrName),
-            /*split_dim=*/-1, /*reduction=*/nullptr,
-            /*derived_reduction=*/nullptr);
+    // Each gradient is accumulated as soon as it is complete, not at the
+    // end of the step: the micro-batch's weight gradients are then never
+    // all held at once, and each is added while it is still in cache.
+    for (BlockArgument param : params) {
+      Value grad = cotangents.lookup(param);
+      if (!grad)
+        continue;
+      auto acc = AccumulateGradOp::create(
+          b, loc, grad, param,
+          step.getArgAttrOfType<StringAttr>(param.getArgNumber(),
+                                            TPDialect::kFqnAttrName),
+          /*split_dim=*/-1, /*reduction=*/nullptr,
+          /*derived_reduction=*/nullptr);
+      if (Operation *def = grad.getDefiningOp())
+        acc->moveAfter(def);
+    }
     func::ReturnOp::create(b, loc, loss.getLoss());
     ret.erase();
     step.setType(

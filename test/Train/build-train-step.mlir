@@ -36,21 +36,23 @@
 // CHECK: %[[DL:.*]] = tp.cross_entropy_grad %[[L]], %arg0, %arg1, %[[LSE]]
 // CHECK: %[[DY:.*]] = tp.linear_grad_input %[[DL]], %[[E]]
 // CHECK: %[[DHEAD:.*]] = tp.linear_grad_weight %[[DL]], %[[Y]] : (tensor<?x?x16xf32>, tensor<?x?x4xf32>) -> tensor<16x4xf32>
+// Each gradient is accumulated as soon as it is complete: right after its
+// last contribution, not at the end of the step.
 // CHECK: %[[DX:.*]], %[[DN:.*]] = tp.rms_norm_grad %[[X]], %[[N]], %[[DY]]
+// CHECK-NEXT: tp.accumulate_grad %[[DN]] into %arg5 {fqn = "norm.weight"}
 // CHECK: %[[DC:.*]] = tp.linear_grad_input %[[DX]], %[[D]]
 // CHECK: %[[DD:.*]] = tp.linear_grad_weight %[[DX]], %[[S]]
+// CHECK-NEXT: tp.accumulate_grad %[[DD]] into %arg4 {fqn = "down.weight"}
 // CHECK: %[[DA:.*]] = tp.silu_grad %[[A]], %[[DC]]
 // CHECK: %[[DH:.*]] = tp.linear_grad_input %[[DA]], %[[U]]
 // CHECK: %[[DU:.*]] = tp.linear_grad_weight %[[DA]], %[[H]]
+// CHECK-NEXT: tp.accumulate_grad %[[DU]] into %arg3 {fqn = "up.weight"}
 // The residual's two reads: their cotangents are summed.
 // CHECK: %[[DHSUM:.*]] = tp.add %[[DX]], %[[DH]]
 // CHECK: %[[DEMB:.*]] = tp.embedding_grad %arg0, %[[DHSUM]], %[[E]]
 // The tied table: embedding and head gradients are summed.
 // CHECK: %[[DE:.*]] = tp.add %[[DHEAD]], %[[DEMB]]
-// CHECK: tp.accumulate_grad %[[DE]] into %arg2 {fqn = "model.embed_tokens.weight"} : tensor<16x4xf32>
-// CHECK: tp.accumulate_grad %[[DU]] into %arg3 {fqn = "up.weight"}
-// CHECK: tp.accumulate_grad %[[DD]] into %arg4 {fqn = "down.weight"}
-// CHECK: tp.accumulate_grad %[[DN]] into %arg5 {fqn = "norm.weight"}
+// CHECK-NEXT: tp.accumulate_grad %[[DE]] into %arg2 {fqn = "model.embed_tokens.weight"} : tensor<16x4xf32>
 // CHECK: return %[[LOSS]] : tensor<f32>
 // The optimizer step, once per optimizer step: the explicit boundary, then
 // normalization, norm, clipping and the update; it returns the norm.
@@ -73,15 +75,16 @@
 // PART-NEXT: %[[DYR:.*]] = shard.all_reduce %[[DY]] on @tp
 // PART-NEXT: tp.linear_grad_weight {{.*}} -> tensor<8x4xf32>
 // PART-NEXT: tp.rms_norm_grad %{{.*}}, %{{.*}}, %[[DYR]]
+// PART-NEXT: tp.accumulate_grad {{.*}} into %arg5 {derived_reduction = #tp.grad_reduction<mean>, fqn = "norm.weight", reduction = #tp.grad_reduction<mean>} : tensor<4xf32>
 // PART: tp.linear_grad_input {{.*}} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
 // PART-NEXT: tp.linear_grad_weight {{.*}} -> tensor<4x4xf32>
+// PART-NEXT: tp.accumulate_grad {{.*}} into %arg4 {fqn = "down.weight", split_dim = 1 : i64} : tensor<4x4xf32>
 // PART: tp.linear_grad_input {{.*}} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
 // PART-NEXT: shard.all_reduce
+// PART-NEXT: tp.linear_grad_weight
+// PART-NEXT: tp.accumulate_grad {{.*}} into %arg3 {fqn = "up.weight", split_dim = 0 : i64} : tensor<4x4xf32>
 // PART: tp.embedding_grad {{.*}} {vocab_parallel} : (tensor<?x?xi64>, tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
 // PART: tp.accumulate_grad {{.*}} into %arg2 {fqn = "model.embed_tokens.weight", split_dim = 0 : i64} : tensor<8x4xf32>
-// PART: tp.accumulate_grad {{.*}} into %arg3 {fqn = "up.weight", split_dim = 0 : i64} : tensor<4x4xf32>
-// PART: tp.accumulate_grad {{.*}} into %arg4 {fqn = "down.weight", split_dim = 1 : i64} : tensor<4x4xf32>
-// PART: tp.accumulate_grad {{.*}} into %arg5 {derived_reduction = #tp.grad_reduction<mean>, fqn = "norm.weight", reduction = #tp.grad_reduction<mean>} : tensor<4xf32>
 // PART-NOT: shard.all_gather
 // PART: return
 
@@ -134,8 +137,8 @@ module attributes {onnx.file = "m.onnx", tp.config = {architecture = "llama"}} {
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT: tp.embedding_grad
 // CHECK-NOT: into %arg3
+// CHECK: tp.accumulate_grad %{{.*}} into %arg5 {fqn = "proj.lora_B.weight"}
 // CHECK: tp.accumulate_grad %{{.*}} into %arg4 {fqn = "proj.lora_A.weight"}
-// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %arg5 {fqn = "proj.lora_B.weight"}
 // CHECK-NEXT: return
 // CHECK: tp.optimizer_update {optimizer = "sgd"}
 module attributes {tp.config = {architecture = "llama", pad_token_id = 0 : i64}} {
@@ -172,10 +175,10 @@ module attributes {tp.config = {architecture = "llama", pad_token_id = 0 : i64}}
 // The norm weight's gradient is a partial sum over the sequence shards:
 // accumulated as it is (replica class sum), not all-reduced per op.
 // PART: %[[DX:.*]], %[[DW:.*]] = tp.rms_norm_grad %{{.*}}, %{{.*}}, %[[RS]]
+// PART-NEXT: tp.accumulate_grad %[[DW]] into %arg4 {derived_reduction = #tp.grad_reduction<sum>, fqn = "norm.weight", reduction = #tp.grad_reduction<sum>}
 // PART-NEXT: %[[AG:.*]] = shard.all_gather %[[DX]] on @tp grid_axes = [0] gather_axis = 1
 // PART-NEXT: %[[DD:.*]] = tp.linear_grad_weight %[[AG]], %{{.*}} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<4x4xf32>
-// PART: tp.accumulate_grad %[[DD]] into %arg3 {fqn = "down.weight", split_dim = 1 : i64}
-// PART: tp.accumulate_grad %[[DW]] into %arg4 {derived_reduction = #tp.grad_reduction<sum>, fqn = "norm.weight", reduction = #tp.grad_reduction<sum>}
+// PART-NEXT: tp.accumulate_grad %[[DD]] into %arg3 {fqn = "down.weight", split_dim = 1 : i64}
 // PART-NOT: tp.hold_like
 module attributes {tp.config = {architecture = "llama"}} {
   shard.grid @tp(shape = 2)
@@ -215,9 +218,11 @@ module attributes {tp.config = {architecture = "llama"}} {
 // sets the class used, tp.exclude makes the copy each rank's own.
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT: shard.all_reduce
+// CHECK: tp.accumulate_grad %{{.*}} into %arg4 {fqn = "n3.weight", owned}
+// CHECK-NOT: shard.all_reduce
+// CHECK: tp.accumulate_grad %{{.*}} into %arg3 {derived_reduction = #tp.grad_reduction<sum>, fqn = "n2.weight", reduction = #tp.grad_reduction<mean>}
+// CHECK-NOT: shard.all_reduce
 // CHECK: tp.accumulate_grad %{{.*}} into %arg2 {derived_reduction = #tp.grad_reduction<sum>, fqn = "n1.weight", reduction = #tp.grad_reduction<sum>}
-// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %arg3 {derived_reduction = #tp.grad_reduction<sum>, fqn = "n2.weight", reduction = #tp.grad_reduction<mean>}
-// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %arg4 {fqn = "n3.weight", owned}
 module attributes {tp.config = {architecture = "llama"}} {
   shard.grid @tp(shape = 2)
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
