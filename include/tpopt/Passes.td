@@ -442,6 +442,34 @@ def TPFuseEpilogues : Pass<"tp-fuse-epilogues", "func::FuncOp"> {
   }];
 }
 
+def TPFuseGradAccumulation : Pass<"tp-fuse-grad-accumulation", "func::FuncOp"> {
+  let summary = "A linear's weight gradient added into its buffer by the "
+                "product";
+  let description = [{
+    In a training step, a `tp.accumulate_grad` of a `tp.linear_grad_weight`
+    that nothing else reads becomes one `tp.accumulate_linear_grad_weight`:
+    the runtime's product adds `dy^T x` into the parameter's f32 gradient
+    buffer itself (beta = 1, the step's first micro-batch overwriting), so
+    the micro-batch's weight gradient is never a tensor of its own and the
+    buffer is not read and written again to add it (Megatron-LM's
+    gradient-accumulation fusion). A gradient that goes through a
+    collective or `tp.replica_sum` first (a k/v projection whose KV heads
+    several ranks hold) stays as it is. Runs on the partitioned program
+    after `tp-replica-grad-sync` (which rejects the fused op: it reads the
+    replica class of every `tp.accumulate_grad`), before `tp-to-emitc`.
+
+    ```mlir
+    %dw = tp.linear_grad_weight %dy, %x : (tensor<?x?x128xf32>,
+        tensor<?x?x64xf32>) -> tensor<128x64xf32>
+    tp.accumulate_grad %dw into %w {fqn = "lm_head.weight"}
+        : tensor<128x64xf32>
+    // becomes
+    tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "lm_head.weight"}
+        : tensor<?x?x128xf32>, tensor<?x?x64xf32>, tensor<128x64xf32>
+    ```
+  }];
+}
+
 def TPFuseLinearCrossEntropy
     : Pass<"tp-fuse-linear-cross-entropy", "func::FuncOp"> {
   let summary = "The output projection, the loss and their gradients as one "

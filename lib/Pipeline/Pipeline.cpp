@@ -89,6 +89,8 @@ void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createTPFuseLinearCrossEntropy());
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
+  if (options.fuseGradAccumulation)
+    pm.addNestedPass<func::FuncOp>(createTPFuseGradAccumulation());
   TPToEmitCOptions emit;
   emit.modelPath = options.modelPath;
   emit.layerLoops = options.layerLoops;

@@ -80,6 +80,15 @@ struct TPReplicaGradSyncPass
     // (class, dtype) -> gradients; mean before sum, f32 before the others.
     // Over dp, every gradient is a partial sum of the global batch.
     Groups tpGroups, dpGroups;
+    // A fused accumulation hides its class from the walk below.
+    WalkResult fused = step->walk([&](AccumulateLinearGradWeightOp acc) {
+      acc.emitError("tp-replica-grad-sync: run before "
+                    "tp-fuse-grad-accumulation, which fused the gradient of '")
+          << acc.getFqn() << "'";
+      return WalkResult::interrupt();
+    });
+    if (fused.wasInterrupted())
+      return signalPassFailure();
     WalkResult walk = step->walk([&](AccumulateGradOp acc) {
       auto type = cast<RankedTensorType>(acc.getParam().getType());
       ReplicaGrad grad{acc.getFqn(), type.getElementType(),

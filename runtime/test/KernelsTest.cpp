@@ -92,6 +92,70 @@ TEST(Kernels, LinearGradientsOverwriteTheirOutput) {
   }
 }
 
+// accumulate_linear_grad_weight: the product adds dy^T x into the FP32
+// buffer itself. The step's first micro-batch overwrites the buffer (NaN
+// before it here), the next ones add; a micro-batch of no rows adds
+// nothing, or zeros the buffer when it is the first. Against the double
+// sum of the products, and the separate ops within f32 rounding.
+TEST(Kernels, WeightGradientAccumulatesIntoItsBuffer) {
+  int64_t in = 24, out = 40;
+  Tensor w = randomTensor({out, in}, 70);
+  for (std::vector<int64_t> rows :
+       {std::vector<int64_t>{5, 3}, std::vector<int64_t>{0, 7}}) {
+    Context &c = ctx();
+    for (const char *fqn : {"fused.w", "separate.w"}) {
+      c.grads().erase(fqn);
+      Context::GradBuffer &buffer = c.grads()[fqn];
+      buffer.grad = Tensor::uninitialized(DType::F32, {out, in});
+      std::fill_n(buffer.grad.f32(), buffer.grad.numel(),
+                  std::numeric_limits<float>::quiet_NaN());
+    }
+    std::vector<double> want(out * in, 0.0);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      int64_t r = rows[k];
+      Tensor dy = randomTensor({1, r, out}, 71 + k),
+             x = randomTensor({1, r, in}, 81 + k);
+      accumulate_linear_grad_weight(c, dy, x, w, "fused.w", -1, false);
+      accumulate_grad(c, linear_grad_weight(c, dy, x), w, "separate.w", -1,
+                      false);
+      for (int64_t i = 0; i < out * in; ++i)
+        for (int64_t j = 0; j < r; ++j)
+          want[i] +=
+              double(dy.f32()[j * out + i / in]) * x.f32()[j * in + i % in];
+    }
+    const Tensor &fused = c.grads()["fused.w"].grad;
+    const Tensor &separate = c.grads()["separate.w"].grad;
+    for (int64_t i = 0; i < out * in; ++i) {
+      EXPECT_NEAR(fused.f32()[i], want[i], 1e-5) << i << ", rows " << rows[0];
+      EXPECT_NEAR(fused.f32()[i], separate.f32()[i], 1e-6) << i;
+    }
+    c.grads().erase("fused.w");
+    c.grads().erase("separate.w");
+  }
+}
+
+// A bf16 program's weight gradients take the separate ops (their bf16
+// product widened and added measured faster than a product into the f32
+// buffer): the same buffer, bit for bit.
+TEST(Kernels, Bf16WeightGradientAccumulatesAsTheSeparateOps) {
+  int64_t in = 64, out = 48;
+  Tensor w = randomTensor({out, in}, 90).to(DType::BF16);
+  Context &c = ctx();
+  for (int64_t k = 0; k < 2; ++k) {
+    Tensor dy = randomTensor({1, 29 + k, out}, 91 + k).to(DType::BF16),
+           x = randomTensor({1, 29 + k, in}, 93 + k).to(DType::BF16);
+    accumulate_linear_grad_weight(c, dy, x, w, "bf16fused.w", -1, false);
+    accumulate_grad(c, linear_grad_weight(c, dy, x), w, "bf16separate.w", -1,
+                    false);
+  }
+  const Tensor &fused = c.grads()["bf16fused.w"].grad;
+  const Tensor &separate = c.grads()["bf16separate.w"].grad;
+  ASSERT_EQ(fused.dtype(), DType::F32);
+  EXPECT_EQ(std::memcmp(fused.raw(), separate.raw(), fused.bytes()), 0);
+  c.grads().erase("bf16fused.w");
+  c.grads().erase("bf16separate.w");
+}
+
 #ifdef TPRT_TEST_BOTH_GEMMS
 // TPRT_GEMM picks the f32 products' library; by default OpenBLAS where
 // oneDNN 2.x's matmul is not brgemm, which it has from AVX-512 (the

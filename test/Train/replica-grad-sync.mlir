@@ -152,3 +152,19 @@ module {
     return %n : tensor<f32>
   }
 }
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @train_step(%dy: tensor<?x?x8xf32>, %x: tensor<?x?x4xf32>, %w: tensor<8x4xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
+    // expected-error @+1 {{tp-replica-grad-sync: run before tp-fuse-grad-accumulation, which fused the gradient of 'w'}}
+    tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "w", split_dim = 0 : i64} : tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<8x4xf32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}

@@ -101,6 +101,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("Fuse residual adds and gated-MLP SiLU products into "
                      "the projection before them (tp-fuse-epilogues)"),
       llvm::cl::init(true)};
+  Option<bool> fuseGradAccumulation{
+      *this, "fuse-grad-accumulation",
+      llvm::cl::desc("With --train: linear weight gradients added into their "
+                     "buffers by the product (tp-fuse-grad-accumulation)"),
+      llvm::cl::init(true)};
   Option<bool> fuseLinearCrossEntropy{
       *this, "fuse-linear-cross-entropy",
       llvm::cl::desc("With --train: the output projection, the loss and "
@@ -143,8 +148,10 @@ void buildTPDistributePipeline(OpPassManager &pm,
 /// The rank's program to EmitC: the training step's loss fused with the
 /// output projection (tp-fuse-linear-cross-entropy, with
 /// `fuse-linear-cross-entropy`), epilogues fused into their products
-/// (tp-fuse-epilogues, with `fuse-epilogues`), then tp-to-emitc reading
-/// weights from `model-path`.
+/// (tp-fuse-epilogues, with `fuse-epilogues`), weight gradients added into
+/// their buffers by the product (tp-fuse-grad-accumulation, with
+/// `fuse-grad-accumulation`), then tp-to-emitc reading weights from
+/// `model-path`.
 void buildTPEmitPipeline(OpPassManager &pm, const TPCompileOptions &options);
 
 /// Raise, distribute, then emit: the module `tp-translate

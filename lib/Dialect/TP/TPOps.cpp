@@ -538,20 +538,28 @@ LogicalResult LinearGradInputOp::verify() {
   return success();
 }
 
-LogicalResult LinearGradWeightOp::verify() {
-  auto dy = getDy().getType();
-  auto x = getX().getType();
-  auto dw = getResult().getType();
+/// dy [..., out] and x [..., in] with the same leading dimensions give the
+/// weight gradient `dw` [out, in] (`what`: the result or the parameter).
+static LogicalResult verifyWeightGradShapes(Operation *op, RankedTensorType dy,
+                                            RankedTensorType x,
+                                            RankedTensorType dw,
+                                            StringRef what) {
   if (dw.getRank() != 2 || dy.getRank() != x.getRank() || dy.getRank() < 1)
-    return emitOpError("expected dy [..., out], x [..., in] and a result "
-                       "[out, in]");
-  if (failed(verifyLeadingDims(*this, dy, x, dy.getRank() - 1, "dy", "x")))
+    return op->emitOpError("expected dy [..., out], x [..., in] and a ")
+           << what << " [out, in]";
+  if (failed(verifyLeadingDims(op, dy, x, dy.getRank() - 1, "dy", "x")))
     return failure();
   if (!dimsAgree(dy.getShape().back(), dw.getDimSize(0)) ||
       !dimsAgree(x.getShape().back(), dw.getDimSize(1)))
-    return emitOpError("result ")
-           << dw << " is not [dy's last, x's last] of " << dy << ", " << x;
+    return op->emitOpError()
+           << what << " " << dw << " is not [dy's last, x's last] of " << dy
+           << ", " << x;
   return success();
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  return verifyWeightGradShapes(*this, getDy().getType(), getX().getType(),
+                                getResult().getType(), "result");
 }
 
 LogicalResult SumLeadingOp::verify() {
@@ -613,16 +621,32 @@ LogicalResult BroadcastReplicaOp::verify() {
   return verifyParamFqn(*this, getParam(), getFqn());
 }
 
-LogicalResult AccumulateGradOp::verify() {
-  if (failed(verifyParamFqn(*this, getParam(), getFqn())))
+/// The checks of a gradient accumulation's parameter and attributes.
+template <typename AccumulateOp>
+static LogicalResult verifyAccumulation(AccumulateOp op) {
+  if (failed(verifyParamFqn(op, op.getParam(), op.getFqn())))
     return failure();
-  if (getSplitDimAttr().getInt() >= 0 &&
-      (getReduction() || getDerivedReduction() || getOwned()))
-    return emitOpError("a split parameter's gradient has no replica class");
-  if (getOwned() && getReduction())
-    return emitOpError("an owned (excluded) parameter's gradient has no "
-                       "replica class");
+  if (op.getSplitDimAttr().getInt() >= 0 &&
+      (op.getReduction() || op.getDerivedReduction() || op.getOwned()))
+    return op.emitOpError("a split parameter's gradient has no replica class");
+  if (op.getOwned() && op.getReduction())
+    return op.emitOpError("an owned (excluded) parameter's gradient has no "
+                          "replica class");
   return success();
+}
+
+LogicalResult AccumulateGradOp::verify() { return verifyAccumulation(*this); }
+
+LogicalResult AccumulateLinearGradWeightOp::verify() {
+  auto dy = getDy().getType();
+  auto x = getX().getType();
+  auto w = getParam().getType();
+  if (dy.getElementType() != w.getElementType() ||
+      x.getElementType() != w.getElementType())
+    return emitOpError("dy, x and the parameter must have one element type");
+  if (failed(verifyWeightGradShapes(*this, dy, x, w, "parameter")))
+    return failure();
+  return verifyAccumulation(*this);
 }
 
 LogicalResult GradBucketAllReduceOp::verify() {

@@ -598,6 +598,29 @@ LogicalResult AccumulateGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeArg kAccumulateLinearGradWeightParams[] = {
+    kTensor, kTensor, kTensor, RuntimeArg::CString, kI64, kBool};
+static constexpr RuntimeSignature kAccumulateLinearGradWeight[] = {
+    {"tprt::accumulate_linear_grad_weight", kAccumulateLinearGradWeightParams,
+     0}};
+
+ArrayRef<RuntimeSignature>
+AccumulateLinearGradWeightOp::getRuntimeSignatures() {
+  return kAccumulateLinearGradWeight;
+}
+
+LogicalResult
+AccumulateLinearGradWeightOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAccumulateLinearGradWeight[0])
+      .tensor(getDy())
+      .tensor(getX())
+      .tensor(getParam())
+      .str(getFqn())
+      .i64(getSplitDim())
+      .flag(getOwned());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Program start and optimizer boundary
 //===----------------------------------------------------------------------===//

@@ -508,6 +508,14 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas);
 /// which must have `param`'s shape (tp.accumulate_grad).
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned);
+/// accumulate_grad of linear_grad_weight(dy, x), the product adding into
+/// the f32 buffer itself (tp.accumulate_linear_grad_weight): no gradient
+/// tensor, no separate pass. In f32 on the host; elsewhere (bf16, f16, the
+/// GPU) it is the two calls.
+void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
+                                   const Tensor &x, const Tensor &param,
+                                   const char *fqn, int64_t splitDim,
+                                   bool owned);
 
 //===----------------------------------------------------------------------===//
 // The optimizer step (tprt_model_optimizer_step), once per optimizer step;

@@ -387,6 +387,34 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
   return out;
 }
 
+namespace {
+/// Parameter `fqn`'s gradient buffer (made, uninitialized, on first use),
+/// checked against `param`'s shape.
+Context::GradBuffer &gradBuffer(Context &ctx, const Tensor &param,
+                                const char *fqn) {
+  Context::GradBuffer &buffer = ctx.grads()[fqn];
+  if (!buffer.grad.defined())
+    buffer.grad = Tensor::uninitialized(DType::F32, param.shape());
+  if (buffer.grad.shape() != param.shape())
+    fatal(std::string("the gradient buffer of '") + fqn + "' is " +
+          buffer.grad.describe() + ", the parameter " + param.describe());
+  return buffer;
+}
+
+/// Whether this is the step's first gradient of `buffer`, which overwrites
+/// it (the buffer the previous steps used: a bucket's view stays one); the
+/// next ones add.
+bool takeFirst(Context::GradBuffer &buffer, int64_t splitDim, bool owned) {
+  bool first = buffer.fresh;
+  if (first) {
+    buffer.splitDim = splitDim;
+    buffer.owned = owned;
+    buffer.fresh = false;
+  }
+  return first;
+}
+} // namespace
+
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned) {
   TPRT_ON_CUDA(ctx, accumulate_grad(ctx, grad, param, fqn, splitDim, owned))
@@ -401,17 +429,8 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
           grad.describe() + ", the parameter " + param.describe());
-  Context::GradBuffer &buffer = ctx.grads()[fqn];
-  if (!buffer.grad.defined())
-    buffer.grad = Tensor::uninitialized(DType::F32, grad.shape());
-  // The step's first gradient is copied into the buffer the previous steps
-  // used (a bucket's view stays one); the next ones are added.
-  bool first = buffer.fresh;
-  if (first) {
-    buffer.splitDim = splitDim;
-    buffer.owned = owned;
-    buffer.fresh = false;
-  }
+  Context::GradBuffer &buffer = gradBuffer(ctx, param, fqn);
+  bool first = takeFirst(buffer, splitDim, owned);
   float *acc = buffer.grad.f32();
   cpu::parallelBlocks(
       grad.numel(), kElementBlock, [&](int64_t begin, int64_t count) {
@@ -429,6 +448,37 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
             acc[begin + i] += g[i];
         }
       });
+}
+
+void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
+                                   const Tensor &x, const Tensor &param,
+                                   const char *fqn, int64_t splitDim,
+                                   bool owned) {
+  // Only f32 on the host adds in the product. A bf16 product into the f32
+  // buffer writes twice the bytes of its bf16 result and measured slower
+  // than that result widened and added (AMX, 2026-12-02).
+  if (ctx.device() != Device::CPU || dy.dtype() != DType::F32 ||
+      x.dtype() != DType::F32)
+    return accumulate_grad(ctx, linear_grad_weight(ctx, dy, x), param, fqn,
+                           splitDim, owned);
+  if (dy.rank() < 1 || x.rank() != dy.rank() || param.rank() != 2 ||
+      dy.numel() / std::max<int64_t>(dy.dim(-1), 1) !=
+          x.numel() / std::max<int64_t>(x.dim(-1), 1) ||
+      dy.dim(-1) != param.dim(0) || x.dim(-1) != param.dim(1))
+    fatal(std::string("accumulate_linear_grad_weight: dy ") + dy.describe() +
+          " and x " + x.describe() + " do not give the gradient of '" + fqn +
+          "', " + param.describe());
+  int64_t outF = dy.dim(-1), in = x.dim(-1),
+          rows = dy.numel() / std::max<int64_t>(outF, 1);
+  Context::GradBuffer &buffer = gradBuffer(ctx, param, fqn);
+  float *acc = buffer.grad.f32();
+  bool first = takeFirst(buffer, splitDim, owned);
+  if (rows > 0)
+    cpu::linearGradWeight(dy.f32(), x.f32(), acc, rows, in, outF,
+                          ctx.autocast() == DType::BF16,
+                          /*accumulate=*/!first);
+  else if (first)
+    std::fill_n(acc, buffer.grad.numel(), 0.0f);
 }
 
 } // namespace tprt

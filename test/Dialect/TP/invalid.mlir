@@ -593,6 +593,46 @@ func.func @accumulate_grad_owned_class(%g: tensor<4xf32>, %w: tensor<4xf32> {tp.
 
 // -----
 
+func.func @accumulate_linear_grad_weight_shape(%dy: tensor<2x3x8xf32>, %x: tensor<2x3x4xf32>, %w: tensor<4x8xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{parameter 'tensor<4x8xf32>' is not [dy's last, x's last] of 'tensor<2x3x8xf32>', 'tensor<2x3x4xf32>'}}
+  tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "a.weight"} : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_linear_grad_weight_rows(%dy: tensor<2x3x8xf32>, %x: tensor<2x5x4xf32>, %w: tensor<8x4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{dimension 1 of dy (3) and x (5) differ}}
+  tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "a.weight"} : tensor<2x3x8xf32>, tensor<2x5x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_linear_grad_weight_types(%dy: tensor<2x3x8xbf16>, %x: tensor<2x3x4xf32>, %w: tensor<8x4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{dy, x and the parameter must have one element type}}
+  tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "a.weight"} : tensor<2x3x8xbf16>, tensor<2x3x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_linear_grad_weight_fqn(%dy: tensor<2x3x8xf32>, %x: tensor<2x3x4xf32>, %w: tensor<8x4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{the parameter must be the argument of the function whose tp.fqn is 'b.weight'}}
+  tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "b.weight"} : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_linear_grad_weight_class(%dy: tensor<2x3x8xf32>, %x: tensor<2x3x4xf32>, %w: tensor<8x4xf32> {tp.fqn = "a.weight"}) {
+  // expected-error @+1 {{a split parameter's gradient has no replica class}}
+  tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "a.weight", split_dim = 0 : i64, derived_reduction = #tp.grad_reduction<sum>} : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
 func.func @grad_bucket_group() {
   // expected-error @+1 {{group must be "tp" or "dp", got 'ep'}}
   tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], group = "ep", reduction = #tp.grad_reduction<sum>}

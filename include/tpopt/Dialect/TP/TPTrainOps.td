@@ -427,6 +427,43 @@ def TP_AccumulateGradOp : TP_Op<"accumulate_grad",
   let hasVerifier = 1;
 }
 
+def TP_AccumulateLinearGradWeightOp : TP_Op<"accumulate_linear_grad_weight",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "A linear's weight gradient, added into its buffer by the product";
+  let description = [{
+    `tp.accumulate_grad` of `tp.linear_grad_weight %dy, %x` in one step:
+    the product `dy^T x` (summed over every leading dimension) is added to
+    the runtime's f32 gradient buffer of `fqn` by the GEMM itself (beta =
+    1; the step's first micro-batch overwrites it), with no gradient tensor
+    of its own and no separate pass over the buffer (Megatron-LM's
+    gradient-accumulation fusion). `dy` is `[..., out]`, `x` `[..., in]`
+    with the same leading dimensions, `param` the `[out, in]` weight; the
+    attributes are `tp.accumulate_grad`'s.
+
+    `tp-fuse-grad-accumulation` makes it, after `tp-replica-grad-sync` has
+    read every `tp.accumulate_grad`'s class: it has no partition rule or
+    derivative. The runtime fuses f32 on the host; in bf16 and f16 and on
+    the GPU it runs the two ops (a bf16 product into the f32 buffer writes
+    twice the bytes of its bf16 result, and measured slower).
+
+    ```mlir
+    tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "lm_head.weight"}
+        : tensor<?x?x128xf32>, tensor<?x?x64xf32>, tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$dy, TP_FloatTensor:$x,
+                   TP_FloatTensor:$param, StrAttr:$fqn,
+                   DefaultValuedAttr<I64Attr, "-1">:$split_dim,
+                   OptionalAttr<TP_GradReductionAttr>:$reduction,
+                   OptionalAttr<TP_GradReductionAttr>:$derived_reduction,
+                   UnitAttr:$owned);
+  let assemblyFormat = [{
+    $dy `,` $x `into` $param attr-dict `:` type($dy) `,` type($x) `,`
+    type($param)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Program start (func.func @init)
 //===----------------------------------------------------------------------===//
