@@ -284,14 +284,14 @@ struct TPBuildTrainStepPass
       Value grad = cotangents.lookup(param);
       if (!grad)
         continue;
-      auto acc = AccumulateGradOp::create(
+      OpBuilder::InsertionGuard afterGrad(b);
+      b.setInsertionPointAfterValue(grad);
+      AccumulateGradOp::create(
           b, loc, grad, param,
           step.getArgAttrOfType<StringAttr>(param.getArgNumber(),
                                             TPDialect::kFqnAttrName),
           /*split_dim=*/-1, /*reduction=*/nullptr,
           /*derived_reduction=*/nullptr);
-      if (Operation *def = grad.getDefiningOp())
-        acc->moveAfter(def);
     }
     func::ReturnOp::create(b, loc, loss.getLoss());
     ret.erase();

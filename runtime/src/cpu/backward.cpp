@@ -55,6 +55,19 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   return dx;
 }
 
+namespace {
+/// The rows a weight gradient sums over: dy [..., out] and x [..., in] with
+/// the same leading dimensions, else an error of `op`.
+int64_t weightGradRows(const Tensor &dy, const Tensor &x, const char *op) {
+  if (dy.rank() < 1 || x.rank() != dy.rank() ||
+      dy.numel() / std::max<int64_t>(dy.dim(-1), 1) !=
+          x.numel() / std::max<int64_t>(x.dim(-1), 1))
+    fatal(std::string(op) + ": dy " + dy.describe() + " and x " + x.describe() +
+          " have different rows");
+  return dy.numel() / std::max<int64_t>(dy.dim(-1), 1);
+}
+} // namespace
+
 Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
   TPRT_ON_CUDA(ctx, linear_grad_weight(ctx, dy, x))
   if (dy.dtype() == DType::BF16 && x.dtype() == DType::BF16 && dy.rank() >= 1 &&
@@ -72,13 +85,8 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
               linear_grad_weight(ctx, widened(dy), widened(x)))
   requireF32(dy, "linear_grad_weight", "dy");
   requireF32(x, "linear_grad_weight", "x");
-  if (dy.rank() < 1 || x.rank() != dy.rank() ||
-      dy.numel() / std::max<int64_t>(dy.dim(-1), 1) !=
-          x.numel() / std::max<int64_t>(x.dim(-1), 1))
-    fatal("linear_grad_weight: dy " + dy.describe() + " and x " + x.describe() +
-          " have different rows");
-  int64_t outF = dy.dim(-1), in = x.dim(-1),
-          rows = dy.numel() / std::max<int64_t>(outF, 1);
+  int64_t rows = weightGradRows(dy, x, "linear_grad_weight");
+  int64_t outF = dy.dim(-1), in = x.dim(-1);
   Tensor dw = rows > 0 ? Tensor::uninitialized(DType::F32, {outF, in})
                        : Tensor(DType::F32, {outF, in});
   if (rows > 0)
@@ -461,15 +469,12 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
       x.dtype() != DType::F32)
     return accumulate_grad(ctx, linear_grad_weight(ctx, dy, x), param, fqn,
                            splitDim, owned);
-  if (dy.rank() < 1 || x.rank() != dy.rank() || param.rank() != 2 ||
-      dy.numel() / std::max<int64_t>(dy.dim(-1), 1) !=
-          x.numel() / std::max<int64_t>(x.dim(-1), 1) ||
-      dy.dim(-1) != param.dim(0) || x.dim(-1) != param.dim(1))
+  int64_t rows = weightGradRows(dy, x, "accumulate_linear_grad_weight");
+  int64_t outF = dy.dim(-1), in = x.dim(-1);
+  if (param.rank() != 2 || outF != param.dim(0) || in != param.dim(1))
     fatal(std::string("accumulate_linear_grad_weight: dy ") + dy.describe() +
           " and x " + x.describe() + " do not give the gradient of '" + fqn +
           "', " + param.describe());
-  int64_t outF = dy.dim(-1), in = x.dim(-1),
-          rows = dy.numel() / std::max<int64_t>(outF, 1);
   Context::GradBuffer &buffer = gradBuffer(ctx, param, fqn);
   float *acc = buffer.grad.f32();
   bool first = takeFirst(buffer, splitDim, owned);
