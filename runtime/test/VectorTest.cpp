@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -59,6 +60,23 @@ TEST(Vector, MaxMagnitudeKeepsNaN) {
   EXPECT_TRUE(std::isnan(cpu::maxMagnitude(x.f32(), 999)));
   x.f32()[998] = -std::numeric_limits<float>::infinity();
   EXPECT_TRUE(std::isinf(cpu::maxMagnitude(x.f32(), 999)));
+}
+
+TEST(Vector, MaxOfFindsTheLargestInBodyAndTail) {
+  // 1037 = 64 vector lanes' worth and a tail: the largest value placed in
+  // the first element, the vector body and the tail in turn.
+  const int64_t n = 1037;
+  for (int64_t at : {int64_t(0), int64_t(515), n - 1}) {
+    Tensor x = randomTensor({n}, 7, -9.0f, -1.0f);
+    x.f32()[at] = -0.5f;
+    EXPECT_EQ(cpu::maxOf(x.f32(), n), -0.5f) << at;
+  }
+  Tensor y = randomTensor({n}, 8, -4.0f, 4.0f);
+  float want = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    want = std::max(want, y.f32()[i]);
+  EXPECT_EQ(cpu::maxOf(y.f32(), n), want);
+  EXPECT_EQ(cpu::maxOf(y.f32(), 0), -std::numeric_limits<float>::infinity());
 }
 
 TEST(Vector, SumsOfExpRows) {

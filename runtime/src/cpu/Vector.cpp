@@ -112,9 +112,11 @@ TPRT_VECTOR_CLONES void softmaxGradRow(const float *p, float delta, float *dp,
 
 TPRT_VECTOR_CLONES float maxOf(const float *x, int64_t n) {
   float best = -std::numeric_limits<float>::infinity();
+  // A select, not std::max: GCC keeps std::max's reference as a branch and
+  // leaves the loop scalar.
 #pragma omp simd reduction(max : best)
   for (int64_t i = 0; i < n; ++i)
-    best = std::max(best, x[i]);
+    best = x[i] > best ? x[i] : best;
   return best;
 }
 
