@@ -8,6 +8,8 @@
 #include "tprt/Train.h"
 #include "tprt/tprt.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <mpi.h>
 #include <vector>
@@ -140,6 +142,61 @@ int main(int argc, char **argv) {
     check(ok && (n == 1 || tprt::bf16ToFloat(tprt::floatToBf16(sum.f32()[0])) !=
                                sum.f32()[0]),
           "bf16 gradients reduced in FP32");
+    ctx.setTrainState(nullptr);
+  }
+
+  // The optimizer step's factors (the mean over the ranks, 1 / label
+  // tokens, the clipping) stay pending on the buffer and are applied by
+  // the norm and the update (train/boundary.cpp): two SGD steps (lr 1, no
+  // momentum or decay: the parameter moves by minus the gradient) against
+  // the formulas in double. The second step's gradient overwrites the
+  // buffer, so its factors must not compound with the first's.
+  {
+    tprt::Context ctx(r, n, "", "");
+    tprt::TrainOptions options;
+    options.lr = 1.0;
+    options.momentum = 0;
+    options.weightDecay = 0;
+    options.maxGradNorm = 0.5;
+    tprt::TrainState state(options);
+    ctx.setTrainState(&state);
+    tprt::Tensor param(tprt::DType::F32, {6});
+    ctx.cacheParam("w", param);
+    std::vector<double> want(6, 0.0);
+    ok = true;
+    for (int step = 1; step <= 2; ++step) {
+      for (auto &entry : ctx.grads())
+        entry.second.fresh = true;
+      tprt::Tensor grad(tprt::DType::F32, {6});
+      // Rank q's gradient: (q + 1) (i + 1) / step, as two micro-batches.
+      for (int half = 0; half < 2; ++half) {
+        for (int i = 0; i < 6; ++i)
+          grad.f32()[i] = 0.5f * float(r + 1) * float(i + 1) / float(step);
+        tprt::accumulate_grad(ctx, grad, param, "w", -1, false);
+      }
+      tprt::optimizer_boundary(ctx);
+      tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/true, tprt::DType::F32, "w",
+                                   24, "tp");
+      state.labelTokens = 7 * step;
+      tprt::normalize_grads(ctx);
+      float norm = *tprt::grad_norm(ctx).f32();
+      tprt::clip_grads(ctx, tprt::Tensor());
+      tprt::optimizer_update(ctx, "sgd");
+      // The mean of the ranks' gradients over the label tokens.
+      double squares = 0, g[6];
+      for (int i = 0; i < 6; ++i) {
+        g[i] = double(n + 1) / 2 * (i + 1) / step / (7.0 * step);
+        squares += g[i] * g[i];
+      }
+      double wantNorm = std::sqrt(squares);
+      double clip = std::min(1.0, 0.5 / (wantNorm + 1e-6));
+      ok &= std::fabs(norm - wantNorm) <= 1e-6 * wantNorm;
+      for (int i = 0; i < 6; ++i) {
+        want[i] -= g[i] * clip;
+        ok &= std::fabs(param.f32()[i] - want[i]) <= 1e-6 * std::fabs(want[i]);
+      }
+    }
+    check(ok, "normalization, mean and clipping applied by norm and update");
     ctx.setTrainState(nullptr);
   }
 

@@ -28,13 +28,18 @@ TEST(Vector, AdamwStepIsTorchsFormulaBitForBit) {
   const float decay = 1.0f - 1e-3f * 0.01f, b1 = 0.9f, b2 = 0.999f,
               stepSize = 1e-3f / (1.0f - 0.9f * 0.9f),
               root2 = std::sqrt(1.0f - 0.999f * 0.999f), eps = 1e-8f;
-  // torch.optim.AdamW's single-tensor step, one rounding per operation.
+  // The buffer's pending factor (1 / label tokens): the gradient the
+  // update reads is the buffer's value times it, rounded to f32.
+  const float gradScale = 1.0f / 37.0f;
+  // torch.optim.AdamW's single-tensor step on the scaled gradient, one
+  // rounding per operation.
   std::vector<float> wantP(n), wantM(n), wantV(n);
   for (int64_t i = 0; i < n; ++i) {
+    volatile float gi = g.f32()[i] * gradScale;
     volatile float pi = p.f32()[i] * decay;
-    volatile float mi = m.f32()[i] + (1.0f - b1) * (g.f32()[i] - m.f32()[i]);
-    volatile float gg = (1.0f - b2) * g.f32()[i];
-    volatile float vi = v.f32()[i] * b2 + gg * g.f32()[i];
+    volatile float mi = m.f32()[i] + (1.0f - b1) * (gi - m.f32()[i]);
+    volatile float gg = (1.0f - b2) * gi;
+    volatile float vi = v.f32()[i] * b2 + gg * gi;
     volatile float root = std::sqrt(static_cast<float>(vi));
     volatile float denom = root / root2 + eps;
     volatile float ratio = mi / denom;
@@ -42,8 +47,8 @@ TEST(Vector, AdamwStepIsTorchsFormulaBitForBit) {
     wantM[i] = mi;
     wantV[i] = vi;
   }
-  cpu::adamwStep(p.f32(), g.f32(), m.f32(), v.f32(), n, decay, b1, b2, stepSize,
-                 root2, eps);
+  cpu::adamwStep(p.f32(), g.f32(), gradScale, m.f32(), v.f32(), n, decay, b1,
+                 b2, stepSize, root2, eps);
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(p.f32()[i], wantP[i]) << i;
     ASSERT_EQ(m.f32()[i], wantM[i]) << i;

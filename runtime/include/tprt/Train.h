@@ -42,13 +42,16 @@ public:
   Optimizer(const TrainOptions &options, std::string name)
       : options_(options), name_(std::move(name)) {}
   const std::string &name() const { return name_; }
-  /// One update of every parameter with a gradient buffer in `ctx` (already
-  /// divided by the number of label tokens).
+  /// One update of every parameter with a gradient buffer in `ctx`, on the
+  /// buffer times its pending scale (1 / label tokens, the mean's and the
+  /// clipping's factors), which it resets.
   void step(Context &ctx);
 
 private:
-  /// One parameter's update, on its f32 values (a bf16 one in f32 blocks).
-  void update(const std::string &fqn, Tensor &param, const Tensor &grad);
+  /// One parameter's update, on its f32 values (a bf16 one in f32 blocks),
+  /// with the gradient grad * gradScale.
+  void update(const std::string &fqn, Tensor &param, Tensor &grad,
+              float gradScale);
 
   const TrainOptions &options_;
   std::string name_; ///< "adamw" or "sgd"

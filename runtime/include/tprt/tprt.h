@@ -273,8 +273,11 @@ public:
     bool fresh = true;
     /// `grad` is a view of a bucket's FP32 buffer (grad_bucket_all_reduce).
     bool inBucket = false;
-    /// A factor not yet applied (a mean bucket's 1 / ranks), folded into
-    /// normalize_grads' pass over the gradient.
+    /// The factor the buffer's gradient is still to be multiplied by (a
+    /// mean bucket's 1 / ranks, normalize_grads' 1 / label tokens,
+    /// clip_grads' coefficient): grad_norm scales its sums, the optimizer
+    /// its reads (train/boundary.cpp). 1 once the step's first gradient
+    /// overwrites the buffer.
     float pendingScale = 1.0f;
   };
   std::map<std::string, GradBuffer> &grads() { return grads_; }

@@ -176,15 +176,16 @@ TPRT_VECTOR_CLONES void rmsNormRowGrad(const float *x, const float *dy,
   }
 }
 
-TPRT_VECTOR_CLONES void adamwStep(float *p, const float *g, float *m, float *v,
-                                  int64_t n, float decay, float beta1,
-                                  float beta2, float stepSize, float root2,
-                                  float eps) {
+TPRT_VECTOR_CLONES void adamwStep(float *p, const float *g, float gradScale,
+                                  float *m, float *v, int64_t n, float decay,
+                                  float beta1, float beta2, float stepSize,
+                                  float root2, float eps) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] * gradScale;
     p[i] *= decay;
-    m[i] += (1.0f - beta1) * (g[i] - m[i]); // lerp
-    v[i] = v[i] * beta2 + (1.0f - beta2) * g[i] * g[i];
+    m[i] += (1.0f - beta1) * (gi - m[i]); // lerp
+    v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
     float denom = std::sqrt(v[i]) / root2 + eps;
     p[i] -= stepSize * (m[i] / denom);
   }

@@ -92,10 +92,12 @@ void rmsNormRowGrad(const float *x, const float *dy, const float *weight,
 
 /// One AdamW step over n elements in torch.optim.AdamW's order of
 /// operations (decoupled decay, lerp of the first moment, the second
-/// moment, then p -= step_size * m / (sqrt(v) / root2 + eps)); the results
-/// are those of the scalar loop, bit for bit (no contraction to FMA).
-void adamwStep(float *p, const float *g, float *m, float *v, int64_t n,
-               float decay, float beta1, float beta2, float stepSize,
+/// moment, then p -= step_size * m / (sqrt(v) / root2 + eps)) on the
+/// gradient g * gradScale (rounded to f32 first, as a scaled buffer would
+/// hold it); the results are those of the scalar loop, bit for bit (no
+/// contraction to FMA).
+void adamwStep(float *p, const float *g, float gradScale, float *m, float *v,
+               int64_t n, float decay, float beta1, float beta2, float stepSize,
                float root2, float eps);
 
 } // namespace tprt::cpu

@@ -418,6 +418,7 @@ bool takeFirst(Context::GradBuffer &buffer, int64_t splitDim, bool owned) {
     buffer.splitDim = splitDim;
     buffer.owned = owned;
     buffer.fresh = false;
+    buffer.pendingScale = 1.0f;
   }
   return first;
 }

@@ -263,6 +263,7 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
     buffer.splitDim = splitDim;
     buffer.owned = owned;
     buffer.fresh = false;
+    buffer.pendingScale = 1.0f;
   }
   int64_t n = grad.numel();
   if (n == 0)

@@ -5,6 +5,11 @@
 // normalization, norm, clipping, update. They share the training loop's
 // TrainState through the context. The gradient buffers are where the
 // kernels ran (host or GPU); the arithmetic on them goes where they are.
+// The normalization's, the mean's and the clipping's factors are not
+// passes over the buffers: each buffer's product of them stays pending
+// (Context::GradBuffer::pendingScale), the norm scales its sums and the
+// update its reads (on a step that is memory-bound, each pass over FP32
+// gradients the size of the model costs what a GEMM does).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,25 +37,6 @@ TrainState &trainState(Context &ctx, const char *what) {
 /// gradient holding a NaN is not finite).
 double maxMagnitude(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b);
-}
-
-/// `grad` times `factor`, in place.
-void scaleBuffer(Tensor &grad, float factor) {
-  float *g = grad.f32();
-  int64_t n = grad.numel();
-#ifdef TPRT_WITH_CUDA
-  if (grad.onGpu())
-    return cuda::scaleInPlace(g, n, factor);
-#endif
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-  for (int64_t i = 0; i < n; ++i)
-    g[i] *= factor;
-}
-
-/// Every gradient buffer times `factor`.
-void scaleGrads(Context &ctx, float factor) {
-  for (auto &entry : ctx.grads())
-    scaleBuffer(entry.second.grad, factor);
 }
 
 /// `n` floats from `src` to `dst`, both on `device`.
@@ -182,8 +168,7 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
           " bytes of gradients; the program was compiled for " +
           std::to_string(bytes));
   Communicator &comm = std::string(group) == "dp" ? ctx.dp() : ctx.tp();
-  // The mean's division is left to normalize_grads, which passes over
-  // every gradient anyway.
+  // The mean's division is left pending (applied by the update).
   if (mean)
     for (Context::GradBuffer *b : buffers)
       b->pendingScale /= static_cast<float>(comm.size());
@@ -236,19 +221,13 @@ void normalize_grads(Context &ctx) {
   if (state.labelTokens <= 0)
     fatal("normalize_grads: the step has no label tokens");
   double perToken = 1.0 / static_cast<double>(state.labelTokens);
-  // The gradients outside buckets first, while the buckets' reductions
-  // may still run; then the buckets'.
-  for (bool inBucket : {false, true}) {
-    if (inBucket)
-      ctx.waitForAsyncCollectives();
-    for (auto &[fqn, buffer] : ctx.grads()) {
-      if (buffer.inBucket != inBucket)
-        continue;
-      float factor = static_cast<float>(perToken * buffer.pendingScale);
-      buffer.pendingScale = 1.0f;
-      scaleBuffer(buffer.grad, factor);
-    }
-  }
+  // (The buckets' reductions finish here, as the step's order says.)
+  ctx.waitForAsyncCollectives();
+  // The factor the buffer held after normalization before: its gradients
+  // as the update reads them are the same bits.
+  for (auto &entry : ctx.grads())
+    entry.second.pendingScale =
+        static_cast<float>(perToken * entry.second.pendingScale);
 }
 
 Tensor grad_norm(Context &ctx) {
@@ -260,7 +239,8 @@ Tensor grad_norm(Context &ctx) {
   // counted once.
   double parts[2] = {0, 0};
   for (auto &[fqn, buffer] : ctx.grads()) {
-    double part = normPart(buffer.grad, inf);
+    double scale = std::fabs(static_cast<double>(buffer.pendingScale));
+    double part = normPart(buffer.grad, inf) * (inf ? scale : scale * scale);
     // A block that several ranks hold (KV heads fewer than the ranks):
     // each of its copies counted once.
     auto layout = ctx.paramLayouts().find(fqn);
@@ -294,8 +274,12 @@ void clip_grads(Context &ctx, const Tensor &) {
     state.skipped = true;
     return;
   }
-  if (max > 0 && max / (norm + 1e-6) < 1.0)
-    scaleGrads(ctx, static_cast<float>(max / (norm + 1e-6)));
+  if (max > 0 && max / (norm + 1e-6) < 1.0) {
+    double clip = max / (norm + 1e-6);
+    for (auto &entry : ctx.grads())
+      entry.second.pendingScale =
+          static_cast<float>(clip * entry.second.pendingScale);
+  }
 }
 
 void optimizer_update(Context &ctx, const char *optimizer) {

@@ -65,15 +65,20 @@ void Optimizer::step(Context &ctx) {
     if (!param || param->dtype() == DType::I64 ||
         param->shape() != buffer.grad.shape())
       fatal("optimizer: parameter '" + fqn + "' does not match its gradient");
+    // The factors normalize_grads and clip_grads left pending are applied
+    // as the update reads each element (one pass over the gradients fewer
+    // for each); the buffer is overwritten by the next step.
+    float scale = buffer.pendingScale;
+    buffer.pendingScale = 1.0f;
     if (param->dtype() == DType::F32 || param->dtype() == DType::BF16) {
-      update(fqn, *param, buffer.grad);
+      update(fqn, *param, buffer.grad, scale);
       continue;
     }
     // An f16 parameter (tpc --dtype f16) is updated in an f32 copy, with
     // f32 moments, and rounded back once, into the storage every handle
     // shares.
     Tensor work = param->to(DType::F32);
-    update(fqn, work, buffer.grad);
+    update(fqn, work, buffer.grad, scale);
     Tensor narrow = work.to(param->dtype());
 #ifdef TPRT_WITH_CUDA
     if (param->onGpu()) {
@@ -86,9 +91,17 @@ void Optimizer::step(Context &ctx) {
   }
 }
 
-void Optimizer::update(const std::string &fqn, Tensor &param,
-                       const Tensor &grad) {
+void Optimizer::update(const std::string &fqn, Tensor &param, Tensor &grad,
+                       float gradScale) {
   const TrainOptions &o = options_;
+#ifdef TPRT_WITH_CUDA
+  // The GPU's update kernels read a scaled gradient: the scale is applied
+  // to the buffer first.
+  if (param.onGpu() && gradScale != 1.0f) {
+    cuda::scaleInPlace(grad.f32(), grad.numel(), gradScale);
+    gradScale = 1.0f;
+  }
+#endif
   const float *g = grad.f32();
   Tensor &m = first_[fqn];
   if (!m.defined())
@@ -109,7 +122,7 @@ void Optimizer::update(const std::string &fqn, Tensor &param,
     forEachBlockInF32(param, [&](float *p, int64_t begin, int64_t count) {
       for (int64_t j = 0; j < count; ++j) {
         int64_t i = begin + j;
-        float d = g[i] + wd * p[j];
+        float d = g[i] * gradScale + wd * p[j];
         mp[i] = first ? d : mom * mp[i] + d;
         p[j] -= lr * (momentum ? mp[i] : d);
       }
@@ -134,8 +147,8 @@ void Optimizer::update(const std::string &fqn, Tensor &param,
   }
 #endif
   forEachBlockInF32(param, [&](float *p, int64_t begin, int64_t count) {
-    cpu::adamwStep(p, g + begin, mp + begin, vp + begin, count, decay, b1, b2,
-                   stepSize, root2, eps);
+    cpu::adamwStep(p, g + begin, gradScale, mp + begin, vp + begin, count,
+                   decay, b1, b2, stepSize, root2, eps);
   });
 }
 

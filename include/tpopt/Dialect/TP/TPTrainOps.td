@@ -553,6 +553,10 @@ def TP_NormalizeGradsOp : TP_Op<"normalize_grads",
     by the number of label tokens in the whole step (AutoModel's
     `num_label_tokens`); the gradients, accumulated as sums, are divided by
     the same count, which the runtime knows once the micro-batches ran.
+    The CPU runtime does not pass over the buffers for it: the factor stays
+    pending on each buffer, `tp.grad_norm` scales its sums by it and
+    `tp.optimizer_update` multiplies each gradient element as it reads it
+    (the same f32 gradient the scaled buffer would hold).
 
     ```mlir
     tp.normalize_grads
@@ -584,9 +588,10 @@ def TP_ClipGradsOp : TP_Op<"clip_grads",
   let summary = "Scales the gradients to the run's maximum norm";
   let description = [{
     `torch.nn.utils.clip_grad_norm_`: with `model --max-grad-norm M`, every
-    gradient is multiplied by `M / (norm + 1e-6)` when that is below 1. A
-    norm that is not finite makes the runtime skip the update of this step
-    (the step line says so).
+    gradient is multiplied by `M / (norm + 1e-6)` when that is below 1
+    (a factor folded into the pending one of `tp.normalize_grads`, applied
+    by the update). A norm that is not finite makes the runtime skip the
+    update of this step (the step line says so).
 
     ```mlir
     tp.clip_grads %norm : tensor<f32>
