@@ -132,6 +132,13 @@ TPRT_VECTOR_CLONES void scaleInPlace(float *x, float c, int64_t n) {
     x[i] *= c;
 }
 
+TPRT_VECTOR_CLONES void scaleTo(const float *x, float c, float *out,
+                                int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = x[i] * c;
+}
+
 void expShiftedRows(const float *x, const float *shifts, int64_t rows,
                     int64_t n, float *out) {
   for (int64_t r = 0; r < rows; ++r)

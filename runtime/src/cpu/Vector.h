@@ -64,9 +64,10 @@ double dotOf(const float *a, const float *b, int64_t n);
 /// row's sum of p * dp).
 void softmaxGradRow(const float *p, float delta, float *dp, int64_t n);
 
-/// x[i] -= c and x[i] *= c, in place.
+/// x[i] -= c and x[i] *= c, in place; out[i] = x[i] * c.
 void subtractInPlace(float *x, float c, int64_t n);
 void scaleInPlace(float *x, float c, int64_t n);
+void scaleTo(const float *x, float c, float *out, int64_t n);
 
 /// out[r, i] = exp(x[r, i] - shifts[r]) over a block of rows x n (in place
 /// when out == x): a softmax's numerators.

@@ -492,9 +492,9 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
           // A query that sees no key gets zeros.
           for (int64_t i = 0; i < rows; ++i) {
             float inv = rowSum[i] > 0 ? 1.0f / rowSum[i] : 0.0f;
-            float *oh = o + (b * sq + i0 + i) * qStride + h * headDim;
-            for (int64_t d = 0; d < headDim; ++d)
-              oh[d] = acc[i * headDim + d] * inv;
+            cpu::scaleTo(acc.data() + i * headDim, inv,
+                         o + (b * sq + i0 + i) * qStride + h * headDim,
+                         headDim);
           }
         }
   }
