@@ -470,6 +470,33 @@ def TPFuseGradAccumulation : Pass<"tp-fuse-grad-accumulation", "func::FuncOp"> {
   }];
 }
 
+def TPFuseSiluMulGrad : Pass<"tp-fuse-silu-mul-grad", "func::FuncOp"> {
+  let summary = "A gated MLP's backward as one elementwise pass";
+  let description = [{
+    In a training step, the gradient of `tp.mul (tp.silu %gate), %up` is
+    two `tp.mul`s (`dy * up`, `dy * silu`) and a `tp.silu_grad` of the
+    first: three passes over [tokens, intermediate] tensors, memory-bound,
+    and the forward's SiLU kept for the backward. Where a `tp.silu_grad
+    %gate, (tp.mul %dy, %up)` has a sibling `tp.mul %dy, (tp.silu %gate)`
+    (the same `%dy` and `%gate`, the first product read by nothing else),
+    the three become one `tp.silu_mul_grad %gate, %up, %dy`, which
+    recomputes the sigmoid; a SiLU nothing reads any more goes. Runs on
+    the rank's program (after `tp-partition`; the ops are elementwise, so
+    each rank's slices fuse alike), before `tp-to-emitc`.
+
+    ```mlir
+    %s = tp.silu %gate : tensor<2x8x64xf32>
+    %h = tp.mul %s, %up : tensor<2x8x64xf32>
+    ...
+    %ds = tp.mul %dh, %up : tensor<2x8x64xf32>
+    %du = tp.mul %dh, %s : tensor<2x8x64xf32>
+    %dg = tp.silu_grad %gate, %ds : tensor<2x8x64xf32>
+    // the backward becomes
+    %dg, %du = tp.silu_mul_grad %gate, %up, %dh : tensor<2x8x64xf32>
+    ```
+  }];
+}
+
 def TPFuseLinearCrossEntropy
     : Pass<"tp-fuse-linear-cross-entropy", "func::FuncOp"> {
   let summary = "The output projection, the loss and their gradients as one "

@@ -87,6 +87,8 @@ void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
   // On the rank's whole program: what the backward reads stays unfused.
   if (options.fuseLinearCrossEntropy)
     pm.addNestedPass<func::FuncOp>(createTPFuseLinearCrossEntropy());
+  if (options.fuseSiluMulGrad)
+    pm.addNestedPass<func::FuncOp>(createTPFuseSiluMulGrad());
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
   if (options.fuseGradAccumulation)

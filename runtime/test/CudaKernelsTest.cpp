@@ -94,6 +94,12 @@ void testElementwise(Context &c, Context &g) {
   expectClose("add", add(c, x, y), add(g, gpu(x), gpu(y)));
   expectClose("mul", mul(c, x, y), mul(g, gpu(x), gpu(y)));
   expectClose("silu_grad", silu_grad(c, x, y), silu_grad(g, gpu(x), gpu(y)));
+  {
+    Tensors sc = silu_mul_grad(c, x, y, x),
+            sg = silu_mul_grad(g, gpu(x), gpu(y), gpu(x));
+    expectClose("silu_mul_grad dgate", sc[0], sg[0]);
+    expectClose("silu_mul_grad dup", sc[1], sg[1]);
+  }
   expectClose("gelu_grad", gelu_grad(c, x, y, false),
               gelu_grad(g, gpu(x), gpu(y), false));
   expectClose("gelu_grad tanh", gelu_grad(c, x, y, true),

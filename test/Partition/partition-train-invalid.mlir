@@ -78,3 +78,18 @@ module {
     return %xs : tensor<?x?x4xf32>
   }
 }
+
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>, %up: tensor<8x4xf32>, %u: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
+    %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %w = shard.shard %up to %s1 annotate_for_users : tensor<8x4xf32>
+    %gate = tp.linear %x, %w : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    // A gated MLP's gradients from a column-split gate and a whole up.
+    // expected-error @+1 {{tp-partition: operands are split differently}}
+    %dg, %du = tp.silu_mul_grad %gate, %u, %gate : tensor<?x?x8xf32>
+    return %dg : tensor<?x?x8xf32>
+  }
+}

@@ -106,6 +106,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: linear weight gradients added into their "
                      "buffers by the product (tp-fuse-grad-accumulation)"),
       llvm::cl::init(true)};
+  Option<bool> fuseSiluMulGrad{
+      *this, "fuse-silu-mul-grad",
+      llvm::cl::desc("With --train: a gated MLP's SiLU and product "
+                     "gradients as one pass (tp-fuse-silu-mul-grad)"),
+      llvm::cl::init(true)};
   Option<bool> fuseLinearCrossEntropy{
       *this, "fuse-linear-cross-entropy",
       llvm::cl::desc("With --train: the output projection, the loss and "
@@ -147,8 +152,10 @@ void buildTPDistributePipeline(OpPassManager &pm,
 
 /// The rank's program to EmitC: the training step's loss fused with the
 /// output projection (tp-fuse-linear-cross-entropy, with
-/// `fuse-linear-cross-entropy`), epilogues fused into their products
-/// (tp-fuse-epilogues, with `fuse-epilogues`), weight gradients added into
+/// `fuse-linear-cross-entropy`), a gated MLP's gradients in one pass
+/// (tp-fuse-silu-mul-grad, with `fuse-silu-mul-grad`), epilogues fused
+/// into their products (tp-fuse-epilogues, with `fuse-epilogues`), weight
+/// gradients added into
 /// their buffers by the product (tp-fuse-grad-accumulation, with
 /// `fuse-grad-accumulation`), then tp-to-emitc reading weights from
 /// `model-path`.

@@ -314,6 +314,13 @@ LogicalResult SoftcapGradOp::partition(PartitionState &state) {
   return partitionElementwise(*this, state);
 }
 
+LogicalResult SiluMulGradOp::partition(PartitionState &state) {
+  if (failed(partitionElementwise(*this, state)))
+    return failure();
+  state.propagate(getGate(), getDup());
+  return success();
+}
+
 /// The split dimension of `layout` for a value of `rank` (-1: none).
 static int64_t splitDimOf(ShardLayout layout, int64_t rank) {
   return layout == ShardLayout::SplitLast       ? rank - 1

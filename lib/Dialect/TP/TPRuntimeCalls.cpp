@@ -523,6 +523,21 @@ LogicalResult SiluGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeSignature kSiluMulGrad[] = {
+    {"tprt::silu_mul_grad", kThreeTensors, 2}};
+
+ArrayRef<RuntimeSignature> SiluMulGradOp::getRuntimeSignatures() {
+  return kSiluMulGrad;
+}
+
+LogicalResult SiluMulGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kSiluMulGrad[0])
+      .tensor(getGate())
+      .tensor(getUp())
+      .tensor(getDy());
+  return success();
+}
+
 static constexpr RuntimeSignature kReluSquaredGrad[] = {
     {"tprt::relu_squared_grad", kTwoTensors}};
 

@@ -499,6 +499,10 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           double normEps, double dtMin, bool foldedA);
 /// dy * f'(x) of the elementwise activations.
 Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy);
+/// tp.silu_mul_grad: the gradients {dgate, dup} of silu(gate) * up, in one
+/// pass that recomputes the sigmoid (all of one type and shape).
+Tensors silu_mul_grad(Context &ctx, const Tensor &gate, const Tensor &up,
+                      const Tensor &dy);
 Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy);
 Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                  bool tanhApproximation);

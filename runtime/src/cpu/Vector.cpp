@@ -164,6 +164,18 @@ TPRT_VECTOR_CLONES void siluGradFromSigmoid(const float *x, const float *dy,
   }
 }
 
+TPRT_VECTOR_CLONES void siluMulGradFromSigmoid(const float *g, const float *u,
+                                               const float *dy, const float *s,
+                                               float *dg, float *du,
+                                               int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    float si = s[i], ds = dy[i] * u[i];
+    du[i] = dy[i] * (g[i] * si);
+    dg[i] = ds * si * (1.0f + g[i] * (1.0f - si));
+  }
+}
+
 TPRT_VECTOR_CLONES void rmsNormRowGrad(const float *x, const float *dy,
                                        const float *weight, float offset,
                                        float eps, int64_t n, float *dx,

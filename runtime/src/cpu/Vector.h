@@ -91,6 +91,12 @@ void rmsNormRowGrad(const float *x, const float *dy, const float *weight,
                     float offset, float eps, int64_t n, float *dx,
                     double *dwSums);
 
+/// The gradients of silu(g) * u from s = sigmoid(g): du = dy * (g * s),
+/// dg = (dy * u) * s * (1 + g * (1 - s)) (siluGradFromSigmoid's formula on
+/// dy * u).
+void siluMulGradFromSigmoid(const float *g, const float *u, const float *dy,
+                            const float *s, float *dg, float *du, int64_t n);
+
 /// One AdamW step over n elements in torch.optim.AdamW's order of
 /// operations (decoupled decay, lerp of the first moment, the second
 /// moment, then p -= step_size * m / (sqrt(v) / root2 + eps)) on the

@@ -593,6 +593,30 @@ func.func @accumulate_grad_owned_class(%g: tensor<4xf32>, %w: tensor<4xf32> {tp.
 
 // -----
 
+func.func @silu_mul_grad_types(%g: tensor<4x16xf32>, %u: tensor<4x16xf32>, %dy: tensor<4x16xbf16>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0:2 = "tp.silu_mul_grad"(%g, %u, %dy) : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xbf16>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @silu_mul_grad_shapes(%g: tensor<4x16xf32>, %u: tensor<4x8xf32>, %dy: tensor<4x16xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0:2 = "tp.silu_mul_grad"(%g, %u, %dy) : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @silu_mul_grad_integer(%g: tensor<4x16xi64>) {
+  // expected-error @+1 {{operand #0 must be}}
+  %0:2 = tp.silu_mul_grad %g, %g, %g : tensor<4x16xi64>
+  return
+}
+
+// -----
+
 func.func @accumulate_linear_grad_weight_shape(%dy: tensor<2x3x8xf32>, %x: tensor<2x3x4xf32>, %w: tensor<4x8xf32> {tp.fqn = "a.weight"}) {
   // expected-error @+1 {{parameter 'tensor<4x8xf32>' is not [dy's last, x's last] of 'tensor<2x3x8xf32>', 'tensor<2x3x4xf32>'}}
   tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "a.weight"} : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<4x8xf32>

@@ -330,6 +330,30 @@ def TP_SoftcapGradOp : TP_ElementwiseGradOp<"softcap_grad", "softcap"> {
   let assemblyFormat = "$x `,` $dy `cap` $cap attr-dict `:` type($x)";
 }
 
+def TP_SiluMulGradOp : TP_Op<"silu_mul_grad",
+    [Pure, SameOperandsAndResultType, TP_RuntimeCalled, TP_Partitioned]> {
+  let summary = "Both gradients of a gated MLP's silu(gate) * up in one pass";
+  let description = [{
+    With `s = sigmoid(gate)`: `dup = dy * gate * s` and `dgate = dy * up *
+    s * (1 + gate * (1 - s))`, what `tp.mul`'s and `tp.silu`'s gradients
+    give for `tp.mul (tp.silu %gate), %up` (the SiLU recomputed from the
+    gate instead of kept from the forward). `tp-fuse-silu-mul-grad` makes it
+    from those three ops in a training step: one pass that reads three
+    tensors and writes two instead of three passes (the two products and
+    `tp.silu_grad`), and the forward's SiLU no longer kept for the backward.
+    All five tensors have one type; elementwise, so split as its operands
+    are.
+
+    ```mlir
+    %dgate, %dup = tp.silu_mul_grad %gate, %up, %dy : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$gate, TP_FloatTensor:$up,
+                   TP_FloatTensor:$dy);
+  let results = (outs TP_FloatTensor:$dgate, TP_FloatTensor:$dup);
+  let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
+}
+
 //===----------------------------------------------------------------------===//
 // Layouts of cotangents
 //===----------------------------------------------------------------------===//
