@@ -36,8 +36,8 @@ Value otherOperand(MulOp mul, Value v) {
   return lhs == v ? rhs : lhs;
 }
 
-/// A tp.mul in `op`'s block of `dy` and a tp.silu of `gate`: the product
-/// that gives up's gradient.
+/// A tp.mul in `block` of `dy` and a tp.silu of `gate`: the product that
+/// gives up's gradient.
 MulOp siluProduct(Value dy, Value gate, Block *block) {
   for (Operation *user : dy.getUsers()) {
     auto mul = dyn_cast<MulOp>(user);
@@ -70,8 +70,8 @@ struct TPFuseSiluMulGrad
         if (!dup || up.getType() != gate.getType() ||
             dy.getType() != gate.getType())
           continue;
-        // Before the first of the two results' definitions: the operands
-        // are defined before both products.
+        // Before the first of the two results' definitions, where the
+        // operands must already be defined.
         Operation *first = dup->isBeforeInBlock(grad) ? dup.getOperation()
                                                       : grad.getOperation();
         if (!llvm::all_of(
