@@ -279,6 +279,20 @@ public:
     /// its reads (train/boundary.cpp). 1 once the step's first gradient
     /// overwrites the buffer.
     float pendingScale = 1.0f;
+
+    /// Whether this is the step's first gradient of the buffer, which
+    /// overwrites it (the buffer the previous steps used: a bucket's view
+    /// stays one; nothing pending); the next ones add.
+    bool takeFirst(int64_t split, bool isOwned) {
+      bool first = fresh;
+      if (first) {
+        splitDim = split;
+        owned = isOwned;
+        fresh = false;
+        pendingScale = 1.0f;
+      }
+      return first;
+    }
   };
   std::map<std::string, GradBuffer> &grads() { return grads_; }
 

@@ -463,19 +463,6 @@ Context::GradBuffer &gradBuffer(Context &ctx, const Tensor &param,
   return buffer;
 }
 
-/// Whether this is the step's first gradient of `buffer`, which overwrites
-/// it (the buffer the previous steps used: a bucket's view stays one); the
-/// next ones add.
-bool takeFirst(Context::GradBuffer &buffer, int64_t splitDim, bool owned) {
-  bool first = buffer.fresh;
-  if (first) {
-    buffer.splitDim = splitDim;
-    buffer.owned = owned;
-    buffer.fresh = false;
-    buffer.pendingScale = 1.0f;
-  }
-  return first;
-}
 } // namespace
 
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
@@ -493,7 +480,7 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
           grad.describe() + ", the parameter " + param.describe());
   Context::GradBuffer &buffer = gradBuffer(ctx, param, fqn);
-  bool first = takeFirst(buffer, splitDim, owned);
+  bool first = buffer.takeFirst(splitDim, owned);
   float *acc = buffer.grad.f32();
   cpu::parallelBlocks(
       grad.numel(), kElementBlock, [&](int64_t begin, int64_t count) {
@@ -532,7 +519,7 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
           "', " + param.describe());
   Context::GradBuffer &buffer = gradBuffer(ctx, param, fqn);
   float *acc = buffer.grad.f32();
-  bool first = takeFirst(buffer, splitDim, owned);
+  bool first = buffer.takeFirst(splitDim, owned);
   if (rows > 0)
     cpu::linearGradWeight(dy.f32(), x.f32(), acc, rows, in, outF,
                           ctx.autocast() == DType::BF16,

@@ -258,13 +258,7 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
   Context::GradBuffer &buffer = ctx.grads()[fqn];
   if (!buffer.grad.defined())
     buffer.grad = Tensor::uninitialized(DType::F32, grad.shape(), Device::CUDA);
-  bool fresh = buffer.fresh;
-  if (fresh) {
-    buffer.splitDim = splitDim;
-    buffer.owned = owned;
-    buffer.fresh = false;
-    buffer.pendingScale = 1.0f;
-  }
+  bool fresh = buffer.takeFirst(splitDim, owned);
   int64_t n = grad.numel();
   if (n == 0)
     return;
