@@ -6,8 +6,9 @@
 # on the same shapes when the model stack is set up. Arguments go to the
 # benchmark: --hidden, --layers, --heads, --kv-heads, --head-dim, --mlp,
 # --vocab, --rows, --rounds, --threads (1 by default). The runtime's column
-# is oneDNN (TPRT_GEMM=onednn) unless TPRT_GEMM says otherwise: by default
-# the runtime itself runs f32 products on OpenBLAS below AVX-512.
+# is oneDNN (TPRT_GEMM=onednn) unless TPRT_GEMM says otherwise (`mkl`:
+# what the runtime itself runs f32 products on by default on Intel CPUs;
+# below AVX-512 elsewhere it is OpenBLAS).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ninja -C "$root/build" tprt-gemm-bench >/dev/null

@@ -125,6 +125,18 @@ void testLinear(Context &c, Context &g) {
   expectClose("linear_grad_weight", linear_grad_weight(c, dy, x),
               linear_grad_weight(g, gpu(dy), gpu(x)));
   expectClose("sum_leading", sum_leading(c, dy), sum_leading(g, gpu(dy)));
+  // On a world of one rank: add_once adds, and the consuming all-reduce is
+  // the identity that leaves the caller's tensor empty.
+  expectClose("linear_add_once", linear_add_once(c, x, w, dy),
+              linear_add_once(g, gpu(x), gpu(w), gpu(dy)));
+  Tensor taken = gpu(dy);
+  expectClose("all_reduce_sum_consuming", dy,
+              all_reduce_sum_consuming(g, taken));
+  ++checks;
+  if (taken.defined()) {
+    std::printf("FAIL all_reduce_sum_consuming left its input defined\n");
+    ++failures;
+  }
 }
 
 /// `t` rounded to bf16 and back: what autocast multiplies.

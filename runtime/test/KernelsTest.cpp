@@ -2,6 +2,7 @@
 
 #include "TestTensors.h"
 #include "cpu/Gemm.h"
+#include "cpu/Mkl.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
 
@@ -157,12 +158,20 @@ TEST(Kernels, Bf16WeightGradientAccumulatesAsTheSeparateOps) {
 }
 
 #ifdef TPRT_TEST_BOTH_GEMMS
-// TPRT_GEMM picks the f32 products' library; by default OpenBLAS where
-// oneDNN 2.x's matmul is not brgemm, which it has from AVX-512 (the
-// avx512_core ISA: F, BW, VL, DQ) up.
+// TPRT_GEMM picks the f32 products' library; by default MKL on Intel CPUs
+// where it opens, else OpenBLAS where oneDNN 2.x's matmul is not brgemm,
+// which it has from AVX-512 (the avx512_core ISA: F, BW, VL, DQ) up.
 TEST(Kernels, GemmLibraryFollowsTprtGemm) {
   const char *env = std::getenv("TPRT_GEMM");
   std::string choice = env && *env ? env : "auto";
+  std::string library = cpu::gemmLibrary();
+  __builtin_cpu_init();
+  if (choice == "mkl" ||
+      (choice == "auto" && __builtin_cpu_is("intel") && cpu::mkl())) {
+    EXPECT_EQ(library.rfind("MKL ", 0), 0u) << library;
+    return;
+  }
+  EXPECT_EQ(library.rfind("MKL ", 0), std::string::npos) << library;
   bool avx512Core =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
@@ -405,6 +414,51 @@ TEST(Kernels, PackedWeightsMatchNaive) {
   }
 }
 
+// The consuming residual adds (the residual taken; with MKL or OpenBLAS the
+// product added into its storage by the GEMM) against the naive product
+// plus the residual, plain and packed, both forms (the `once` forms need a
+// communicator: tprt-mpi-test); a residual a view still shares is left as
+// it was.
+TEST(Kernels, ConsumingAddsMatchNaive) {
+  Tensor w = randomTensor({96, 80}, 81);
+  Tensor zero(DType::F32, {96});
+  for (bool packed : {false, true}) {
+    std::optional<ConstantWeights> constant;
+    if (packed)
+      constant.emplace();
+    for (auto [batch, seq] : {std::pair{1, 33}, {3, 64}}) {
+      Tensor x = randomTensor({batch, seq, 80}, 82 + batch * seq);
+      Tensor original = randomTensor({batch, seq, 96}, 83 + batch * seq);
+      std::vector<double> want = naiveLinear(x, w, zero).first;
+      for (size_t i = 0; i < want.size(); ++i)
+        want[i] += original.f32()[i];
+      for (int form = 0; form < 2; ++form) {
+        SCOPED_TRACE(testing::Message() << "packed " << packed << " form "
+                                        << form << " batch " << batch);
+        Tensor residual = Tensor::uninitialized(DType::F32, original.shape());
+        std::copy_n(original.f32(), original.numel(), residual.f32());
+        const void *storage = residual.raw();
+        Tensor sum = form == 0
+                         ? linear_add_consuming(ctx(), x, w, residual)
+                         : linear_bmm_add_consuming(ctx(), x, w, residual);
+        EXPECT_FALSE(residual.defined());
+        expectClose(sum, want);
+        // MKL and OpenBLAS add into the residual; oneDNN's epilogue writes
+        // a new tensor.
+        EXPECT_EQ(sum.raw() == storage,
+                  cpu::gemmLibrary()[0] != 'o') // "oneDNN ..."
+            << cpu::gemmLibrary();
+      }
+      Tensor shared = randomTensor({batch, seq, 96}, 83 + batch * seq);
+      Tensor view = Tensor::view(shared, 0, {shared.numel()});
+      Tensor sum = linear_add_consuming(ctx(), x, w, shared);
+      expectClose(sum, want);
+      for (int64_t i = 0; i < view.numel(); ++i)
+        ASSERT_EQ(view.f32()[i], original.f32()[i]);
+    }
+  }
+}
+
 // The linear forms with an epilogue (tp.linear_epilogue) against the naive
 // product then the op, plain and packed, at sizes of several blocks and a
 // partial one; in f32 they equal the separate ops bit for bit (the same
@@ -553,6 +607,31 @@ TEST(Kernels, RotaryMatchesComplexRotation) {
   expectClose(rotary(ctx(), one, 16, 16, 500000.0, false, 0, 1.0, 1.0, 4.0,
                      8192, 32.0, 1.0, true, 1.0),
               std::vector<double>(one.f32(), one.f32() + 16), 0);
+}
+
+TEST(Kernels, RotaryTablesFollowEachCallsParameters) {
+  // The runtime keeps the last call's cos and sin tables: calls that differ
+  // in theta, sequence length, rotary width or attention factor, or that
+  // rotate back (the transpose), each get their own.
+  auto rope = [](const Tensor &t, int64_t rot, double theta,
+                 double attentionFactor = 1.0, bool transpose = false) {
+    return rotary(ctx(), t, 16, rot, theta, false, 0, 1.0, 1.0, 4.0, 8192, 32.0,
+                  1.0, true, attentionFactor, transpose);
+  };
+  Tensor x = randomTensor({1, 5, 32}, 21),
+         longer = randomTensor({1, 9, 32}, 22);
+  for (double theta : {10000.0, 500000.0, 10000.0})
+    expectClose(rope(x, 16, theta), naiveRotary(x, 16, 16, theta, false), 1e-4);
+  expectClose(rope(longer, 16, 10000.0),
+              naiveRotary(longer, 16, 16, 10000.0, false), 1e-4);
+  expectClose(rope(x, 8, 10000.0), naiveRotary(x, 16, 8, 10000.0, false), 1e-4);
+  std::vector<double> doubled = naiveRotary(x, 16, 16, 10000.0, false);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    doubled[i] = 2 * doubled[i];
+  expectClose(rope(x, 16, 10000.0, 2.0), doubled, 1e-4);
+  Tensor there = rope(x, 16, 10000.0);
+  expectClose(rope(there, 16, 10000.0, 1.0, /*transpose=*/true),
+              std::vector<double>(x.f32(), x.f32() + x.numel()), 1e-5);
 }
 
 TEST(Kernels, RotaryLlama3ScalingAtLongPositions) {

@@ -43,6 +43,16 @@ int main(int argc, char **argv) {
     ok &= all[2 * q] == q && all[2 * q + 1] == 10 * q;
   check(ok, "allGather");
 
+  // allGatherOthers: the other ranks' blocks in their slots; MPI leaves
+  // this rank's slot as it was.
+  std::vector<float> others(2 * n, -1.0f);
+  comm->allGatherOthers(mine.data(), others.data(), 2);
+  ok = true;
+  for (int q = 0; q < n; ++q)
+    ok &= q == r ? others[2 * q] == -1 && others[2 * q + 1] == -1
+                 : others[2 * q] == q && others[2 * q + 1] == 10 * q;
+  check(ok, "allGatherOthers");
+
   std::vector<float> blocks(3 * n), part(3);
   for (int i = 0; i < 3 * n; ++i)
     blocks[i] = float(i + r);
@@ -115,6 +125,109 @@ int main(int argc, char **argv) {
     for (int i = 0; ok && i < 2 * 3 * n; ++i)
       ok &= back.f32()[i] == wide.f32()[i];
     check(ok, "all_slice then all_gather on the last dim");
+    // On the outermost dim the blocks go straight into place.
+    tprt::Tensor stacked = tprt::all_gather(ctx, cols, 0);
+    ok = stacked.shape() == std::vector<int64_t>{2 * n, 3};
+    for (int q = 0; ok && q < n; ++q)
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 3; ++j)
+          ok &= stacked.f32()[(q * 2 + i) * 3 + j] ==
+                wide.f32()[i * 3 * n + q * 3 + j];
+    check(ok, "all_gather on the first dim");
+  }
+
+  // all_reduce_sum_consuming takes its input: the caller's tensor is left
+  // empty and the sum is in its storage; a tensor whose storage a view
+  // still shares is reduced in a copy, the view keeping its values.
+  {
+    tprt::Context ctx(r, n, "", "");
+    auto contribution = [&](int q, int i) { return float(q + 1) * (i + 1); };
+    auto filled = [&] {
+      tprt::Tensor t = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
+      for (int i = 0; i < 6; ++i)
+        t.f32()[i] = contribution(r, i);
+      return t;
+    };
+    auto isSum = [&](const tprt::Tensor &t) {
+      bool same = t.shape() == std::vector<int64_t>{2, 3};
+      for (int i = 0; same && i < 6; ++i) {
+        float sum = 0;
+        for (int q = 0; q < n; ++q)
+          sum += contribution(q, i);
+        same &= t.f32()[i] == sum;
+      }
+      return same;
+    };
+    tprt::Tensor sole = filled();
+    const void *storage = sole.raw();
+    tprt::Tensor sum = tprt::all_reduce_sum_consuming(ctx, sole);
+    check(isSum(sum) && !sole.defined() && sum.raw() == storage,
+          "all_reduce_sum_consuming in the input's storage");
+    tprt::Tensor shared = filled();
+    tprt::Tensor view = tprt::Tensor::view(shared, 0, {6});
+    tprt::Tensor copied = tprt::all_reduce_sum_consuming(ctx, shared);
+    ok = isSum(copied) && !shared.defined() && copied.raw() != view.raw();
+    for (int i = 0; ok && i < 6; ++i)
+      ok &= view.f32()[i] == contribution(r, i);
+    check(ok, "all_reduce_sum_consuming of shared storage copies");
+  }
+
+  // tp.linear_epilogue add_once: each rank's partial product, the residual
+  // added on rank 0 only, so the all-reduce carries it once. x [2, 3] and
+  // rank q's weight block w_q [2, 3] (a row-split projection's); against
+  // the sum over ranks of x w_q^T, plus the residual, in double.
+  {
+    tprt::Context ctx(r, n, "", "");
+    auto xAt = [](int i, int k) { return 0.25f * float(i + 1) - 0.5f * k; };
+    auto wAt = [](int q, int j, int k) {
+      return 0.125f * float(q + 1) * (j + 1) + 0.5f * k;
+    };
+    auto residualAt = [](int i, int j) { return 8.0f + i - 2.0f * j; };
+    tprt::Tensor x = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
+    tprt::Tensor w = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
+    tprt::Tensor residual =
+        tprt::Tensor::uninitialized(tprt::DType::F32, {2, 2});
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 3; ++k) {
+        x.f32()[i * 3 + k] = xAt(i, k);
+        w.f32()[i * 3 + k] = wAt(r, i, k);
+      }
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        residual.f32()[i * 2 + j] = residualAt(i, j);
+    auto carriesResidualOnce = [&](const tprt::Tensor &sum) {
+      bool same = sum.numel() == 4;
+      for (int i = 0; same && i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+          double want = residualAt(i, j);
+          for (int q = 0; q < n; ++q)
+            for (int k = 0; k < 3; ++k)
+              want += double(xAt(i, k)) * wAt(q, j, k);
+          same &=
+              std::fabs(sum.f32()[i * 2 + j] - want) <= 1e-5 * std::fabs(want);
+        }
+      return same;
+    };
+    tprt::Tensor partial = tprt::linear_add_once(ctx, x, w, residual);
+    check(carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, partial)),
+          "linear_add_once: the residual once in the sum");
+    // The consuming forms take the residual on every rank (rank 0 may add
+    // the product into it), in both forms.
+    for (bool bmm : {false, true}) {
+      tprt::Tensor taken =
+          tprt::Tensor::uninitialized(tprt::DType::F32, {1, 2, 2});
+      std::copy_n(residual.f32(), 4, taken.f32());
+      tprt::Tensor x3 =
+          tprt::Tensor::uninitialized(tprt::DType::F32, {1, 2, 3});
+      std::copy_n(x.f32(), 6, x3.f32());
+      tprt::Tensor sum =
+          bmm ? tprt::linear_bmm_add_once_consuming(ctx, x3, w, taken)
+              : tprt::linear_add_once_consuming(ctx, x3, w, taken);
+      check(!taken.defined() &&
+                carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, sum)),
+            bmm ? "linear_bmm_add_once_consuming"
+                : "linear_add_once_consuming");
+    }
   }
 
   // A bf16 parameter's gradients are reduced in FP32: rank 0 contributes

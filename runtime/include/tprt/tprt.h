@@ -81,6 +81,9 @@ public:
   /// base's), without keeping it alive: what caches of derived forms (a
   /// packed weight) key on.
   std::weak_ptr<const void> allocation() const { return storage_; }
+  /// Whether no other tensor (a copy or a view) shares this one's storage:
+  /// then a kernel that takes this tensor may overwrite it in place.
+  bool soleOwner() const { return storage_ && storage_.use_count() == 1; }
 
   void *raw() { return storage_.get(); }
   const void *raw() const { return storage_.get(); }
@@ -129,6 +132,11 @@ public:
   virtual void allReduceSumF64(double *data, int64_t count) = 0;
   /// `out` holds size() * count elements, rank r's `in` at r * count.
   virtual void allGather(const float *in, float *out, int64_t count) = 0;
+  /// allGather for a caller that places its own block itself: this rank's
+  /// slot of `out` may be left unwritten (MPI: no copy of `in` into it).
+  virtual void allGatherOthers(const float *in, float *out, int64_t count) {
+    allGather(in, out, count);
+  }
   /// `in` holds size() * count elements; rank r gets the sum of block r.
   virtual void reduceScatterSum(const float *in, float *out, int64_t count) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
@@ -372,6 +380,10 @@ Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
 /// shard.reduce_scatter (rank r keeps slice r of `axis` of the sum; the
 /// dimension must divide by the ranks).
 Tensor all_reduce_sum(Context &ctx, const Tensor &x);
+/// all_reduce_sum of a tensor the caller no longer reads: takes `x` (left
+/// empty) and sums in its storage when nothing else shares it, instead of
+/// in a copy.
+Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x);
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
 /// shard.all_slice: this rank's block r of `axis` of a replicated tensor,
@@ -399,6 +411,24 @@ Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &other);
 Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
                            const Tensor &other);
+/// `add_once`: linear_add on the tensor-parallel group's first rank, linear
+/// on the others (a row-split projection's partial sum that carries a
+/// residual once into the all-reduce after it).
+Tensor linear_add_once(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &other);
+Tensor linear_bmm_add_once(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &other);
+/// The adds above for a residual `other` the caller no longer reads: they
+/// take it (left empty) and, with MKL or OpenBLAS products, add the
+/// product into its storage in the GEMM when nothing else shares it.
+Tensor linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                            Tensor &other);
+Tensor linear_bmm_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                                Tensor &other);
+Tensor linear_add_once_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                                 Tensor &other);
+Tensor linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
+                                     const Tensor &w, Tensor &other);
 /// x + bias over the last dimension (async-TP's split-off bias).
 Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
 /// x / sqrt(mean(x^2) + eps) * (offset + w) over groups of `group` elements

@@ -10,6 +10,9 @@ namespace {
 
 /// MPI counts are int: larger buffers go in chunks.
 constexpr int64_t kChunk = INT_MAX / 2;
+/// The point-to-point messages of allGatherOthers (the only ones on a
+/// communicator; each pair's are matched in order).
+constexpr int kAllGatherTag = 1;
 
 class MpiCommunicator : public Communicator {
 public:
@@ -57,6 +60,22 @@ public:
     check(MPI_Allgather(in, static_cast<int>(count), MPI_FLOAT, out,
                         static_cast<int>(count), MPI_FLOAT, comm_),
           "MPI_Allgather");
+  }
+
+  /// Pairwise exchanges (step s: to rank + s, from rank - s), each received
+  /// straight into its slot: MPI_Allgather would also copy `in` into this
+  /// rank's slot, a pass the caller does not need.
+  void allGatherOthers(const float *in, float *out, int64_t count) override {
+    if (count > kChunk)
+      fatal("allGather: blocks over 2^30 elements are not supported");
+    int n = static_cast<int>(count);
+    for (int step = 1; step < size_; ++step) {
+      int to = (rank_ + step) % size_, from = (rank_ - step + size_) % size_;
+      check(MPI_Sendrecv(in, n, MPI_FLOAT, to, kAllGatherTag,
+                         out + from * count, n, MPI_FLOAT, from, kAllGatherTag,
+                         comm_, MPI_STATUS_IGNORE),
+            "MPI_Sendrecv");
+    }
   }
 
   void reduceScatterSum(const float *in, float *out, int64_t count) override {

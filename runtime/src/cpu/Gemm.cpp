@@ -19,11 +19,13 @@
 
 #ifdef TPRT_WITH_ONEDNN
 #include "Dnnl.h"
+#include "Mkl.h"
 
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
 #include <cblas.h>
-#include <cstdlib>
 #endif
+
+#include <cstdlib>
 
 #include <iterator>
 #include <map>
@@ -238,7 +240,9 @@ constexpr int kEpilogue = 16;
 /// Added to the kind of a backward product that adds into its result.
 constexpr int kAccumulate = 64;
 
-bool f32OnOpenBlas();
+/// Where the f32 products go (TPRT_GEMM).
+enum class F32Library { OneDnn, OpenBlas, Mkl };
+F32Library f32Library();
 
 /// The eltwise (for SiLU) and binary post-ops of an epilogue on a result of
 /// `dst`'s layout; the binary one is the last.
@@ -264,8 +268,8 @@ dnnl::primitive_attr epilogueAttr(Epilogue epilogue, const memory::desc &dst) {
 bool linearEpilogue(const Tensor &w, const void *x, const void *other,
                     void *out, int64_t batch, int64_t rows, bool packed,
                     bool bf16Data, Epilogue epilogue) {
-  if (!bf16Data && f32OnOpenBlas())
-    return false; // the separate ops after OpenBLAS's product
+  if (!bf16Data && f32Library() != F32Library::OneDnn)
+    return false; // the separate ops after the other library's product
   int64_t outF = w.dim(0), in = w.dim(1);
   Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
   Dims srcStrides = {rows * in, in, 1}, dstStrides = {rows * outF, outF, 1};
@@ -346,29 +350,94 @@ bool brgemmMatmul() {
 }
 #endif
 
-/// Whether the f32 products go to OpenBLAS. TPRT_GEMM chooses: `onednn`,
-/// `openblas`, or `auto` (the default): OpenBLAS where oneDNN's matmul is
-/// not brgemm. On an AVX2 machine OpenBLAS ran the forward at 0.88 to 0.93
-/// of oneDNN 2.6's gemm:jit time on one and two threads; on AVX-512
-/// machines oneDNN's packed brgemm ran the projections at 1.9x OpenBLAS's
-/// rate (docs/runtime.md).
-bool f32OnOpenBlas() {
-#ifdef TPRT_WITH_OPENBLAS_FALLBACK
-  static const bool openBlas = [] {
+/// MKL, which TPRT_GEMM=mkl requires.
+const Mkl &requiredMkl() {
+  std::string why;
+  if (const Mkl *api = mkl(&why))
+    return *api;
+  fatal("TPRT_GEMM=mkl: cannot open Intel MKL (scripts/setup.sh installs it "
+        "into .venv): " +
+        why);
+}
+
+/// Where the f32 products go. TPRT_GEMM chooses: `onednn`, `openblas`,
+/// `mkl`, or `auto` (the default): MKL on Intel CPUs where it can be
+/// opened, else OpenBLAS where oneDNN's matmul is not brgemm, else oneDNN.
+/// On an AVX2 machine OpenBLAS ran the forward at 0.88 to 0.93 of oneDNN
+/// 2.6's gemm:jit time on one and two threads; on AVX-512 machines oneDNN's
+/// packed brgemm ran the projections at 1.9x OpenBLAS's rate, and on a
+/// Sapphire Rapids core MKL's packed sgemm at 1.2x oneDNN's; on an AMD
+/// EPYC MKL was slower than OpenBLAS (docs/runtime.md).
+F32Library f32Library() {
+  static const F32Library library = [] {
     const char *env = std::getenv("TPRT_GEMM");
     std::string choice = env && *env ? env : "auto";
-    if (choice == "auto")
-      return !brgemmMatmul();
-    if (choice == "onednn")
-      return false;
-    if (choice == "openblas")
-      return true;
-    fatal("TPRT_GEMM=" + choice + ": expected auto, onednn or openblas");
-  }();
-  return openBlas;
-#else
-  return false;
+    if (choice == "auto") {
+      __builtin_cpu_init();
+      if (__builtin_cpu_is("intel") && mkl())
+        return F32Library::Mkl;
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+      if (!brgemmMatmul())
+        return F32Library::OpenBlas;
 #endif
+      return F32Library::OneDnn;
+    }
+    if (choice == "onednn")
+      return F32Library::OneDnn;
+    if (choice == "mkl") {
+      requiredMkl();
+      return F32Library::Mkl;
+    }
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+    if (choice == "openblas")
+      return F32Library::OpenBlas;
+#endif
+    fatal("TPRT_GEMM=" + choice + ": expected auto, onednn, mkl or openblas");
+  }();
+  return library;
+}
+
+bool f32OnOpenBlas() { return f32Library() == F32Library::OpenBlas; }
+
+/// A weight packed by MKL for products of `rows` rows (the packed form's
+/// size and layout may depend on them), valid while the weight's
+/// allocation lives; one per weight, replaced when the row count changes.
+struct MklPackedWeight {
+  std::weak_ptr<const void> owner;
+  int64_t rows;
+  std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+};
+std::multimap<const void *, MklPackedWeight> mklPackedWeights;
+
+const float *mklPackedWeight(const Mkl &api, const Tensor &w, int64_t rows) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  std::weak_ptr<const void> owner = w.allocation();
+  int64_t outF = w.dim(0), in = w.dim(1);
+  auto [first, last] = mklPackedWeights.equal_range(w.raw());
+  for (auto it = first; it != last; ++it)
+    if (sameOwner(it->second.owner, owner)) {
+      if (it->second.rows == rows)
+        return it->second.data.get();
+      mklPackedWeights.erase(it);
+      break;
+    }
+  for (auto it = mklPackedWeights.begin(); it != mklPackedWeights.end();)
+    it =
+        it->second.owner.expired() ? mklPackedWeights.erase(it) : std::next(it);
+  size_t bytes = api.sgemmPackGetSize(kMklBMatrix, rows, outF, in);
+  // 64-byte aligned, as MKL asks of a packed buffer.
+  std::unique_ptr<float, decltype(&std::free)> data(
+      static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)),
+      &std::free);
+  if (!data)
+    fatal("cannot allocate " + std::to_string(bytes) +
+          " bytes for an MKL-packed weight");
+  // B = W^T: the weight [out, in] row-major, transposed.
+  api.sgemmPack(kMklRowMajor, kMklBMatrix, kMklTrans, rows, outF, in, 1.0f,
+                w.f32(), in, data.get());
+  return mklPackedWeights
+      .emplace(w.raw(), MklPackedWeight{owner, rows, std::move(data)})
+      ->second.data.get();
 }
 
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
@@ -382,6 +451,45 @@ CBLAS_TRANSPOSE blasLayout(const Dims &strides, int64_t &ld) {
 #endif
 } // namespace
 
+namespace {
+/// The f32 linear forms on MKL or OpenBLAS: out = x w^T + beta out. False
+/// when the f32 products are oneDNN's.
+bool linearOnBlas(const Tensor &w, const float *wData, const float *x,
+                  float *out, int64_t batch, int64_t rows, bool packed,
+                  float beta) {
+  int64_t outF = w.dim(0), in = w.dim(1);
+#ifdef TPRT_WITH_OPENBLAS_FALLBACK
+  if (f32OnOpenBlas()) {
+    for (int64_t i = 0; i < batch; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
+                  x + i * rows * in, in, wData, in, beta, out + i * rows * outF,
+                  outF);
+    return true;
+  }
+#endif
+  if (f32Library() != F32Library::Mkl)
+    return false;
+  const Mkl &api = requiredMkl();
+  const float *packedW = packed ? mklPackedWeight(api, w, rows) : nullptr;
+  for (int64_t i = 0; i < batch; ++i) {
+    const float *xi = x + i * rows * in;
+    float *oi = out + i * rows * outF;
+    if (packedW)
+      api.sgemmCompute(kMklRowMajor, kMklNoTrans, kMklPacked, rows, outF, in,
+                       xi, in, packedW, outF, beta, oi, outF);
+    else
+      api.sgemm(kMklRowMajor, kMklNoTrans, kMklTrans, rows, outF, in, 1.0f, xi,
+                in, wData, in, beta, oi, outF);
+  }
+  return true;
+}
+} // namespace
+
+bool linearAccumulate(const Tensor &w, const float *x, float *out,
+                      int64_t batch, int64_t rows, bool packed) {
+  return linearOnBlas(w, w.f32(), x, out, batch, rows, packed, /*beta=*/1.0f);
+}
+
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
             int64_t rows, bool packed, bool bf16Operands) {
   int64_t outF = w.dim(0), in = w.dim(1);
@@ -394,15 +502,9 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
     wData = rounded(wData, outF * in, true, wRounded);
     packed = bf16Operands = false;
   }
-#ifdef TPRT_WITH_OPENBLAS_FALLBACK
-  if (!bf16Operands && f32OnOpenBlas()) {
-    for (int64_t i = 0; i < batch; ++i)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
-                  x + i * rows * in, in, wData, in, 0.0f, out + i * rows * outF,
-                  outF);
+  if (!bf16Operands && linearOnBlas(w, wData, x, out, batch, rows, packed,
+                                    /*beta=*/0.0f))
     return;
-  }
-#endif
   // The weight [out, in] row-major is the [in, out] matrix of strides
   // {1, in}; the bmm form shares it across the batch (batch dimension 1).
   Dims src = {batch, rows, in}, wei = {1, in, outF}, dst = {batch, rows, outF};
@@ -478,6 +580,19 @@ void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
     return;
   }
 #endif
+  if (!bf16Operands && f32Library() == F32Library::Mkl) {
+    // Row-major as given (strides {ld, 1}) or transposed ({1, ld}).
+    auto layout = [](const Dims &strides, int &ld) {
+      bool rowMajor = strides[1] == 1;
+      ld = static_cast<int>(rowMajor ? strides[0] : strides[1]);
+      return rowMajor ? kMklNoTrans : kMklTrans;
+    };
+    int lda = 0, ldb = 0;
+    int ta = layout(aStrides, lda), tb = layout(bStrides, ldb);
+    requiredMkl().sgemm(kMklRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb,
+                        accumulate ? 1.0f : 0.0f, out, n);
+    return;
+  }
   Dims aDims = {m, k}, bDims = {k, n};
   auto desc = [&](const Dims &d, const Dims &strides) {
     return bf16Operands ? bf16(d, strides) : f32(d, strides);
@@ -549,9 +664,9 @@ void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
 void setThreads(int threads) {
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
   openblas_set_num_threads(threads);
-#else
-  (void)threads;
 #endif
+  if (f32Library() == F32Library::Mkl)
+    requiredMkl().setNumThreads(threads);
 }
 
 const char *gemmLibrary() {
@@ -560,6 +675,16 @@ const char *gemmLibrary() {
     std::string dnnl = "oneDNN " + std::to_string(v->major) + "." +
                        std::to_string(v->minor) + "." +
                        std::to_string(v->patch);
+    if (f32Library() == F32Library::Mkl) {
+      // "Intel(R) oneAPI Math Kernel Library Version 2026.2-Product ...".
+      const std::string &full = requiredMkl().version;
+      size_t at = full.find("Version ");
+      std::string version =
+          at == std::string::npos
+              ? full
+              : full.substr(at + 8, full.find_first_of(" -", at + 8) - at - 8);
+      return "MKL " + version + " (f32), " + dnnl;
+    }
     return f32OnOpenBlas() ? "OpenBLAS (f32), " + dnnl : dnnl;
   }();
   return name.c_str();
@@ -584,6 +709,15 @@ void linear(const Tensor &w, const float *x, float *out, int64_t batch,
   for (int64_t i = 0; i < batch; ++i)
     sgemm(false, true, rows, outF, in, 1.0f, x + i * rows * in, in, wData, in,
           0.0f, out + i * rows * outF, outF);
+}
+
+bool linearAccumulate(const Tensor &w, const float *x, float *out,
+                      int64_t batch, int64_t rows, bool /*packed*/) {
+  int64_t outF = w.dim(0), in = w.dim(1);
+  for (int64_t i = 0; i < batch; ++i)
+    sgemm(false, true, rows, outF, in, 1.0f, x + i * rows * in, in, w.f32(), in,
+          1.0f, out + i * rows * outF, outF);
+  return true;
 }
 
 bool linearBf16(const Tensor &, const uint16_t *, uint16_t *, int64_t, int64_t,

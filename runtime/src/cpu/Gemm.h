@@ -41,6 +41,13 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 void linear(const Tensor &w, const float *x, float *out, int64_t batch,
             int64_t rows, bool packed, bool bf16Operands = false);
 
+/// `linear` (f32) adding its product into `out` (beta 1) instead of
+/// overwriting it, where the f32 products' library does so in its GEMM
+/// (MKL, OpenBLAS); false with oneDNN, whose linear forms add by their
+/// epilogue instead.
+bool linearAccumulate(const Tensor &w, const float *x, float *out,
+                      int64_t batch, int64_t rows, bool packed);
+
 /// The linear forms of a bf16 program (tpc --dtype bf16): x and w bf16, the
 /// products accumulated in f32 and rounded once into the bf16 `out`
 /// (oneDNN's bf16 matmul; `packed` as above). False when the library has no

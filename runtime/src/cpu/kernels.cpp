@@ -19,6 +19,7 @@
 #include <cmath>
 #include <limits>
 #include <omp.h>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,25 +91,41 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
   return out;
 }
 
+Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x) {
+  Tensor taken = std::move(x);
+  x = Tensor();
+  if (taken.onGpu() || taken.dtype() != DType::F32 || !taken.soleOwner())
+    return all_reduce_sum(ctx, taken);
+  ctx.tp().allReduceSum(taken.f32(), taken.numel());
+  return taken;
+}
+
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   TPRT_ON_CUDA(ctx, all_gather(ctx, x, axis))
   TPRT_IN_F32(x, all_gather(ctx, widened(x), axis))
   requireF32(x, "all_gather", "the input");
   AxisView v(x, axis, "all_gather");
-  int64_t ranks = ctx.tp().size();
-  Tensor blocks = Tensor::uninitialized(DType::F32, {ranks, x.numel()});
-  ctx.tp().allGather(x.f32(), blocks.f32(), x.numel());
+  int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
   std::vector<int64_t> shape = x.shape();
   shape[axis] *= ranks;
   Tensor out = Tensor::uninitialized(DType::F32, shape);
-  const float *b = blocks.f32();
+  // Gathered on the outermost axis the blocks are the output's layout.
+  if (v.outer == 1) {
+    ctx.tp().allGather(x.f32(), out.f32(), x.numel());
+    return out;
+  }
+  // Else the other ranks' blocks arrive side by side and every block is
+  // interleaved into place; this rank's is read from `x` itself.
+  Tensor blocks = Tensor::uninitialized(DType::F32, {ranks, x.numel()});
+  ctx.tp().allGatherOthers(x.f32(), blocks.f32(), x.numel());
   float *o = out.f32();
   // Rank r's block is rows [r * n, (r + 1) * n) of `axis` in every outer row.
   int64_t chunk = v.n * v.inner;
-  for (int64_t r = 0; r < ranks; ++r)
+  for (int64_t r = 0; r < ranks; ++r) {
+    const float *b = r == me ? x.f32() : blocks.f32() + r * x.numel();
     for (int64_t i = 0; i < v.outer; ++i)
-      std::copy_n(b + r * x.numel() + i * chunk, chunk,
-                  o + (i * ranks + r) * chunk);
+      std::copy_n(b + i * chunk, chunk, o + (i * ranks + r) * chunk);
+  }
   return out;
 }
 
@@ -269,27 +286,37 @@ Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
 /// where the GEMM library has them (f32, or a bf16 program's bf16 tensors,
 /// on the host, without autocast), else the separate ops (another device,
 /// type or library: the same entry points as unfused).
+/// The host product's batch and rows when `x` and `w` (the linear form, or
+/// with `bmm` the bmm form) can go to the CPU's GEMM with an operand
+/// `other` of the product's shape, all of `x`'s type (f32 or bf16), not
+/// under autocast; none otherwise.
+static std::optional<std::pair<int64_t, int64_t>>
+hostEpilogueShape(Context &ctx, const Tensor &x, const Tensor &w,
+                  const Tensor &other, bool bmm) {
+  DType type = x.dtype();
+  if (x.onGpu() || ctx.autocast() == DType::BF16 ||
+      (type != DType::F32 && type != DType::BF16) || w.dtype() != type ||
+      other.dtype() != type || w.rank() != 2 ||
+      !(bmm ? x.rank() == 3 : x.rank() >= 1) || x.dim(-1) != w.dim(1) ||
+      x.numel() == 0 || w.numel() == 0)
+    return std::nullopt;
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = w.dim(0);
+  if (other.shape() != shape)
+    return std::nullopt;
+  return std::pair(bmm ? x.dim(0) : 1, bmm ? x.dim(1) : x.numel() / w.dim(1));
+}
+
 static Tensor linearWithEpilogue(Context &ctx, const Tensor &x, const Tensor &w,
                                  const Tensor &other, cpu::Epilogue epilogue,
                                  bool bmm) {
-  DType type = x.dtype();
-  bool fusible = !x.onGpu() && ctx.autocast() != DType::BF16 &&
-                 (type == DType::F32 || type == DType::BF16) &&
-                 w.dtype() == type && other.dtype() == type && w.rank() == 2 &&
-                 (bmm ? x.rank() == 3 : x.rank() >= 1) &&
-                 x.dim(-1) == w.dim(1) && x.numel() > 0 && w.numel() > 0;
-  if (fusible) {
-    std::vector<int64_t> shape = x.shape();
-    shape.back() = w.dim(0);
-    if (other.shape() == shape) {
-      int64_t batch = bmm ? x.dim(0) : 1,
-              rows = bmm ? x.dim(1) : x.numel() / w.dim(1);
-      Tensor out = Tensor::uninitialized(type, shape);
-      if (cpu::linearEpilogue(w, x.raw(), other.raw(), out.raw(), batch, rows,
-                              ctx.constantWeights(), type == DType::BF16,
-                              epilogue))
-        return out;
-    }
+  if (auto batchRows = hostEpilogueShape(ctx, x, w, other, bmm)) {
+    auto [batch, rows] = *batchRows;
+    Tensor out = Tensor::uninitialized(x.dtype(), other.shape());
+    if (cpu::linearEpilogue(w, x.raw(), other.raw(), out.raw(), batch, rows,
+                            ctx.constantWeights(), x.dtype() == DType::BF16,
+                            epilogue))
+      return out;
   }
   Tensor y = bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
   return epilogue == cpu::Epilogue::Add ? add(ctx, y, other)
@@ -314,6 +341,56 @@ Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
 Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
                            const Tensor &other) {
   return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, true);
+}
+
+Tensor linear_add_once(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &other) {
+  return ctx.tp().rank() == 0 ? linear_add(ctx, x, w, other)
+                              : linear(ctx, x, w);
+}
+
+Tensor linear_bmm_add_once(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &other) {
+  return ctx.tp().rank() == 0 ? linear_bmm_add(ctx, x, w, other)
+                              : linear_bmm(ctx, x, w);
+}
+
+/// The consuming adds: the product added into the residual's storage by a
+/// GEMM with beta 1 where the library has it for these operands, else the
+/// add (`once`: only on the group's first rank, the others multiply).
+static Tensor linearAddInto(Context &ctx, const Tensor &x, const Tensor &w,
+                            Tensor &other, bool bmm, bool once) {
+  Tensor residual = std::move(other);
+  other = Tensor();
+  if (once && ctx.tp().rank() != 0)
+    return bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
+  auto batchRows = hostEpilogueShape(ctx, x, w, residual, bmm);
+  if (batchRows && x.dtype() == DType::F32 && residual.soleOwner() &&
+      cpu::linearAccumulate(w, x.f32(), residual.f32(), batchRows->first,
+                            batchRows->second, ctx.constantWeights()))
+    return residual;
+  return bmm ? linear_bmm_add(ctx, x, w, residual)
+             : linear_add(ctx, x, w, residual);
+}
+
+Tensor linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                            Tensor &other) {
+  return linearAddInto(ctx, x, w, other, /*bmm=*/false, /*once=*/false);
+}
+
+Tensor linear_bmm_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                                Tensor &other) {
+  return linearAddInto(ctx, x, w, other, /*bmm=*/true, /*once=*/false);
+}
+
+Tensor linear_add_once_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                                 Tensor &other) {
+  return linearAddInto(ctx, x, w, other, /*bmm=*/false, /*once=*/true);
+}
+
+Tensor linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
+                                     const Tensor &w, Tensor &other) {
+  return linearAddInto(ctx, x, w, other, /*bmm=*/true, /*once=*/true);
 }
 
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
@@ -357,6 +434,60 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
   return out;
 }
 
+namespace {
+/// The cos and sin of every position and frequency of one rotary call.
+struct RotaryTables {
+  int64_t seq = -1, rotaryDim = 0;
+  double theta = 0;
+  RopeScaling scaling;
+  bool transpose = false;
+  std::vector<float> cosT, sinT;
+
+  bool serves(int64_t seq, int64_t rotaryDim, double theta,
+              const RopeScaling &s, bool transpose) const {
+    const RopeScaling &t = scaling;
+    return this->seq == seq && this->rotaryDim == rotaryDim &&
+           this->theta == theta && this->transpose == transpose &&
+           t.type == s.type && t.factor == s.factor &&
+           t.lowFreqFactor == s.lowFreqFactor &&
+           t.highFreqFactor == s.highFreqFactor &&
+           t.originalMaxPositions == s.originalMaxPositions &&
+           t.betaFast == s.betaFast && t.betaSlow == s.betaSlow &&
+           t.truncate == s.truncate && t.attentionFactor == s.attentionFactor &&
+           t.shortFactor == s.shortFactor && t.longFactor == s.longFactor;
+  }
+};
+} // namespace
+
+/// The tables of the last rotary call on this thread, recomputed when a
+/// call asks for others: a forward pass's queries and keys in every layer
+/// share one set (a training step's backward, the transposed one).
+static const RotaryTables &rotaryTables(int64_t seq, int64_t rotaryDim,
+                                        double theta, const RopeScaling &s,
+                                        bool transpose) {
+  thread_local RotaryTables last;
+  if (last.serves(seq, rotaryDim, theta, s, transpose))
+    return last;
+  int64_t half = rotaryDim / 2;
+  // As HF computes it: f32 inverse frequencies, f32 angle = position * freq;
+  // cos and sin (in f32) times the attention factor.
+  const float amplitude = static_cast<float>(s.attentionFactor);
+  std::vector<float> freq(half);
+  ropeInverseFrequencies(freq.data(), rotaryDim, theta, s, seq);
+  last = RotaryTables{seq, rotaryDim, theta, s, transpose, {}, {}};
+  last.cosT.resize(seq * half);
+  last.sinT.resize(seq * half);
+  for (int64_t p = 0; p < seq; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      float angle = static_cast<float>(p) * freq[i];
+      last.cosT[p * half + i] = std::cos(angle) * amplitude;
+      // The transpose rotates by the opposite angle (the backward).
+      last.sinT[p * half + i] =
+          std::sin(angle) * amplitude * (transpose ? -1 : 1);
+    }
+  return last;
+}
+
 Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double theta, bool interleaved, int64_t ropeType, double factor,
               double lowFreqFactor, double highFreqFactor,
@@ -378,7 +509,6 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
     rotaryDim = headDim;
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
-  // As HF computes it: f32 inverse frequencies, f32 angle = position * freq.
   if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Longrope))
     fatal("rotary: unknown rope type " + std::to_string(ropeType));
   if (ropeType == static_cast<int64_t>(RopeType::Longrope) &&
@@ -398,18 +528,9 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
                       attentionFactor,
                       shortFactor,
                       longFactor};
-  // HF multiplies cos and sin (in f32) by the attention factor.
-  const float amplitude = static_cast<float>(attentionFactor);
-  std::vector<float> freq(half);
-  ropeInverseFrequencies(freq.data(), rotaryDim, theta, scaling, seq);
-  std::vector<float> cosT(seq * half), sinT(seq * half);
-  for (int64_t p = 0; p < seq; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      float angle = static_cast<float>(p) * freq[i];
-      cosT[p * half + i] = std::cos(angle) * amplitude;
-      // The transpose rotates by the opposite angle (the backward).
-      sinT[p * half + i] = std::sin(angle) * amplitude * (transpose ? -1 : 1);
-    }
+  const RotaryTables &tables =
+      rotaryTables(seq, rotaryDim, theta, scaling, transpose);
+  const std::vector<float> &cosT = tables.cosT, &sinT = tables.sinT;
   // The tables are the CPU's on either device: what raising checked.
   TPRT_ON_CUDA(
       ctx, rotary(x, headDim, rotaryDim, interleaved, cosT.data(), sinT.data()))

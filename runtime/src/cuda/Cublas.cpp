@@ -2,6 +2,7 @@
 
 #include "Cublas.h"
 
+#include "OpenLibrary.h"
 #include "Runtime.h"
 
 #include <dlfcn.h>
@@ -24,17 +25,15 @@ bool &loaded() {
 }
 
 void *open() {
-  std::string tried;
 #ifdef TPRT_CUBLAS_DIR
-  std::string path = std::string(TPRT_CUBLAS_DIR) + "/" + kLibrary;
-  if (void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
-    return handle;
-  tried = std::string(dlerror()) + "; ";
+  const char *dir = TPRT_CUBLAS_DIR;
+#else
+  const char *dir = nullptr;
 #endif
-  if (void *handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL))
+  std::string tried;
+  if (void *handle = openLibrary(dir, kLibrary, tried))
     return handle;
-  fatal(std::string("cannot open cuBLAS (") + kLibrary + "): " + tried +
-        dlerror());
+  fatal(std::string("cannot open cuBLAS (") + kLibrary + "): " + tried);
 }
 
 Cublas load() {
