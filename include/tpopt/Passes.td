@@ -420,15 +420,20 @@ def TPFuseEpilogues : Pass<"tp-fuse-epilogues", "func::FuncOp"> {
       `tp.linear_epilogue add %x, %w, %r`;
     - `tp.mul (tp.silu %y), %u`, where the SiLU alone reads `%y` and the
       product alone reads the SiLU (a gated MLP's gate), becomes
-      `tp.linear_epilogue silu_mul %x, %w, %u`.
+      `tp.linear_epilogue silu_mul %x, %w, %u`;
+    - `tp.add (shard.all_reduce %y), %r` (sum), where the all-reduce alone
+      reads `%y` and the add alone reads the all-reduce (a row-split
+      projection's residual under tensor parallelism), becomes
+      `shard.all_reduce (tp.linear_epilogue add_once %x, %w, %r)`: the
+      first rank adds `%r` into its partial sum, so the reduction yields
+      the residual stream and no rank passes over it again. `%r` must be
+      defined before the product (it is the residual stream, replicated).
 
     "Alone" keeps every value the program still reads: a training step's
     backward reads the gate's product and its SiLU, so there only the
-    residual adds fuse; under tensor parallelism a row-split projection's
-    output goes through its collective before the add, so that add stays,
-    while a column-split gate fuses on every rank. Runs on the partitioned
-    program, after the training step is built, just before `tp-to-emitc`;
-    the fused op has no partition rule or derivative.
+    residual adds fuse. Runs on the partitioned program, after the training
+    step is built, just before `tp-to-emitc`; the fused op has no partition
+    rule or derivative.
 
     ```mlir
     %y = tp.linear %a, %wo : (tensor<1x16x64xf32>, tensor<64x64xf32>)

@@ -602,6 +602,8 @@ void Roller::roll(unsigned index) {
     auto call = emitc::CallOpaqueOp::create(
         b, t.getLoc(), t->getResultTypes(), t.getCallee(), operands,
         args ? b.getArrayAttr(newArgs) : ArrayAttr());
+    // What tp-to-emitc still decides (a consuming form) comes along.
+    call->setDiscardableAttrs(t->getDiscardableAttrDictionary());
     return call->getNumResults() ? call->getResult(0) : Value();
   };
   // A variable's value, leaving it empty: a loaded tensor is then freed

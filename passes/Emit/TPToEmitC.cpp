@@ -89,6 +89,12 @@ std::optional<unsigned> inputIndex(func::FuncOp func, unsigned index) {
   return std::nullopt;
 }
 
+/// On a call whose signature has a consuming form, that form's callee and
+/// the call operand it consumes, until `releaseDeadTensors` knows whether
+/// the call is that operand's last reader.
+constexpr StringLiteral kConsumingCalleeAttr = "tp.consuming_callee";
+constexpr StringLiteral kConsumedOperandAttr = "tp.consumed_operand";
+
 /// An `emitc.call_opaque` of `call` with the converted `operands` of its op;
 /// its results, one `tprt::Tensor` per result of the op (several are taken
 /// from the `tprt::Tensors` the function returns).
@@ -105,11 +111,16 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
   // Operands pass as themselves while they come in order; everything else
   // needs the explicit argument list.
   bool plain = true;
-  for (auto [arg, kind] :
-       llvm::zip_equal(call.getArgs(), call.getSignature()->params)) {
+  const RuntimeSignature *consuming = call.getSignature()->consuming;
+  std::optional<unsigned> consumedOperand;
+  for (auto [position, arg, kind] :
+       llvm::enumerate(call.getArgs(), call.getSignature()->params)) {
     Attribute attr;
     if (auto *v = std::get_if<Value>(&arg)) {
       if (*v) {
+        if (consuming &&
+            consuming->params[position] == RuntimeArg::ConsumedTensor)
+          consumedOperand = callOperands.size();
         unsigned index =
             llvm::find(op->getOperands(), *v) - op->getOperands().begin();
         attr = b.getIndexAttr(callOperands.size());
@@ -152,6 +163,10 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
   auto callOp = emitc::CallOpaqueOp::create(
       b, op->getLoc(), types, call.getSignature()->callee, callOperands,
       plain ? ArrayAttr() : b.getArrayAttr(args));
+  if (consumedOperand) {
+    callOp->setAttr(kConsumingCalleeAttr, b.getStringAttr(consuming->callee));
+    callOp->setAttr(kConsumedOperandAttr, b.getIndexAttr(*consumedOperand));
+  }
   if (results <= 1)
     return SmallVector<Value>(callOp.getResults());
   SmallVector<Value> taken;
@@ -565,12 +580,31 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
   /// Every tensor a function computes is released right after its last
   /// reader (`tprt::release` resets the variable): a forward pass, and a
   /// training step's forward and backward, then hold only the live
-  /// activations instead of all of them until the function returns.
+  /// activations instead of all of them until the function returns. A last
+  /// reader with a consuming form takes the tensor instead (an all-reduce
+  /// then sums in its storage rather than in a copy).
   static void releaseDeadTensors(emitc::FuncOp func) {
     SmallVector<Block *> blocks;
     func.walk([&](Block *block) { blocks.push_back(block); });
     for (Block *block : blocks)
       releaseDeadTensors(*block);
+    func.walk([](emitc::CallOpaqueOp call) {
+      call->removeAttr(kConsumingCalleeAttr);
+      call->removeAttr(kConsumedOperandAttr);
+    });
+  }
+
+  /// Whether `reader`, the last reader of `v`, takes it over: its consuming
+  /// form, when it has one and `v` is the operand it consumes (and no
+  /// other of its operands).
+  static bool consumes(emitc::CallOpaqueOp reader, Value v) {
+    auto callee = reader->getAttrOfType<StringAttr>(kConsumingCalleeAttr);
+    auto operand = reader->getAttrOfType<IntegerAttr>(kConsumedOperandAttr);
+    if (!callee || !operand || reader.getOperand(operand.getInt()) != v ||
+        llvm::count(reader.getOperands(), v) != 1)
+      return false;
+    reader.setCallee(callee.getValue());
+    return true;
   }
 
   /// The tensors `body` defines, released after their last reader in it
@@ -597,6 +631,10 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
               reader && last->isBeforeInBlock(reader))
             last = reader;
         if (last->hasTrait<OpTrait::IsTerminator>())
+          continue;
+        // A reader that takes the tensor leaves the variable empty.
+        if (auto reader = dyn_cast<emitc::CallOpaqueOp>(last);
+            reader && consumes(reader, v))
           continue;
         builder.setInsertionPointAfter(last);
         emitc::CallOpaqueOp::create(builder, op.getLoc(), TypeRange(),

@@ -5,16 +5,23 @@
 // back. Fusing the elementwise ops into the product's epilogue (oneDNN's
 // post-ops) applies them to each output tile while it is in registers. Only
 // values nothing else reads fuse, so the training step's backward keeps
-// what it reads, and the partitioned program's collectives stay between a
-// row-split projection and its add.
+// what it reads.
+//
+// A row-split projection's add comes after its all-reduce, on every rank:
+// a pass over the reduced sum each. Adding the (replicated) residual into
+// one rank's partial sum instead (`add_once`) makes the all-reduce's result
+// the residual stream itself, so the add is an epilogue on one rank.
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_TPFUSEEPILOGUES
@@ -50,8 +57,35 @@ void fuse(Operation *op, LinearOp linear, Value other, Epilogue epilogue,
   linear.erase();
 }
 
+/// `add` of `other` and `sum`, the all-reduce of a bias-free product only
+/// it reads: the residual goes into the product on the first rank
+/// (`add_once`) and the all-reduce's result replaces the add. `other` must
+/// exist where the product is computed.
+bool fuseBeforeReduction(AddOp add, Value sum, Value other,
+                         DominanceInfo &dominance) {
+  auto reduce = sum.getDefiningOp<shard::AllReduceOp>();
+  if (!reduce || !sum.hasOneUse() ||
+      reduce.getReduction() != shard::ReductionKind::Sum ||
+      reduce.getInput().getType() != add.getType())
+    return false;
+  LinearOp linear = soleBiasFreeLinear(reduce.getInput());
+  if (!linear || !dominance.properlyDominates(other, linear))
+    return false;
+  OpBuilder b(linear);
+  auto fused = LinearEpilogueOp::create(
+      b, linear.getLoc(), linear.getType(), linear.getX(), linear.getWeight(),
+      other, EpilogueAttr::get(b.getContext(), Epilogue::AddOnce),
+      linear.getFormAttr());
+  reduce.getInputMutable().assign(fused.getResult());
+  linear.erase();
+  add.getResult().replaceAllUsesWith(sum);
+  add.erase();
+  return true;
+}
+
 struct TPFuseEpilogues : public tp::impl::TPFuseEpiloguesBase<TPFuseEpilogues> {
   void runOnOperation() override {
+    DominanceInfo &dominance = getAnalysis<DominanceInfo>();
     SmallVector<Operation *> candidates;
     getOperation().walk([&](Operation *op) {
       if (isa<AddOp, MulOp>(op))
@@ -61,11 +95,13 @@ struct TPFuseEpilogues : public tp::impl::TPFuseEpiloguesBase<TPFuseEpilogues> {
       Value lhs = op->getOperand(0), rhs = op->getOperand(1);
       // Either operand may be the product (both ops commute).
       for (auto [product, other] : {std::pair(lhs, rhs), std::pair(rhs, lhs)}) {
-        if (isa<AddOp>(op)) {
+        if (auto add = dyn_cast<AddOp>(op)) {
           if (LinearOp linear = soleBiasFreeLinear(product)) {
             fuse(op, linear, other, Epilogue::Add);
             break;
           }
+          if (fuseBeforeReduction(add, product, other, dominance))
+            break;
           continue;
         }
         auto silu = product.getDefiningOp<SiluOp>();

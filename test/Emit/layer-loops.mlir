@@ -238,3 +238,35 @@ module attributes {onnx.file = "m.onnx"} {
     return %g0 : tensor<?x?x4xf32>
   }
 }
+
+// -----
+
+// A call's consuming form survives the rolling: each iteration's
+// all-reduce takes the product it alone reads.
+// CHECK: // 3 layers (0 first, 2 last): one loop
+// CHECK: for (size_t
+// CHECK: tprt::Tensor [[P:v[0-9]+]] = tprt::linear(
+// CHECK-NEXT: tprt::Tensor {{v[0-9]+}} = tprt::all_reduce_sum_consuming({{v[0-9]+}}, [[P]]);
+// CHECK-NOT: tprt::release([[P]])
+// CHECK: }
+module attributes {onnx.file = "m.onnx"} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},
+      %w0: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.down_proj.weight", tp.source = #tp.source<initializer = "w0", file = "m.onnx", offset = 256, length = 64, transposed = false>},
+      %w1: tensor<4x4xf32> {tp.fqn = "model.layers.1.mlp.down_proj.weight", tp.source = #tp.source<initializer = "w1", file = "m.onnx", offset = 320, length = 64, transposed = false>},
+      %w2: tensor<4x4xf32> {tp.fqn = "model.layers.2.mlp.down_proj.weight", tp.source = #tp.source<initializer = "w2", file = "m.onnx", offset = 384, length = 64, transposed = false>}) -> tensor<?x?x4xf32> {
+    %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %p0 = tp.linear %h0, %w0 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_0")
+    %s0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
+    %h1 = tp.add %h0, %s0 : tensor<?x?x4xf32>
+    %p1 = tp.linear %h1, %w1 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_1")
+    %s1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
+    %h2 = tp.add %h1, %s1 : tensor<?x?x4xf32>
+    %p2 = tp.linear %h2, %w2 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_2")
+    %s2 = shard.all_reduce %p2 on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
+    %h3 = tp.add %h2, %s2 : tensor<?x?x4xf32>
+    return %h3 : tensor<?x?x4xf32>
+  }
+}

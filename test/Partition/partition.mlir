@@ -30,7 +30,7 @@
 // EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{16, 4}">, false, 0 : i32, 2, 1, #emitc.opaque<"tprt::DType::F32">]}
 // EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22down.weight\22">, {{.*}}, #emitc.opaque<"{4, 8}">, false, 1 : i32, 2, 1, #emitc.opaque<"tprt::DType::F32">]}
 // EMITC: call_opaque "tprt::embedding_vocab_parallel"
-// EMITC-NEXT: call_opaque "tprt::all_reduce_sum"
+// EMITC-NEXT: call_opaque "tprt::all_reduce_sum{{(_consuming)?}}"
 // EMITC: call_opaque "tprt::all_gather"({{.*}}) {args = [0 : index, 1 : index, 2]}
 // EMITC-NOT: shard.
 module attributes {onnx.file = "m.onnx"} {

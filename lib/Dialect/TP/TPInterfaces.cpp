@@ -131,6 +131,8 @@ StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
   case RuntimeArg::Tensor:
   case RuntimeArg::OptionalTensor:
     return "const tprt::Tensor &";
+  case RuntimeArg::ConsumedTensor:
+    return "tprt::Tensor &";
   case RuntimeArg::I64:
     return "int64_t";
   case RuntimeArg::I32:
@@ -163,6 +165,7 @@ StringRef mlir::tp::getRuntimeReturnCppType(const RuntimeSignature &signature) {
 static bool matches(const RuntimeCall::Arg &arg, RuntimeArg kind) {
   switch (kind) {
   case RuntimeArg::Tensor:
+  case RuntimeArg::ConsumedTensor:
     return std::holds_alternative<Value>(arg) && std::get<Value>(arg);
   case RuntimeArg::OptionalTensor:
     return std::holds_alternative<Value>(arg);
@@ -221,6 +224,11 @@ mlir::tp::getAllRuntimeSignatures(MLIRContext *ctx) {
   SmallVector<RuntimeSignature> signatures = {getLoadParamSignature()};
   for (RegisteredOperationName name : ctx->getRegisteredOperations())
     if (auto *concept = name.getInterface<RuntimeCallOpInterface>())
-      llvm::append_range(signatures, concept->getRuntimeSignatures());
+      for (const RuntimeSignature &signature :
+           concept->getRuntimeSignatures()) {
+        signatures.push_back(signature);
+        if (signature.consuming)
+          signatures.push_back(*signature.consuming);
+      }
   return signatures;
 }

@@ -71,12 +71,24 @@ LogicalResult LinearOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-// Per epilogue, the linear then the bmm form.
+// The adds' consuming forms take the residual: the product may be added
+// into its storage.
+static constexpr RuntimeArg kTwoTensorsThenConsumed[] = {
+    kTensor, kTensor, RuntimeArg::ConsumedTensor};
+static constexpr RuntimeSignature kLinearAddConsuming[] = {
+    {"tprt::linear_add_consuming", kTwoTensorsThenConsumed},
+    {"tprt::linear_bmm_add_consuming", kTwoTensorsThenConsumed},
+    {"tprt::linear_add_once_consuming", kTwoTensorsThenConsumed},
+    {"tprt::linear_bmm_add_once_consuming", kTwoTensorsThenConsumed}};
+
+// Per epilogue (in the order of its enum), the linear then the bmm form.
 static constexpr RuntimeSignature kLinearEpilogue[] = {
-    {"tprt::linear_add", kThreeTensors},
-    {"tprt::linear_bmm_add", kThreeTensors},
+    {"tprt::linear_add", kThreeTensors, 1, &kLinearAddConsuming[0]},
+    {"tprt::linear_bmm_add", kThreeTensors, 1, &kLinearAddConsuming[1]},
     {"tprt::linear_silu_mul", kThreeTensors},
-    {"tprt::linear_bmm_silu_mul", kThreeTensors}};
+    {"tprt::linear_bmm_silu_mul", kThreeTensors},
+    {"tprt::linear_add_once", kThreeTensors, 1, &kLinearAddConsuming[2]},
+    {"tprt::linear_bmm_add_once", kThreeTensors, 1, &kLinearAddConsuming[3]}};
 
 ArrayRef<RuntimeSignature> LinearEpilogueOp::getRuntimeSignatures() {
   return kLinearEpilogue;
@@ -84,7 +96,7 @@ ArrayRef<RuntimeSignature> LinearEpilogueOp::getRuntimeSignatures() {
 
 LogicalResult LinearEpilogueOp::buildRuntimeCall(RuntimeCall &call) {
   bool bmm = getForm() == LinearForm::Bmm;
-  int epilogue = getEpilogue() == Epilogue::Add ? 0 : 2;
+  int epilogue = 2 * static_cast<int>(getEpilogue());
   call.callee(kLinearEpilogue[epilogue + (bmm ? 1 : 0)])
       .tensor(getX())
       .tensor(getWeight())
@@ -768,8 +780,11 @@ LogicalResult checkSum(Operation *op, shard::ReductionKind kind) {
   return op->emitError("only sum reductions have a runtime call");
 }
 
+constexpr RuntimeArg kOneConsumedTensor[] = {RuntimeArg::ConsumedTensor};
+constexpr RuntimeSignature kAllReduceConsuming = {
+    "tprt::all_reduce_sum_consuming", kOneConsumedTensor};
 constexpr RuntimeSignature kAllReduce[] = {
-    {"tprt::all_reduce_sum", kOneTensor}};
+    {"tprt::all_reduce_sum", kOneTensor, 1, &kAllReduceConsuming}};
 constexpr RuntimeSignature kAllGather[] = {{"tprt::all_gather", kTensorAndI64}};
 constexpr RuntimeSignature kReduceScatter[] = {
     {"tprt::reduce_scatter_sum", kTensorAndI64}};

@@ -32,7 +32,8 @@ def TP_LinearFormAttr : EnumAttr<TP_Dialect, TP_LinearForm, "linear_form">;
 def TP_Epilogue : I32EnumAttr<"Epilogue",
     "what tp.linear_epilogue applies to its product", [
       I32EnumAttrCase<"Add", 0, "add">,
-      I32EnumAttrCase<"SiluMul", 1, "silu_mul">
+      I32EnumAttrCase<"SiluMul", 1, "silu_mul">,
+      I32EnumAttrCase<"AddOnce", 2, "add_once">
     ]> {
   let cppNamespace = "::mlir::tp";
   let genSpecializedAttr = 0;

@@ -103,6 +103,10 @@ enum class RuntimeArg {
   Tensor,
   /// `const tprt::Tensor &`, an optional operand (`tprt::Tensor()` if absent).
   OptionalTensor,
+  /// `tprt::Tensor &`, an operand the call is the last reader of: the callee
+  /// takes it (the caller's variable is left empty) and may reuse its
+  /// storage. Only in a signature's consuming form, one parameter.
+  ConsumedTensor,
   /// `int64_t`, `int`, `double`, `bool`.
   I64,
   I32,
@@ -125,11 +129,15 @@ StringRef getRuntimeArgCppType(RuntimeArg kind);
 
 /// One runtime function: its qualified name, its parameters, and how many
 /// tensors it returns: a `tprt::Tensor` for one, `tprt::Tensors` (one per
-/// result of the op) for several, nothing (`void`) for none.
+/// result of the op) for several, nothing (`void`) for none. `consuming`,
+/// when set, is the same function with one tensor parameter a
+/// ConsumedTensor: `tp-to-emitc` calls it instead when the call is that
+/// tensor's last reader.
 struct RuntimeSignature {
   StringLiteral callee;
   ArrayRef<RuntimeArg> params;
   unsigned results = 1;
+  const RuntimeSignature *consuming = nullptr;
 };
 
 /// The C++ return type of `signature`, as tprt.h declares it.

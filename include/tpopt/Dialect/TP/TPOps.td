@@ -99,7 +99,12 @@ def TP_LinearEpilogueOp : TP_Op<"linear_epilogue",
     - `add`: `x W^T + other` (a residual connection after the output
       projection);
     - `silu_mul`: `silu(x W^T) * other` (a gated MLP: the gate projection,
-      its SiLU and the product with the up projection).
+      its SiLU and the product with the up projection);
+    - `add_once`: `x W^T + other` on the tensor-parallel group's first rank,
+      `x W^T` on the others. The result is a partial sum whose all-reduce
+      adds `other` once: a residual connection moved before the reduction
+      of a row-split projection, so no rank reads the reduced sum again to
+      add it (`other` is the same on every rank; at one rank it is `add`).
 
     `other` has the result's type. In f32 the result is the unfused ops'
     value bit for bit; in bf16 the product is not rounded before the
@@ -112,6 +117,13 @@ def TP_LinearEpilogueOp : TP_Op<"linear_epilogue",
     %h = tp.linear_epilogue add %a, %wo, %residual
         : (tensor<1x16x64xf32>, tensor<64x64xf32>, tensor<1x16x64xf32>)
         -> tensor<1x16x64xf32>
+    // A row-split o_proj on a rank of two: its partial sum carries the
+    // residual on rank 0, and the all-reduce is the residual stream.
+    %p = tp.linear_epilogue add_once %a, %wo, %residual
+        : (tensor<1x16x32xf32>, tensor<64x32xf32>, tensor<1x16x64xf32>)
+        -> tensor<1x16x64xf32>
+    %h = shard.all_reduce %p on @tp grid_axes = [0]
+        : tensor<1x16x64xf32> -> tensor<1x16x64xf32>
     ```
   }];
   let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
