@@ -427,7 +427,11 @@ def TPFuseEpilogues : Pass<"tp-fuse-epilogues", "func::FuncOp"> {
       `shard.all_reduce (tp.linear_epilogue add_once %x, %w, %r)`: the
       first rank adds `%r` into its partial sum, so the reduction yields
       the residual stream and no rank passes over it again. `%r` must be
-      defined before the product (it is the residual stream, replicated).
+      defined before the product (it is the residual stream, replicated);
+    - `tp.mul (tp.silu %s#0), %s#1`, where `%s` is a `tp.linear_siblings`
+      of two weights (a gated MLP's gate and up after
+      `tp-fuse-sibling-linears`) whose results only these read, becomes
+      `tp.linear_swiglu %x, %wg, %wu`.
 
     "Alone" keeps every value the program still reads: a training step's
     backward reads the gate's product and its SiLU, so there only the
@@ -443,6 +447,41 @@ def TPFuseEpilogues : Pass<"tp-fuse-epilogues", "func::FuncOp"> {
     %h = tp.linear_epilogue add %a, %wo, %r
         : (tensor<1x16x64xf32>, tensor<64x64xf32>, tensor<1x16x64xf32>)
         -> tensor<1x16x64xf32>
+    ```
+  }];
+}
+
+def TPFuseSiblingLinears : Pass<"tp-fuse-sibling-linears", "func::FuncOp"> {
+  let summary = "Bias-free linears of one input as one product";
+  let description = [{
+    Rewrites the bias-free `tp.linear`s of a block that read the same input
+    (with the same `form` and weight element type), such as an attention
+    block's q, k and v projections or a gated MLP's gate and up, into one
+    `tp.linear_siblings`: one GEMM over the weights concatenated along
+    their `out` dimension, which reads the input once. Two or three make
+    one op; four make two pairs; more, groups of three then the rest. The
+    op goes where the first of them was (each weight must be defined
+    there; the parameters, function arguments, always are).
+
+    Runs on the partitioned program (after `tp-partition` and the training
+    step's passes), so each rank fuses its own blocks of the weights and
+    the plan's split and collectives are unchanged; `tp-fuse-epilogues`
+    after it makes a fused gate and up, with the SiLU and the product after
+    them, one `tp.linear_swiglu`. A linear with a bias (Qwen2's q, k, v)
+    stays as it is. `tpc --fuse-siblings` (the `tp-compile` pipeline's
+    `fuse-siblings`) runs it; it is off by default because on the CPUs
+    measured the one product was no faster than the separate ones
+    (docs/runtime.md).
+
+    ```mlir
+    %q = tp.linear %h, %wq : (tensor<1x16x128xf32>, tensor<64x128xf32>)
+        -> tensor<1x16x64xf32>
+    %k = tp.linear %h, %wk : (tensor<1x16x128xf32>, tensor<32x128xf32>)
+        -> tensor<1x16x32xf32>
+    // become
+    %q, %k = tp.linear_siblings %h, %wq, %wk
+        : (tensor<1x16x128xf32>, tensor<64x128xf32>, tensor<32x128xf32>)
+        -> (tensor<1x16x64xf32>, tensor<1x16x32xf32>)
     ```
   }];
 }

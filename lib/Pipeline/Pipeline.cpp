@@ -80,6 +80,9 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     broadcast.dp = options.dp;
     pm.addPass(createTPBroadcastReplicas(broadcast));
   }
+  // On the rank's program, so that the plan report and model.mlir show it.
+  if (options.fuseSiblings)
+    pm.addNestedPass<func::FuncOp>(createTPFuseSiblingLinears());
 }
 
 void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,

@@ -7,6 +7,11 @@
 // values nothing else reads fuse, so the training step's backward keeps
 // what it reads.
 //
+// A gated MLP whose gate and up projections are already one product
+// (tp-fuse-sibling-linears) becomes one op with the SiLU and the product
+// (tp.linear_swiglu), which the runtime computes without the gate, SiLU
+// and up tensors in memory.
+//
 // A row-split projection's add comes after its all-reduce, on every rank:
 // a pass over the reduced sum each. Adding the (replicated) residual into
 // one rank's partial sum instead (`add_once`) makes the all-reduce's result
@@ -83,6 +88,31 @@ bool fuseBeforeReduction(AddOp add, Value sum, Value other,
   return true;
 }
 
+/// `mul` of `product` = silu(s#i) and `other` = s#(1-i), for a
+/// tp.linear_siblings `s` of two weights whose results only these read:
+/// one tp.linear_swiglu.
+bool fuseSwiglu(MulOp mul, Value product, Value other) {
+  auto silu = product.getDefiningOp<SiluOp>();
+  if (!silu || !product.hasOneUse())
+    return false;
+  auto siblings = silu.getX().getDefiningOp<LinearSiblingsOp>();
+  if (!siblings || siblings.getNumResults() != 2 ||
+      other.getDefiningOp() != siblings || other == silu.getX() ||
+      !silu.getX().hasOneUse() || !other.hasOneUse())
+    return false;
+  unsigned gate = cast<OpResult>(silu.getX()).getResultNumber();
+  OpBuilder b(mul);
+  auto fused = LinearSwigluOp::create(
+      b, siblings.getLoc(), mul.getType(), siblings.getX(),
+      siblings.getWeights()[gate], siblings.getWeights()[1 - gate],
+      siblings.getFormAttr());
+  mul.getResult().replaceAllUsesWith(fused.getResult());
+  mul.erase();
+  silu.erase();
+  siblings.erase();
+  return true;
+}
+
 struct TPFuseEpilogues : public tp::impl::TPFuseEpiloguesBase<TPFuseEpilogues> {
   void runOnOperation() override {
     DominanceInfo &dominance = getAnalysis<DominanceInfo>();
@@ -104,6 +134,8 @@ struct TPFuseEpilogues : public tp::impl::TPFuseEpiloguesBase<TPFuseEpilogues> {
             break;
           continue;
         }
+        if (fuseSwiglu(cast<MulOp>(op), product, other))
+          break;
         auto silu = product.getDefiningOp<SiluOp>();
         if (!silu || !product.hasOneUse())
           continue;

@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -177,6 +178,33 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   os << "\n| collective, where | count | bytes per token |\n|---|---|---|\n";
   for (auto &[where, v] : perLayer)
     os << "| " << where << " | " << v.first << " | " << v.second << " |\n";
+  // Projections each rank computes as one product.
+  int siblingProducts = 0;
+  std::string siblingRows;
+  llvm::raw_string_ostream siblingOs(siblingRows);
+  func.walk([&](LinearSiblingsOp op) {
+    ++siblingProducts;
+    siblingOs << "| ";
+    int64_t total = 0;
+    SmallVector<std::string> widths;
+    llvm::interleaveComma(op.getWeights(), siblingOs, [&](Value weight) {
+      auto arg = dyn_cast<BlockArgument>(weight);
+      auto fqn = arg ? func.getArgAttrOfType<StringAttr>(
+                           arg.getArgNumber(), TPDialect::kFqnAttrName)
+                     : StringAttr();
+      siblingOs << "`" << (fqn ? fqn.getValue() : "(computed)") << "`";
+      int64_t out = cast<ShapedType>(weight.getType()).getDimSize(0);
+      widths.push_back(std::to_string(out));
+      total += out;
+    });
+    siblingOs << " | " << llvm::join(widths, " + ") << " = " << total << " |\n";
+  });
+  if (siblingProducts)
+    os << "\nSibling projections computed as one product per rank "
+          "(tp-fuse-sibling-linears): "
+       << siblingProducts
+       << "\n\n| parameters | output features per rank |\n|---|---|\n"
+       << siblingRows;
   if (*update) {
     int buckets = 0;
     std::string rows;

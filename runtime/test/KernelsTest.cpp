@@ -214,6 +214,79 @@ struct ConstantWeights {
   ~ConstantWeights() { ctx().setConstantWeights(false); }
 };
 
+/// x W^T in double (naiveLinear without a bias).
+std::vector<double> naiveProduct(const Tensor &x, const Tensor &w) {
+  return naiveLinear(x, w, Tensor(DType::F32, {w.dim(0)})).first;
+}
+
+/// `check(bmm)` with trained, then constant weights, each in the linear and
+/// then the bmm form.
+template <typename Check> void forEachPackingAndForm(const Check &check) {
+  for (bool constant : {false, true}) {
+    std::optional<ConstantWeights> packing;
+    if (constant)
+      packing.emplace();
+    for (bool bmm : {false, true}) {
+      SCOPED_TRACE(std::string(constant ? "constant" : "trained") +
+                   (bmm ? ", bmm" : ", linear"));
+      check(bmm);
+    }
+  }
+}
+
+// tp.linear_siblings: result i is weight i's product, in both forms, with
+// two and three weights; with constant weights one product over their
+// concatenation split into the results, otherwise the separate products.
+// Other weights of the same shapes are not served the first ones'
+// concatenation.
+TEST(Kernels, LinearSiblingsAreEachWeightsProduct) {
+  Tensor x = randomTensor({2, 5, 16}, 61);
+  Tensor ws[] = {randomTensor({7, 16}, 62), randomTensor({3, 16}, 63),
+                 randomTensor({9, 16}, 64)};
+  forEachPackingAndForm([&](bool bmm) {
+    Tensors two = bmm ? linear_bmm_siblings(ctx(), x, ws[0], ws[1])
+                      : linear_siblings(ctx(), x, ws[0], ws[1]);
+    Tensors three = bmm ? linear_bmm_siblings(ctx(), x, ws[0], ws[1], ws[2])
+                        : linear_siblings(ctx(), x, ws[0], ws[1], ws[2]);
+    ASSERT_EQ(two.size(), 2u);
+    ASSERT_EQ(three.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<double> want = naiveProduct(x, ws[i]);
+      EXPECT_EQ(three[i].shape(), (std::vector<int64_t>{2, 5, ws[i].dim(0)}));
+      expectClose(three[i], want);
+      if (i < 2)
+        expectClose(two[i], want);
+    }
+  });
+  ConstantWeights packing;
+  Tensor v0 = randomTensor({7, 16}, 65), v1 = randomTensor({3, 16}, 66);
+  Tensors other = linear_siblings(ctx(), x, v0, v1);
+  expectClose(other[0], naiveProduct(x, v0));
+  expectClose(other[1], naiveProduct(x, v1));
+  EXPECT_EXIT(linear_siblings(ctx(), x, ws[0], randomTensor({3, 8}, 67)),
+              testing::ExitedWithCode(1), "linear: input .* does not match");
+}
+
+// tp.linear_swiglu: silu(x wg^T) * (x wu^T) against the double product, in
+// both forms, with trained and constant weights (constant: one product over
+// [wg; wu] and the blockwise pass where the library has no post-ops, the
+// gate's product with oneDNN's post-ops where it has). 3000 rows of 40
+// features span several blocks of the pass and a partial last one.
+TEST(Kernels, LinearSwigluIsSiluOfGateTimesUp) {
+  Tensor x = randomTensor({2, 1500, 24}, 71), wg = randomTensor({40, 24}, 72),
+         wu = randomTensor({40, 24}, 73);
+  std::vector<double> g = naiveProduct(x, wg), u = naiveProduct(x, wu);
+  std::vector<double> want(g.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    want[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  forEachPackingAndForm([&](bool bmm) {
+    Tensor h = bmm ? linear_bmm_swiglu(ctx(), x, wg, wu)
+                   : linear_swiglu(ctx(), x, wg, wu);
+    EXPECT_EQ(h.shape(), (std::vector<int64_t>{2, 1500, 40}));
+    expectClose(h, want, 1e-4);
+  });
+}
+
 /// Sets the shared test context's autocast while it lives.
 struct Autocast {
   Autocast() { ctx().setAutocast(DType::BF16); }

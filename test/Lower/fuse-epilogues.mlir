@@ -94,3 +94,39 @@ func.func @kept_row_split(%a: tensor<4x8xf32>, %w: tensor<16x8xf32>, %r: tensor<
   %h4 = tp.add %s4, %s4 : tensor<4x16xf32>
   return %h0, %s0, %h1, %p1, %h2, %h3, %h4 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+// A gated MLP whose gate and up are one product (tp-fuse-sibling-linears):
+// with the SiLU and the product, one tp.linear_swiglu (the gate being
+// whichever result the SiLU reads; the form kept).
+// CHECK-LABEL: func.func @swiglu
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8x16xf32>, %[[WU:.*]]: tensor<32x16xf32>, %[[WG:.*]]: tensor<32x16xf32>)
+// CHECK-NEXT: %[[H:.*]] = tp.linear_swiglu %[[X]], %[[WG]], %[[WU]] {form = #tp<linear_form bmm>} : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+// CHECK-NEXT: return %[[H]]
+func.func @swiglu(%x: tensor<2x8x16xf32>, %wu: tensor<32x16xf32>, %wg: tensor<32x16xf32>) -> tensor<2x8x32xf32> {
+  %r:2 = tp.linear_siblings %x, %wu, %wg {form = #tp<linear_form bmm>} : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x32xf32>)
+  %s = tp.silu %r#1 : tensor<2x8x32xf32>
+  %m = tp.mul %r#0, %s : tensor<2x8x32xf32>
+  return %m : tensor<2x8x32xf32>
+}
+
+// -----
+
+// Kept: a sibling result read again (a training step's backward reads the
+// gate's product), three siblings, a SiLU of both results' one product.
+// CHECK-LABEL: func.func @swiglu_kept
+// CHECK-NOT: tp.linear_swiglu
+// CHECK: return
+func.func @swiglu_kept(%x: tensor<4x16xf32>, %w: tensor<32x16xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>) {
+  %r:2 = tp.linear_siblings %x, %w, %w : (tensor<4x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>)
+  %s = tp.silu %r#0 : tensor<4x32xf32>
+  %m = tp.mul %s, %r#1 : tensor<4x32xf32>
+  %t:3 = tp.linear_siblings %x, %w, %w, %w : (tensor<4x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>)
+  %ts = tp.silu %t#0 : tensor<4x32xf32>
+  %tm = tp.mul %ts, %t#1 : tensor<4x32xf32>
+  %u:2 = tp.linear_siblings %x, %w, %w : (tensor<4x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>)
+  %us = tp.silu %u#0 : tensor<4x32xf32>
+  %um = tp.mul %us, %us : tensor<4x32xf32>
+  return %m, %r#0, %tm, %um : tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>
+}

@@ -101,6 +101,13 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("Fuse residual adds and gated-MLP SiLU products into "
                      "the projection before them (tp-fuse-epilogues)"),
       llvm::cl::init(true)};
+  Option<bool> fuseSiblings{
+      *this, "fuse-siblings",
+      llvm::cl::desc("Bias-free projections of one input (q, k, v; gate, "
+                     "up) as one product per rank (tp-fuse-sibling-linears; "
+                     "off by default: no faster on the CPUs measured, "
+                     "docs/runtime.md)"),
+      llvm::cl::init(false)};
   Option<bool> fuseGradAccumulation{
       *this, "fuse-grad-accumulation",
       llvm::cl::desc("With --train: linear weight gradients added into their "
@@ -146,7 +153,9 @@ void buildTPRaisePipeline(OpPassManager &pm, const TPCompileOptions &options);
 
 /// The tp program to the program of one rank: the plan (tp-apply-plan when
 /// distributed), the linear forms (tp-lower-linear), the partition
-/// (tp-partition when distributed).
+/// (tp-partition when distributed), the training step's passes (with
+/// `train`), sibling projections as one product (tp-fuse-sibling-linears,
+/// with `fuse-siblings`).
 void buildTPDistributePipeline(OpPassManager &pm,
                                const TPCompileOptions &options);
 

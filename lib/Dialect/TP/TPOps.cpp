@@ -201,6 +201,40 @@ LogicalResult LinearEpilogueOp::verify() {
   return verifySameElementType(*this, {getX(), getResult()});
 }
 
+LogicalResult LinearSiblingsOp::verify() {
+  OperandRange weights = getWeights();
+  if (weights.size() < 2 || weights.size() > 3)
+    return emitOpError("expects two or three weights, got ") << weights.size();
+  if (getResults().size() != weights.size())
+    return emitOpError("expects one result per weight, got ")
+           << getResults().size() << " results for " << weights.size()
+           << " weights";
+  Type weightElement = getElementTypeOrSelf(weights.front().getType());
+  for (auto [weight, result] : llvm::zip(weights, getResults())) {
+    auto weightType = cast<RankedTensorType>(weight.getType());
+    if (weightType.getElementType() != weightElement)
+      return emitOpError("weights must share one element type, got ")
+             << weightElement << " and " << weightType.getElementType();
+    if (failed(verifyLinearProduct(*this, getX().getType(), weightType,
+                                   cast<RankedTensorType>(result.getType()),
+                                   getForm())) ||
+        failed(verifySameElementType(*this, {getX(), result})))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult LinearSwigluOp::verify() {
+  auto result = getResult().getType();
+  if (getGate().getType() != getUp().getType())
+    return emitOpError("gate and up weights differ: ")
+           << getGate().getType() << " and " << getUp().getType();
+  if (failed(verifyLinearProduct(*this, getX().getType(), getGate().getType(),
+                                 result, getForm())))
+    return failure();
+  return verifySameElementType(*this, {getX(), getResult()});
+}
+
 //===----------------------------------------------------------------------===//
 // RmsNormOp
 //===----------------------------------------------------------------------===//

@@ -27,6 +27,7 @@ constexpr RuntimeArg kBool = RuntimeArg::Bool;
 constexpr RuntimeArg kOneTensor[] = {kTensor};
 constexpr RuntimeArg kTwoTensors[] = {kTensor, kTensor};
 constexpr RuntimeArg kThreeTensors[] = {kTensor, kTensor, kTensor};
+constexpr RuntimeArg kFourTensors[] = {kTensor, kTensor, kTensor, kTensor};
 constexpr RuntimeArg kTensorAndI64[] = {kTensor, kI64};
 constexpr RuntimeArg kTensorAndF64[] = {kTensor, kF64};
 constexpr RuntimeArg kTensorAndBool[] = {kTensor, kBool};
@@ -101,6 +102,42 @@ LogicalResult LinearEpilogueOp::buildRuntimeCall(RuntimeCall &call) {
       .tensor(getX())
       .tensor(getWeight())
       .tensor(getOther());
+  return success();
+}
+
+static constexpr RuntimeSignature kLinearSwiglu[] = {
+    {"tprt::linear_swiglu", kThreeTensors},
+    {"tprt::linear_bmm_swiglu", kThreeTensors}};
+
+ArrayRef<RuntimeSignature> LinearSwigluOp::getRuntimeSignatures() {
+  return kLinearSwiglu;
+}
+
+LogicalResult LinearSwigluOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kLinearSwiglu[getForm() == LinearForm::Bmm ? 1 : 0])
+      .tensor(getX())
+      .tensor(getGate())
+      .tensor(getUp());
+  return success();
+}
+
+// Overloads by the number of weights, then the bmm form's.
+static constexpr RuntimeSignature kLinearSiblings[] = {
+    {"tprt::linear_siblings", kThreeTensors, 2},
+    {"tprt::linear_siblings", kFourTensors, 3},
+    {"tprt::linear_bmm_siblings", kThreeTensors, 2},
+    {"tprt::linear_bmm_siblings", kFourTensors, 3}};
+
+ArrayRef<RuntimeSignature> LinearSiblingsOp::getRuntimeSignatures() {
+  return kLinearSiblings;
+}
+
+LogicalResult LinearSiblingsOp::buildRuntimeCall(RuntimeCall &call) {
+  bool bmm = getForm() == LinearForm::Bmm;
+  call.callee(kLinearSiblings[(bmm ? 2 : 0) + getWeights().size() - 2])
+      .tensor(getX());
+  for (Value weight : getWeights())
+    call.tensor(weight);
   return success();
 }
 
@@ -369,8 +406,6 @@ LogicalResult CrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kFourTensors[] = {kTensor, kTensor, kTensor,
-                                              kTensor};
 static constexpr RuntimeSignature kLinearCrossEntropy[] = {
     {"tprt::linear_cross_entropy", kFourTensors, 3},
     {"tprt::linear_cross_entropy_vocab_parallel", kFourTensors, 3}};

@@ -389,6 +389,9 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
 /// shard.all_slice: this rank's block r of `axis` of a replicated tensor,
 /// without communication (the dimension must divide by the ranks).
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
+/// The results of an op with several (generated code takes them apart).
+using Tensors = std::vector<Tensor>;
+
 /// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm; cuBLAS on CUDA).
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
@@ -429,6 +432,27 @@ Tensor linear_add_once_consuming(Context &ctx, const Tensor &x, const Tensor &w,
                                  Tensor &other);
 Tensor linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
                                      const Tensor &w, Tensor &other);
+/// tp.linear_siblings: {x w0^T, x w1^T[, x w2^T]}, the linear (or bmm) form
+/// of each weight, computed as one product over the weights concatenated
+/// along `out` where they are constant f32 on the host (the concatenation
+/// made once per weights), else as the separate products.
+Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                        const Tensor &w1);
+Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                        const Tensor &w1, const Tensor &w2);
+Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                            const Tensor &w1);
+Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                            const Tensor &w1, const Tensor &w2);
+/// The SwiGLU of a gated MLP (tp.linear_swiglu): silu(x wg^T) * (x wu^T),
+/// in the linear or bmm form. With constant f32 weights on the host and a
+/// GEMM library without post-ops (MKL, OpenBLAS): one product over wg and
+/// wu concatenated, then one blockwise SiLU-and-multiply pass over it;
+/// otherwise the up projection, then linear_silu_mul.
+Tensor linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
+                     const Tensor &wu);
+Tensor linear_bmm_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
+                         const Tensor &wu);
 /// x + bias over the last dimension (async-TP's split-off bias).
 Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
 /// x / sqrt(mean(x^2) + eps) * (offset + w) over groups of `group` elements
@@ -477,8 +501,6 @@ Tensor softcap(Context &ctx, const Tensor &x, double cap);
 // Kernels of the training step (tp.cross_entropy and the backward ops)
 //===----------------------------------------------------------------------===//
 
-/// The results of an op with several (generated code takes them apart).
-using Tensors = std::vector<Tensor>;
 inline Tensor take(const Tensors &results, int64_t index) {
   return results[index];
 }

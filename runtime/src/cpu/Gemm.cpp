@@ -669,6 +669,8 @@ void setThreads(int threads) {
     requiredMkl().setNumThreads(threads);
 }
 
+bool f32EpiloguesFused() { return f32Library() == F32Library::OneDnn; }
+
 const char *gemmLibrary() {
   static const std::string name = [] {
     const dnnl_version_t *v = dnnl_version();
@@ -759,6 +761,8 @@ void linearGradWeight(const float *dy, const float *x, float *dw, int64_t rows,
 }
 
 void setThreads(int threads) { openblas_set_num_threads(threads); }
+
+bool f32EpiloguesFused() { return false; }
 
 const char *gemmLibrary() { return "OpenBLAS"; }
 

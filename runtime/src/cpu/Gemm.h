@@ -96,6 +96,11 @@ void roundToBf16(const float *x, uint16_t *out, int64_t n);
 /// count; oneDNN follows OpenMP's).
 void setThreads(int threads);
 
+/// Whether f32 products with an epilogue apply it in the GEMM
+/// (linearEpilogue succeeds: oneDNN's post-ops), as opposed to separate
+/// passes after it (MKL, OpenBLAS).
+bool f32EpiloguesFused();
+
 /// The library that does the products ("oneDNN 2.6.3" or "OpenBLAS").
 const char *gemmLibrary();
 

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <omp.h>
 #include <optional>
 #include <string>
@@ -280,6 +282,191 @@ Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
     return bias_add(ctx, out, bias);
   addBiasInPlace(out, bias, "linear_bmm");
   return out;
+}
+
+namespace {
+/// Sibling weights concatenated along `out`, kept while every weight's
+/// allocation lives (a new tensor at the same address is another weight,
+/// as for the GEMM libraries' packed weights). The concatenation's own
+/// allocation is what those packed forms then key on.
+struct ConcatenatedWeight {
+  std::vector<const void *> data;
+  std::vector<std::weak_ptr<const void>> owners;
+  Tensor weight;
+};
+std::mutex concatenatedMutex;
+std::vector<ConcatenatedWeight> concatenatedWeights;
+
+bool sameAllocation(const std::weak_ptr<const void> &a,
+                    const std::weak_ptr<const void> &b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+bool holds(const ConcatenatedWeight &c,
+           const std::vector<const Tensor *> &weights) {
+  if (c.data.size() != weights.size())
+    return false;
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (c.data[i] != weights[i]->raw() ||
+        !sameAllocation(c.owners[i], weights[i]->allocation()))
+      return false;
+  return true;
+}
+
+/// f32 `weights` ([out_i, in] each) as one [sum out_i, in] tensor.
+Tensor concatenatedWeight(const std::vector<const Tensor *> &weights) {
+  std::lock_guard<std::mutex> lock(concatenatedMutex);
+  for (const ConcatenatedWeight &c : concatenatedWeights)
+    if (holds(c, weights))
+      return c.weight;
+  // Forget the concatenations of weights that no longer exist.
+  concatenatedWeights.erase(std::remove_if(concatenatedWeights.begin(),
+                                           concatenatedWeights.end(),
+                                           [](const ConcatenatedWeight &c) {
+                                             for (const auto &owner : c.owners)
+                                               if (owner.expired())
+                                                 return true;
+                                             return false;
+                                           }),
+                            concatenatedWeights.end());
+  int64_t in = weights.front()->dim(1), out = 0;
+  for (const Tensor *w : weights)
+    out += w->dim(0);
+  ConcatenatedWeight c;
+  c.weight = Tensor::uninitialized(DType::F32, {out, in});
+  float *dst = c.weight.f32();
+  for (const Tensor *w : weights) {
+    dst = std::copy_n(w->f32(), w->numel(), dst);
+    c.data.push_back(w->raw());
+    c.owners.push_back(w->allocation());
+  }
+  concatenatedWeights.push_back(c);
+  return c.weight;
+}
+} // namespace
+
+/// Whether `weights` can be multiplied as their concatenation: constant
+/// (a forward-only program's parameters, which the concatenation may
+/// outlive unchanged), f32 on the host like `x`, of the form's rank.
+static bool concatenable(Context &ctx, const Tensor &x,
+                         const std::vector<const Tensor *> &weights, bool bmm) {
+  bool ok = !x.onGpu() && ctx.constantWeights() &&
+            ctx.autocast() != DType::BF16 && x.dtype() == DType::F32 &&
+            (bmm ? x.rank() == 3 : x.rank() >= 1);
+  for (const Tensor *w : weights)
+    ok = ok && !w->onGpu() && w->dtype() == DType::F32 && w->rank() == 2 &&
+         w->dim(1) == x.dim(-1);
+  return ok;
+}
+
+/// linear_siblings and its bmm form: one product over the concatenated
+/// weights, its output's column blocks copied into the results (a pass
+/// over the outputs). Elsewhere (training programs, the GPU, other types)
+/// the separate products.
+static Tensors siblingProducts(Context &ctx, const Tensor &x,
+                               const std::vector<const Tensor *> &weights,
+                               bool bmm) {
+  auto product = [&](const Tensor &w) {
+    return bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
+  };
+  Tensors results;
+  if (!concatenable(ctx, x, weights, bmm)) {
+    for (const Tensor *w : weights)
+      results.push_back(product(*w));
+    return results;
+  }
+  Tensor all = product(concatenatedWeight(weights));
+  int64_t total = all.dim(-1), rows = total ? all.numel() / total : 0;
+  std::vector<float *> outs;
+  for (const Tensor *w : weights) {
+    std::vector<int64_t> shape = x.shape();
+    shape.back() = w->dim(0);
+    results.push_back(Tensor::uninitialized(DType::F32, shape));
+    outs.push_back(results.back().f32());
+  }
+  const float *src = all.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = src + r * total;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      int64_t width = weights[i]->dim(0);
+      std::copy_n(row, width, outs[i] + r * width);
+      row += width;
+    }
+  }
+  return results;
+}
+
+/// linear_swiglu and its bmm form. Where the library fuses epilogues
+/// (oneDNN), the gate's product applies the SiLU and the product with up
+/// as post-ops; elsewhere one product over [wg; wu] and then, in blocks of
+/// rows that stay in cache, the gate's columns copied out, their SiLU
+/// (oneDNN's eltwise) and the product with up's columns: no pass over a
+/// separate gate, SiLU or up tensor in memory.
+static Tensor swigluProduct(Context &ctx, const Tensor &x, const Tensor &wg,
+                            const Tensor &wu, bool bmm) {
+  if (!concatenable(ctx, x, {&wg, &wu}, bmm) || cpu::f32EpiloguesFused() ||
+      wg.dim(0) != wu.dim(0)) {
+    Tensor up = bmm ? linear_bmm(ctx, x, wu) : linear(ctx, x, wu);
+    return bmm ? linear_bmm_silu_mul(ctx, x, wg, up)
+               : linear_silu_mul(ctx, x, wg, up);
+  }
+  Tensor both = bmm ? linear_bmm(ctx, x, concatenatedWeight({&wg, &wu}))
+                    : linear(ctx, x, concatenatedWeight({&wg, &wu}));
+  int64_t width = wg.dim(0), rows = width ? both.numel() / (2 * width) : 0;
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = width;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  const float *src = both.f32();
+  float *dst = out.f32();
+  int64_t block = std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1));
+  cpu::parallelBlocks(rows, block, [&](int64_t begin, int64_t count) {
+    thread_local std::vector<float> gate;
+    gate.resize(count * width);
+    for (int64_t r = 0; r < count; ++r)
+      std::copy_n(src + (begin + r) * 2 * width, width,
+                  gate.data() + r * width);
+    cpu::activation(cpu::Activation::Silu, gate.data(), gate.data(),
+                    count * width);
+    for (int64_t r = 0; r < count; ++r) {
+      const float *g = gate.data() + r * width;
+      const float *u = src + (begin + r) * 2 * width + width;
+      float *o = dst + (begin + r) * width;
+      for (int64_t j = 0; j < width; ++j)
+        o[j] = g[j] * u[j];
+    }
+  });
+  return out;
+}
+
+Tensor linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
+                     const Tensor &wu) {
+  return swigluProduct(ctx, x, wg, wu, /*bmm=*/false);
+}
+
+Tensor linear_bmm_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
+                         const Tensor &wu) {
+  return swigluProduct(ctx, x, wg, wu, /*bmm=*/true);
+}
+
+Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                        const Tensor &w1) {
+  return siblingProducts(ctx, x, {&w0, &w1}, /*bmm=*/false);
+}
+
+Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                        const Tensor &w1, const Tensor &w2) {
+  return siblingProducts(ctx, x, {&w0, &w1, &w2}, /*bmm=*/false);
+}
+
+Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                            const Tensor &w1) {
+  return siblingProducts(ctx, x, {&w0, &w1}, /*bmm=*/true);
+}
+
+Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                            const Tensor &w1, const Tensor &w2) {
+  return siblingProducts(ctx, x, {&w0, &w1, &w2}, /*bmm=*/true);
 }
 
 /// The linear forms with an epilogue: one product whose post-ops apply it

@@ -726,3 +726,59 @@ func.func @linear_cross_entropy_dx(%x: tensor<2x8x64xf32>, %w: tensor<128x64xf32
   %0:3 = tp.linear_cross_entropy %x, %w, %ids, %ids : (tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi64>, tensor<2x8xi64>) -> (tensor<f32>, tensor<2x8x32xf32>, tensor<128x64xf32>)
   return
 }
+
+// -----
+
+func.func @linear_siblings_count(%x: tensor<16x64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{expects two or three weights, got 1}}
+  %0 = tp.linear_siblings %x, %w : (tensor<16x64xf32>, tensor<32x64xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_siblings_results(%x: tensor<16x64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{expects one result per weight, got 1 results for 2 weights}}
+  %0 = tp.linear_siblings %x, %w, %w : (tensor<16x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_siblings_element(%x: tensor<16x64xf32>, %a: tensor<32x64xf32>, %b: tensor<8x64xbf16>) {
+  // expected-error @+1 {{weights must share one element type, got 'f32' and 'bf16'}}
+  %0:2 = tp.linear_siblings %x, %a, %b : (tensor<16x64xf32>, tensor<32x64xf32>, tensor<8x64xbf16>) -> (tensor<16x32xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_siblings_features(%x: tensor<16x64xf32>, %a: tensor<32x64xf32>, %b: tensor<8x64xf32>) {
+  // expected-error @+1 {{result features 32 differ from the weight's out 8}}
+  %0:2 = tp.linear_siblings %x, %a, %b : (tensor<16x64xf32>, tensor<32x64xf32>, tensor<8x64xf32>) -> (tensor<16x32xf32>, tensor<16x32xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_siblings_form(%x: tensor<16x64xf32>, %a: tensor<32x64xf32>, %b: tensor<8x64xf32>) {
+  // expected-error @+1 {{the bmm form needs a 3-D input, got rank 2}}
+  %0:2 = tp.linear_siblings %x, %a, %b {form = #tp<linear_form bmm>} : (tensor<16x64xf32>, tensor<32x64xf32>, tensor<8x64xf32>) -> (tensor<16x32xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_swiglu_weights(%x: tensor<16x64xf32>, %g: tensor<32x64xf32>, %u: tensor<16x64xf32>) {
+  // expected-error @+1 {{gate and up weights differ: 'tensor<32x64xf32>' and 'tensor<16x64xf32>'}}
+  %0 = tp.linear_swiglu %x, %g, %u : (tensor<16x64xf32>, tensor<32x64xf32>, tensor<16x64xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_swiglu_features(%x: tensor<16x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{result features 16 differ from the weight's out 32}}
+  %0 = tp.linear_swiglu %x, %g, %g : (tensor<16x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<16x16xf32>
+  return
+}

@@ -137,6 +137,73 @@ def TP_LinearEpilogueOp : TP_Op<"linear_epilogue",
   let hasVerifier = 1;
 }
 
+def TP_LinearSiblingsOp : TP_Op<"linear_siblings",
+    [Pure, TP_RuntimeCalled]> {
+  let summary = "Bias-free linears of one input, computed as one product";
+  let description = [{
+    `tp.linear %x, %w_i` (no bias, `form` as there) for each of two or
+    three `weights` that read the same `x`, computed as one product over
+    the weights concatenated along their `out` dimension: one GEMM that
+    reads `x` once, instead of one per projection. Result `i` is
+    `x W_i^T`. The weights share one element type; each result has `x`'s
+    type with the last dimension `out_i`.
+
+    `tp-fuse-sibling-linears` makes it from the projections of an
+    attention block (q, k, v) or of a gated MLP (gate, up) on the
+    partitioned program, each rank over its own blocks of the weights, so
+    the tensor-parallel split is the one the plan gave; it has no partition
+    rule or derivative. The runtime concatenates the weights once per
+    program where they are constant (a forward-only program) and splits
+    the product into the results; elsewhere it runs the separate products.
+
+    ```mlir
+    // q, k and v of one rank at tp=2: 4 query heads and 2 kv heads of 16.
+    %q, %k, %v = tp.linear_siblings %h, %wq, %wk, %wv
+        : (tensor<1x16x128xf32>, tensor<64x128xf32>, tensor<32x128xf32>,
+           tensor<32x128xf32>)
+        -> (tensor<1x16x64xf32>, tensor<1x16x32xf32>, tensor<1x16x32xf32>)
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, Variadic<TP_FloatTensor>:$weights,
+                   OptionalAttr<TP_LinearFormAttr>:$form);
+  let results = (outs Variadic<TP_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $x `,` $weights attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_LinearSwigluOp : TP_Op<"linear_swiglu", [Pure, TP_RuntimeCalled]> {
+  let summary = "A gated MLP's SiLU-gated projections as one op";
+  let description = [{
+    `silu(x Wg^T) * (x Wu^T)` (SwiGLU), `gate` and `up` `[out, in]` with
+    one `out`, no biases, `form` as `tp.linear`'s: the gate and up
+    projections of a gated MLP with the SiLU and the product after them.
+    The runtime computes it as one GEMM over the two weights concatenated
+    followed by one blockwise SiLU-and-multiply pass where its GEMM library
+    has no post-ops (MKL, OpenBLAS), and as the up product followed by the
+    gate's product with the SiLU and the multiplication as oneDNN post-ops
+    where it has.
+
+    `tp-fuse-epilogues` makes it from a `tp.linear_siblings` of two weights
+    whose results only `tp.mul (tp.silu %r#0), %r#1` reads; like the other
+    fused ops it has no partition rule or derivative.
+
+    ```mlir
+    %h = tp.linear_swiglu %x, %wg, %wu
+        : (tensor<1x16x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>)
+        -> tensor<1x16x128xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$gate,
+                   TP_FloatTensor:$up, OptionalAttr<TP_LinearFormAttr>:$form);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $gate `,` $up attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
                                      TP_Partitioned, TP_RuntimeCalled,
                                      TP_Differentiable]> {
