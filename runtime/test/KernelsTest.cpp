@@ -237,8 +237,8 @@ template <typename Check> void forEachPackingAndForm(const Check &check) {
 // tp.linear_siblings: result i is weight i's product, in both forms, with
 // two and three weights; with constant weights one product over their
 // concatenation split into the results, otherwise the separate products.
-// Other weights of the same shapes are not served the first ones'
-// concatenation.
+// Other weights of the same shapes, and views of one allocation in other
+// shapes, are not served the first ones' concatenation.
 TEST(Kernels, LinearSiblingsAreEachWeightsProduct) {
   Tensor x = randomTensor({2, 5, 16}, 61);
   Tensor ws[] = {randomTensor({7, 16}, 62), randomTensor({3, 16}, 63),
@@ -263,6 +263,16 @@ TEST(Kernels, LinearSiblingsAreEachWeightsProduct) {
   Tensors other = linear_siblings(ctx(), x, v0, v1);
   expectClose(other[0], naiveProduct(x, v0));
   expectClose(other[1], naiveProduct(x, v1));
+  // Views of one allocation that start at one element but differ in shape
+  // are other weights too.
+  Tensor base = randomTensor({12, 16}, 68);
+  Tensor longer = Tensor::view(base, 0, {7, 16}),
+         shorter = Tensor::view(base, 0, {5, 16});
+  expectClose(linear_siblings(ctx(), x, longer, v1)[0],
+              naiveProduct(x, longer));
+  Tensors viewed = linear_siblings(ctx(), x, shorter, v1);
+  expectClose(viewed[0], naiveProduct(x, shorter));
+  expectClose(viewed[1], naiveProduct(x, v1));
   EXPECT_EXIT(linear_siblings(ctx(), x, ws[0], randomTensor({3, 8}, 67)),
               testing::ExitedWithCode(1), "linear: input .* does not match");
 }

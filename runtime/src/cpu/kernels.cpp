@@ -292,6 +292,9 @@ namespace {
 struct ConcatenatedWeight {
   std::vector<const void *> data;
   std::vector<std::weak_ptr<const void>> owners;
+  /// Each weight's shape (views of one allocation may share a first
+  /// element and differ in shape).
+  std::vector<std::vector<int64_t>> shapes;
   Tensor weight;
 };
 std::mutex concatenatedMutex;
@@ -307,7 +310,7 @@ bool holds(const ConcatenatedWeight &c,
   if (c.data.size() != weights.size())
     return false;
   for (size_t i = 0; i < weights.size(); ++i)
-    if (c.data[i] != weights[i]->raw() ||
+    if (c.data[i] != weights[i]->raw() || c.shapes[i] != weights[i]->shape() ||
         !sameAllocation(c.owners[i], weights[i]->allocation()))
       return false;
   return true;
@@ -339,6 +342,7 @@ Tensor concatenatedWeight(const std::vector<const Tensor *> &weights) {
     dst = std::copy_n(w->f32(), w->numel(), dst);
     c.data.push_back(w->raw());
     c.owners.push_back(w->allocation());
+    c.shapes.push_back(w->shape());
   }
   concatenatedWeights.push_back(c);
   return c.weight;
