@@ -34,9 +34,8 @@ namespace {
 /// (the concatenated weight has one).
 using SiblingKey = std::tuple<Value, Attribute, Type>;
 
-/// The sizes of the products groups of `n` siblings make: the runtime's
-/// forms take two or three weights, so four are two pairs and a lone
-/// sibling stays as it is.
+/// How `n` siblings split into products: the runtime's forms take two or
+/// three weights, so four make two pairs, and a lone one stays a linear.
 SmallVector<size_t> chunkSizes(size_t n) {
   SmallVector<size_t> sizes;
   while (n >= 2) {
