@@ -32,8 +32,10 @@ apt_packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # ONNX protobuf schema.
   libonnx-dev libprotobuf-dev protobuf-compiler
-  # Runtime: GEMM (oneDNN; OpenBLAS where oneDNN is absent) and MPI.
-  libdnnl-dev libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin
+  # Runtime: GEMM (oneDNN; OpenBLAS where oneDNN is absent; libxsmm's
+  # kernels for packed weights below AVX-512) and MPI.
+  libdnnl-dev libopenblas-dev libopenblas-openmp-dev libxsmm-dev
+  libopenmpi-dev openmpi-bin
   # Unit tests.
   libgtest-dev
   # Python for the test oracles (onnxruntime) and lit.

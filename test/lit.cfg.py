@@ -52,3 +52,6 @@ if (os.path.exists(os.path.join(config.tp_obj_root, "lib", "libtprt.a"))
 # when a program runs (TPRT_GEMM, runtime/src/cpu/Gemm.cpp).
 if config.tp_both_gemms == "ON":
     config.available_features.add("both-gemms")
+# ... and libxsmm for the packed weights' f32 linears (TPRT_GEMM=xsmm).
+if config.tp_xsmm == "ON":
+    config.available_features.add("xsmm")

@@ -179,9 +179,18 @@ TEST(Kernels, GemmLibraryFollowsTprtGemm) {
   // oneDNN 3 has brgemm matmuls below AVX-512 too: this rule is 2.x's.
   if (choice == "auto" && name.find("oneDNN 2.") == std::string::npos)
     GTEST_SKIP() << name;
-  bool openBlas = choice == "openblas" || (choice == "auto" && !avx512Core);
+#ifdef TPRT_TEST_XSMM
+  // libxsmm, where it generates kernels (AVX2 and up), for packed weights
+  // below AVX-512.
+  bool xsmm = choice == "xsmm" || (choice == "auto" && !avx512Core);
+#else
+  bool xsmm = false;
+#endif
+  bool openBlas =
+      !xsmm && (choice == "openblas" || (choice == "auto" && !avx512Core));
+  EXPECT_EQ(name.rfind("libxsmm ", 0) == 0, xsmm) << name;
   EXPECT_EQ(name.rfind("OpenBLAS (f32), oneDNN ", 0) == 0, openBlas) << name;
-  EXPECT_EQ(name.rfind("oneDNN ", 0) == 0, !openBlas) << name;
+  EXPECT_EQ(name.rfind("oneDNN ", 0) == 0, !openBlas && !xsmm) << name;
 }
 #endif
 
@@ -494,6 +503,26 @@ TEST(Kernels, PackedWeightsMatchNaive) {
     expectClose(linear(ctx(), x, w), want);
     expectClose(linear_bmm(ctx(), x, w), want);
     expectClose(linear_bias(ctx(), x, w, b), wantBias);
+  }
+}
+
+// Packed weights at shapes of several blocks of libxsmm's products (32
+// output features, 128 rows, 1024 deep) and partial ones of each, plain and
+// added into a residual (the later depth blocks add to the first's sum).
+TEST(Kernels, PackedWeightsInBlocksMatchNaive) {
+  ConstantWeights constant;
+  Tensor w = randomTensor({70, 1100}, 91), zero(DType::F32, {70});
+  for (auto [batch, seq] : {std::pair{1, 300}, {2, 129}, {1, 128}}) {
+    SCOPED_TRACE(testing::Message() << "batch " << batch << " seq " << seq);
+    Tensor x = randomTensor({batch, seq, 1100}, 92 + seq);
+    Tensor residual = randomTensor({batch, seq, 70}, 93 + seq);
+    std::vector<double> want = naiveLinear(x, w, zero).first, sum = want;
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] += residual.f32()[i];
+    // f32 sums of 1100 products: rounding reaches 1e-5 of them.
+    expectClose(linear(ctx(), x, w), want, 1e-4);
+    expectClose(linear_bmm(ctx(), x, w), want, 1e-4);
+    expectClose(linear_bmm_add_consuming(ctx(), x, w, residual), sum, 1e-4);
   }
 }
 

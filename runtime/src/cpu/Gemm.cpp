@@ -20,9 +20,13 @@
 #ifdef TPRT_WITH_ONEDNN
 #include "Dnnl.h"
 #include "Mkl.h"
+#include "WeightFormCache.h"
 
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
 #include <cblas.h>
+#endif
+#ifdef TPRT_WITH_XSMM
+#include "Xsmm.h"
 #endif
 
 #include <cstdlib>
@@ -133,43 +137,31 @@ Primitive &primitiveFor(const Key &key, MakeDesc makeDesc) {
   }
 }
 
-/// A weight in a primitive's preferred layout, valid while the allocation
-/// it was made from lives (a new tensor at the same address has another
-/// owner, and is packed afresh).
+/// A weight in a primitive's preferred layout (WeightFormCache.h).
 struct PackedWeight {
-  std::weak_ptr<const void> owner;
   memory::desc layout;
   memory packed;
 };
-/// By the weight's first element (node-based: references stay valid).
-std::multimap<const void *, PackedWeight> packedWeights;
-
-bool sameOwner(const std::weak_ptr<const void> &a,
-               const std::weak_ptr<const void> &b) {
-  return !a.owner_before(b) && !b.owner_before(a);
-}
 
 const memory &packedWeight(const Tensor &w, const memory::desc &plainLayout,
                            const memory::desc &layout) {
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  std::weak_ptr<const void> owner = w.allocation();
-  auto [first, last] = packedWeights.equal_range(w.raw());
-  for (auto it = first; it != last; ++it)
-    if (it->second.layout == layout && sameOwner(it->second.owner, owner))
-      return it->second.packed;
-  // Forget the packed forms of weights that no longer exist.
-  for (auto it = packedWeights.begin(); it != packedWeights.end();)
-    it = it->second.owner.expired() ? packedWeights.erase(it) : std::next(it);
-  try {
-    memory plain(plainLayout, dnnlEngine(), const_cast<void *>(w.raw()));
-    memory packed(layout, dnnlEngine());
-    dnnl::reorder(plain, packed).execute(dnnlStream(), plain, packed);
-    dnnlStream().wait();
-    return packedWeights.emplace(w.raw(), PackedWeight{owner, layout, packed})
-        ->second.packed;
-  } catch (const dnnl::error &e) {
-    fail("weight reorder", e);
-  }
+  static WeightFormCache<PackedWeight> cache;
+  return cache
+      .get(
+          w, [&](const PackedWeight &p) { return p.layout == layout; },
+          [&] {
+            try {
+              memory plain(plainLayout, dnnlEngine(),
+                           const_cast<void *>(w.raw()));
+              memory packed(layout, dnnlEngine());
+              dnnl::reorder(plain, packed).execute(dnnlStream(), plain, packed);
+              dnnlStream().wait();
+              return PackedWeight{layout, packed};
+            } catch (const dnnl::error &e) {
+              fail("weight reorder", e);
+            }
+          })
+      .packed;
 }
 
 void run(Primitive &p, const memory &src, const memory &weights,
@@ -241,7 +233,7 @@ constexpr int kEpilogue = 16;
 constexpr int kAccumulate = 64;
 
 /// Where the f32 products go (TPRT_GEMM).
-enum class F32Library { OneDnn, OpenBlas, Mkl };
+enum class F32Library { OneDnn, OpenBlas, Mkl, Xsmm };
 F32Library f32Library();
 
 /// The eltwise (for SiLU) and binary post-ops of an epilogue on a result of
@@ -361,8 +353,10 @@ const Mkl &requiredMkl() {
 }
 
 /// Where the f32 products go. TPRT_GEMM chooses: `onednn`, `openblas`,
-/// `mkl`, or `auto` (the default): MKL on Intel CPUs where it can be
-/// opened, else OpenBLAS where oneDNN's matmul is not brgemm, else oneDNN.
+/// `mkl`, `xsmm` (packed weights on libxsmm's kernels, the rest on
+/// OpenBLAS), or `auto` (the default): MKL on Intel CPUs where it can be
+/// opened, else libxsmm or OpenBLAS where oneDNN's matmul is not brgemm,
+/// else oneDNN.
 /// On an AVX2 machine OpenBLAS ran the forward at 0.88 to 0.93 of oneDNN
 /// 2.6's gemm:jit time on one and two threads; on AVX-512 machines oneDNN's
 /// packed brgemm ran the projections at 1.9x OpenBLAS's rate, and on a
@@ -377,8 +371,13 @@ F32Library f32Library() {
       if (__builtin_cpu_is("intel") && mkl())
         return F32Library::Mkl;
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
-      if (!brgemmMatmul())
+      if (!brgemmMatmul()) {
+#ifdef TPRT_WITH_XSMM
+        if (xsmmAvailable())
+          return F32Library::Xsmm;
+#endif
         return F32Library::OpenBlas;
+      }
 #endif
       return F32Library::OneDnn;
     }
@@ -392,52 +391,57 @@ F32Library f32Library() {
     if (choice == "openblas")
       return F32Library::OpenBlas;
 #endif
-    fatal("TPRT_GEMM=" + choice + ": expected auto, onednn, mkl or openblas");
+#ifdef TPRT_WITH_XSMM
+    if (choice == "xsmm") {
+      if (!xsmmAvailable())
+        fatal("TPRT_GEMM=xsmm: libxsmm generates no kernels on this CPU "
+              "(it needs x86 with AVX2)");
+      return F32Library::Xsmm;
+    }
+#endif
+    fatal("TPRT_GEMM=" + choice +
+          ": expected auto, onednn, mkl, xsmm or openblas");
   }();
   return library;
 }
 
-bool f32OnOpenBlas() { return f32Library() == F32Library::OpenBlas; }
+/// Whether cblas_sgemm runs the f32 products (with libxsmm, all but the
+/// packed weights' linears).
+bool f32OnOpenBlas() {
+  return f32Library() == F32Library::OpenBlas ||
+         f32Library() == F32Library::Xsmm;
+}
 
 /// A weight packed by MKL for products of `rows` rows (the packed form's
-/// size and layout may depend on them), valid while the weight's
-/// allocation lives; one per weight, replaced when the row count changes.
+/// size and layout may depend on them); one per weight, replaced when the
+/// row count changes.
 struct MklPackedWeight {
-  std::weak_ptr<const void> owner;
   int64_t rows;
   std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
 };
-std::multimap<const void *, MklPackedWeight> mklPackedWeights;
 
 const float *mklPackedWeight(const Mkl &api, const Tensor &w, int64_t rows) {
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  std::weak_ptr<const void> owner = w.allocation();
-  int64_t outF = w.dim(0), in = w.dim(1);
-  auto [first, last] = mklPackedWeights.equal_range(w.raw());
-  for (auto it = first; it != last; ++it)
-    if (sameOwner(it->second.owner, owner)) {
-      if (it->second.rows == rows)
-        return it->second.data.get();
-      mklPackedWeights.erase(it);
-      break;
-    }
-  for (auto it = mklPackedWeights.begin(); it != mklPackedWeights.end();)
-    it =
-        it->second.owner.expired() ? mklPackedWeights.erase(it) : std::next(it);
-  size_t bytes = api.sgemmPackGetSize(kMklBMatrix, rows, outF, in);
-  // 64-byte aligned, as MKL asks of a packed buffer.
-  std::unique_ptr<float, decltype(&std::free)> data(
-      static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)),
-      &std::free);
-  if (!data)
-    fatal("cannot allocate " + std::to_string(bytes) +
-          " bytes for an MKL-packed weight");
-  // B = W^T: the weight [out, in] row-major, transposed.
-  api.sgemmPack(kMklRowMajor, kMklBMatrix, kMklTrans, rows, outF, in, 1.0f,
-                w.f32(), in, data.get());
-  return mklPackedWeights
-      .emplace(w.raw(), MklPackedWeight{owner, rows, std::move(data)})
-      ->second.data.get();
+  static WeightFormCache<MklPackedWeight> cache;
+  auto make = [&] {
+    int64_t outF = w.dim(0), in = w.dim(1);
+    size_t bytes = api.sgemmPackGetSize(kMklBMatrix, rows, outF, in);
+    // 64-byte aligned, as MKL asks of a packed buffer.
+    MklPackedWeight p{rows};
+    p.data.reset(
+        static_cast<float *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    if (!p.data)
+      fatal("cannot allocate " + std::to_string(bytes) +
+            " bytes for an MKL-packed weight");
+    // B = W^T: the weight [out, in] row-major, transposed.
+    api.sgemmPack(kMklRowMajor, kMklBMatrix, kMklTrans, rows, outF, in, 1.0f,
+                  w.f32(), in, p.data.get());
+    return p;
+  };
+  return cache
+      .get(
+          w, [&](const MklPackedWeight &p) { return p.rows == rows; }, make,
+          /*onePerWeight=*/true)
+      .data.get();
 }
 
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
@@ -458,29 +462,31 @@ bool linearOnBlas(const Tensor &w, const float *wData, const float *x,
                   float *out, int64_t batch, int64_t rows, bool packed,
                   float beta) {
   int64_t outF = w.dim(0), in = w.dim(1);
+  // The bmm form's batch rows follow each other in x and out, and share the
+  // weight: one product over all of them (the libraries that repack the
+  // weight per call then do so once).
+  rows *= batch;
+#ifdef TPRT_WITH_XSMM
+  if (f32Library() == F32Library::Xsmm && packed &&
+      xsmmLinear(w, x, out, rows, beta))
+    return true;
+#endif
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
   if (f32OnOpenBlas()) {
-    for (int64_t i = 0; i < batch; ++i)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
-                  x + i * rows * in, in, wData, in, beta, out + i * rows * outF,
-                  outF);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, outF, in, 1.0f,
+                x, in, wData, in, beta, out, outF);
     return true;
   }
 #endif
   if (f32Library() != F32Library::Mkl)
     return false;
   const Mkl &api = requiredMkl();
-  const float *packedW = packed ? mklPackedWeight(api, w, rows) : nullptr;
-  for (int64_t i = 0; i < batch; ++i) {
-    const float *xi = x + i * rows * in;
-    float *oi = out + i * rows * outF;
-    if (packedW)
-      api.sgemmCompute(kMklRowMajor, kMklNoTrans, kMklPacked, rows, outF, in,
-                       xi, in, packedW, outF, beta, oi, outF);
-    else
-      api.sgemm(kMklRowMajor, kMklNoTrans, kMklTrans, rows, outF, in, 1.0f, xi,
-                in, wData, in, beta, oi, outF);
-  }
+  if (packed)
+    api.sgemmCompute(kMklRowMajor, kMklNoTrans, kMklPacked, rows, outF, in, x,
+                     in, mklPackedWeight(api, w, rows), outF, beta, out, outF);
+  else
+    api.sgemm(kMklRowMajor, kMklNoTrans, kMklTrans, rows, outF, in, 1.0f, x, in,
+              wData, in, beta, out, outF);
   return true;
 }
 } // namespace
@@ -687,6 +693,9 @@ const char *gemmLibrary() {
               : full.substr(at + 8, full.find_first_of(" -", at + 8) - at - 8);
       return "MKL " + version + " (f32), " + dnnl;
     }
+    if (f32Library() == F32Library::Xsmm)
+      return "libxsmm " + std::string(xsmmVersion()) +
+             " (f32, packed weights), OpenBLAS (f32), " + dnnl;
     return f32OnOpenBlas() ? "OpenBLAS (f32), " + dnnl : dnnl;
   }();
   return name.c_str();

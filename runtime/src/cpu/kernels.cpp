@@ -11,6 +11,7 @@
 #include "Gemm.h"
 #include "KernelUtils.h"
 #include "Vector.h"
+#include "WeightFormCache.h"
 #include "cuda/Cuda.h"
 #include "tprt/Rope.h"
 #include "tprt/tprt.h"
@@ -300,18 +301,13 @@ struct ConcatenatedWeight {
 std::mutex concatenatedMutex;
 std::vector<ConcatenatedWeight> concatenatedWeights;
 
-bool sameAllocation(const std::weak_ptr<const void> &a,
-                    const std::weak_ptr<const void> &b) {
-  return !a.owner_before(b) && !b.owner_before(a);
-}
-
 bool holds(const ConcatenatedWeight &c,
            const std::vector<const Tensor *> &weights) {
   if (c.data.size() != weights.size())
     return false;
   for (size_t i = 0; i < weights.size(); ++i)
     if (c.data[i] != weights[i]->raw() || c.shapes[i] != weights[i]->shape() ||
-        !sameAllocation(c.owners[i], weights[i]->allocation()))
+        !cpu::sameAllocation(c.owners[i], weights[i]->allocation()))
       return false;
   return true;
 }
