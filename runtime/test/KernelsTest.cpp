@@ -506,14 +506,23 @@ TEST(Kernels, PackedWeightsMatchNaive) {
   }
 }
 
-// Packed weights at shapes of several blocks of libxsmm's products (32
-// output features, 128 rows, 1024 deep) and partial ones of each, plain and
-// added into a residual (the later depth blocks add to the first's sum).
-TEST(Kernels, PackedWeightsInBlocksMatchNaive) {
-  ConstantWeights constant;
+// Linears at shapes of several blocks of libxsmm's products (32 output
+// features, 128 rows, 1024 deep) and partial ones of each, plain and added
+// into a residual (the later depth blocks add to the first's sum), on
+// constant weights (packed once) and changing ones; the gradient for the
+// input at such a shape.
+TEST(Kernels, LinearsInBlocksMatchNaive) {
   Tensor w = randomTensor({70, 1100}, 91), zero(DType::F32, {70});
-  for (auto [batch, seq] : {std::pair{1, 300}, {2, 129}, {1, 128}}) {
-    SCOPED_TRACE(testing::Message() << "batch " << batch << " seq " << seq);
+  for (auto [batch, seq, packed] : {std::tuple{1, 300, true},
+                                    {2, 129, true},
+                                    {1, 128, true},
+                                    {1, 300, false},
+                                    {2, 129, false}}) {
+    SCOPED_TRACE(testing::Message() << "batch " << batch << " seq " << seq
+                                    << " packed " << packed);
+    std::optional<ConstantWeights> constant;
+    if (packed)
+      constant.emplace();
     Tensor x = randomTensor({batch, seq, 1100}, 92 + seq);
     Tensor residual = randomTensor({batch, seq, 70}, 93 + seq);
     std::vector<double> want = naiveLinear(x, w, zero).first, sum = want;
@@ -524,6 +533,17 @@ TEST(Kernels, PackedWeightsInBlocksMatchNaive) {
     expectClose(linear_bmm(ctx(), x, w), want, 1e-4);
     expectClose(linear_bmm_add_consuming(ctx(), x, w, residual), sum, 1e-4);
   }
+  // The gradient for the input, dx = dy w: 1100 features of depth 70.
+  int64_t rows = 300;
+  Tensor dy = randomTensor({rows, 70}, 94), dx(DType::F32, {rows, 1100});
+  cpu::linearGradInput(dy.f32(), w.f32(), dx.f32(), rows, 1100, 70);
+  std::vector<double> want(rows * 1100);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < 70; ++o)
+      for (int64_t i = 0; i < 1100; ++i)
+        want[r * 1100 + i] +=
+            double(dy.f32()[r * 70 + o]) * w.f32()[o * 1100 + i];
+  expectClose(dx, want);
 }
 
 // The consuming residual adds (the residual taken; with MKL or OpenBLAS the
