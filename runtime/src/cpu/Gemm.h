@@ -4,7 +4,9 @@
 // library is chosen in one place: oneDNN's matmul primitive (its brgemm
 // kernels ran these shapes at about twice OpenBLAS 0.3.21's speed on the
 // build machines, docs/runtime.md) when the runtime was built with it,
-// OpenBLAS otherwise. All matrices are row-major.
+// OpenBLAS otherwise; where both are, MKL and libxsmm (Xsmm.h) are choices
+// for the f32 products too (TPRT_GEMM, Gemm.cpp). All matrices are
+// row-major.
 //
 //===----------------------------------------------------------------------===//
 
