@@ -399,8 +399,12 @@ F32Library f32Library() {
       return F32Library::Xsmm;
     }
 #endif
+#ifdef TPRT_WITH_XSMM
     fatal("TPRT_GEMM=" + choice +
           ": expected auto, onednn, mkl, xsmm or openblas");
+#else
+    fatal("TPRT_GEMM=" + choice + ": expected auto, onednn, mkl or openblas");
+#endif
   }();
   return library;
 }
