@@ -89,3 +89,23 @@ for threads, batch, ours, peer, diff, ours_rss, ort_rss in rows:
     per_round = ", ".join(f"{a / b:.2f}" for a, b in zip(ours, peer))
     print(f"| {threads} | {batch} | {mine:.2f} | {theirs:.2f} | {mine / theirs:.2f} | {per_round} | {diff:.1e} | "
           f"{ours_rss:.0f} / {ort_rss:.0f} |")
+
+# The rate each side runs the projections' multiply-adds at over its whole
+# forward, per thread: against bench/gemm's single-core peak it says how
+# much room a faster GEMM could still find (a ratio target of 0.9 asks for
+# onnxruntime's rate / 0.9).
+with open(os.path.join(args.model_dir, "config.json")) as f:
+    config = json.load(f)
+hidden, mlp = config["hidden_size"], config["intermediate_size"]
+head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
+attention = head_dim * (2 * config["num_attention_heads"] + 2 * config["num_key_value_heads"])
+per_token = config["num_hidden_layers"] * hidden * (attention + 3 * mlp) + hidden * config["vocab_size"]
+print()
+print("| threads | batch | GFLOP per pass (projections) | tpc exe (GFLOPS per thread) | onnxruntime (GFLOPS per thread) "
+      "| needed for 0.9x onnxruntime |")
+print("|---|---|---|---|---|---|")
+for threads, batch, ours, peer, *_ in rows:
+    gflop = 2.0 * per_token * batch * args.seq / 1e9
+    mine, theirs = float(np.median(ours)), float(np.median(peer))
+    rate = lambda ms: gflop / (ms / 1e3) / threads
+    print(f"| {threads} | {batch} | {gflop:.2f} | {rate(mine):.1f} | {rate(theirs):.1f} | {rate(0.9 * theirs):.1f} |")
