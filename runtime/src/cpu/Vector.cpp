@@ -67,6 +67,13 @@ TPRT_VECTOR_CLONES void mulBf16(const uint16_t *a, const uint16_t *b,
     out[i] = bf16Store(bf16Load(a[i]) * bf16Load(b[i]));
 }
 
+TPRT_VECTOR_CLONES void mulTo(const float *a, const float *b, float *out,
+                              int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = a[i] * b[i];
+}
+
 TPRT_VECTOR_CLONES double maxMagnitude(const float *x, int64_t n) {
   float largest = 0;
   int nan = 0; // a max reduction would drop NaNs

@@ -49,6 +49,9 @@ void addWidenedBf16(const uint16_t *x, float *acc, int64_t n);
 void addBf16(const uint16_t *a, const uint16_t *b, uint16_t *out, int64_t n);
 void mulBf16(const uint16_t *a, const uint16_t *b, uint16_t *out, int64_t n);
 
+/// out[i] = a[i] * b[i] in f32.
+void mulTo(const float *a, const float *b, float *out, int64_t n);
+
 /// The largest |x[i]|, NaN when some x[i] is.
 double maxMagnitude(const float *x, int64_t n);
 

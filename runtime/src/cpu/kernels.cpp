@@ -428,13 +428,9 @@ static Tensor swigluProduct(Context &ctx, const Tensor &x, const Tensor &wg,
                   gate.data() + r * width);
     cpu::activation(cpu::Activation::Silu, gate.data(), gate.data(),
                     count * width);
-    for (int64_t r = 0; r < count; ++r) {
-      const float *g = gate.data() + r * width;
-      const float *u = src + (begin + r) * 2 * width + width;
-      float *o = dst + (begin + r) * width;
-      for (int64_t j = 0; j < width; ++j)
-        o[j] = g[j] * u[j];
-    }
+    for (int64_t r = 0; r < count; ++r)
+      cpu::mulTo(gate.data() + r * width, src + (begin + r) * 2 * width + width,
+                 dst + (begin + r) * width, width);
   });
   return out;
 }
