@@ -25,9 +25,9 @@ namespace tprt::cpu {
 
 namespace {
 
-/// Output features per panel: four AVX2 vectors, the widest register
-/// block libxsmm's AVX2 kernels hold (on this project's AVX2 machine 32
-/// ran the forward's shapes fastest of 16, 24, 32, 40, 48, 64 and 96).
+/// Output features per panel: four AVX2 vectors (on this project's AVX2
+/// machine 32 ran the forward's shapes fastest of 16, 24, 32, 40, 48, 64
+/// and 96 in a scratch benchmark).
 constexpr int64_t kPanel = 32;
 constexpr int64_t kRowBlock = 128;
 constexpr int64_t kDepth = 1024;
