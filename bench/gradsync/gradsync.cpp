@@ -4,9 +4,11 @@
 // buckets as tp-replica-grad-sync does (tprt::planBuckets), then times, in
 // alternating rounds:
 //   - the synchronization the generated optimizer step runs: one
-//     tprt::grad_bucket_all_reduce per bucket (pack, MPI_Allreduce,
-//     unpack);
-//   - one raw MPI_Allreduce of the same FP32 bytes in one buffer;
+//     tprt::grad_bucket_all_reduce per bucket (pack, the communicator's
+//     all-reduce: through shared memory on one node unless
+//     TPRT_ALLREDUCE=mpi, src/comm/SharedMemoryAllReduce.h; unpack);
+//   - one raw MPI_Allreduce (ncclAllReduce on GPUs) of the same FP32
+//     bytes in one buffer;
 //   - packing alone (tprt::packBucket) against memcpy of the same bytes;
 //   - the cast: bf16 gradients summed into their FP32 buffers
 //     (tprt::accumulate_grad, the step's first micro-batch), FP32 bytes
@@ -31,6 +33,7 @@
 #include "tprt/Train.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -165,6 +168,9 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
     bucketBytes.push_back(b);
   }
   int64_t total = elements * 4;
+  if (elements > INT_MAX)
+    tprt::fatal("gradsync: the raw MPI_Allreduce takes at most 2^31 - 1 "
+                "elements; use a smaller --scale");
   auto ceilBuckets = (total + limit - 1) / limit;
 
   tprt::TrainOptions options;
@@ -187,8 +193,12 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
       // The buckets' all-reduces run beside the stream on the GPU.
       ctx.waitForAsyncCollectives();
     });
-    double a =
-        timed(device, [&] { ctx.tp().allReduceSum(raw.f32(), elements); });
+    double a = timed(device, [&] {
+      if (device == tprt::Device::CUDA)
+        return ctx.tp().allReduceSum(raw.f32(), elements);
+      MPI_Allreduce(MPI_IN_PLACE, raw.f32(), static_cast<int>(elements),
+                    MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    });
     double p = timed(device, [&] { tprt::packBucket(all, packed.f32()); });
     double c = timed(device, [&] {
       copyBytes(packed.raw(), raw.raw(), static_cast<size_t>(total), device);

@@ -1,8 +1,11 @@
 //===- mpi.cpp - collectives on MPI (the CPU backend) ---------------------===//
 
+#include "comm/SharedMemoryAllReduce.h"
 #include "tprt/tprt.h"
 
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <mpi.h>
 
 namespace tprt {
@@ -14,6 +17,23 @@ constexpr int64_t kChunk = INT_MAX / 2;
 /// communicator; each pair's are matched in order).
 constexpr int kAllGatherTag = 1;
 
+/// TPRT_ALLREDUCE: how allReduceSum moves the data. `auto` (the default)
+/// and `shm` sum through shared memory when every rank is on one node
+/// (`shm` stops where they are not), `mpi` calls MPI_Allreduce.
+enum class AllReduceChoice { Auto, SharedMemory, Mpi };
+
+AllReduceChoice allReduceChoice() {
+  const char *env = std::getenv("TPRT_ALLREDUCE");
+  if (!env || !*env || !std::strcmp(env, "auto"))
+    return AllReduceChoice::Auto;
+  if (!std::strcmp(env, "shm"))
+    return AllReduceChoice::SharedMemory;
+  if (!std::strcmp(env, "mpi"))
+    return AllReduceChoice::Mpi;
+  fatal(std::string("TPRT_ALLREDUCE=") + env +
+        " is not one of auto, shm or mpi");
+}
+
 class MpiCommunicator : public Communicator {
 public:
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
@@ -21,6 +41,7 @@ public:
     MPI_Comm_size(comm_, &size_);
   }
   ~MpiCommunicator() override {
+    shared_.reset(); // its window before the communicator
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized)
@@ -30,6 +51,18 @@ public:
   int size() const override { return size_; }
 
   void allReduceSum(float *data, int64_t count) override {
+    if (!sharedChosen_) {
+      // Collective: every rank makes its first allReduceSum call here.
+      sharedChosen_ = true;
+      AllReduceChoice choice = allReduceChoice();
+      if (choice != AllReduceChoice::Mpi)
+        shared_ = comm::SharedMemoryAllReduce::create(comm_);
+      if (!shared_ && choice == AllReduceChoice::SharedMemory && size_ > 1)
+        fatal("TPRT_ALLREDUCE=shm: the ranks do not share one node's memory "
+              "(or the shared window could not be made)");
+    }
+    if (shared_)
+      return shared_->sum(data, count);
     allReduce(data, count, MPI_SUM);
   }
 
@@ -103,6 +136,9 @@ private:
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  /// Made at the first allReduceSum; null where MPI_Allreduce sums.
+  std::unique_ptr<comm::SharedMemoryAllReduce> shared_;
+  bool sharedChosen_ = false;
 };
 
 } // namespace

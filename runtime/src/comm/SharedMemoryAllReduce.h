@@ -1,0 +1,56 @@
+//===- SharedMemoryAllReduce.h - all-reduce through one node's memory -----===//
+//
+// The activations' all-reduces of a tensor-parallel forward (two per layer)
+// are 0.25 to 1 MiB, the replica-gradient buckets up to 256 MiB. Open
+// MPI's MPI_Allreduce exchanges them as point-to-point messages through
+// its shared-memory transport, then sums what it received. Like
+// the CPU backends of DeepSpeed and vLLM, ranks that share a node instead
+// publish their contribution in a window of MPI-3 shared memory and every
+// rank sums all of them itself: on the 2-core machine of docs/runtime.md,
+// 0.28 against 0.37 to 0.40 ms per 1 MiB all-reduce of the forward, and
+// 256 MiB buckets 1.5x as fast.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPRT_COMM_SHAREDMEMORYALLREDUCE_H
+#define TPRT_COMM_SHAREDMEMORYALLREDUCE_H
+
+#include <cstdint>
+#include <memory>
+#include <mpi.h>
+#include <vector>
+
+namespace tprt::comm {
+
+/// In-place sum over the ranks of `comm` through a shared window: each
+/// rank copies its contribution (in pieces of at most kPieceFloats) into
+/// its slot, publishes the piece's sequence number, waits for every other
+/// rank's, and sums the slots in rank order, so every rank gets the same
+/// bits. Two slots per rank alternate: a rank rewrites a slot only after
+/// every rank has published the next piece, i.e. finished reading it.
+class SharedMemoryAllReduce {
+public:
+  static constexpr int64_t kPieceFloats = int64_t(1) << 20;
+
+  /// Collective over `comm`. Null on every rank unless all of them share
+  /// one node and the window could be made on each (they agree).
+  static std::unique_ptr<SharedMemoryAllReduce> create(MPI_Comm comm);
+  ~SharedMemoryAllReduce();
+
+  /// Collective: every rank passes the same count, in the same order of
+  /// calls as the communicator's other collectives.
+  void sum(float *data, int64_t count);
+
+private:
+  struct Slot;
+  SharedMemoryAllReduce(MPI_Win window, std::vector<Slot *> slots, int rank);
+
+  MPI_Win window_;
+  std::vector<Slot *> slots_;
+  int rank_;
+  uint64_t sequence_ = 0;
+};
+
+} // namespace tprt::comm
+
+#endif // TPRT_COMM_SHAREDMEMORYALLREDUCE_H
