@@ -962,6 +962,14 @@ TEST(Kernels, Activations) {
   }
   expectClose(add(ctx(), x, y), sum);
   expectClose(mul(ctx(), x, y), prod);
+  // Same-shape f32 products in the blocks the threads share, the last one
+  // partial and not a whole number of vectors.
+  Tensor big = randomTensor({2, 16389}, 17),
+         other = randomTensor({2, 16389}, 18);
+  std::vector<double> bigProd;
+  for (int64_t i = 0; i < big.numel(); ++i)
+    bigProd.push_back(double(big.f32()[i]) * other.f32()[i]);
+  expectClose(mul(ctx(), big, other), bigProd);
 }
 
 // The vectorized activations over many elements (full vectors, a tail, and
