@@ -341,6 +341,19 @@ int main(int argc, char **argv) {
         ok &= data[i] == float(n * (n + 1) / 2 * (i % 1000) + n * call);
       check(ok, "shared-memory all-reduce sums");
     }
+    // Many calls in a row, no barrier between: a rank that rewrote a slot
+    // another still reads would change that rank's sum.
+    ok = true;
+    for (int call = 0; shared && call < 2000; ++call) {
+      int64_t count = 1 + (call * 37) % 4099;
+      std::vector<float> data(count);
+      for (int64_t i = 0; i < count; ++i)
+        data[i] = float((r + 1) * (call % 101) + i % 7);
+      shared->sum(data.data(), count);
+      for (int64_t i = 0; i < count; ++i)
+        ok &= data[i] == float(n * (n + 1) / 2 * (call % 101) + n * (i % 7));
+    }
+    check(ok, "shared-memory all-reduce: 2000 calls in a row");
     // Inexact sums: every rank gets the same bits (the slots are summed in
     // rank order everywhere), as MPI_Allreduce's ranks do.
     if (shared) {
