@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <sched.h>
 
@@ -28,6 +29,9 @@ SharedMemoryAllReduce::create(MPI_Comm comm) {
   MPI_Comm_size(comm, &size);
   if (size < 2)
     return nullptr;
+  // Open MPI places a rank's part of the window 8-byte aligned: room to
+  // align the slot.
+  constexpr MPI_Aint kWindowBytes = sizeof(Slot) + alignof(Slot);
   // Ranks keep their order in `node` (key 0, ties broken by rank in comm).
   MPI_Comm node;
   if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
@@ -47,25 +51,26 @@ SharedMemoryAllReduce::create(MPI_Comm comm) {
     // by the rank that writes it).
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
     void *base = nullptr;
-    ok = MPI_Win_allocate_shared(sizeof(Slot), 1, info, node, &base, &window) ==
+    ok = MPI_Win_allocate_shared(kWindowBytes, 1, info, node, &base, &window) ==
          MPI_SUCCESS;
     MPI_Info_free(&info);
   }
   MPI_Comm_free(&node);
   int all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-  if (!all) {
-    if (window != MPI_WIN_NULL)
-      MPI_Win_free(&window);
+  // A window only some ranks made is left to MPI_Finalize: freeing it is
+  // collective, and the ranks that failed would never join.
+  if (!all)
     return nullptr;
-  }
   std::vector<Slot *> slots(size);
   for (int q = 0; q < size; ++q) {
     MPI_Aint bytes;
     int unit;
     void *base;
     MPI_Win_shared_query(window, q, &bytes, &unit, &base);
-    if (bytes < MPI_Aint(sizeof(Slot)))
+    size_t space = bytes;
+    if (bytes < kWindowBytes ||
+        !std::align(alignof(Slot), sizeof(Slot), base, space))
       fatal("the shared all-reduce window of rank " + std::to_string(q) +
             " is " + std::to_string(bytes) + " bytes, less than a slot");
     slots[q] = static_cast<Slot *>(base);
