@@ -431,11 +431,18 @@ int main(int argc, char **argv) try {
       times.push_back(MPI_Wtime() - start);
     }
     std::sort(times.begin(), times.end());
+    // The all-reduce where the program made a tensor-parallel group.
+    const tprt::Communicator *tp = ctx.tpIfMade();
+    std::string allReduce =
+        tp && tp->size() > 1
+            ? std::string(", all-reduce: ") + tp->allReduceMethod()
+            : "";
     if (rank == 0)
-      std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s)\n",
+      std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s%s)\n",
                   1e3 * times[times.size() / 2], 1e3 * times.front(), bench,
                   device == tprt::Device::CUDA ? "cuBLAS"
-                                               : tprt::cpu::gemmLibrary());
+                                               : tprt::cpu::gemmLibrary(),
+                  allReduce.c_str());
   }
   MPI_Finalize();
   return 0;

@@ -149,6 +149,9 @@ public:
   }
   /// Work queued after this call sees every allReduceSumAsync's result.
   virtual void waitAll() {}
+  /// How allReduceSum moves the data ("shared memory", "MPI_Allreduce",
+  /// "NCCL"): what `--bench` reports.
+  virtual const char *allReduceMethod() const = 0;
 };
 
 /// MPI communicator over the ranks of MPI_COMM_WORLD that share `color`
@@ -219,6 +222,8 @@ public:
   void setGrid(int tp, int dp);
   /// The communicator of this rank's tensor-parallel group.
   Communicator &tp();
+  /// tp(), or null where no collective has made it yet (not collective).
+  const Communicator *tpIfMade() const { return tp_.get(); }
   /// The communicator of this rank's data-parallel group (one rank when
   /// there is no data parallelism).
   Communicator &dp();

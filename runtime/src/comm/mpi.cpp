@@ -66,6 +66,11 @@ public:
     allReduce(data, count, MPI_SUM);
   }
 
+  /// Decided at the first allReduceSum (MPI's until then).
+  const char *allReduceMethod() const override {
+    return shared_ ? "shared memory" : "MPI_Allreduce";
+  }
+
   void allReduceMax(float *data, int64_t count) override {
     allReduce(data, count, MPI_MAX);
   }

@@ -281,6 +281,8 @@ public:
           what, /*collective=*/true, side_, sideStream_);
     sidePending_ = true;
   }
+  const char *allReduceMethod() const override { return "NCCL"; }
+
   void waitAll() override {
     if (!sidePending_)
       return;
