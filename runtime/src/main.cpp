@@ -431,11 +431,10 @@ int main(int argc, char **argv) try {
       times.push_back(MPI_Wtime() - start);
     }
     std::sort(times.begin(), times.end());
-    // The all-reduce where the program made a tensor-parallel group.
-    const tprt::Communicator *tp = ctx.tpIfMade();
+    // Every rank gets here, so tp() may make the group (collective).
     std::string allReduce =
-        tp && tp->size() > 1
-            ? std::string(", all-reduce: ") + tp->allReduceMethod()
+        size > 1 && ctx.tp().size() > 1
+            ? std::string(", all-reduce: ") + ctx.tp().allReduceMethod()
             : "";
     if (rank == 0)
       std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s%s)\n",

@@ -222,8 +222,6 @@ public:
   void setGrid(int tp, int dp);
   /// The communicator of this rank's tensor-parallel group.
   Communicator &tp();
-  /// tp(), or null where no collective has made it yet (not collective).
-  const Communicator *tpIfMade() const { return tp_.get(); }
   /// The communicator of this rank's data-parallel group (one rank when
   /// there is no data parallelism).
   Communicator &dp();

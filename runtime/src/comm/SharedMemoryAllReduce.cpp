@@ -84,7 +84,8 @@ SharedMemoryAllReduce::create(MPI_Comm comm) {
 SharedMemoryAllReduce::SharedMemoryAllReduce(MPI_Win window,
                                              std::vector<Slot *> slots,
                                              int rank)
-    : window_(window), slots_(std::move(slots)), rank_(rank) {}
+    : window_(window), slots_(std::move(slots)), sources_(slots_.size()),
+      rank_(rank) {}
 
 SharedMemoryAllReduce::~SharedMemoryAllReduce() {
   int finalized = 0;
@@ -96,9 +97,10 @@ SharedMemoryAllReduce::~SharedMemoryAllReduce() {
 /// Spins a short while, then yields: with more ranks than cores (mpirun
 /// --oversubscribe) the rank being waited for needs this one's core.
 static void waitFor(const std::atomic<uint64_t> &published, uint64_t value) {
-  for (int spins = 0; published.load(std::memory_order_acquire) < value;
-       ++spins)
-    if (spins >= 256)
+  for (int spins = 0; published.load(std::memory_order_acquire) < value;)
+    if (spins < 256)
+      ++spins;
+    else
       sched_yield();
 }
 
@@ -124,7 +126,6 @@ static void sumSlots(float *__restrict out, const float *const *sources,
 
 void SharedMemoryAllReduce::sum(float *data, int64_t count) {
   int size = static_cast<int>(slots_.size());
-  std::vector<const float *> sources(size);
   for (int64_t done = 0; done < count; done += kPieceFloats) {
     int64_t n = std::min(kPieceFloats, count - done);
     uint64_t sequence = ++sequence_;
@@ -135,9 +136,9 @@ void SharedMemoryAllReduce::sum(float *data, int64_t count) {
     for (int q = 0; q < size; ++q) {
       if (q != rank_)
         waitFor(slots_[q]->published, sequence);
-      sources[q] = slots_[q]->piece[parity];
+      sources_[q] = slots_[q]->piece[parity];
     }
-    sumSlots(data + done, sources.data(), size, n);
+    sumSlots(data + done, sources_.data(), size, n);
   }
 }
 

@@ -51,6 +51,8 @@ private:
 
   MPI_Win window_;
   std::vector<Slot *> slots_;
+  /// The pieces a sum reads (kept: no allocation per all-reduce).
+  std::vector<const float *> sources_;
   int rank_;
   uint64_t sequence_ = 0;
 };

@@ -845,14 +845,16 @@ Tensor relu_squared(Context &ctx, const Tensor &x) {
                   [](float v) { return v > 0 ? v * v : 0.0f; });
 }
 
-/// A vectorized bf16 loop (Vector.h) over two tensors of one shape.
-static Tensor bf16Elementwise(const Tensor &a, const Tensor &b,
-                              void (*loop)(const uint16_t *, const uint16_t *,
-                                           uint16_t *, int64_t)) {
-  Tensor out = Tensor::uninitialized(DType::BF16, a.shape());
-  const auto *x = static_cast<const uint16_t *>(a.raw()),
-             *y = static_cast<const uint16_t *>(b.raw());
-  auto *o = static_cast<uint16_t *>(out.raw());
+/// A vectorized loop (Vector.h, built per ISA) over two host tensors of one
+/// shape whose elements are T (uint16_t: bf16, float: f32).
+template <typename T>
+static Tensor sameShapeElementwise(const Tensor &a, const Tensor &b,
+                                   void (*loop)(const T *, const T *, T *,
+                                                int64_t)) {
+  Tensor out = Tensor::uninitialized(a.dtype(), a.shape());
+  const auto *x = static_cast<const T *>(a.raw()),
+             *y = static_cast<const T *>(b.raw());
+  auto *o = static_cast<T *>(out.raw());
   cpu::parallelBlocks(a.numel(), kElementBlock,
                       [&](int64_t begin, int64_t count) {
                         loop(x + begin, y + begin, o + begin, count);
@@ -863,26 +865,17 @@ static Tensor bf16Elementwise(const Tensor &a, const Tensor &b,
 Tensor add(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Add, "add"))
   if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
-    return bf16Elementwise(a, b, cpu::addBf16);
+    return sameShapeElementwise(a, b, cpu::addBf16);
   return binaryMap(a, b, "add", [](float x, float y) { return x + y; });
 }
 
 Tensor mul(Context &ctx, const Tensor &a, const Tensor &b) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Mul, "mul"))
   if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
-    return bf16Elementwise(a, b, cpu::mulBf16);
+    return sameShapeElementwise(a, b, cpu::mulBf16);
   if (a.dtype() == DType::F32 && b.dtype() == DType::F32 &&
-      a.shape() == b.shape()) {
-    // The vectorized loop of the machine's ISA (binaryMap's is SSE2's).
-    Tensor out = Tensor::uninitialized(DType::F32, a.shape());
-    const float *x = a.f32(), *y = b.f32();
-    float *o = out.f32();
-    cpu::parallelBlocks(a.numel(), kElementBlock,
-                        [&](int64_t begin, int64_t count) {
-                          cpu::mulTo(x + begin, y + begin, o + begin, count);
-                        });
-    return out;
-  }
+      a.shape() == b.shape())
+    return sameShapeElementwise(a, b, cpu::mulTo); // binaryMap's is SSE2's
   return binaryMap(a, b, "mul", [](float x, float y) { return x * y; });
 }
 
