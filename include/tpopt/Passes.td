@@ -572,6 +572,49 @@ def TPFuseLinearCrossEntropy
   }];
 }
 
+def TPPlanActivations : Pass<"tp-plan-activations", "func::FuncOp"> {
+  let summary = "Lay out a function's activations in one arena by lifetime";
+  let description = [{
+    Gives each result a kernel can place (its runtime function takes a
+    `RuntimeArg::Slot`: `tp.embedding`, `tp.linear`, the SiLU-product
+    `tp.linear_epilogue`, `tp.rms_norm`, `tp.rotary`, `tp.attention`,
+    `tp.silu`) of a `[?, ?, ...]` activation type a buffer in one arena:
+    results whose lifetimes overlap get disjoint bytes, the others may
+    share them. Sizes and offsets are bytes per token of the input (the
+    elements of `input_ids`), since every such activation is proportional
+    to batch x sequence; the runtime's `tprt::ActivationArena` makes the
+    arena for each call, and the context keeps it from call to call.
+
+    A value's lifetime runs from its op to the last op that reads it or
+    anything that may share its storage: the result of a call that does not
+    place its result may be the operand its consuming form takes (the
+    residual of `tp.linear_epilogue` `add`, an all-reduce's input) or, for
+    a call without one, any operand. What the function returns, or what
+    may share storage with it, keeps memory of its own (no runtime function
+    keeps an operand after its call returns). Offsets are greedy by size,
+    largest first, each at the lowest offset (a multiple of 64 bytes per
+    token) free for its whole lifetime. Functions without `input_ids`, or
+    with ops that have regions, are left as they are.
+
+    The plan is attributes the emitter reads: on the function
+    `tp.activation_bytes_per_token` (the arena) and `tp.activation_buffers`
+    ((offset, bytes) per token, one pair per slot), on each placed op
+    `tp.activation_slot`. Equal buffers share a slot.
+
+    ```mlir
+    func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}, ...)
+        attributes {tp.activation_buffers = array<i64: 0, 2048, 2048, 2048>,
+                    tp.activation_bytes_per_token = 4096 : i64} {
+      %h = tp.embedding %ids, %table {tp.activation_slot = 0 : i64} ...
+      %n = tp.rms_norm %h, %w {tp.activation_slot = 1 : i64, ...} ...
+      %q = tp.linear %n, %wq {tp.activation_slot = 0 : i64, ...} ...
+    ```
+
+    `tpc --plan-activations=false` (the `tp-compile` pipeline's
+    `plan-activations`) leaves every result to its kernel's allocation.
+  }];
+}
+
 def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
   let summary = "Lower the tp program of a rank to EmitC calls into tprt";
   let description = [{

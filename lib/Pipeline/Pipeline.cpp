@@ -96,6 +96,9 @@ void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
   if (options.fuseGradAccumulation)
     pm.addNestedPass<func::FuncOp>(createTPFuseGradAccumulation());
+  // Last: the layout is of the program the emitter prints.
+  if (options.planActivations)
+    pm.addNestedPass<func::FuncOp>(createTPPlanActivations());
   TPToEmitCOptions emit;
   emit.modelPath = options.modelPath;
   emit.layerLoops = options.layerLoops;

@@ -113,8 +113,10 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
   bool plain = true;
   const RuntimeSignature *consuming = call.getSignature()->consuming;
   std::optional<unsigned> consumedOperand;
+  ArrayRef<RuntimeArg> params = call.getSignature()->params;
+  bool slotted = takesActivationSlot(*call.getSignature());
   for (auto [position, arg, kind] :
-       llvm::enumerate(call.getArgs(), call.getSignature()->params)) {
+       llvm::enumerate(call.getArgs(), slotted ? params.drop_back() : params)) {
     Attribute attr;
     if (auto *v = std::get_if<Value>(&arg)) {
       if (*v) {
@@ -153,6 +155,13 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
     plain &= isa<IntegerAttr>(attr) &&
              isa<IndexType>(cast<TypedAttr>(attr).getType());
     args.push_back(attr);
+  }
+  // The buffer tp-plan-activations gave the result, or none.
+  if (slotted) {
+    auto slot =
+        op->getAttrOfType<IntegerAttr>(TPDialect::kActivationSlotAttrName);
+    args.push_back(b.getI64IntegerAttr(slot ? slot.getInt() : -1));
+    plain = false;
   }
   unsigned results = call.getSignature()->results;
   SmallVector<Type> types;
@@ -307,6 +316,36 @@ StringRef entryFunctionName(func::FuncOp func) {
   return "tprt_model_forward";
 }
 
+/// The activation plan of `func` (tp-plan-activations) as a table of
+/// tprt::PlannedBuffer before `entry`, and the tprt::ActivationArena that
+/// holds the call's activations at the start of `entry`'s body.
+void emitActivationArena(OpBuilder &b, func::FuncOp func, emitc::FuncOp entry,
+                         DenseI64ArrayAttr buffers) {
+  std::string table = (entry.getSymName() + "_buffers").str();
+  std::string init = "static const tprt::PlannedBuffer " + table + "[] = {";
+  ArrayRef<int64_t> pairs = buffers.asArrayRef();
+  for (size_t k = 0; k < pairs.size(); k += 2)
+    init +=
+        llvm::formatv("{0}{{{1}, {2}}", k ? ", " : "", pairs[k], pairs[k + 1]);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(entry);
+  emitc::VerbatimOp::create(b, func.getLoc(), init + "};");
+  b.setInsertionPointToEnd(&entry.getBody().front());
+  MLIRContext *ctx = b.getContext();
+  auto bytes =
+      func->getAttrOfType<IntegerAttr>(TPDialect::kActivationBytesAttrName);
+  // input_ids is the argument after the context.
+  emitc::CallOpaqueOp::create(
+      b, func.getLoc(),
+      TypeRange{emitc::OpaqueType::get(ctx, "tprt::ActivationArena")},
+      "tprt::ActivationArena",
+      ValueRange{entry.getArgument(0), entry.getArgument(1)},
+      b.getArrayAttr({b.getIndexAttr(0), emitc::OpaqueAttr::get(ctx, table),
+                      b.getI64IntegerAttr(pairs.size() / 2),
+                      b.getI64IntegerAttr(bytes ? bytes.getInt() : 0),
+                      b.getIndexAttr(1)}));
+}
+
 /// func.func @forward -> emitc.func @tprt_model_forward (and the training
 /// step -> tprt_model_train_step; the optimizer step and the init, which
 /// take only the context, -> tprt_model_optimizer_step, tprt_model_init);
@@ -348,6 +387,9 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
       replacements.push_back(
           emitCall(rewriter, *call, {}, body->getArgument(0), tensor)[0]);
     }
+    if (auto buffers = func->getAttrOfType<DenseI64ArrayAttr>(
+            TPDialect::kActivationBuffersAttrName))
+      emitActivationArena(rewriter, func, entry, buffers);
     rewriter.inlineBlockBefore(&func.getBody().front(), body, body->end(),
                                replacements);
     rewriter.eraseOp(func);
@@ -390,7 +432,19 @@ LogicalResult checkLowerable(func::FuncOp func, bool reducedPrecision) {
     RuntimeCall call(&op);
     if (failed(callable.buildRuntimeCall(call)) || failed(call.verify()))
       return failure();
+    if (op.hasAttr(TPDialect::kActivationSlotAttrName) &&
+        !takesActivationSlot(*call.getSignature()))
+      return op.emitError()
+             << "'" << TPDialect::kActivationSlotAttrName
+             << "' on an op whose runtime function ("
+             << call.getSignature()->callee << ") does not place its result";
   }
+  // The arena is sized from the input ids.
+  if (func->hasAttr(TPDialect::kActivationBuffersAttrName) &&
+      (entryFunctionName(func) == "tprt_model_optimizer_step" ||
+       entryFunctionName(func) == "tprt_model_init"))
+    return func.emitError() << "an activation plan needs the input ids, "
+                               "which this entry point does not take";
   return success();
 }
 

@@ -151,6 +151,20 @@ Tensor Tensor::view(const Tensor &base, int64_t offset,
   return t;
 }
 
+Tensor Tensor::placedIn(std::shared_ptr<unsigned char[]> buffer,
+                        size_t byteOffset, DType dtype,
+                        std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  unsigned char *data = buffer.get() + byteOffset;
+  // A control block of its own whose deleter holds the buffer: the
+  // tensor's copies count, the arena's other tensors do not.
+  t.storage_ = std::shared_ptr<unsigned char[]>(
+      data, [keep = std::move(buffer)](unsigned char *) {});
+  return t;
+}
+
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
     : Tensor(uninitialized(dtype, std::move(shape))) {
   std::memset(raw(), 0, bytes());

@@ -8,7 +8,7 @@
 // CHECK: tprt::Tensor [[P:v[0-9]+]] = tprt::linear_add_once([[C:v[0-9]+]], [[X:v[0-9]+]], [[W:v[0-9]+]], [[X]]);
 // CHECK-NEXT: tprt::Tensor [[S:v[0-9]+]] = tprt::all_reduce_sum_consuming([[C]], [[P]]);
 // CHECK-NOT: tprt::release([[P]])
-// CHECK: tprt::Tensor [[Q:v[0-9]+]] = tprt::linear([[C]], [[S]], [[W]]);
+// CHECK: tprt::Tensor [[Q:v[0-9]+]] = tprt::linear([[C]], [[S]], [[W]], -1);
 // CHECK: tprt::Tensor [[T:v[0-9]+]] = tprt::all_reduce_sum([[C]], [[Q]]);
 // CHECK-NEXT: tprt::Tensor [[U:v[0-9]+]] = tprt::add([[C]], [[Q]], [[T]]);
 // CHECK-NEXT: tprt::release([[T]]);

@@ -12,10 +12,10 @@
 // CHECK: %[[W:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.up.weight\22">, #emitc.opaque<"\22onnx::MatMul_3\22">, #emitc.opaque<"\22m.onnx\22">, 272, 128, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{8, 4}">, true, -1 : i32, 1, 1, #emitc.opaque<"tprt::DType::F32">]}
 // CHECK: verbatim "// /model/embed_tokens/Gather"
 // CHECK-NEXT: %[[H:.*]] = call_opaque "tprt::embedding"(%[[CTX]], %[[IDS]], %[[E]])
-// CHECK: %[[N:.*]] = call_opaque "tprt::rms_norm"(%[[CTX]], %[[H]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 9.9999999999999995E-7, 1.000000e+00, 0]}
+// CHECK: %[[N:.*]] = call_opaque "tprt::rms_norm"(%[[CTX]], %[[H]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 9.9999999999999995E-7, 1.000000e+00, 0, -1]}
 // CHECK: %[[L:.*]] = call_opaque "tprt::linear_bias"(%[[CTX]], %[[N]], %[[W]], %{{.*}})
-// CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 2, 2, 4, 5.000000e-01, true, 3, 0.000000e+00]}
-// CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"tprt::Tensor()">, 2, 2, 4, 5.000000e-01, false, 0, 0.000000e+00]}
+// CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 2, 2, 4, 5.000000e-01, true, 3, 0.000000e+00, -1]}
+// CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"tprt::Tensor()">, 2, 2, 4, 5.000000e-01, false, 0, 0.000000e+00, -1]}
 // CHECK: call_opaque "tprt::gelu"(%[[CTX]], %{{.*}}) {args = [0 : index, 1 : index, true]}
 // CHECK: return %{{.*}} : !emitc.opaque<"tprt::Tensor">
 // CHECK-NOT: func.func
@@ -25,7 +25,7 @@
 // CPP: tprt::Tensor tprt_model_forward(tprt::Context& [[C:v[0-9]+]], tprt::Tensor [[I:v[0-9]+]], tprt::Tensor [[M:v[0-9]+]]) {
 // CPP: tprt::load_param([[C]], "model.up.weight", "onnx::MatMul_3", "m.onnx", 272, 128, tprt::DType::F32, {8, 4}, true, -1, 1, 1, tprt::DType::F32);
 // CPP: // /model/embed_tokens/Gather
-// CPP-NEXT: tprt::embedding([[C]], [[I]], v{{[0-9]+}});
+// CPP-NEXT: tprt::embedding([[C]], [[I]], v{{[0-9]+}}, -1);
 module attributes {onnx.file = "m.onnx"} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}, %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
       %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},

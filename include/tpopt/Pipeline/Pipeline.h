@@ -124,6 +124,12 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "their gradients by blocks of positions, without the "
                      "logits (tp-fuse-linear-cross-entropy)"),
       llvm::cl::init(true)};
+  Option<bool> planActivations{
+      *this, "plan-activations",
+      llvm::cl::desc("Lay out each entry function's activations in one "
+                     "arena by their lifetimes (tp-plan-activations; false: "
+                     "each kernel allocates its result)"),
+      llvm::cl::init(true)};
   Option<bool> layerLoops{
       *this, "layer-loops",
       llvm::cl::desc("Emit each run of equal decoder layers as one loop over "

@@ -115,6 +115,31 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
                         << attr.getName().getValue() << "'";
 }
 
+/// A function's activation plan: both attributes, the buffers as (offset,
+/// bytes) pairs inside the arena.
+static LogicalResult verifyActivationPlan(Operation *op) {
+  auto bytes =
+      op->getAttrOfType<IntegerAttr>(TPDialect::kActivationBytesAttrName);
+  auto buffers = op->getAttrOfType<DenseI64ArrayAttr>(
+      TPDialect::kActivationBuffersAttrName);
+  if (!isa<FunctionOpInterface>(op) || !bytes || !buffers ||
+      buffers.size() % 2 != 0 || bytes.getInt() < 0)
+    return op->emitOpError()
+           << "an activation plan is a function's '"
+           << TPDialect::kActivationBytesAttrName << "' (an integer) and '"
+           << TPDialect::kActivationBuffersAttrName
+           << "' ((offset, bytes) pairs per token)";
+  ArrayRef<int64_t> pairs = buffers.asArrayRef();
+  for (size_t k = 0; k < pairs.size(); k += 2)
+    if (pairs[k] < 0 || pairs[k + 1] < 0 ||
+        pairs[k] > bytes.getInt() - pairs[k + 1])
+      return op->emitOpError()
+             << "activation buffer " << k / 2 << " (offset " << pairs[k] << ", "
+             << pairs[k + 1] << " bytes per token) lies outside the "
+             << bytes.getInt() << " bytes per token of its arena";
+  return success();
+}
+
 LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() == kEntryAttrName) {
@@ -141,6 +166,25 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitOpError()
              << "'" << kPlanSourceAttrName << "' must be a string on a module";
+    return success();
+  }
+  if (attr.getName() == kActivationBytesAttrName ||
+      attr.getName() == kActivationBuffersAttrName)
+    return verifyActivationPlan(op);
+  if (attr.getName() == kActivationSlotAttrName) {
+    auto slot = dyn_cast<IntegerAttr>(attr.getValue());
+    auto func = op->getParentOfType<FunctionOpInterface>();
+    auto buffers =
+        func
+            ? func->getAttrOfType<DenseI64ArrayAttr>(kActivationBuffersAttrName)
+            : DenseI64ArrayAttr();
+    if (!slot || !buffers || slot.getInt() < 0 ||
+        slot.getInt() >= buffers.size() / 2)
+      return op->emitOpError() << "'" << kActivationSlotAttrName
+                               << "' must be a buffer of its function's '"
+                               << kActivationBuffersAttrName << "' ("
+                               << (buffers ? buffers.size() / 2 : 0)
+                               << " buffers), got " << attr.getValue();
     return success();
   }
   if (attr.getName() == ModelConfig::kAttrName) {

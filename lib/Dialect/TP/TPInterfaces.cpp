@@ -134,6 +134,7 @@ StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
   case RuntimeArg::ConsumedTensor:
     return "tprt::Tensor &";
   case RuntimeArg::I64:
+  case RuntimeArg::Slot:
     return "int64_t";
   case RuntimeArg::I32:
     return "int";
@@ -184,16 +185,24 @@ static bool matches(const RuntimeCall::Arg &arg, RuntimeArg kind) {
     return std::holds_alternative<SmallVector<int64_t>>(arg);
   case RuntimeArg::Reals:
     return std::holds_alternative<SmallVector<double>>(arg);
+  case RuntimeArg::Slot:
+    return false;
   }
   return false;
+}
+
+bool mlir::tp::takesActivationSlot(const RuntimeSignature &signature) {
+  return !signature.params.empty() &&
+         signature.params.back() == RuntimeArg::Slot;
 }
 
 LogicalResult RuntimeCall::verify() const {
   if (!signature)
     return op->emitError("no runtime function chosen for this op");
-  if (args.size() != signature->params.size())
-    return op->emitError() << signature->callee << " takes "
-                           << signature->params.size()
+  // The activation slot is the emitter's to pass.
+  size_t given = signature->params.size() - takesActivationSlot(*signature);
+  if (args.size() != given)
+    return op->emitError() << signature->callee << " takes " << given
                            << " arguments after the context, given "
                            << args.size();
   for (auto [i, arg, kind] : llvm::enumerate(args, signature->params))

@@ -23,6 +23,7 @@ constexpr RuntimeArg kOptional = RuntimeArg::OptionalTensor;
 constexpr RuntimeArg kI64 = RuntimeArg::I64;
 constexpr RuntimeArg kF64 = RuntimeArg::F64;
 constexpr RuntimeArg kBool = RuntimeArg::Bool;
+constexpr RuntimeArg kSlot = RuntimeArg::Slot;
 
 constexpr RuntimeArg kOneTensor[] = {kTensor};
 constexpr RuntimeArg kTwoTensors[] = {kTensor, kTensor};
@@ -31,6 +32,10 @@ constexpr RuntimeArg kFourTensors[] = {kTensor, kTensor, kTensor, kTensor};
 constexpr RuntimeArg kTensorAndI64[] = {kTensor, kI64};
 constexpr RuntimeArg kTensorAndF64[] = {kTensor, kF64};
 constexpr RuntimeArg kTensorAndBool[] = {kTensor, kBool};
+// The kernels that put their result in a buffer of the activation plan.
+constexpr RuntimeArg kOneTensorToSlot[] = {kTensor, kSlot};
+constexpr RuntimeArg kTwoTensorsToSlot[] = {kTensor, kTensor, kSlot};
+constexpr RuntimeArg kThreeTensorsToSlot[] = {kTensor, kTensor, kTensor, kSlot};
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -38,7 +43,7 @@ constexpr RuntimeArg kTensorAndBool[] = {kTensor, kBool};
 //===----------------------------------------------------------------------===//
 
 static constexpr RuntimeSignature kEmbedding[] = {
-    {"tprt::embedding", kTwoTensors},
+    {"tprt::embedding", kTwoTensorsToSlot},
     {"tprt::embedding_vocab_parallel", kTwoTensors}};
 
 ArrayRef<RuntimeSignature> EmbeddingOp::getRuntimeSignatures() {
@@ -55,10 +60,10 @@ LogicalResult EmbeddingOp::buildRuntimeCall(RuntimeCall &call) {
 // The linear and mm forms are one flattened product; bmm multiplies each
 // [seq, in] slice.
 static constexpr RuntimeSignature kLinear[] = {
-    {"tprt::linear", kTwoTensors},
-    {"tprt::linear_bias", kThreeTensors},
-    {"tprt::linear_bmm", kTwoTensors},
-    {"tprt::linear_bmm_bias", kThreeTensors}};
+    {"tprt::linear", kTwoTensorsToSlot},
+    {"tprt::linear_bias", kThreeTensorsToSlot},
+    {"tprt::linear_bmm", kTwoTensorsToSlot},
+    {"tprt::linear_bmm_bias", kThreeTensorsToSlot}};
 
 ArrayRef<RuntimeSignature> LinearOp::getRuntimeSignatures() { return kLinear; }
 
@@ -86,8 +91,8 @@ static constexpr RuntimeSignature kLinearAddConsuming[] = {
 static constexpr RuntimeSignature kLinearEpilogue[] = {
     {"tprt::linear_add", kThreeTensors, 1, &kLinearAddConsuming[0]},
     {"tprt::linear_bmm_add", kThreeTensors, 1, &kLinearAddConsuming[1]},
-    {"tprt::linear_silu_mul", kThreeTensors},
-    {"tprt::linear_bmm_silu_mul", kThreeTensors},
+    {"tprt::linear_silu_mul", kThreeTensorsToSlot},
+    {"tprt::linear_bmm_silu_mul", kThreeTensorsToSlot},
     {"tprt::linear_add_once", kThreeTensors, 1, &kLinearAddConsuming[2]},
     {"tprt::linear_bmm_add_once", kThreeTensors, 1, &kLinearAddConsuming[3]}};
 
@@ -153,8 +158,8 @@ LogicalResult BiasAddOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kRmsNormParams[] = {kTensor, kTensor, kF64, kF64,
-                                                kI64};
+static constexpr RuntimeArg kRmsNormParams[] = {kTensor, kTensor, kF64,
+                                                kF64,    kI64,    kSlot};
 static constexpr RuntimeSignature kRmsNorm[] = {
     {"tprt::rms_norm", kRmsNormParams}};
 
@@ -189,7 +194,8 @@ static constexpr RuntimeArg kRotaryParams[] = {kTensor,
                                                kF64,
                                                kBool,
                                                RuntimeArg::Reals,
-                                               RuntimeArg::Reals};
+                                               RuntimeArg::Reals,
+                                               kSlot};
 static constexpr RuntimeSignature kRotary[] = {{"tprt::rotary", kRotaryParams}};
 
 ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }
@@ -232,7 +238,7 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
 
 static constexpr RuntimeArg kAttentionParams[] = {
     kTensor, kTensor, kTensor, kOptional, kI64, kI64,
-    kI64,    kF64,    kBool,   kI64,      kF64};
+    kI64,    kF64,    kBool,   kI64,      kF64, kSlot};
 static constexpr RuntimeSignature kAttention[] = {
     {"tprt::attention", kAttentionParams}};
 
@@ -316,7 +322,7 @@ LogicalResult Mamba2MixerOp::buildRuntimeCall(RuntimeCall &call) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-static constexpr RuntimeSignature kSilu[] = {{"tprt::silu", kOneTensor}};
+static constexpr RuntimeSignature kSilu[] = {{"tprt::silu", kOneTensorToSlot}};
 
 ArrayRef<RuntimeSignature> SiluOp::getRuntimeSignatures() { return kSilu; }
 

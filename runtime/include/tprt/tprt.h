@@ -66,6 +66,13 @@ public:
   /// on, sharing (and keeping alive) its storage.
   static Tensor view(const Tensor &base, int64_t offset,
                      std::vector<int64_t> shape);
+  /// A tensor of `shape` on the host whose elements are the bytes of
+  /// `buffer` from `byteOffset` on (an activation arena's, Context::placed).
+  /// It keeps `buffer` alive but is a handle of its own: soleOwner() counts
+  /// only this tensor's copies, so consuming kernels may overwrite it.
+  static Tensor placedIn(std::shared_ptr<unsigned char[]> buffer,
+                         size_t byteOffset, DType dtype,
+                         std::vector<int64_t> shape);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -182,6 +189,13 @@ readSafetensorsIndex(const std::string &path);
 //===----------------------------------------------------------------------===//
 
 struct TrainState;
+
+/// One buffer of an entry function's activation plan (tp-plan-activations):
+/// `offset` and `bytes` per token of the input, so that the plan holds for
+/// any batch and sequence length.
+struct PlannedBuffer {
+  int64_t offset, bytes;
+};
 
 /// Per-rank state of a running program.
 class Context {
@@ -307,13 +321,31 @@ public:
   };
   std::map<std::string, GradBuffer> &grads() { return grads_; }
 
+  /// Where a kernel puts its result: in buffer `slot` of the activation
+  /// plan of the entry function running now (ActivationArena), or, for slot
+  /// -1, without a plan, or for a result larger than its buffer, in memory
+  /// of its own (Tensor::uninitialized). On the host.
+  Tensor placed(int64_t slot, DType dtype, std::vector<int64_t> shape);
+
   /// What `model --train` keeps across the optimizer boundary (Train.h);
   /// null outside training.
   TrainState *trainState() { return trainState_; }
   void setTrainState(TrainState *state) { trainState_ = state; }
 
 private:
+  friend class ActivationArena;
   std::unique_ptr<Communicator> makeCommunicator(int color, const char *group);
+
+  /// The plan of the entry function running now, and its arena.
+  struct ActivePlan {
+    const PlannedBuffer *buffers = nullptr;
+    int64_t slots = 0, tokens = 0;
+    std::shared_ptr<unsigned char[]> arena;
+  };
+  ActivePlan plan_;
+  /// Each plan's arena, kept from one call of its function to the next.
+  std::map<const PlannedBuffer *, std::shared_ptr<unsigned char[]>> arenas_;
+  std::map<const PlannedBuffer *, uint64_t> arenaBytes_;
 
   int rank_, worldSize_;
   double collectiveTimeout_ = 600;
@@ -328,6 +360,27 @@ private:
   TrainState *trainState_ = nullptr;
   std::string checkpointPath_;
   std::map<std::string, SafetensorsEntry> checkpoint_;
+};
+
+/// The activations of one call of a generated entry function, laid out
+/// by the compiler (tp-plan-activations): while it lives, Context::placed
+/// puts the result of slot k at plan[k] of one arena of bytesPerToken x
+/// tokens bytes (tokens: the elements of `ids`), so that activations whose
+/// lifetimes do not overlap share memory and a call allocates one buffer,
+/// not one per op. The context keeps the arena for the next call; where a
+/// tensor of the last call still holds it (a caller kept a result), the
+/// call gets a new one. Only the CPU kernels place their results.
+class ActivationArena {
+public:
+  ActivationArena(Context &ctx, const PlannedBuffer *plan, int64_t slots,
+                  int64_t bytesPerToken, const Tensor &ids);
+  ~ActivationArena();
+  ActivationArena(const ActivationArena &) = delete;
+  ActivationArena &operator=(const ActivationArena &) = delete;
+
+private:
+  Context &ctx_;
+  Context::ActivePlan outer_;
 };
 
 /// Reads one parameter, or this rank's part of it, from its file: `length`
@@ -368,10 +421,14 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
 // forward kernel also takes bf16 / f16 activations (a program compiled with
 // tpc --dtype): it computes in f32 and rounds its result once to the
 // activation's type; bf16 linears are bf16 products with f32 accumulation.
+// No kernel keeps a handle to an operand after it returns (the compiler's
+// activation plan relies on it); a kernel that takes `slot` returns a new
+// tensor, placed by Context::placed.
 //===----------------------------------------------------------------------===//
 
 /// ids [..] int64, table [V, H] -> [.., H]; an id outside [0, V) is an error.
-Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table);
+Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table,
+                 int64_t slot = -1);
 /// Vocabulary-parallel embedding: `table` is this rank's block of
 /// V / ranks rows; ids outside it give zero rows (all_reduce_sum completes
 /// the lookup). An id outside the whole vocabulary is an error.
@@ -396,15 +453,17 @@ Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
 using Tensors = std::vector<Tensor>;
 
 /// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm; cuBLAS on CUDA).
-Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
+Tensor linear(Context &ctx, const Tensor &x, const Tensor &w,
+              int64_t slot = -1);
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                   const Tensor &bias);
+                   const Tensor &bias, int64_t slot = -1);
 /// The bmm form of linear for a 3-D x [batch, seq, in]: one product of each
 /// [seq, in] slice with w^T, no flattening across batch (tp-lower-linear's
 /// choice for batch- or sequence-sharded inputs).
-Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w);
+Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
+                  int64_t slot = -1);
 Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &bias);
+                       const Tensor &bias, int64_t slot = -1);
 /// The linear forms with an epilogue (tp.linear_epilogue): x w^T + other
 /// (`add`), silu(x w^T) * other (`silu_mul`), `other` of the result's shape
 /// and type, applied to the product's output in the same GEMM where the
@@ -414,9 +473,9 @@ Tensor linear_add(Context &ctx, const Tensor &x, const Tensor &w,
 Tensor linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
                       const Tensor &other);
 Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other);
+                       const Tensor &other, int64_t slot = -1);
 Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other);
+                           const Tensor &other, int64_t slot = -1);
 /// `add_once`: linear_add on the tensor-parallel group's first rank, linear
 /// on the others (a row-split projection's partial sum that carries a
 /// residual once into the all-reduce after it).
@@ -461,7 +520,7 @@ Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
 /// x / sqrt(mean(x^2) + eps) * (offset + w) over groups of `group` elements
 /// of the last dimension (0: the whole last dimension).
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
-                double offset, int64_t group);
+                double offset, int64_t group, int64_t slot = -1);
 /// RoPE on packed heads [B, S, H * headDim] at positions 0..S-1; the first
 /// `rotaryDim` features of each head rotate (rotate_half pairing unless
 /// `interleaved`). The frequencies are transformers' for `ropeType`
@@ -473,13 +532,13 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
               bool truncate, double attentionFactor, bool transpose = false,
               std::vector<double> shortFactor = {},
-              std::vector<double> longFactor = {});
+              std::vector<double> longFactor = {}, int64_t slot = -1);
 /// Grouped-query attention on packed heads. `keyMask` [B, Skv] (non-zero =
 /// keep) may be undefined. `window` 0 and `softcap` 0 mean none.
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &keyMask, int64_t heads,
                  int64_t kvHeads, int64_t headDim, double scale, bool causal,
-                 int64_t window, double softcap);
+                 int64_t window, double softcap, int64_t slot = -1);
 /// The Mamba2 mixer of NemotronH (tp.mamba2_mixer): in_proj, causal
 /// depthwise conv + SiLU, the selective scan (sequential recurrence),
 /// gated grouped RMS norm, out_proj. `keyMask` may be undefined; with
@@ -491,7 +550,7 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA);
-Tensor silu(Context &ctx, const Tensor &x);
+Tensor silu(Context &ctx, const Tensor &x, int64_t slot = -1);
 Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation);
 Tensor relu_squared(Context &ctx, const Tensor &x);
 Tensor add(Context &ctx, const Tensor &a, const Tensor &b);

@@ -28,7 +28,8 @@
 
 namespace tprt {
 
-Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table) {
+Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table,
+                 int64_t slot) {
   TPRT_ON_CUDA(ctx, embedding(ctx, ids, table))
   if (ids.dtype() != DType::I64)
     fatal("embedding: ids must be int64, got " + ids.describe());
@@ -39,7 +40,7 @@ Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table) {
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
   // Rows are copied in the table's type (a bf16 program's embedding is bf16).
-  Tensor out = Tensor::uninitialized(table.dtype(), shape);
+  Tensor out = ctx.placed(slot, table.dtype(), shape);
   const int64_t *id = ids.i64();
   for (int64_t i = 0; i < n; ++i)
     if (id[i] < 0 || id[i] >= vocab)
@@ -190,7 +191,7 @@ static Tensor linearInBf16(Context &ctx, const Tensor &x, const Tensor &w,
   return out;
 }
 
-Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
+Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, int64_t slot) {
   TPRT_ON_CUDA(ctx, linear(ctx, x, w))
   if (w.rank() != 2 || x.rank() < 1 || x.dim(-1) != w.dim(1))
     fatal("linear: input " + x.describe() + " does not match weight " +
@@ -203,7 +204,7 @@ Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
   TPRT_IN_F32(x, linear(ctx, widened(x), widened(w)))
   requireF32(x, "linear", "the input");
   requireF32(w, "linear", "the weight");
-  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  Tensor out = ctx.placed(slot, DType::F32, shape);
   if (rows > 0 && outF > 0)
     cpu::linear(w, x.f32(), out.f32(), 1, rows, ctx.constantWeights(),
                 ctx.autocast() == DType::BF16);
@@ -237,8 +238,8 @@ Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias) {
 }
 
 Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                   const Tensor &bias) {
-  Tensor out = linear(ctx, x, w);
+                   const Tensor &bias, int64_t slot) {
+  Tensor out = linear(ctx, x, w, slot);
 #ifdef TPRT_WITH_CUDA
   if (out.onGpu() && out.dtype() == DType::F32) {
     cuda::addBias(out, bias, "linear");
@@ -251,7 +252,8 @@ Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
   return out;
 }
 
-Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
+Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
+                  int64_t slot) {
   TPRT_ON_CUDA(ctx, linear_bmm(ctx, x, w))
   if (w.rank() != 2 || x.rank() != 3 || x.dim(-1) != w.dim(1))
     fatal("linear_bmm: input " + x.describe() + " does not match weight " +
@@ -263,7 +265,7 @@ Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
   TPRT_IN_F32(x, linear_bmm(ctx, widened(x), widened(w)))
   requireF32(x, "linear_bmm", "the input");
   requireF32(w, "linear_bmm", "the weight");
-  Tensor out = Tensor::uninitialized(DType::F32, {batch, seq, outF});
+  Tensor out = ctx.placed(slot, DType::F32, {batch, seq, outF});
   if (batch > 0 && seq > 0 && outF > 0)
     cpu::linear(w, x.f32(), out.f32(), batch, seq, ctx.constantWeights(),
                 ctx.autocast() == DType::BF16);
@@ -271,8 +273,8 @@ Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
 }
 
 Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &bias) {
-  Tensor out = linear_bmm(ctx, x, w);
+                       const Tensor &bias, int64_t slot) {
+  Tensor out = linear_bmm(ctx, x, w, slot);
 #ifdef TPRT_WITH_CUDA
   if (out.onGpu() && out.dtype() == DType::F32) {
     cuda::addBias(out, bias, "linear_bmm");
@@ -492,10 +494,10 @@ hostEpilogueShape(Context &ctx, const Tensor &x, const Tensor &w,
 
 static Tensor linearWithEpilogue(Context &ctx, const Tensor &x, const Tensor &w,
                                  const Tensor &other, cpu::Epilogue epilogue,
-                                 bool bmm) {
+                                 bool bmm, int64_t slot = -1) {
   if (auto batchRows = hostEpilogueShape(ctx, x, w, other, bmm)) {
     auto [batch, rows] = *batchRows;
-    Tensor out = Tensor::uninitialized(x.dtype(), other.shape());
+    Tensor out = ctx.placed(slot, x.dtype(), other.shape());
     if (cpu::linearEpilogue(w, x.raw(), other.raw(), out.raw(), batch, rows,
                             ctx.constantWeights(), x.dtype() == DType::BF16,
                             epilogue))
@@ -517,13 +519,15 @@ Tensor linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
 }
 
 Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other) {
-  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, false);
+                       const Tensor &other, int64_t slot) {
+  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, false,
+                            slot);
 }
 
 Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other) {
-  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, true);
+                           const Tensor &other, int64_t slot) {
+  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, true,
+                            slot);
 }
 
 Tensor linear_add_once(Context &ctx, const Tensor &x, const Tensor &w,
@@ -577,7 +581,7 @@ Tensor linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
 }
 
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
-                double offset, int64_t group) {
+                double offset, int64_t group, int64_t slot) {
   TPRT_ON_CUDA(ctx, rms_norm(ctx, x, w, eps, offset, group))
   bool bf16 = onHostAsBf16(x);
   if (!bf16)
@@ -607,7 +611,7 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                              float *o) { normalize(in[0], o, count / group); });
   }
   requireF32(x, "rms_norm", "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  Tensor out = ctx.placed(slot, DType::F32, x.shape());
   int64_t groups = x.numel() / group;
   const float *in = x.f32();
   float *o = out.f32();
@@ -676,7 +680,8 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               double lowFreqFactor, double highFreqFactor,
               int64_t originalMaxPositions, double betaFast, double betaSlow,
               bool truncate, double attentionFactor, bool transpose,
-              std::vector<double> shortFactor, std::vector<double> longFactor) {
+              std::vector<double> shortFactor, std::vector<double> longFactor,
+              int64_t slot) {
   if (!onHostAsBf16(x))
     TPRT_IN_F32(x,
                 rotary(ctx, widened(x), headDim, rotaryDim, theta, interleaved,
@@ -745,7 +750,7 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
         });
   }
   requireF32(x, "rotary", "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  Tensor out = ctx.placed(slot, DType::F32, x.shape());
   const float *in = x.f32();
   float *o = out.f32();
 #pragma omp parallel for schedule(static)
@@ -757,7 +762,7 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &keyMask, int64_t heads,
                  int64_t kvHeads, int64_t headDim, double scale, bool causal,
-                 int64_t window, double softcap) {
+                 int64_t window, double softcap, int64_t slot) {
   TPRT_ON_CUDA(ctx, attention(ctx, q, k, v, keyMask, heads, kvHeads, headDim,
                               scale, causal, window, softcap))
   TPRT_IN_F32(q,
@@ -767,7 +772,7 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;
   const int64_t *mask = shape.mask;
-  Tensor out = Tensor::uninitialized(DType::F32, q.shape());
+  Tensor out = ctx.placed(slot, DType::F32, q.shape());
   const float *qd = q.f32(), *kd = k.f32(), *vd = v.f32();
   float *o = out.f32();
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
@@ -807,7 +812,8 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
 
 /// An activation over all of `x`, vectorized (Activation.h); bf16 in
 /// blocks.
-static Tensor activationOf(const Tensor &x, cpu::Activation f, const char *op) {
+static Tensor activationOf(Context &ctx, const Tensor &x, cpu::Activation f,
+                           const char *op, int64_t slot = -1) {
   if (onHostAsBf16(x))
     return mapBf16Blocks(
         {&x}, kElementBlock,
@@ -815,16 +821,16 @@ static Tensor activationOf(const Tensor &x, cpu::Activation f, const char *op) {
           cpu::activation(f, in[0], out, count);
         });
   requireF32(x, op, "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  Tensor out = ctx.placed(slot, DType::F32, x.shape());
   cpu::activation(f, x.f32(), out.f32(), x.numel());
   return out;
 }
 
-Tensor silu(Context &ctx, const Tensor &x) {
+Tensor silu(Context &ctx, const Tensor &x, int64_t slot) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Silu, 0, "silu"))
   if (!onHostAsBf16(x))
     TPRT_IN_F32(x, silu(ctx, widened(x)))
-  return activationOf(x, cpu::Activation::Silu, "silu");
+  return activationOf(ctx, x, cpu::Activation::Silu, "silu", slot);
 }
 
 Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
@@ -834,9 +840,10 @@ Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
             "gelu"))
   if (!onHostAsBf16(x))
     TPRT_IN_F32(x, gelu(ctx, widened(x), tanhApproximation))
-  return activationOf(
-      x, tanhApproximation ? cpu::Activation::GeluTanh : cpu::Activation::Gelu,
-      "gelu");
+  return activationOf(ctx, x,
+                      tanhApproximation ? cpu::Activation::GeluTanh
+                                        : cpu::Activation::Gelu,
+                      "gelu");
 }
 
 Tensor relu_squared(Context &ctx, const Tensor &x) {

@@ -68,6 +68,17 @@ def TP_Dialect : Dialect {
     /// for the plan report).
     static constexpr llvm::StringLiteral kPlanSourceAttrName =
         "tp.plan_source";
+    /// Function attributes of an activation plan (tp-plan-activations):
+    /// the arena's bytes per token of the input, and its buffers as
+    /// (offset, bytes) pairs per token.
+    static constexpr llvm::StringLiteral kActivationBytesAttrName =
+        "tp.activation_bytes_per_token";
+    static constexpr llvm::StringLiteral kActivationBuffersAttrName =
+        "tp.activation_buffers";
+    /// Op attribute: the buffer of its function's activation plan the op's
+    /// result goes in.
+    static constexpr llvm::StringLiteral kActivationSlotAttrName =
+        "tp.activation_slot";
 
   private:
     void registerAttributes();

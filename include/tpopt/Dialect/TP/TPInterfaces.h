@@ -122,6 +122,11 @@ enum class RuntimeArg {
   Shape,
   /// `std::vector<double>` (per-frequency factors).
   Reals,
+  /// `int64_t`, the buffer of the entry function's activation plan the
+  /// result goes in (the op's `tp.activation_slot` from
+  /// tp-plan-activations; -1: none). A signature's last parameter; the
+  /// emitter supplies it, not the op's buildRuntimeCall.
+  Slot,
 };
 
 /// The C++ parameter type of `kind`, as tprt.h declares it.
@@ -139,6 +144,11 @@ struct RuntimeSignature {
   unsigned results = 1;
   const RuntimeSignature *consuming = nullptr;
 };
+
+/// Whether `signature`'s function takes the buffer its result goes in
+/// (a last RuntimeArg::Slot): then the result is a new tensor, never one
+/// of its operands or a view of one, and the call keeps no operand.
+bool takesActivationSlot(const RuntimeSignature &signature);
 
 /// The C++ return type of `signature`, as tprt.h declares it.
 StringRef getRuntimeReturnCppType(const RuntimeSignature &signature);
