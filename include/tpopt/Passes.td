@@ -586,12 +586,12 @@ def TPPlanActivations : Pass<"tp-plan-activations", "func::FuncOp"> {
     arena for each call, and the context keeps it from call to call.
 
     A value's lifetime runs from its op to the last op that reads it or
-    anything that may share its storage: the result of a call that does not
-    place its result may be the operand its consuming form takes (the
-    residual of `tp.linear_epilogue` `add`, an all-reduce's input) or, for
-    a call without one, any operand. What the function returns, or what
-    may share storage with it, keeps memory of its own (no runtime function
-    keeps an operand after its call returns). Offsets are greedy by size,
+    anything that may share its storage. The runtime's kernels return new
+    tensors, except that a consuming form may return the operand it takes
+    (the residual of `tp.linear_epilogue` `add`, an all-reduce's input):
+    such a result extends its operand's lifetime. What the function
+    returns, or what may share storage with it, keeps memory of its own
+    (no kernel keeps an operand after its call). Offsets are greedy by size,
     largest first, each at the lowest offset (a multiple of 64 bytes per
     token) free for its whole lifetime. Functions without `input_ids`, or
     with ops that have regions, are left as they are.

@@ -8,12 +8,12 @@
 // an activation [batch, seq, ...] is proportional to the tokens of the
 // input, so the plan is in bytes per token and holds for any input.
 //
-// Only results the runtime can place (a call that takes a RuntimeArg::Slot,
-// which then returns a new tensor) get a buffer. A result the runtime
-// returns from another call may be one of that call's operands (a consuming
-// form sums or adds in the operand's storage), so its lifetime extends the
-// operand's. What the function returns keeps memory of its own. (No
-// runtime function keeps an operand after it returns: tprt.h's promise.)
+// Only results the runtime can place (a call that takes a RuntimeArg::Slot)
+// get a buffer. The runtime's kernels return new tensors, but a consuming
+// form may return the operand it takes (it sums or adds in that storage),
+// so such a result extends the lifetime of that operand's buffer. What the
+// function returns keeps memory of its own. (No kernel keeps an operand
+// after it returns, nor returns one otherwise: tprt.h's promise.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,24 +70,20 @@ std::optional<RuntimeCall> runtimeCallOf(Operation *op) {
   return call;
 }
 
-/// The operands a result of `op` may share storage with: none for a call
-/// that places its result, the operand a consuming form may take, all of
-/// them for anything else.
+/// The operands a result of `op` may share storage with: for a runtime
+/// call, the operand its consuming form may take (every other result is a
+/// new tensor: tprt.h's promise); all of them for anything else.
 SmallVector<Value> mayAlias(Operation *op,
                             const std::optional<RuntimeCall> &call) {
-  if (call && takesActivationSlot(*call->getSignature()) &&
-      op->getNumResults() == 1)
-    return {};
-  if (call && call->getSignature()->consuming) {
-    SmallVector<Value> consumed;
-    for (auto [arg, kind] :
-         llvm::zip(call->getArgs(), call->getSignature()->consuming->params))
+  if (!call)
+    return SmallVector<Value>(op->getOperands());
+  SmallVector<Value> consumed;
+  if (const RuntimeSignature *consuming = call->getSignature()->consuming)
+    for (auto [arg, kind] : llvm::zip(call->getArgs(), consuming->params))
       if (kind == RuntimeArg::ConsumedTensor)
         if (auto *v = std::get_if<Value>(&arg); v && *v)
           consumed.push_back(*v);
-    return consumed;
-  }
-  return SmallVector<Value>(op->getOperands());
+  return consumed;
 }
 
 /// One result to place: its op, size, and the ops (by position) from its

@@ -3,11 +3,11 @@
 // Buffers by lifetime, in bytes per token, greedy by size. Positions:
 // h 0, n 1, q 2, k 3, a 4, r 5, m 6, z 7, s 8, o 9. The residual add may
 // write into %h (its consuming form), so %h lives until %r's last reader
-// (z, 7); tp.add places nothing and may return %m or %z, so they live
-// until %s's reader (9). Largest first: q [2,4] at 0, k [3,4] at 64,
+// (z, 7); tp.add returns a new tensor (placed by nobody), so %m and %z live
+// until it reads them (8). Largest first: q [2,4] at 0, k [3,4] at 64,
 // a [4,5] at 128 (after q and k), h [0,7] at 192, n [1,3] at 128 (a starts
-// later), m [6,9] at 0, z [7,9] at 64 (m and h are live). 208 bytes, 256
-// aligned. The returned %o, the unplaced add and the epilogue keep theirs.
+// later), m [6,8] at 0, z [7,8] at 64 (m and h are live). 208 bytes, 256
+// aligned. The returned %o, the add and the epilogue keep their own.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: tp.activation_buffers = array<i64: 192, 16, 128, 16, 0, 32, 64, 32, 128, 32, 0, 16, 64, 16>
 // CHECK-SAME: tp.activation_bytes_per_token = 256 : i64

@@ -421,9 +421,11 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
 // forward kernel also takes bf16 / f16 activations (a program compiled with
 // tpc --dtype): it computes in f32 and rounds its result once to the
 // activation's type; bf16 linears are bf16 products with f32 accumulation.
-// No kernel keeps a handle to an operand after it returns (the compiler's
-// activation plan relies on it); a kernel that takes `slot` returns a new
-// tensor, placed by Context::placed.
+// On the host every kernel returns new tensors, except that a consuming
+// form (`Tensor &` operand) may return the storage of the operand it takes,
+// and none keeps a handle to an operand after it returns: the compiler's
+// activation plan (tp-plan-activations) relies on both. A kernel that takes
+// `slot` puts its result where Context::placed says.
 //===----------------------------------------------------------------------===//
 
 /// ids [..] int64, table [V, H] -> [.., H]; an id outside [0, V) is an error.
