@@ -110,6 +110,7 @@ struct TPPlanActivations
     Block &body = func.getBody().front();
 
     DenseMap<Operation *, unsigned> position;
+    unsigned next = 0;
     llvm::EquivalenceClasses<Value> storage;
     DenseSet<Value> returned;
     SmallVector<Buffer> buffers;
@@ -117,7 +118,7 @@ struct TPPlanActivations
       // Straight-line code only: a region's reads are not ordered here.
       if (op.getNumRegions())
         return;
-      position[&op] = position.size();
+      position[&op] = next++;
       std::optional<RuntimeCall> call = runtimeCallOf(&op);
       for (Value result : op.getResults())
         storage.insert(result);

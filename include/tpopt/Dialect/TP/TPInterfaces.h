@@ -125,7 +125,9 @@ enum class RuntimeArg {
   /// `int64_t`, the buffer of the entry function's activation plan the
   /// result goes in (the op's `tp.activation_slot` from
   /// tp-plan-activations; -1: none). A signature's last parameter; the
-  /// emitter supplies it, not the op's buildRuntimeCall.
+  /// emitter supplies it, not the op's buildRuntimeCall. A signature with
+  /// a consuming form takes it in both or in neither (the emitter swaps
+  /// only the callee).
   Slot,
 };
 
