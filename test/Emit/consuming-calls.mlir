@@ -10,7 +10,7 @@
 // CHECK-NOT: tprt::release([[P]])
 // CHECK: tprt::Tensor [[Q:v[0-9]+]] = tprt::linear([[C]], [[S]], [[W]], -1);
 // CHECK: tprt::Tensor [[T:v[0-9]+]] = tprt::all_reduce_sum([[C]], [[Q]]);
-// CHECK-NEXT: tprt::Tensor [[U:v[0-9]+]] = tprt::add([[C]], [[Q]], [[T]]);
+// CHECK-NEXT: tprt::Tensor [[U:v[0-9]+]] = tprt::add([[C]], [[Q]], [[T]], -1);
 // CHECK-NEXT: tprt::release([[T]]);
 // CHECK-NEXT: tprt::release([[Q]]);
 // CHECK-NOT: consuming_callee

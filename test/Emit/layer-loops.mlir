@@ -43,7 +43,7 @@
 // CHECK-NEXT: [[RES]] = tprt::Tensor();
 // CHECK: tprt::gelu(
 // CHECK: tprt::add([[CTX]], [[OUT]],
-// CHECK: tprt::add([[CTX]], {{v[0-9]+}}, [[OUT]]);
+// CHECK: tprt::add([[CTX]], {{v[0-9]+}}, [[OUT]], -1);
 // CHECK-NOT: for (
 
 // Without loops every layer is spelled out.
@@ -98,7 +98,7 @@ module attributes {onnx.file = "m.onnx"} {
 // CHECK: size_t [[ZERO:v[0-9]+]] = 0;
 // CHECK-NEXT: tprt::Tensor [[N0:v[0-9]+]] = [[NORMS]]{{\[}}[[ZERO]]{{\]}};
 // CHECK-NEXT: [[NORMS]]{{\[}}[[ZERO]]{{\]}} = tprt::Tensor();
-// CHECK-NEXT: tprt::add({{v[0-9]+}}, {{v[0-9]+}}, [[N0]]);
+// CHECK-NEXT: tprt::add({{v[0-9]+}}, {{v[0-9]+}}, [[N0]], -1);
 module attributes {onnx.file = "m.onnx"} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
@@ -142,7 +142,7 @@ module attributes {onnx.file = "m.onnx"} {
 // CHECK: tprt::rms_norm({{v[0-9]+}}, [[SN]],
 // CHECK: tprt::Tensor [[SX:v[0-9]+]] = [[IN]]{{\[}}[[E]]{{\]}};
 // CHECK-NEXT: [[IN]]{{\[}}[[E]]{{\]}} = tprt::Tensor();
-// CHECK-NEXT: tprt::mul({{v[0-9]+}}, {{v[0-9]+}}, [[SX]]);
+// CHECK-NEXT: tprt::mul({{v[0-9]+}}, {{v[0-9]+}}, [[SX]], -1);
 module attributes {onnx.file = "m.onnx"} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
@@ -209,7 +209,7 @@ module attributes {onnx.file = "m.onnx"} {
 // CHECK: size_t [[ONE:v[0-9]+]] = 1;
 // CHECK-NEXT: tprt::Tensor [[R1:v[0-9]+]] = [[NORMS]]{{\[}}[[ONE]]{{\]}};
 // CHECK-NOT: = tprt::Tensor();
-// CHECK: tprt::mul({{v[0-9]+}}, {{v[0-9]+}}, [[R1]]);
+// CHECK: tprt::mul({{v[0-9]+}}, {{v[0-9]+}}, [[R1]], -1);
 module attributes {onnx.file = "m.onnx"} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},

@@ -3,11 +3,12 @@
 // Buffers by lifetime, in bytes per token, greedy by size. Positions:
 // h 0, n 1, q 2, k 3, a 4, r 5, m 6, z 7, s 8, o 9. The residual add may
 // write into %h (its consuming form), so %h lives until %r's last reader
-// (z, 7); tp.add returns a new tensor (placed by nobody), so %m and %z live
-// until it reads them (8). Largest first: q [2,4] at 0, k [3,4] at 64,
+// (z, 7); %m and %z live until the add reads them (8), so its result
+// may not share their bytes. Largest first: q [2,4] at 0, k [3,4] at 64,
 // a [4,5] at 128 (after q and k), h [0,7] at 192, n [1,3] at 128 (a starts
-// later), m [6,8] at 0, z [7,8] at 64 (m and h are live). 208 bytes, 256
-// aligned. The returned %o, the add and the epilogue keep their own.
+// later), m [6,8] at 0, z [7,8] at 64 (m and h are live), s [8,9] at 128
+// (m and z are live; h is not), n's buffer again, so one slot. 208 bytes,
+// 256 aligned. The returned %o and the epilogue keep their own.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: tp.activation_buffers = array<i64: 192, 16, 128, 16, 0, 32, 64, 32, 128, 32, 0, 16, 64, 16>
 // CHECK-SAME: tp.activation_bytes_per_token = 256 : i64
@@ -21,8 +22,7 @@
 // CHECK-SAME: -> tensor<?x?x4xf32>
 // CHECK: tp.rms_norm {{.*}}tp.activation_slot = 5 : i64
 // CHECK: tp.rms_norm {{.*}}tp.activation_slot = 6 : i64
-// CHECK: tp.add
-// CHECK-NOT: tp.activation_slot
+// CHECK: tp.add {{.*}}tp.activation_slot = 1 : i64
 // CHECK: tp.linear
 // CHECK-NOT: tp.activation_slot
 // CHECK: return

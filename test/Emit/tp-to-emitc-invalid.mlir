@@ -62,10 +62,11 @@ func.func @init(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> tensor<?x?xi
 // A slot of the activation plan only on an op whose kernel places its
 // result.
 module {
+  shard.grid @tp(shape = 2)
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}, %x: tensor<?x?x4xf32> {onnx.name = "attention_mask"}) -> tensor<?x?x4xf32>
       attributes {tp.activation_bytes_per_token = 64 : i64, tp.activation_buffers = array<i64: 0, 16>} {
-    // expected-error @+1 {{'tp.activation_slot' on an op whose runtime function (tprt::scale) does not place its result}}
-    %g = tp.scale %x by 2.0 {tp.activation_slot = 0 : i64} : tensor<?x?x4xf32>
+    // expected-error @+1 {{'tp.activation_slot' on an op whose runtime function (tprt::all_reduce_sum) does not place its result}}
+    %g = shard.all_reduce %x on @tp grid_axes = [0] {tp.activation_slot = 0 : i64} : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
     return %g : tensor<?x?x4xf32>
   }
 }

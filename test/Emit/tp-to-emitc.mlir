@@ -16,7 +16,7 @@
 // CHECK: %[[L:.*]] = call_opaque "tprt::linear_bias"(%[[CTX]], %[[N]], %[[W]], %{{.*}})
 // CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 2, 2, 4, 5.000000e-01, true, 3, 0.000000e+00, -1]}
 // CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"tprt::Tensor()">, 2, 2, 4, 5.000000e-01, false, 0, 0.000000e+00, -1]}
-// CHECK: call_opaque "tprt::gelu"(%[[CTX]], %{{.*}}) {args = [0 : index, 1 : index, true]}
+// CHECK: call_opaque "tprt::gelu"(%[[CTX]], %{{.*}}) {args = [0 : index, 1 : index, true, -1]}
 // CHECK: return %{{.*}} : !emitc.opaque<"tprt::Tensor">
 // CHECK-NOT: func.func
 

@@ -30,9 +30,9 @@ constexpr RuntimeArg kTwoTensors[] = {kTensor, kTensor};
 constexpr RuntimeArg kThreeTensors[] = {kTensor, kTensor, kTensor};
 constexpr RuntimeArg kFourTensors[] = {kTensor, kTensor, kTensor, kTensor};
 constexpr RuntimeArg kTensorAndI64[] = {kTensor, kI64};
-constexpr RuntimeArg kTensorAndF64[] = {kTensor, kF64};
-constexpr RuntimeArg kTensorAndBool[] = {kTensor, kBool};
 // The kernels that put their result in a buffer of the activation plan.
+constexpr RuntimeArg kTensorAndF64ToSlot[] = {kTensor, kF64, kSlot};
+constexpr RuntimeArg kTensorAndBoolToSlot[] = {kTensor, kBool, kSlot};
 constexpr RuntimeArg kOneTensorToSlot[] = {kTensor, kSlot};
 constexpr RuntimeArg kTwoTensorsToSlot[] = {kTensor, kTensor, kSlot};
 constexpr RuntimeArg kThreeTensorsToSlot[] = {kTensor, kTensor, kTensor, kSlot};
@@ -147,7 +147,7 @@ LogicalResult LinearSiblingsOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kBiasAdd[] = {
-    {"tprt::bias_add", kTwoTensors}};
+    {"tprt::bias_add", kTwoTensorsToSlot}};
 
 ArrayRef<RuntimeSignature> BiasAddOp::getRuntimeSignatures() {
   return kBiasAdd;
@@ -331,7 +331,8 @@ LogicalResult SiluOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kGelu[] = {{"tprt::gelu", kTensorAndBool}};
+static constexpr RuntimeSignature kGelu[] = {
+    {"tprt::gelu", kTensorAndBoolToSlot}};
 
 ArrayRef<RuntimeSignature> GeluOp::getRuntimeSignatures() { return kGelu; }
 
@@ -342,7 +343,7 @@ LogicalResult GeluOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kReluSquared[] = {
-    {"tprt::relu_squared", kOneTensor}};
+    {"tprt::relu_squared", kOneTensorToSlot}};
 
 ArrayRef<RuntimeSignature> ReluSquaredOp::getRuntimeSignatures() {
   return kReluSquared;
@@ -353,7 +354,7 @@ LogicalResult ReluSquaredOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kAdd[] = {{"tprt::add", kTwoTensors}};
+static constexpr RuntimeSignature kAdd[] = {{"tprt::add", kTwoTensorsToSlot}};
 
 ArrayRef<RuntimeSignature> AddOp::getRuntimeSignatures() { return kAdd; }
 
@@ -362,7 +363,7 @@ LogicalResult AddOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kMul[] = {{"tprt::mul", kTwoTensors}};
+static constexpr RuntimeSignature kMul[] = {{"tprt::mul", kTwoTensorsToSlot}};
 
 ArrayRef<RuntimeSignature> MulOp::getRuntimeSignatures() { return kMul; }
 
@@ -372,7 +373,7 @@ LogicalResult MulOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kSoftcap[] = {
-    {"tprt::softcap", kTensorAndF64}};
+    {"tprt::softcap", kTensorAndF64ToSlot}};
 
 ArrayRef<RuntimeSignature> SoftcapOp::getRuntimeSignatures() {
   return kSoftcap;
@@ -383,7 +384,8 @@ LogicalResult SoftcapOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kScale[] = {{"tprt::scale", kTensorAndF64}};
+static constexpr RuntimeSignature kScale[] = {
+    {"tprt::scale", kTensorAndF64ToSlot}};
 
 ArrayRef<RuntimeSignature> ScaleOp::getRuntimeSignatures() { return kScale; }
 

@@ -518,7 +518,8 @@ Tensor linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
 Tensor linear_bmm_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
                          const Tensor &wu);
 /// x + bias over the last dimension (async-TP's split-off bias).
-Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
+Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
+                int64_t slot = -1);
 /// x / sqrt(mean(x^2) + eps) * (offset + w) over groups of `group` elements
 /// of the last dimension (0: the whole last dimension).
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
@@ -553,13 +554,14 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA);
 Tensor silu(Context &ctx, const Tensor &x, int64_t slot = -1);
-Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation);
-Tensor relu_squared(Context &ctx, const Tensor &x);
-Tensor add(Context &ctx, const Tensor &a, const Tensor &b);
-Tensor mul(Context &ctx, const Tensor &a, const Tensor &b);
-Tensor scale(Context &ctx, const Tensor &x, double factor);
+Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation,
+            int64_t slot = -1);
+Tensor relu_squared(Context &ctx, const Tensor &x, int64_t slot = -1);
+Tensor add(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot = -1);
+Tensor mul(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot = -1);
+Tensor scale(Context &ctx, const Tensor &x, double factor, int64_t slot = -1);
 /// cap * tanh(x / cap) (Gemma's final logit soft-capping).
-Tensor softcap(Context &ctx, const Tensor &x, double cap);
+Tensor softcap(Context &ctx, const Tensor &x, double cap, int64_t slot = -1);
 
 //===----------------------------------------------------------------------===//
 // Kernels of the training step (tp.cross_entropy and the backward ops)

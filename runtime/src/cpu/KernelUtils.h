@@ -101,11 +101,22 @@ inline bool onHostAsBf16(const Tensor &t) {
   return t.defined() && t.dtype() == DType::BF16 && !t.onGpu();
 }
 
+/// The result of a kernel: in its activation slot when there is a context
+/// (Context::placed), else allocated.
+inline Tensor resultTensor(Context *ctx, int64_t slot, DType dtype,
+                           std::vector<int64_t> shape) {
+  return ctx ? ctx->placed(slot, dtype, std::move(shape))
+             : Tensor::uninitialized(dtype, std::move(shape));
+}
+
 /// fn over every element, in f32; a bf16 input gives a bf16 output (f16
-/// ones go through f32 copies).
-template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
+/// ones go through f32 copies). The result goes in `slot` of `ctx`'s
+/// activation plan, when given.
+template <typename Fn>
+Tensor unaryMap(const Tensor &x, const char *op, Fn fn, Context *ctx = nullptr,
+                int64_t slot = -1) {
   if (onHostAsBf16(x)) {
-    Tensor out = Tensor::uninitialized(DType::BF16, x.shape());
+    Tensor out = resultTensor(ctx, slot, DType::BF16, x.shape());
     const auto *in = static_cast<const uint16_t *>(x.raw());
     auto *o = static_cast<uint16_t *>(out.raw());
     int64_t n = x.numel();
@@ -116,7 +127,7 @@ template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
   }
   TPRT_IN_F32(x, unaryMap(widened(x), op, fn))
   requireF32(x, op, "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  Tensor out = resultTensor(ctx, slot, DType::F32, x.shape());
   const float *in = x.f32();
   float *o = out.f32();
   int64_t n = x.numel();
@@ -127,10 +138,11 @@ template <typename Fn> Tensor unaryMap(const Tensor &x, const char *op, Fn fn) {
 }
 
 template <typename Fn>
-Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
+Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn,
+                 Context *ctx = nullptr, int64_t slot = -1) {
   if (onHostAsBf16(a) && onHostAsBf16(b)) {
     requireSameShape(a, b, op);
-    Tensor out = Tensor::uninitialized(DType::BF16, a.shape());
+    Tensor out = resultTensor(ctx, slot, DType::BF16, a.shape());
     const auto *x = static_cast<const uint16_t *>(a.raw()),
                *y = static_cast<const uint16_t *>(b.raw());
     auto *o = static_cast<uint16_t *>(out.raw());
@@ -144,7 +156,7 @@ Tensor binaryMap(const Tensor &a, const Tensor &b, const char *op, Fn fn) {
   requireF32(a, op, "the left operand");
   requireF32(b, op, "the right operand");
   requireSameShape(a, b, op);
-  Tensor out = Tensor::uninitialized(DType::F32, a.shape());
+  Tensor out = resultTensor(ctx, slot, DType::F32, a.shape());
   const float *x = a.f32(), *y = b.f32();
   float *o = out.f32();
   int64_t n = a.numel();

@@ -227,11 +227,12 @@ static void addBiasInPlace(Tensor &out, const Tensor &bias, const char *op) {
       o[r * features + j] += b[j];
 }
 
-Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias) {
+Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
+                int64_t slot) {
   TPRT_ON_CUDA(ctx, bias_add(ctx, x, bias))
   TPRT_IN_F32(x, bias_add(ctx, widened(x), widened(bias)))
   requireF32(x, "bias_add", "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  Tensor out = ctx.placed(slot, DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
   addBiasInPlace(out, bias, "bias_add");
   return out;
@@ -833,7 +834,8 @@ Tensor silu(Context &ctx, const Tensor &x, int64_t slot) {
   return activationOf(ctx, x, cpu::Activation::Silu, "silu", slot);
 }
 
-Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
+Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation,
+            int64_t slot) {
   TPRT_ON_CUDA(
       ctx,
       unary(x, tanhApproximation ? cuda::Unary::GeluTanh : cuda::Unary::Gelu, 0,
@@ -843,22 +845,24 @@ Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation) {
   return activationOf(ctx, x,
                       tanhApproximation ? cpu::Activation::GeluTanh
                                         : cpu::Activation::Gelu,
-                      "gelu");
+                      "gelu", slot);
 }
 
-Tensor relu_squared(Context &ctx, const Tensor &x) {
+Tensor relu_squared(Context &ctx, const Tensor &x, int64_t slot) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::ReluSquared, 0, "relu_squared"))
-  return unaryMap(x, "relu_squared",
-                  [](float v) { return v > 0 ? v * v : 0.0f; });
+  return unaryMap(
+      x, "relu_squared", [](float v) { return v > 0 ? v * v : 0.0f; }, &ctx,
+      slot);
 }
 
 /// A vectorized loop (Vector.h, built per ISA) over two host tensors of one
 /// shape whose elements are T (uint16_t: bf16, float: f32).
 template <typename T>
-static Tensor sameShapeElementwise(const Tensor &a, const Tensor &b,
-                                   void (*loop)(const T *, const T *, T *,
-                                                int64_t)) {
-  Tensor out = Tensor::uninitialized(a.dtype(), a.shape());
+static Tensor
+sameShapeElementwise(Context &ctx, const Tensor &a, const Tensor &b,
+                     void (*loop)(const T *, const T *, T *, int64_t),
+                     int64_t slot) {
+  Tensor out = ctx.placed(slot, a.dtype(), a.shape());
   const auto *x = static_cast<const T *>(a.raw()),
              *y = static_cast<const T *>(b.raw());
   auto *o = static_cast<T *>(out.raw());
@@ -869,33 +873,37 @@ static Tensor sameShapeElementwise(const Tensor &a, const Tensor &b,
   return out;
 }
 
-Tensor add(Context &ctx, const Tensor &a, const Tensor &b) {
+Tensor add(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Add, "add"))
   if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
-    return sameShapeElementwise(a, b, cpu::addBf16);
-  return binaryMap(a, b, "add", [](float x, float y) { return x + y; });
+    return sameShapeElementwise(ctx, a, b, cpu::addBf16, slot);
+  return binaryMap(
+      a, b, "add", [](float x, float y) { return x + y; }, &ctx, slot);
 }
 
-Tensor mul(Context &ctx, const Tensor &a, const Tensor &b) {
+Tensor mul(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot) {
   TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Mul, "mul"))
   if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
-    return sameShapeElementwise(a, b, cpu::mulBf16);
+    return sameShapeElementwise(ctx, a, b, cpu::mulBf16, slot);
   if (a.dtype() == DType::F32 && b.dtype() == DType::F32 &&
-      a.shape() == b.shape())
-    return sameShapeElementwise(a, b, cpu::mulTo); // binaryMap's is SSE2's
-  return binaryMap(a, b, "mul", [](float x, float y) { return x * y; });
+      a.shape() == b.shape()) // binaryMap's loop is SSE2's
+    return sameShapeElementwise(ctx, a, b, cpu::mulTo, slot);
+  return binaryMap(
+      a, b, "mul", [](float x, float y) { return x * y; }, &ctx, slot);
 }
 
-Tensor scale(Context &ctx, const Tensor &x, double factor) {
+Tensor scale(Context &ctx, const Tensor &x, double factor, int64_t slot) {
   float f = static_cast<float>(factor);
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Scale, f, "scale"))
-  return unaryMap(x, "scale", [f](float v) { return v * f; });
+  return unaryMap(
+      x, "scale", [f](float v) { return v * f; }, &ctx, slot);
 }
 
-Tensor softcap(Context &ctx, const Tensor &x, double cap) {
+Tensor softcap(Context &ctx, const Tensor &x, double cap, int64_t slot) {
   float c = static_cast<float>(cap);
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Softcap, c, "softcap"))
-  return unaryMap(x, "softcap", [c](float v) { return c * std::tanh(v / c); });
+  return unaryMap(
+      x, "softcap", [c](float v) { return c * std::tanh(v / c); }, &ctx, slot);
 }
 
 } // namespace tprt
