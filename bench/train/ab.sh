@@ -5,11 +5,14 @@
 # (e.g. "" "--fuse-linear-cross-entropy=false"); VOCAB (4096; 32000 is
 # Llama-2's), THREADS (1), ROUNDS (5); ENV_A and ENV_B, environment
 # assignments for each side's runs (e.g. ENV_A=TPRT_GEMM=openblas
-# ENV_B=TPRT_GEMM=onednn, with the same flags). Each run is one process: 4 AdamW
+# ENV_B=TPRT_GEMM=onednn, with the same flags); RANKS (1): more runs each
+# side under mpirun (the flags then say --tp RANKS). Each run: 4 AdamW
 # steps of 2 micro-batches x 4 sequences of 128; steps 2 to 4 are timed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-vocab=${VOCAB:-4096} threads=${THREADS:-1} rounds=${ROUNDS:-5}
+vocab=${VOCAB:-4096} threads=${THREADS:-1} rounds=${ROUNDS:-5} ranks=${RANKS:-1}
+launch=()
+[ "$ranks" -gt 1 ] && launch=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
 work=${BENCH_DIR:-$root/build/bench/train}/ab_v$vocab
 "$root/scripts/setup.sh" --models
 ninja -C "$root/build" tpc tprt tprt_main >/dev/null
@@ -22,7 +25,7 @@ ninja -C "$root/build" tpc tprt tprt_main >/dev/null
 run() { # env assignments, program -> "ms_per_step peak_rss_mib step1_loss"
   local out
   # shellcheck disable=SC2086 # assignments as words
-  out=$(env $1 "$2" --train --data "$work/tokens.npy" --steps 4 --micro-batch 4 --grad-accum 2 \
+  out=$(env $1 "${launch[@]}" "$2" --train --data "$work/tokens.npy" --steps 4 --micro-batch 4 --grad-accum 2 \
     --lr 1e-3 --weight-decay 0.01 --threads "$threads" --log "$work/log.jsonl")
   "$root/.venv/bin/python" - "$work/log.jsonl" "$out" <<'PY'
 import json, re, sys
@@ -34,7 +37,7 @@ PY
 }
 echo "A: tpc --train $1 ${ENV_A:-}"
 echo "B: tpc --train $2 ${ENV_B:-}"
-echo "vocab $vocab, $threads thread(s), $rounds alternating rounds"
+echo "vocab $vocab, $ranks rank(s) x $threads thread(s), $rounds alternating rounds"
 echo "| round | A ms/step | B ms/step | A / B | A peak RSS (MiB) | B peak RSS (MiB) | step-1 loss A / B |"
 echo "|---|---|---|---|---|---|---|"
 ratios=()
