@@ -572,6 +572,44 @@ def TPFuseLinearCrossEntropy
   }];
 }
 
+def TPOverlapAllReduces : Pass<"tp-overlap-all-reduces", "func::FuncOp"> {
+  let summary = "Run the work an all-reduce does not feed while it is in flight";
+  let description = [{
+    Splits each sum `shard.all_reduce` that has independent work around it
+    into `tp.all_reduce_start` and `tp.all_reduce_wait`, and orders the
+    block so that the work runs between the two: the ops since the last
+    collective that the sum reads move up (when none has side effects),
+    the start goes right after them, and the wait right before the first
+    reader of the sum or the next collective. Which ops are independent is
+    read off the SSA def-use chains; collectives and the relative order of
+    ops with side effects do not change. In a training step's backward this
+    puts a column-split projection's weight gradient, and the gradient
+    accumulation, between the all-reduce of its input gradient and its
+    wait (Megatron-LM's overlap); a forward, whose every op feeds the next
+    all-reduce, is left as it is.
+
+    ```mlir
+    %dx = tp.linear_grad_input %dy, %w : ...
+    %dw = tp.linear_grad_weight %dy, %x : ...
+    %s = shard.all_reduce %dx on @tp grid_axes = [0] : ...
+    ```
+    becomes
+    ```mlir
+    %dx = tp.linear_grad_input %dy, %w : ...
+    %p = tp.all_reduce_start %dx on @tp grid_axes = [0] : ...
+    %dw = tp.linear_grad_weight %dy, %x : ...
+    %s = tp.all_reduce_wait %p : ...
+    ```
+
+    On the CPU the start publishes the rank's contribution (shared memory)
+    or calls `MPI_Iallreduce`, and the wait sums or waits; on the GPU the
+    all-reduce is queued on the stream at the start. `tpc
+    --overlap-all-reduces` (the `tp-compile` pipeline's
+    `overlap-all-reduces`) runs it, before `tp-plan-activations`.
+  }];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
+}
+
 def TPPlanActivations : Pass<"tp-plan-activations", "func::FuncOp"> {
   let summary = "Lay out a function's activations in one arena by lifetime";
   let description = [{

@@ -96,6 +96,9 @@ void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
   if (options.fuseGradAccumulation)
     pm.addNestedPass<func::FuncOp>(createTPFuseGradAccumulation());
+  // After the fusions, which change what is independent of a sum.
+  if (options.overlapAllReduces)
+    pm.addNestedPass<func::FuncOp>(createTPOverlapAllReduces());
   // Last: the layout is of the program the emitter prints.
   if (options.planActivations)
     pm.addNestedPass<func::FuncOp>(createTPPlanActivations());

@@ -367,6 +367,50 @@ int main(int argc, char **argv) {
     }
   }
 
+  // An all-reduce in two halves (TPRT_ALLREDUCE picks shared memory or
+  // MPI_Iallreduce): the rank writes other memory between them; a
+  // collective in between, or another start, completes the sum in flight
+  // first. One piece and several; sums against the hand-derived ones.
+  {
+    auto fill = [&](std::vector<float> &v, int salt) {
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = float((r + 1) * int(i % 997) + salt);
+    };
+    auto summed = [&](const std::vector<float> &v, int salt) {
+      bool same = true;
+      for (size_t i = 0; i < v.size(); ++i)
+        same &= v[i] == float(n * (n + 1) / 2 * int(i % 997) + n * salt);
+      return same;
+    };
+    int64_t piece = tprt::comm::SharedMemoryAllReduce::kPieceFloats;
+    std::vector<float> a(2049), b(2 * piece + 5), c(7), local(4096);
+    fill(a, 1);
+    comm->startAllReduceSum(a.data(), int64_t(a.size()));
+    for (size_t i = 0; i < local.size(); ++i)
+      local[i] = float(i) * float(r); // work while the sum is in flight
+    comm->finishAllReduceSum();
+    check(summed(a, 1), "startAllReduceSum, finishAllReduceSum");
+
+    fill(b, 2);
+    comm->startAllReduceSum(b.data(), int64_t(b.size()));
+    std::vector<float> block = {float(r)}, gathered(n);
+    comm->allGather(block.data(), gathered.data(), 1);
+    bool gatheredOk = true;
+    for (int q = 0; q < n; ++q)
+      gatheredOk &= gathered[q] == float(q);
+    check(summed(b, 2) && gatheredOk,
+          "a collective completes the all-reduce in flight first");
+    comm->finishAllReduceSum(); // nothing left in flight
+
+    fill(a, 3);
+    fill(c, 4);
+    comm->startAllReduceSum(a.data(), int64_t(a.size()));
+    comm->startAllReduceSum(c.data(), int64_t(c.size()));
+    comm->finishAllReduceSum();
+    check(summed(a, 3) && summed(c, 4),
+          "a second start completes the first all-reduce");
+  }
+
   int total = 0;
   MPI_Reduce(&failures, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   comm.reset();

@@ -47,3 +47,31 @@ module {
     return %h2 : tensor<4x8xf32>
   }
 }
+
+// -----
+
+// The halves of an all-reduce: a start that is its input's last reader
+// sums in the input's storage, one whose input is read later copies it;
+// the wait, the start result's one reader, always takes it.
+// CHECK-LABEL: tprt::Tensor tprt_model_forward(
+// CHECK: tprt::Tensor [[Q:v[0-9]+]] = tprt::linear([[C:v[0-9]+]],
+// CHECK-NEXT: tprt::Tensor [[P:v[0-9]+]] = tprt::all_reduce_sum_start([[C]], [[Q]]);
+// CHECK-NEXT: tprt::Tensor [[S:v[0-9]+]] = tprt::all_reduce_sum_wait_consuming([[C]], [[P]]);
+// CHECK-NOT: tprt::release([[P]])
+// CHECK: tprt::Tensor [[U:v[0-9]+]] = tprt::add([[C]], [[Q]], [[S]], -1);
+// CHECK: tprt::Tensor [[P2:v[0-9]+]] = tprt::all_reduce_sum_start_consuming([[C]], [[U]]);
+// CHECK-NEXT: tprt::Tensor {{v[0-9]+}} = tprt::all_reduce_sum_wait_consuming([[C]], [[P2]]);
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<4x8xf32> {onnx.name = "input_ids"},
+                     %w: tensor<8x8xf32> {tp.fqn = "w", tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 0, length = 256, transposed = false>})
+      -> tensor<4x8xf32> {
+    %q = tp.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    %p = tp.all_reduce_start %q on @tp grid_axes = [0] : tensor<4x8xf32>
+    %s = tp.all_reduce_wait %p : tensor<4x8xf32>
+    %u = tp.add %q, %s : tensor<4x8xf32>
+    %p2 = tp.all_reduce_start %u on @tp grid_axes = [0] : tensor<4x8xf32>
+    %s2 = tp.all_reduce_wait %p2 : tensor<4x8xf32>
+    return %s2 : tensor<4x8xf32>
+  }
+}

@@ -98,3 +98,27 @@ func.func @no_ids(%x: tensor<?x?x4xf32>, %w: tensor<8x4xf32>, %w2: tensor<8x8xf3
   %k = tp.linear %q, %w2 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
   return %k : tensor<?x?x8xf32>
 }
+
+// -----
+
+// An all-reduce in flight sums in its input's storage (the start's
+// consuming form) and the wait returns that storage: %h's bytes stay
+// reserved until the add reads the sum (4), so %r cannot take them.
+// h [0,4] at 0, e [2,4] at 64, r [4,5] at 128. (Were the wait's result not
+// %h's storage, %h would end at the wait (3) and %r would take 0.)
+// CHECK-LABEL: func.func @in_flight
+// CHECK-SAME: tp.activation_buffers = array<i64: 0, 16, 64, 16, 128, 16>
+// CHECK-SAME: tp.activation_bytes_per_token = 192 : i64
+module {
+  shard.grid @tp(shape = 2)
+  func.func @in_flight(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %emb: tensor<16x4xf32>, %wl: tensor<8x4xf32>) -> tensor<?x?x8xf32> {
+    %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %p = tp.all_reduce_start %h on @tp grid_axes = [0] : tensor<?x?x4xf32>
+    %e = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    %s = tp.all_reduce_wait %p : tensor<?x?x4xf32>
+    %r = tp.add %s, %e : tensor<?x?x4xf32>
+    %o = tp.linear %r, %wl : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    return %o : tensor<?x?x8xf32>
+  }
+}

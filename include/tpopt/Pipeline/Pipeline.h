@@ -124,6 +124,12 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "their gradients by blocks of positions, without the "
                      "logits (tp-fuse-linear-cross-entropy)"),
       llvm::cl::init(true)};
+  Option<bool> overlapAllReduces{
+      *this, "overlap-all-reduces",
+      llvm::cl::desc("Split each all-reduce with independent work around it "
+                     "into a start and a wait with that work between them "
+                     "(tp-overlap-all-reduces)"),
+      llvm::cl::init(false)};
   Option<bool> planActivations{
       *this, "plan-activations",
       llvm::cl::desc("Lay out each entry function's activations in one "

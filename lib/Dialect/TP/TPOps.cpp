@@ -510,6 +510,35 @@ LogicalResult SoftcapOp::verify() {
 }
 
 #define GET_OP_CLASSES
+//===----------------------------------------------------------------------===//
+// An all-reduce in flight
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceStartOp::verify() {
+  if (getGridAxes().empty())
+    return emitOpError("sums over no grid axis");
+  if (!getPending().hasOneUse() ||
+      !isa<AllReduceWaitOp>(*getPending().getUsers().begin()) ||
+      getPending().getUsers().begin()->getBlock() != (*this)->getBlock())
+    return emitOpError(
+        "result must be read once, by a tp.all_reduce_wait in its block");
+  return success();
+}
+
+LogicalResult AllReduceWaitOp::verify() {
+  auto start = getPending().getDefiningOp<AllReduceStartOp>();
+  if (!start || start->getBlock() != (*this)->getBlock())
+    return emitOpError(
+        "operand must be a tp.all_reduce_start's result in this block");
+  for (Operation *op = start->getNextNode(); op && op != *this;
+       op = op->getNextNode())
+    if (isa<AllReduceStartOp>(op))
+      return emitOpError("another all-reduce starts before this one ends")
+                 .attachNote(op->getLoc())
+             << "started here";
+  return success();
+}
+
 #include "tpopt/Dialect/TP/TPOps.cpp.inc"
 
 //===----------------------------------------------------------------------===//

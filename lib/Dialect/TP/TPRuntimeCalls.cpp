@@ -845,6 +845,40 @@ struct AllReduceRuntimeCall
   }
 };
 
+} // namespace
+
+static constexpr RuntimeSignature kAllReduceStartConsuming = {
+    "tprt::all_reduce_sum_start_consuming", kOneConsumedTensor};
+static constexpr RuntimeSignature kAllReduceStart[] = {
+    {"tprt::all_reduce_sum_start", kOneTensor, 1, &kAllReduceStartConsuming}};
+
+ArrayRef<RuntimeSignature> AllReduceStartOp::getRuntimeSignatures() {
+  return kAllReduceStart;
+}
+
+LogicalResult AllReduceStartOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAllReduceStart[0]).tensor(getInput());
+  return success();
+}
+
+// The start's result has one reader, the wait, which therefore always takes
+// it (the consuming form).
+static constexpr RuntimeSignature kAllReduceWaitConsuming = {
+    "tprt::all_reduce_sum_wait_consuming", kOneConsumedTensor};
+static constexpr RuntimeSignature kAllReduceWait[] = {
+    {"tprt::all_reduce_sum_wait", kOneTensor, 1, &kAllReduceWaitConsuming}};
+
+ArrayRef<RuntimeSignature> AllReduceWaitOp::getRuntimeSignatures() {
+  return kAllReduceWait;
+}
+
+LogicalResult AllReduceWaitOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAllReduceWait[0]).tensor(getPending());
+  return success();
+}
+
+namespace {
+
 struct AllGatherRuntimeCall
     : public RuntimeCallOpInterface::ExternalModel<AllGatherRuntimeCall,
                                                    shard::AllGatherOp> {

@@ -156,6 +156,16 @@ public:
   }
   /// Work queued after this call sees every allReduceSumAsync's result.
   virtual void waitAll() {}
+  /// allReduceSum begun: `data` holds the sum after finishAllReduceSum(),
+  /// and nothing reads or writes it before. One at a time: the next
+  /// collective on this communicator finishes it first. The MPI
+  /// communicator returns at once (tp-overlap-all-reduces puts independent
+  /// work between the two); here, and on the GPU, where the call is queued
+  /// on the stream anyway, it is allReduceSum.
+  virtual void startAllReduceSum(float *data, int64_t count) {
+    allReduceSum(data, count);
+  }
+  virtual void finishAllReduceSum() {}
   /// How allReduceSum moves the data ("shared memory", "MPI_Allreduce",
   /// "NCCL"): what `--bench` reports.
   virtual const char *allReduceMethod() const = 0;
@@ -446,6 +456,15 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x);
 /// empty) and sums in its storage when nothing else shares it, instead of
 /// in a copy.
 Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x);
+/// all_reduce_sum in two halves (tp.all_reduce_start, tp.all_reduce_wait):
+/// the start's result, which nothing but all_reduce_sum_wait may read,
+/// holds the sum once the wait returns (Communicator::startAllReduceSum).
+/// The start copies `x` (its consuming form sums in `x`'s storage); the
+/// wait's consuming form returns the tensor it takes, the other a copy.
+Tensor all_reduce_sum_start(Context &ctx, const Tensor &x);
+Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x);
+Tensor all_reduce_sum_wait(Context &ctx, const Tensor &pending);
+Tensor all_reduce_sum_wait_consuming(Context &ctx, Tensor &pending);
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
 /// shard.all_slice: this rank's block r of `axis` of a replicated tensor,

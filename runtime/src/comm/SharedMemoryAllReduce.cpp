@@ -125,21 +125,38 @@ static void sumSlots(float *__restrict out, const float *const *sources,
 }
 
 void SharedMemoryAllReduce::sum(float *data, int64_t count) {
-  int size = static_cast<int>(slots_.size());
+  start(data, count);
+  finish();
+}
+
+void SharedMemoryAllReduce::start(float *data, int64_t count) {
   for (int64_t done = 0; done < count; done += kPieceFloats) {
     int64_t n = std::min(kPieceFloats, count - done);
     uint64_t sequence = ++sequence_;
-    int parity = static_cast<int>(sequence & 1);
-    std::memcpy(slots_[rank_]->piece[parity], data + done,
+    std::memcpy(slots_[rank_]->piece[sequence & 1], data + done,
                 size_t(n) * sizeof(float));
     slots_[rank_]->published.store(sequence, std::memory_order_release);
-    for (int q = 0; q < size; ++q) {
-      if (q != rank_)
-        waitFor(slots_[q]->published, sequence);
-      sources_[q] = slots_[q]->piece[parity];
-    }
-    sumSlots(data + done, sources_.data(), size, n);
+    pendingData_ = data + done;
+    pendingCount_ = n;
+    if (done + n < count)
+      finish();
   }
+}
+
+void SharedMemoryAllReduce::finish() {
+  if (pendingCount_ == 0)
+    return;
+  int size = static_cast<int>(slots_.size());
+  uint64_t sequence = sequence_;
+  int parity = static_cast<int>(sequence & 1);
+  for (int q = 0; q < size; ++q) {
+    if (q != rank_)
+      waitFor(slots_[q]->published, sequence);
+    sources_[q] = slots_[q]->piece[parity];
+  }
+  sumSlots(pendingData_, sources_.data(), size, pendingCount_);
+  pendingData_ = nullptr;
+  pendingCount_ = 0;
 }
 
 } // namespace tprt::comm

@@ -44,6 +44,12 @@ public:
   /// Collective: every rank passes the same count, in the same order of
   /// calls as the communicator's other collectives.
   void sum(float *data, int64_t count);
+  /// sum in two halves: start sums every piece but the last and publishes
+  /// that one; finish waits for the other ranks' last piece and sums it.
+  /// Between them the rank works on while the others catch up; nothing
+  /// reads or writes `data`, and no other sum or start comes first.
+  void start(float *data, int64_t count);
+  void finish();
 
 private:
   struct Slot;
@@ -55,6 +61,9 @@ private:
   std::vector<const float *> sources_;
   int rank_;
   uint64_t sequence_ = 0;
+  /// The piece start published and finish sums (count 0: none).
+  float *pendingData_ = nullptr;
+  int64_t pendingCount_ = 0;
 };
 
 } // namespace tprt::comm

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mpi.h>
+#include <utility>
 
 namespace tprt {
 namespace {
@@ -51,19 +52,36 @@ public:
   int size() const override { return size_; }
 
   void allReduceSum(float *data, int64_t count) override {
-    if (!sharedChosen_) {
-      // Collective: every rank makes its first allReduceSum call here.
-      sharedChosen_ = true;
-      AllReduceChoice choice = allReduceChoice();
-      if (choice != AllReduceChoice::Mpi)
-        shared_ = comm::SharedMemoryAllReduce::create(comm_);
-      if (!shared_ && choice == AllReduceChoice::SharedMemory && size_ > 1)
-        fatal("TPRT_ALLREDUCE=shm: the ranks do not share one node's memory "
-              "(or the shared window could not be made)");
-    }
-    if (shared_)
+    finishAllReduceSum();
+    if (chooseSharedMemory())
       return shared_->sum(data, count);
     allReduce(data, count, MPI_SUM);
+  }
+
+  /// Shared memory: every piece but the last summed, the last published
+  /// (the ranks that arrive first go on instead of waiting). MPI:
+  /// MPI_Iallreduce, progressed by the MPI calls around it.
+  void startAllReduceSum(float *data, int64_t count) override {
+    finishAllReduceSum();
+    if (chooseSharedMemory()) {
+      shared_->start(data, count);
+      pending_ = Pending::SharedMemory;
+    } else if (count <= kChunk) {
+      check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                           MPI_FLOAT, MPI_SUM, comm_, &request_),
+            "MPI_Iallreduce");
+      pending_ = Pending::Mpi;
+    } else {
+      allReduce(data, count, MPI_SUM);
+    }
+  }
+
+  void finishAllReduceSum() override {
+    Pending pending = std::exchange(pending_, Pending::None);
+    if (pending == Pending::SharedMemory)
+      shared_->finish();
+    else if (pending == Pending::Mpi)
+      check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
   }
 
   /// Decided at the first allReduceSum (MPI's until then).
@@ -72,10 +90,12 @@ public:
   }
 
   void allReduceMax(float *data, int64_t count) override {
+    finishAllReduceSum();
     allReduce(data, count, MPI_MAX);
   }
 
   void allReduceSumF64(double *data, int64_t count) override {
+    finishAllReduceSum();
     for (int64_t done = 0; done < count; done += kChunk) {
       int n = static_cast<int>(std::min(kChunk, count - done));
       check(MPI_Allreduce(MPI_IN_PLACE, data + done, n, MPI_DOUBLE, MPI_SUM,
@@ -93,6 +113,7 @@ public:
   }
 
   void allGather(const float *in, float *out, int64_t count) override {
+    finishAllReduceSum();
     if (count > kChunk)
       fatal("allGather: blocks over 2^30 elements are not supported");
     check(MPI_Allgather(in, static_cast<int>(count), MPI_FLOAT, out,
@@ -104,6 +125,7 @@ public:
   /// straight into its slot: MPI_Allgather would also copy `in` into this
   /// rank's slot, a pass the caller does not need.
   void allGatherOthers(const float *in, float *out, int64_t count) override {
+    finishAllReduceSum();
     if (count > kChunk)
       fatal("allGather: blocks over 2^30 elements are not supported");
     int n = static_cast<int>(count);
@@ -117,6 +139,7 @@ public:
   }
 
   void reduceScatterSum(const float *in, float *out, int64_t count) override {
+    finishAllReduceSum();
     if (count > kChunk)
       fatal("reduceScatter: blocks over 2^30 elements are not supported");
     check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT,
@@ -125,6 +148,7 @@ public:
   }
 
   void broadcast(void *data, int64_t bytes, int root) override {
+    finishAllReduceSum();
     auto *p = static_cast<char *>(data);
     for (int64_t done = 0; done < bytes; done += kChunk) {
       int n = static_cast<int>(std::min(kChunk, bytes - done));
@@ -133,6 +157,21 @@ public:
   }
 
 private:
+  /// Whether allReduceSum sums through shared memory: decided (collective:
+  /// every rank gets here at its first all-reduce) once.
+  bool chooseSharedMemory() {
+    if (!sharedChosen_) {
+      sharedChosen_ = true;
+      AllReduceChoice choice = allReduceChoice();
+      if (choice != AllReduceChoice::Mpi)
+        shared_ = comm::SharedMemoryAllReduce::create(comm_);
+      if (!shared_ && choice == AllReduceChoice::SharedMemory && size_ > 1)
+        fatal("TPRT_ALLREDUCE=shm: the ranks do not share one node's memory "
+              "(or the shared window could not be made)");
+    }
+    return shared_ != nullptr;
+  }
+
   static void check(int status, const char *what) {
     if (status != MPI_SUCCESS)
       fatal(std::string(what) + " failed with MPI error " +
@@ -144,6 +183,9 @@ private:
   /// Made at the first allReduceSum; null where MPI_Allreduce sums.
   std::unique_ptr<comm::SharedMemoryAllReduce> shared_;
   bool sharedChosen_ = false;
+  /// The all-reduce startAllReduceSum began (one at a time).
+  enum class Pending { None, SharedMemory, Mpi } pending_ = Pending::None;
+  MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
 } // namespace

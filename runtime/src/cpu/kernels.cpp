@@ -104,6 +104,44 @@ Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x) {
   return taken;
 }
 
+/// The tensors the two halves can split: f32 on the host (a GPU's
+/// all-reduce is queued on its stream anyway; another type is summed in an
+/// f32 copy that is narrowed after the sum).
+static bool startsOnHost(const Tensor &x) {
+  return !x.onGpu() && x.dtype() == DType::F32;
+}
+
+Tensor all_reduce_sum_start(Context &ctx, const Tensor &x) {
+  if (!startsOnHost(x))
+    return all_reduce_sum(ctx, x);
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  std::copy_n(x.f32(), x.numel(), out.f32());
+  ctx.tp().startAllReduceSum(out.f32(), out.numel());
+  return out;
+}
+
+Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x) {
+  Tensor taken = std::move(x);
+  x = Tensor();
+  if (!startsOnHost(taken) || !taken.soleOwner())
+    return all_reduce_sum_start(ctx, taken);
+  ctx.tp().startAllReduceSum(taken.f32(), taken.numel());
+  return taken;
+}
+
+Tensor all_reduce_sum_wait_consuming(Context &ctx, Tensor &pending) {
+  ctx.tp().finishAllReduceSum();
+  Tensor taken = std::move(pending);
+  pending = Tensor();
+  return taken;
+}
+
+Tensor all_reduce_sum_wait(Context &ctx, const Tensor &pending) {
+  Tensor shared = pending;
+  Tensor sum = all_reduce_sum_wait_consuming(ctx, shared);
+  return scale(ctx, sum, 1.0); // a copy: the result is a new tensor
+}
+
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   TPRT_ON_CUDA(ctx, all_gather(ctx, x, axis))
   TPRT_IN_F32(x, all_gather(ctx, widened(x), axis))

@@ -506,6 +506,55 @@ def TP_ScaleOp : TP_UnaryElementwiseOp<"scale", [TP_PartitionedLinearly]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// An all-reduce in flight (tp-overlap-all-reduces)
+//===----------------------------------------------------------------------===//
+
+def TP_AllReduceStartOp : TP_Op<"all_reduce_start",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>,
+     AllTypesMatch<["input", "pending"]>]> {
+  let summary = "Begins a sum over a grid axis that tp.all_reduce_wait ends";
+  let description = [{
+    The first half of `shard.all_reduce` (sum over `grid_axes` of `grid`):
+    every rank contributes `input`; `pending` holds the sum only once the
+    one `tp.all_reduce_wait` that reads it has run, in the same block.
+    What lies between runs while the ranks exchange (or while the ranks
+    that arrive later catch up): `tp-overlap-all-reduces` puts there the
+    work the sum does not feed. One all-reduce is in flight at a time: no
+    other start comes before the wait, and a collective in between
+    completes it first (the runtime's promise). It communicates, so
+    nothing moves it.
+
+    ```mlir
+    %p = tp.all_reduce_start %dx on @tp grid_axes = [0] : tensor<?x?x64xf32>
+    %dw = tp.linear_grad_weight %dy, %x : (...) -> tensor<64x64xf32>
+    %s = tp.all_reduce_wait %p : tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes);
+  let results = (outs TP_FloatTensor:$pending);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_AllReduceWaitOp : TP_Op<"all_reduce_wait",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>,
+     AllTypesMatch<["pending", "result"]>]> {
+  let summary = "Ends the sum tp.all_reduce_start began";
+  let description = [{
+    `result` is the sum over the ranks of the start's input. `pending`
+    must be a `tp.all_reduce_start`'s result in this block, with no other
+    start between the two.
+  }];
+  let arguments = (ins TP_FloatTensor:$pending);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$pending attr-dict `:` type($pending)";
+  let hasVerifier = 1;
+}
+
 include "tpopt/Dialect/TP/TPTrainOps.td"
 
 #endif // TPOPT_DIALECT_TP_TPOPS_TD
