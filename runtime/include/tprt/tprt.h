@@ -158,10 +158,10 @@ public:
   virtual void waitAll() {}
   /// allReduceSum begun: `data` holds the sum after finishAllReduceSum(),
   /// and nothing reads or writes it before. One at a time: the next
-  /// collective on this communicator finishes it first. The MPI
-  /// communicator returns at once (tp-overlap-all-reduces puts independent
-  /// work between the two); here, and on the GPU, where the call is queued
-  /// on the stream anyway, it is allReduceSum.
+  /// collective on this communicator finishes it first (NCCL: the next
+  /// start). The MPI communicator returns at once, NCCL's queues the sum on
+  /// the side stream of allReduceSumAsync (tp-overlap-all-reduces puts
+  /// independent work between the two); here it is allReduceSum.
   virtual void startAllReduceSum(float *data, int64_t count) {
     allReduceSum(data, count);
   }

@@ -104,15 +104,10 @@ Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x) {
   return taken;
 }
 
-/// The tensors the two halves can split: f32 on the host (a GPU's
-/// all-reduce is queued on its stream anyway; another type is summed in an
-/// f32 copy that is narrowed after the sum).
-static bool startsOnHost(const Tensor &x) {
-  return !x.onGpu() && x.dtype() == DType::F32;
-}
-
 Tensor all_reduce_sum_start(Context &ctx, const Tensor &x) {
-  if (!startsOnHost(x))
+  TPRT_ON_CUDA(ctx, all_reduce_sum_start(ctx, x))
+  // Another type is summed whole, in an f32 copy narrowed after the sum.
+  if (x.dtype() != DType::F32)
     return all_reduce_sum(ctx, x);
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -123,7 +118,7 @@ Tensor all_reduce_sum_start(Context &ctx, const Tensor &x) {
 Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x) {
   Tensor taken = std::move(x);
   x = Tensor();
-  if (!startsOnHost(taken) || !taken.soleOwner())
+  if (taken.dtype() != DType::F32 || !taken.soleOwner())
     return all_reduce_sum_start(ctx, taken);
   ctx.tp().startAllReduceSum(taken.f32(), taken.numel());
   return taken;

@@ -57,6 +57,9 @@ Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table);
 Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
                                 const Tensor &table);
 Tensor all_reduce_sum(Context &ctx, const Tensor &x);
+/// all_reduce_sum's first half: a copy of `x` whose sum runs on the
+/// communicator's side stream (Communicator::startAllReduceSum).
+Tensor all_reduce_sum_start(Context &ctx, const Tensor &x);
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);

@@ -41,6 +41,16 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
   return out;
 }
 
+Tensor all_reduce_sum_start(Context &ctx, const Tensor &x) {
+  if (x.dtype() != DType::F32)
+    return cuda::all_reduce_sum(ctx, x);
+  requireGpu(x, DType::F32, "all_reduce_sum_start", "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
+  ctx.tp().startAllReduceSum(out.f32(), out.numel());
+  return out;
+}
+
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   TPRT_IN_F32(x, cuda::all_gather(ctx, widened(x), axis))
   AxisView v = gpuAxisView(x, axis, "all_gather");

@@ -281,6 +281,13 @@ public:
           what, /*collective=*/true, side_, sideStream_);
     sidePending_ = true;
   }
+  /// On the side stream and communicator, as the buckets' are: the work
+  /// queued after the start on the main stream runs beside the sum.
+  void startAllReduceSum(float *data, int64_t count) override {
+    waitAll();
+    allReduceSumAsync(data, count);
+  }
+  void finishAllReduceSum() override { waitAll(); }
   const char *allReduceMethod() const override { return "NCCL"; }
 
   void waitAll() override {
