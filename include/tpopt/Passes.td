@@ -603,7 +603,7 @@ def TPOverlapAllReduces : Pass<"tp-overlap-all-reduces", "func::FuncOp"> {
 
     On the CPU the start publishes the rank's contribution (shared memory)
     or calls `MPI_Iallreduce`, and the wait sums or waits; on the GPU the
-    all-reduce is queued on the stream at the start. `tpc
+    sum runs on a side stream beside the work queued after the start. `tpc
     --overlap-all-reduces` (the `tp-compile` pipeline's
     `overlap-all-reduces`) runs it, before `tp-plan-activations`.
   }];
