@@ -30,7 +30,7 @@ seed() {
 case "$target" in
 npy) seed "$root"/test/models/*/ref/*.npy ;;
 import | raise) seed "$root"/test/models/*/ts_fold.onnx "$root"/test/models/*/dynamo.onnx ;;
-plans) seed "$root"/test/models/*/config.json "$root"/test/e2e/Inputs/*.json ;;
+plans) seed "$root"/test/models/*/config.json "$root"/test/e2e/Inputs/*.json "$root"/fuzz/corpus/plans/* ;;
 *)
   echo "fuzz/run.sh: unknown target '$target'" >&2
   exit 2

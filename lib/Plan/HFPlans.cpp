@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tpopt/Plan/HFConfig.h"
 #include "tpopt/Plan/Plan.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -144,7 +145,7 @@ const HFClassPlan *mlir::tp::lookupHFClassPlan(StringRef modelType) {
 
 llvm::Expected<Plan> mlir::tp::loadHFPlan(StringRef configPath,
                                           StringRef innerPrefix) {
-  llvm::Expected<llvm::json::Object> config = readJSONObject(configPath);
+  llvm::Expected<llvm::json::Object> config = readHFConfig(configPath);
   if (!config)
     return config.takeError();
   auto fail = [&](const llvm::Twine &what) {

@@ -373,8 +373,12 @@ llvm::Expected<LoRAConfig> mlir::tp::readPEFTConfig(StringRef path) {
       if (!alpha)
         return fail("lora_alpha must be a number");
     } else if (key == "use_rslora") {
+      if (!isNull && !value.getAsBoolean())
+        return fail("use_rslora must be true or false");
       config.useRslora = value.getAsBoolean().value_or(false);
     } else if (key == "lora_dropout") {
+      if (!isNull && !value.getAsNumber())
+        return fail("lora_dropout must be a number");
       config.dropout = value.getAsNumber().value_or(0);
     } else if (key == "target_modules") {
       if (isNull)

@@ -2,11 +2,11 @@
 
 #include "tpopt/Plan/Plan.h"
 #include "tpopt/Plan/Architecture.h"
+#include "tpopt/Support/BoundedJSON.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir::tp;
 
@@ -30,18 +30,7 @@ llvm::StringRef mlir::tp::stringifyParallelStyle(ParallelStyle style) {
 
 llvm::Expected<llvm::json::Object>
 mlir::tp::readJSONObject(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return llvm::createStringError("cannot read '" + path +
-                                   "': " + buffer.getError().message());
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!json)
-    return llvm::createStringError(
-        "'" + path + "' is not JSON: " + llvm::toString(json.takeError()));
-  if (llvm::json::Object *object = json->getAsObject())
-    return std::move(*object);
-  return llvm::createStringError("'" + path + "' is not a JSON object");
+  return readBoundedJSONObject(path);
 }
 
 bool mlir::tp::matchesModulePattern(llvm::StringRef pattern,

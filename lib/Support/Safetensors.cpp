@@ -1,10 +1,10 @@
 //===- Safetensors.cpp - the index of a safetensors file ------------------===//
 
 #include "tpopt/Support/Safetensors.h"
+#include "tpopt/Support/BoundedJSON.h"
 
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir::tp;
@@ -27,11 +27,17 @@ mlir::tp::readSafetensorsIndex(llvm::StringRef path) {
     return fail("header length " + llvm::Twine(headerSize) +
                 " at offset 0 runs past the end of the file (" +
                 llvm::Twine(fileSize) + " bytes)");
+  // The format caps the header at 100 MB.
+  JSONLimits limits;
+  limits.maxBytes = 100'000'000;
+  if (headerSize > limits.maxBytes)
+    return fail("header length " + llvm::Twine(headerSize) +
+                " at offset 0 is over safetensors' 100 MB limit");
   auto header = llvm::MemoryBuffer::getFileSlice(path, headerSize, 8);
   if (!header)
     return fail("cannot read the header: " + header.getError().message());
   llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*header)->getBuffer());
+      parseBoundedJSON((*header)->getBuffer(), limits, /*baseOffset=*/8);
   if (!json)
     return fail("header at offset 8 is not JSON: " +
                 llvm::toString(json.takeError()));

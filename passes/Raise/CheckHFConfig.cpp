@@ -5,12 +5,12 @@
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Passes.h"
 #include "tpopt/Plan/Architecture.h"
+#include "tpopt/Plan/HFConfig.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
 
@@ -30,22 +30,12 @@ struct TPCheckHFConfigPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    if (!buffer) {
-      (void)fail("cannot read it: " + buffer.getError().message());
-      return signalPassFailure();
-    }
-    llvm::Expected<llvm::json::Value> parsed =
-        llvm::json::parse((*buffer)->getBuffer());
+    llvm::Expected<llvm::json::Object> parsed = readHFConfig(path);
     if (!parsed) {
-      (void)fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+      module.emitError() << "hf-config: " << llvm::toString(parsed.takeError());
       return signalPassFailure();
     }
-    const llvm::json::Object *json = parsed->getAsObject();
-    if (!json) {
-      (void)fail("not a JSON object");
-      return signalPassFailure();
-    }
+    const llvm::json::Object *json = &*parsed;
     if (const llvm::json::Object *text = json->getObject("text_config"))
       json = text;
     FailureOr<ModelConfig> config = ModelConfig::read(module);

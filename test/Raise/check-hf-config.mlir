@@ -20,7 +20,7 @@
 // CHECK: tp.attention {{.*}} {causal, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f64} :
 // HIDDEN: error: hf-config '{{.*}}hidden.json': hidden_size is 16 in the config but 8 in the graph
 // EPS: error: hf-config '{{.*}}eps.json': rms_norm_eps is 1.000000e-05 in the config but 1.000000e-06 in the graph
-// JSON: error: hf-config '{{.*}}bad.json': not valid JSON
+// JSON: error: hf-config: '{{.*}}bad.json' is not JSON
 // TYPE: error: hf-config '{{.*}}qwen3.json': model_type 'qwen3' is qwen3 but the graph is a gemma3
 // UNKNOWN: error: hf-config '{{.*}}phi3.json': phi3 is not supported: its fused qkv_proj and gate_up_proj are not raised (tp-opt compiles the model_types llama, mistral, qwen2, qwen3, gemma3, gemma3_text, nemotron_h)
 module attributes {tp.config = {architecture = "gemma3", hidden_size = 8 : i64, num_attention_heads = 2 : i64, rms_norm_eps = 1.000000e-06 : f64, rope_local_base_freq = 1.000000e+04 : f64, rope_theta = 1.000000e+06 : f64}} {

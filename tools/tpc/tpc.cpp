@@ -18,6 +18,7 @@
 #include "tpopt/Passes.h"
 #include "tpopt/Pipeline/Pipeline.h"
 #include "tpopt/Plan/Architecture.h"
+#include "tpopt/Plan/HFConfig.h"
 #include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Registration/InitAll.h"
 
@@ -211,8 +212,7 @@ static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
   // An architecture tp-opt does not compile is named before raising fails
   // somewhere inside it.
   if (!opts.hfConfig.empty()) {
-    llvm::Expected<llvm::json::Object> config =
-        tp::readJSONObject(opts.hfConfig);
+    llvm::Expected<llvm::json::Object> config = tp::readHFConfig(opts.hfConfig);
     if (!config)
       return fail("--hf-config: " + llvm::toString(config.takeError()));
     if (std::optional<StringRef> type = config->getString("model_type")) {
