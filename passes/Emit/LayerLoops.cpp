@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "LayerLoops.h"
+#include "CppLiterals.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
@@ -131,6 +132,9 @@ FailureOr<std::pair<Type, std::string>> columnType(Attribute attr) {
   }
   if (auto o = dyn_cast<emitc::OpaqueAttr>(attr)) {
     StringRef s = o.getValue();
+    // A non-finite double (cppDoubleLiteral) is a double like the others.
+    if (s.ltrim('-').starts_with("std::numeric_limits<double>::"))
+      return std::make_pair(Type(Float64Type::get(ctx)), std::string("double"));
     if (s.size() >= 2 && s.front() == '"' && s.back() == '"')
       return std::make_pair(Type(emitc::PointerType::get(
                                 emitc::OpaqueType::get(ctx, "const char"))),
@@ -146,7 +150,7 @@ std::string columnValue(Attribute attr) {
     return std::to_string(i.getValue().getSExtValue());
   }
   if (auto f = dyn_cast<FloatAttr>(attr))
-    return llvm::formatv("{0:e16}", f.getValueAsDouble()).str();
+    return tp::cppDoubleLiteral(f.getValueAsDouble());
   return cast<emitc::OpaqueAttr>(attr).getValue().str();
 }
 

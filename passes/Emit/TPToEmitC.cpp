@@ -17,6 +17,7 @@
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
+#include "CppLiterals.h"
 #include "LayerLoops.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -134,7 +135,10 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
       attr = kind == RuntimeArg::I32 ? b.getI32IntegerAttr(*i)
                                      : b.getI64IntegerAttr(*i);
     } else if (auto *f = std::get_if<double>(&arg)) {
-      attr = b.getF64FloatAttr(*f);
+      // EmitC would print NaN and infinities as <cmath> macros.
+      attr = std::isfinite(*f)
+                 ? Attribute(b.getF64FloatAttr(*f))
+                 : emitc::OpaqueAttr::get(ctx, cppDoubleLiteral(*f));
     } else if (auto *flag = std::get_if<bool>(&arg)) {
       attr = b.getBoolAttr(*flag);
     } else if (auto *s = std::get_if<std::string>(&arg)) {
@@ -144,7 +148,7 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
       // Round-trip precision: the runtime gets the attribute's doubles.
       std::string list = "{";
       for (auto [k, d] : llvm::enumerate(*reals))
-        list += (k ? ", " : "") + llvm::formatv("{0:e16}", d).str();
+        list += (k ? ", " : "") + cppDoubleLiteral(d);
       attr = emitc::OpaqueAttr::get(ctx, list + "}");
     } else {
       std::string shape = "{";
@@ -496,6 +500,9 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
     emitc::IncludeOp::create(builder, func.getLoc(), "tprt/tprt.h",
                              /*is_standard_include=*/false);
+    // Non-finite constants are spelled through std::numeric_limits.
+    emitc::IncludeOp::create(builder, func.getLoc(), "limits",
+                             /*is_standard_include=*/true);
     emitc::VerbatimOp::create(
         builder, func.getLoc(),
         "const char *const tprt_model_path = " + quoted(path) + ";");

@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -324,9 +325,10 @@ LogicalResult RotaryOp::verify() {
     if (factors && static_cast<int64_t>(factors.size()) != rotaryDim / 2)
       return emitOpError(name) << " has " << factors.size() << " factors for "
                                << rotaryDim / 2 << " rotated pairs";
-    if (factors &&
-        llvm::any_of(factors.asArrayRef(), [](double f) { return !(f > 0); }))
-      return emitOpError(name) << " must be positive";
+    if (factors && llvm::any_of(factors.asArrayRef(), [](double f) {
+          return !(f > 0) || !std::isfinite(f);
+        }))
+      return emitOpError(name) << " must be positive and finite";
   }
   auto check = [&](StringRef name, Attribute attr, bool wanted,
                    double value) -> LogicalResult {
@@ -334,8 +336,8 @@ LogicalResult RotaryOp::verify() {
       return emitOpError("rope_type '") << *type << "' needs " << name;
     if (attr && !wanted)
       return emitOpError(name) << " without a rope_type that takes it";
-    if (attr && !(value > 0))
-      return emitOpError(name) << " must be positive, got " << value;
+    if (attr && (!(value > 0) || !std::isfinite(value)))
+      return emitOpError(name) << " must be positive and finite, got " << value;
     return success();
   };
   auto value = [](std::optional<APFloat> v) {
@@ -457,6 +459,10 @@ LogicalResult Mamba2MixerOp::verify() {
   if (failed(verifyPositive(*this, "norm_eps",
                             getNormEpsAttr().getValueAsDouble())))
     return failure();
+  // The dt clamp's lower bound: a number, or -inf for none.
+  double dtMin = getDtMinAttr().getValueAsDouble();
+  if (std::isnan(dtMin) || dtMin == std::numeric_limits<double>::infinity())
+    return emitOpError("'dt_min' must be a number or -inf, got ") << dtMin;
   int64_t hidden = x.getDimSize(2), inner = heads * headDim,
           conv = inner + 2 * groups * state;
   auto expect = [&](Value v, ArrayRef<int64_t> shape,

@@ -782,3 +782,19 @@ func.func @linear_swiglu_features(%x: tensor<16x64xf32>, %g: tensor<32x64xf32>) 
   %0 = tp.linear_swiglu %x, %g, %g : (tensor<16x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<16x16xf32>
   return
 }
+
+// -----
+
+func.func @mamba_dt_min_nan(%x: tensor<2x5x64xf32>, %in: tensor<164x64xf32>, %cw: tensor<96x1x4xf32>, %cb: tensor<96xf32>, %dt: tensor<4xf32>, %a: tensor<4xf32>, %d: tensor<4xf32>, %nw: tensor<64xf32>, %out: tensor<64x64xf32>) {
+  // expected-error @+1 {{'dt_min' must be a number or -inf, got nan}}
+  %y = tp.mamba2_mixer %x, %in, %cw, %cb, %dt, %a, %d, %nw, %out {conv_kernel = 4 : i64, dt_min = 0x7FF8000000000000 : f64, head_dim = 16 : i64, n_groups = 2 : i64, norm_eps = 1.0e-5 : f64, num_heads = 4 : i64, state_size = 8 : i64} : (tensor<2x5x64xf32>, tensor<164x64xf32>, tensor<96x1x4xf32>, tensor<96xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<64xf32>, tensor<64x64xf32>) -> tensor<2x5x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_factor_inf(%x: tensor<2x5x64xf32>) {
+  // expected-error @+1 {{factor must be positive and finite, got INF}}
+  %y = tp.rotary %x {factor = 0x7FF0000000000000 : f64, head_dim = 16 : i64, rope_type = "linear", theta = 1.0e+04 : f64} : tensor<2x5x64xf32>
+  return
+}
