@@ -16,7 +16,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Raiser.h"
+#include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Plan/Architecture.h"
+#include "tpopt/Plan/HFConfig.h"
 #include "tpopt/Plan/Plan.h"
 
 #include "tpopt/Passes.h"
@@ -602,6 +604,16 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
           llvm::any_of(func.getBody().front(),
                        [](Operation &op) { return isa<NodeOp>(op); }))
         graphs.push_back(func);
+    // An imported graph without a node (only inputs passed through) has
+    // nothing to raise; a module raised before has its tp.config.
+    if (graphs.empty() && !getOperation()->hasAttr(ModelConfig::kAttrName)) {
+      InFlightDiagnostic diag = getOperation().emitError(
+          "nothing to raise: no function holds an ONNX node");
+      for (auto func : getOperation().getOps<func::FuncOp>())
+        diag.attachNote(func.getLoc())
+            << "'@" << func.getSymName() << "' has no onnx.node";
+      return signalPassFailure();
+    }
     if (probeSeq < 4 || probeBatch < 1) {
       getOperation().emitError("probe-seq must be >= 4 and probe-batch >= 1");
       return signalPassFailure();
@@ -678,10 +690,11 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
   /// with transformers' defaults (_compute_yarn_parameters), and dynamic
   /// NTK's (factor, max_position_embeddings): neither can be read off the
   /// tables (an export traced at a short length holds dynamic's unscaled
-  /// ones); nothing for the other types, which the tables show.
+  /// ones); linear's and llama3's, which the tables show but which raising
+  /// then checks rather than fits.
   LogicalResult readConfigRope(std::optional<tprt::RopeScaling> &rope,
                                double &theta, std::string &modelType) {
-    llvm::Expected<llvm::json::Object> file = readJSONObject(hfConfig);
+    llvm::Expected<llvm::json::Object> file = readHFConfig(hfConfig);
     if (!file) {
       getOperation().emitError()
           << "hf-config: " << llvm::toString(file.takeError());
@@ -726,6 +739,36 @@ struct TPRaiseONNXPass : public tp::impl::TPRaiseONNXBase<TPRaiseONNXPass> {
     }
     if (type == StringRef("longrope"))
       return readLongrope(*json, *params, rope, theta);
+    if (type == StringRef("llama3") || type == StringRef("linear")) {
+      // What transformers requires of each (_validate_*_parameters).
+      bool llama3 = type == StringRef("llama3");
+      std::optional<double> factor = params->getNumber("factor"),
+                            low = params->getNumber("low_freq_factor"),
+                            high = params->getNumber("high_freq_factor");
+      std::optional<int64_t> original =
+          params->getInteger("original_max_position_embeddings");
+      if (!factor || !(*factor >= 1) ||
+          (llama3 && (!low || !high || !original || !(*low > 0) ||
+                      !(*high > 0) || *original <= 0))) {
+        getOperation().emitError()
+            << "hf-config '" << hfConfig << "': " << *type
+            << (llama3 ? " RoPE needs a factor >= 1, positive low_freq_factor "
+                         "and high_freq_factor, and "
+                         "original_max_position_embeddings"
+                       : " RoPE needs a factor >= 1");
+        return failure();
+      }
+      tprt::RopeScaling scaling;
+      scaling.type = llama3 ? tprt::RopeType::Llama3 : tprt::RopeType::Linear;
+      scaling.factor = *factor;
+      if (llama3) {
+        scaling.lowFreqFactor = *low;
+        scaling.highFreqFactor = *high;
+        scaling.originalMaxPositions = *original;
+      }
+      rope = scaling;
+      return success();
+    }
     if (type != StringRef("yarn"))
       return success();
     auto fail = [&](const Twine &what) {

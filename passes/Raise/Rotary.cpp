@@ -10,6 +10,8 @@
 
 #include "Raiser.h"
 
+#include "tpopt/Probe/RopeFit.h"
+
 #include "tprt/Rope.h"
 
 using namespace mlir;
@@ -141,6 +143,18 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     llama3.factor = roundSignificant(unscaledLow / *fLow);
     if (llama3.factor > 1.0 + 1e-6)
       candidates.push_back({theta, llama3});
+    // Any other Llama 3 configuration: which frequencies are kept, blended
+    // or scaled depends on all its parameters (RopeFit.h).
+    SmallVector<double> frequencies;
+    for (int64_t i = 0; i < half; ++i) {
+      std::optional<double> f = frequencyAt(i);
+      if (!f)
+        return shortTables();
+      frequencies.push_back(*f);
+    }
+    for (const RopeFit &fit : fitLlama3Scaling(frequencies, d, configTheta,
+                                               lowPrecision ? 1e-2 : 1e-5))
+      candidates.push_back({fit.theta, fit.scaling});
   }
   if (lowPrecision && half >= 2) {
     // f1 from the largest position whose angle stays below 3 (no wrap),
@@ -161,13 +175,12 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
       candidates.push_back({configTheta, {}});
   }
   // YaRN's ramp and LongRoPE's factors are parameters the tables cannot
-  // tell apart, and dynamic NTK's tables are unscaled at the traced length:
-  // taken from --hf-config, dynamic first (unscaled RoPE matches its tables
-  // too).
-  if (configRope && configRope->type == tprt::RopeType::Dynamic)
+  // tell apart, dynamic NTK's tables are unscaled at the traced length, and
+  // Llama 3's parameters are known exactly: taken from --hf-config, before
+  // every fit (unscaled RoPE matches dynamic's tables too).
+  // --hf-config is authoritative: its parameters are checked first.
+  if (configRope && configTheta > 0)
     candidates.insert(candidates.begin(), {configTheta, *configRope});
-  else if (configRope)
-    candidates.push_back({configTheta, *configRope});
   std::optional<Mismatch> firstMismatch;
   const Candidate *found = nullptr;
   for (const Candidate &c : candidates) {

@@ -130,6 +130,13 @@ VARIANTS = {
         "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8192}),
+    # Llama 3 scaling over 16 original positions: no frequency is kept (the
+    # highest is blended, the others divided by 16), the bands Llama 3.1's
+    # 8192 positions give cut nowhere near.
+    "llama_rope_llama3_short": lambda: llama_rope({
+        "rope_type": "llama3", "rope_theta": 10000.0, "factor": 16.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 16.0,
+        "original_max_position_embeddings": 16}),
     "llama_rope_linear": lambda: llama_rope({
         "rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}),
     # Dynamic NTK scaling: default RoPE up to max_position_embeddings (8
