@@ -260,7 +260,9 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index,
       .i64(shardDim)
       .i64(shards)
       .i64(replicas)
-      .str(*held);
+      .str(*held)
+      // A folded Gemma norm weight stores w + 1.
+      .f64(source.getStoredOffsetValue());
   return call;
 }
 

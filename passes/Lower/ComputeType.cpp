@@ -57,7 +57,8 @@ void setHeldType(func::FuncOp func, BlockArgument arg, Type held) {
                   SourceAttr::get(func.getContext(), source.getInitializer(),
                                   source.getFile(), source.getOffset(),
                                   source.getLength(), source.getTransposed(),
-                                  held == stored ? Type() : stored));
+                                  held == stored ? Type() : stored,
+                                  source.getStoredOffset()));
 }
 
 /// Whether every op that reads `value` (through sharding annotations)

@@ -176,12 +176,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                                     const Plan &plan) {
     Operation *user = use.getOwner();
     std::string module = moduleOf(fqn);
-    // A tied table read by the output projection is lm_head's parameter.
+    // A tied table read by the output projection (soft-capped or not) is
+    // lm_head's parameter.
     if (auto linear = dyn_cast<LinearOp>(user))
       if (llvm::any_of(param.getUsers(),
                        [](Operation *u) { return isa<EmbeddingOp>(u); }) &&
-          llvm::any_of(linear->getUsers(),
-                       [](Operation *u) { return isa<func::ReturnOp>(u); }))
+          reachesReturn(linear))
         module = "lm_head";
     const PlanEntry *entry = plan.lookup(module);
     Placement placement;
@@ -374,7 +374,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     auto sourceOf = [&](const llvm::StringMapEntry<SafetensorsTensor> &entry) {
       return SourceAttr::get(ctx, entry.getKey(), adapterPath,
                              entry.second.offset, entry.second.length, false,
-                             /*stored_type=*/Type());
+                             /*stored_type=*/Type(),
+                             /*stored_offset=*/FloatAttr());
     };
     /// The adapter tensor of a new parameter, checked against its shape;
     /// `type` takes the tensor's float type (an adapter may be saved in
@@ -425,10 +426,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       if (!fqn)
         continue;
       std::string module = moduleOf(fqn.getValue());
-      bool isOutput = module == "lm_head" ||
-                      llvm::any_of(linear->getUsers(), [](Operation *u) {
-                        return isa<func::ReturnOp>(u);
-                      });
+      bool isOutput = module == "lm_head" || reachesReturn(linear);
       llvm::Expected<std::optional<LoRAConfig::ModuleLoRA>> lora =
           config->lookup(module, isOutput);
       if (!lora)

@@ -120,10 +120,9 @@ void ConfigReader::readDecoder() {
            fqn.ends_with(".up_proj.weight")) &&
           !config.intermediateSize)
         config.intermediateSize = lin.getWeight().getType().getDimSize(0);
-      // The output projection reading the embedding table: tied.
-      if (embedTable && lin.getWeight() == embedTable &&
-          llvm::any_of(lin->getUsers(),
-                       [](Operation *u) { return isa<func::ReturnOp>(u); }))
+      // The output projection reading the embedding table (before any
+      // soft-capping of the logits): tied.
+      if (embedTable && lin.getWeight() == embedTable && reachesReturn(lin))
         tied = true;
     }
   });
@@ -184,10 +183,46 @@ LogicalResult ConfigReader::read() {
 
 } // namespace
 
+/// An architecture whose norms scale by `1 + w` (Gemma) exported with the
+/// sum folded into the stored weight (TorchScript's constant folding, the
+/// dynamo exporter): the norm shows no offset and its parameter holds
+/// `w + 1`. The parameter becomes `w` again, read from those bytes minus 1
+/// (`stored_offset`), and the norm gets its offset back: the forward is the
+/// same, and training, weight decay and checkpoints see the HF parameter.
+static void unfoldNormOffsets(func::FuncOp func, const ModelConfig &config) {
+  const Architecture *arch =
+      config.architecture ? lookupArchitecture(*config.architecture) : nullptr;
+  if (!arch || !arch->offsetNorms)
+    return;
+  func.walk([&](RmsNormOp norm) {
+    auto arg = dyn_cast<BlockArgument>(norm.getWeight());
+    if (norm.getWeightOffset().convertToDouble() != 0.0 || !arg ||
+        arg.getOwner() != &func.getBody().front())
+      return;
+    unsigned index = arg.getArgNumber();
+    auto source =
+        func.getArgAttrOfType<SourceAttr>(index, TPDialect::kSourceAttrName);
+    // A weight another op also reads is not the norm's alone to change.
+    if (!source || !arg.hasOneUse())
+      return;
+    func.setArgAttr(
+        index, TPDialect::kSourceAttrName,
+        SourceAttr::get(func.getContext(), source.getInitializer(),
+                        source.getFile(), source.getOffset(),
+                        source.getLength(), source.getTransposed(),
+                        source.getStoredType(),
+                        FloatAttr::get(Float64Type::get(func.getContext()),
+                                       source.getStoredOffsetValue() + 1.0)));
+    OpBuilder b(norm);
+    norm.setWeightOffsetAttr(b.getF64FloatAttr(1.0));
+  });
+}
+
 LogicalResult Raiser::recordConfig(ModuleOp module, func::FuncOp func) {
   ConfigReader reader(func);
   if (failed(reader.read()))
     return failure();
   reader.getConfig().write(module);
+  unfoldNormOffsets(func, reader.getConfig());
   return success();
 }

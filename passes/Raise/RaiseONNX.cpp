@@ -581,7 +581,8 @@ LogicalResult Raiser::finish() {
         i, TPDialect::kSourceAttrName,
         SourceAttr::get(ctx, sourceAttr.getInitializer(), sourceAttr.getFile(),
                         sourceAttr.getOffset(), sourceAttr.getLength(),
-                        info.transposed, sourceAttr.getStoredType()));
+                        info.transposed, sourceAttr.getStoredType(),
+                        sourceAttr.getStoredOffset()));
   }
   target.setType(FunctionType::get(ctx, target.getBody().getArgumentTypes(),
                                    ValueRange(results).getTypes()));

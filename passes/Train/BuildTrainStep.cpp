@@ -89,8 +89,6 @@ struct TPBuildTrainStepPass
                  : config->padTokenId               ? *config->padTokenId
                  : arch                             ? arch->defaultPadTokenId
                                                     : -1;
-    if (arch && arch->offsetNorms && failed(checkNormsUnfolded(*forward)))
-      return signalPassFailure();
     func::FuncOp step = cloneForward(*forward);
     if (failed(buildStep(step)))
       return signalPassFailure();
@@ -118,26 +116,6 @@ struct TPBuildTrainStepPass
     ClipGradsOp::create(b, loc, norm);
     OptimizerUpdateOp::create(b, loc, optimizer);
     func::ReturnOp::create(b, loc, norm);
-  }
-
-  /// Gemma's norms scale by 1 + w; an export that folded the sum into the
-  /// stored weight cannot train (weight decay and the checkpoint need w).
-  static LogicalResult checkNormsUnfolded(func::FuncOp func) {
-    WalkResult walk = func.walk([&](RmsNormOp norm) {
-      if (norm.getWeightOffset().convertToDouble() != 0.0)
-        return WalkResult::advance();
-      auto arg = dyn_cast<BlockArgument>(norm.getWeight());
-      auto fqn = arg ? func.getArgAttrOfType<StringAttr>(
-                           arg.getArgNumber(), TPDialect::kFqnAttrName)
-                     : StringAttr();
-      norm.emitError() << "tp-build-train-step: the export folded Gemma's 1 "
-                          "+ w into the norm weight '"
-                       << (fqn ? fqn.getValue() : "?")
-                       << "': training needs w itself (export with "
-                          "do_constant_folding=False)";
-      return WalkResult::interrupt();
-    });
-    return failure(walk.wasInterrupted());
   }
 
   /// Everything the backward must go through has a rule.

@@ -313,21 +313,6 @@ module attributes {tp.config = {architecture = "llama"}} {
 
 // -----
 
-// Gemma's norms without their offset: the export folded 1 + w.
-module attributes {tp.config = {architecture = "gemma3"}} {
-  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
-      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
-      %w: tensor<16x4xf32> {tp.fqn = "w"},
-      %n: tensor<4xf32> {tp.fqn = "model.norm.weight"}) -> tensor<?x?x4xf32> {
-    %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
-    // expected-error @+1 {{tp-build-train-step: the export folded Gemma's 1 + w into the norm weight 'model.norm.weight': training needs w itself (export with do_constant_folding=False)}}
-    %y = tp.rms_norm %h, %n {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
-    return %y : tensor<?x?x4xf32>
-  }
-}
-
-// -----
-
 module attributes {tp.config = {architecture = "llama"}} {
   func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> attributes {tp.entry = "forward"} {
     return %x : tensor<4xf32>

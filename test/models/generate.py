@@ -178,6 +178,9 @@ VARIANTS = {
     # NemotronH under the remote code's names (backbone.embeddings,
     # backbone.layers.N.mixer, backbone.norm_f): see VARIANT_ROOTS.
     "nemotron_h_backbone": nemotron_h,
+    # Gemma3 with final_logit_softcapping (Gemma 2's, which Gemma3's
+    # config still takes): the soft-cap follows the tied lm_head.
+    "gemma3_softcap": lambda: variant_of(gemma3, final_logit_softcapping=30.0),
     # Gemma3's real pattern: five sliding-window layers, then a global one.
     "gemma3_6layers": lambda: variant_of(
         gemma3, num_hidden_layers=6,

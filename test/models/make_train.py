@@ -50,8 +50,9 @@ warnings.filterwarnings("ignore")
 ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "nemotron_h"]
 # Checkpoints stored in bf16 (generate.VARIANT_DTYPES), which tpc --train
 # trains in f32: the reference is the float32 model on the rounded weights;
-# and Llama 3 RoPE scaling over 16 original positions. Only with --arch.
-REDUCED = ["llama_bf16", "llama_rope_llama3_short"]
+# Llama 3 RoPE scaling over 16 original positions, and Gemma3 with
+# final_logit_softcapping. Only with --arch.
+REDUCED = ["llama_bf16", "llama_rope_llama3_short", "gemma3_softcap"]
 LORA_ARCHS = ["llama", "qwen2"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}

@@ -223,7 +223,8 @@ const RuntimeSignature &mlir::tp::getLoadParamSignature() {
       RuntimeArg::CString, RuntimeArg::CString, RuntimeArg::CString,
       RuntimeArg::U64,     RuntimeArg::U64,     RuntimeArg::DType,
       RuntimeArg::Shape,   RuntimeArg::Bool,    RuntimeArg::I32,
-      RuntimeArg::I64,     RuntimeArg::I64,     RuntimeArg::DType};
+      RuntimeArg::I64,     RuntimeArg::I64,     RuntimeArg::DType,
+      RuntimeArg::F64};
   static const RuntimeSignature signature{"tprt::load_param", params};
   return signature;
 }

@@ -3,6 +3,9 @@
 #include "tpopt/Dialect/TP/TPUtils.h"
 
 #include "tpopt/Dialect/TP/TPDialect.h"
+#include "tpopt/Dialect/TP/TPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/MathExtras.h"
@@ -63,4 +66,20 @@ FailureOr<FunctionOpInterface> mlir::tp::lookupEntry(ModuleOp module,
     return found;
   return FunctionOpInterface(dyn_cast_or_null<FunctionOpInterface>(
       SymbolTable::lookupSymbolIn(module, role)));
+}
+
+bool mlir::tp::reachesReturn(Operation *op) {
+  while (op && op->getNumResults() == 1) {
+    if (llvm::any_of(op->getUsers(),
+                     [](Operation *u) { return isa<func::ReturnOp>(u); }))
+      return true;
+    // Follow one soft-cap or scale that is the result's only user.
+    Value result = op->getResult(0);
+    if (!result.hasOneUse())
+      return false;
+    op = *result.getUsers().begin();
+    if (!isa<SoftcapOp, ScaleOp>(op))
+      return false;
+  }
+  return false;
 }

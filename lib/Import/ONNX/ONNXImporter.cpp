@@ -330,7 +330,8 @@ FailureOr<SourceAttr> Importer::resolveExternal(const onnx::TensorProto &tensor,
                    << size << " bytes but its shape and type need "
                    << expectedBytes;
   return SourceAttr::get(ctx, tensor.name(), location, offset, size,
-                         /*transposed=*/false, /*stored_type=*/Type());
+                         /*transposed=*/false, /*stored_type=*/Type(),
+                         /*stored_offset=*/FloatAttr());
 }
 
 LogicalResult Importer::addInitializer(const InlineInitializer &init,
@@ -380,7 +381,8 @@ LogicalResult Importer::addInitializer(const InlineInitializer &init,
         TPDialect::kSourceAttrName,
         SourceAttr::get(ctx, tensor.name(), llvm::sys::path::filename(path),
                         init.offset, init.length, /*transposed=*/false,
-                        /*stored_type=*/Type())));
+                        /*stored_type=*/Type(),
+                        /*stored_offset=*/FloatAttr())));
     if (small)
       value = fromRawBytes(*type, bytes.substr(init.offset, init.length));
   } else {

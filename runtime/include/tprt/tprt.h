@@ -402,13 +402,18 @@ private:
 /// reads block rank / replicas (one positioned read per contiguous run).
 /// Read once per FQN. Returns a tensor of `dtype` (the type the program
 /// holds it in: f32, or the bf16 / f16 of `tpc --dtype`) in canonical
-/// orientation. A missing or short file, a length that disagrees with the
-/// shape and dtype, or an uneven split is an error naming the parameter.
+/// orientation. `storedOffset` is what the model file's elements hold on
+/// top of the parameter's (an export that folded Gemma's `1 + w` stores
+/// `w + 1`): subtracted when reading that file, not a checkpoint, which
+/// holds the parameter itself. A missing or short file, a length that
+/// disagrees with the shape and dtype, or an uneven split is an error
+/// naming the parameter.
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim = -1, int64_t shards = 1,
-                  int64_t replicas = 1, DType dtype = DType::F32);
+                  int64_t replicas = 1, DType dtype = DType::F32,
+                  double storedOffset = 0.0);
 /// tp.broadcast_replica: `param` (a replicated parameter, the cached
 /// tensor load_param returned) overwritten in place with the copy of rank 0
 /// of `group` ("tp" or "dp").

@@ -221,7 +221,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim, int64_t shards,
-                  int64_t replicas, DType dtype) {
+                  int64_t replicas, DType dtype, double storedOffset) {
   if (Tensor *cached = ctx.cachedParam(fqn))
     return *cached;
   // From a checkpoint: the tensor of that name, whole and canonical.
@@ -240,6 +240,8 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
     length = entry->second.end - entry->second.begin;
     storedDtype = entry->second.dtype;
     transposed = false;
+    // A checkpoint holds the parameter itself.
+    storedOffset = 0.0;
   }
   int64_t shardIndex = 0;
   if (shardDim >= 0) {
@@ -255,6 +257,13 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   Tensor value =
       readParamBlock(ctx, fqn, initializer, file, offset, length, storedDtype,
                      shape, transposed, shardDim, shards, shardIndex);
+  // In f32, where w + 1 - 1 is exact for the norm weights this serves.
+  if (storedOffset != 0.0) {
+    float shift = static_cast<float>(storedOffset);
+    float *v = value.f32();
+    for (int64_t i = 0; i < value.numel(); ++i)
+      v[i] -= shift;
+  }
   // A test hook: TPRT_TEST_PERTURB_REPLICAS=R makes rank R's copies of the
   // replicated parameters differ from the others' (what the init's
   // broadcast must undo).

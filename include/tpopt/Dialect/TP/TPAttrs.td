@@ -122,7 +122,11 @@ def TP_SourceAttr : TP_Attr<"Source", "source"> {
     element type of the stored bytes when the program holds the parameter in
     another one (`tp-compute-type`: a bf16 checkpoint computed in f32, or an
     f32 one in bf16); absent, the bytes are of the argument's element type.
-    Loading converts.
+    Loading converts. `stored_offset` (default 0) is a value the stored
+    elements hold on top of the parameter's: an exporter that folded
+    Gemma's `1 + w` into a norm's weight stores `w + 1` (`stored_offset =
+    1.0`); loading from that file subtracts it, so the parameter is `w` as
+    the HF checkpoint names it (a checkpoint read by FQN holds `w` itself).
 
     Example: `#tp.source<initializer = "onnx::MatMul_602", file = "llama_tiny.onnx",
     offset = 1024, length = 16384, transposed = true, stored_type = bf16>`
@@ -133,11 +137,19 @@ def TP_SourceAttr : TP_Attr<"Source", "source"> {
     "uint64_t":$offset,
     "uint64_t":$length,
     "bool":$transposed,
-    OptionalParameter<"::mlir::Type", "element type of the stored bytes">:$stored_type);
+    OptionalParameter<"::mlir::Type", "element type of the stored bytes">:$stored_type,
+    OptionalParameter<"::mlir::FloatAttr", "value the stored elements add to the parameter's">:$stored_offset);
   let assemblyFormat = [{
     `<` `initializer` `=` $initializer `,` `file` `=` $file `,`
         `offset` `=` $offset `,` `length` `=` $length `,`
-        `transposed` `=` $transposed (`,` `stored_type` `=` $stored_type^)? `>`
+        `transposed` `=` $transposed (`,` `stored_type` `=` $stored_type^)?
+        (`,` `stored_offset` `=` $stored_offset^)? `>`
+  }];
+  let extraClassDeclaration = [{
+    /// `stored_offset` as a number; 0 when absent.
+    double getStoredOffsetValue() const {
+      return getStoredOffset() ? getStoredOffset().getValueAsDouble() : 0.0;
+    }
   }];
 }
 

@@ -37,6 +37,11 @@ bool isEntryRole(StringRef role);
 /// none; failure (an error on the module) when two are marked alike.
 FailureOr<FunctionOpInterface> lookupEntry(ModuleOp module, StringRef role);
 
+/// Whether `op`'s result is an output of its function: returned, or
+/// returned after elementwise soft-capping or scaling only (Gemma's
+/// final_logit_softcapping after lm_head).
+bool reachesReturn(Operation *op);
+
 /// The `role` entry point as a FuncOpT; when there is none, failure with
 /// `missing` as the error on the module (what the caller needs it for).
 template <typename FuncOpT>
