@@ -387,31 +387,26 @@ int main(int argc, char **argv) try {
       m[i] = 1;
   }
 
-  // Every rank reads the same input, so every rank takes this exit: one
-  // message (rank 0) and a clean shutdown instead of an error inside the
-  // first collective on each rank.
-  if (ids.dim(1) % tprt_model_sequence_multiple != 0) {
-    if (rank == 0)
-      std::fprintf(stderr,
-                   "tprt: error: the input's sequence length %lld is not a "
-                   "multiple of %d: with sequence parallelism each of the %d "
-                   "ranks holds an equal share of the sequence (pad the "
-                   "input, or compile without --sp)\n",
-                   static_cast<long long>(ids.dim(1)),
-                   tprt_model_sequence_multiple, tprt_model_tp_size);
-    MPI_Finalize();
-    return 1;
-  }
+  // Sequence parallelism holds an equal share of the positions on each
+  // rank: a length that is not a multiple is padded (mask 0) and the
+  // logits are returned for the real positions, as NeMo AutoModel pads.
+  int64_t length = ids.dim(1);
+  ids = tprt::padSequence(ids, tprt_model_sequence_multiple);
+  attentionMask =
+      tprt::padSequence(attentionMask, tprt_model_sequence_multiple);
 
   std::unique_ptr<tprt::Context> context =
       makeContext(rank, size, weights, deviceOptions);
   tprt::Context &ctx = *context;
   ctx.setConstantWeights(true);
+  if (ids.dim(1) != length)
+    ctx.setUnpaddedSequence(length);
   // The inputs go where the kernels run; the logits come back.
   ids = ids.to(device);
   attentionMask = attentionMask.to(device);
-  tprt::Tensor logits =
-      tprt_model_forward(ctx, ids, attentionMask).to(tprt::Device::CPU);
+  tprt::Tensor logits = tprt::truncateSequence(
+      tprt_model_forward(ctx, ids, attentionMask).to(tprt::Device::CPU),
+      length);
   // A bf16 / f16 program's logits are written widened (exactly).
   logits = logits.to(tprt::DType::F32);
   if (rank == 0)

@@ -347,4 +347,43 @@ Tensor Tensor::to(DType dtype) const {
 
 Communicator::~Communicator() = default;
 
+Tensor padSequence(const Tensor &rows, int64_t multiple) {
+  if (rows.dtype() != DType::I64 || rows.rank() != 2 || multiple < 1)
+    fatal("padSequence: " + rows.describe() +
+          " is not an int64 [rows, length] array");
+  int64_t count = rows.dim(0), length = rows.dim(1);
+  int64_t padded = (length + multiple - 1) / multiple * multiple;
+  if (padded == length)
+    return rows;
+  Tensor out(DType::I64, {count, padded});
+  const int64_t *from = rows.i64();
+  int64_t *to = out.i64();
+  for (int64_t r = 0; r < count; ++r) {
+    std::memcpy(to + r * padded, from + r * length, length * sizeof(int64_t));
+    std::fill(to + r * padded + length, to + (r + 1) * padded, int64_t(0));
+  }
+  return out;
+}
+
+Tensor truncateSequence(const Tensor &t, int64_t length) {
+  if (t.rank() < 2 || length < 0 || length > t.dim(1))
+    fatal("truncateSequence: " + t.describe() + " has no " +
+          std::to_string(length) + " positions");
+  if (length == t.dim(1))
+    return t;
+  int64_t batch = t.dim(0), seq = t.dim(1);
+  std::vector<int64_t> shape = t.shape();
+  shape[1] = length;
+  Tensor out(t.dtype(), shape);
+  size_t position = dtypeSize(t.dtype());
+  for (size_t i = 2; i < shape.size(); ++i)
+    position *= static_cast<size_t>(shape[i]);
+  const auto *from = static_cast<const unsigned char *>(t.raw());
+  auto *to = static_cast<unsigned char *>(out.raw());
+  for (int64_t b = 0; b < batch; ++b)
+    std::memcpy(to + b * length * position, from + b * seq * position,
+                length * position);
+  return out;
+}
+
 } // namespace tprt

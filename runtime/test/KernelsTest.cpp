@@ -1131,6 +1131,31 @@ TEST(Tensors, HalfAndBf16RoundTrip) {
   EXPECT_TRUE(std::isnan(wide.f32()[4]));
 }
 
+TEST(Tensors, SequencePaddingForSequenceParallelism) {
+  // Two rows of 5 ids padded to a multiple of 4: zeros on the right.
+  Tensor ids(DType::I64, {2, 5});
+  for (int64_t i = 0; i < 10; ++i)
+    ids.i64()[i] = i + 1;
+  Tensor padded = padSequence(ids, 4);
+  ASSERT_EQ(padded.shape(), (std::vector<int64_t>{2, 8}));
+  const int64_t want[16] = {1, 2, 3, 4, 5, 0, 0, 0, 6, 7, 8, 9, 10, 0, 0, 0};
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_EQ(padded.i64()[i], want[i]) << i;
+  // A multiple already: the same tensor.
+  EXPECT_EQ(padSequence(padded, 4).raw(), padded.raw());
+  // Logits [2, 8, 3] back to the 5 real positions of each row.
+  Tensor logits(DType::F32, {2, 8, 3});
+  for (int64_t i = 0; i < logits.numel(); ++i)
+    logits.f32()[i] = static_cast<float>(i);
+  Tensor real = truncateSequence(logits, 5);
+  ASSERT_EQ(real.shape(), (std::vector<int64_t>{2, 5, 3}));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t p = 0; p < 5; ++p)
+      for (int64_t v = 0; v < 3; ++v)
+        EXPECT_EQ(real.f32()[(b * 5 + p) * 3 + v],
+                  static_cast<float>((b * 8 + p) * 3 + v));
+}
+
 TEST(Io, NpyRoundTripAndParamLoading) {
   char dir[] = "/tmp/tprt-test-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

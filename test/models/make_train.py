@@ -29,7 +29,9 @@ the unchanged base weights), and for Llama the same run with
     .venv/bin/python test/models/make_train.py [--out test/models] [--arch A ...] [--dtype bf16]
 
 With --dtype bf16 (default arch: llama) only the plain run, with the model
-converted by model.to(torch.bfloat16), into ARCH/train_bf16/.
+converted by model.to(torch.bfloat16), into ARCH/train_bf16/. With --seq L
+(default arch: llama) only the plain run, on sequences of length L, into
+ARCH/train_sL/ (L = 11: sequence parallelism pads to a multiple of tp).
 
 Needs the model tools (scripts/setup.sh --models).
 """
@@ -58,11 +60,11 @@ STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}
 
 
-def data():
+def data(seq=SEQ):
     g = torch.Generator().manual_seed(2024)
     rows = STEPS * ACCUM * BATCH
-    ids = torch.randint(0, generate.VOCAB, (rows, SEQ), generator=g)
-    mask = torch.ones(rows, SEQ, dtype=torch.long)
+    ids = torch.randint(0, generate.VOCAB, (rows, seq), generator=g)
+    mask = torch.ones(rows, seq, dtype=torch.long)
     mask[1::BATCH, -3:] = 0
     return ids, mask
 
@@ -96,7 +98,7 @@ def rebuild(arch, out):
     return upcast
 
 
-def train(arch, out, lora=False, max_grad_norm=None, dtype=None):
+def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ):
     hf = rebuild(arch, out)
     if dtype is not None:
         # Trained in that type as a user of PyTorch does: model.to(dtype),
@@ -108,7 +110,7 @@ def train(arch, out, lora=False, max_grad_norm=None, dtype=None):
         model = PeftModel.from_pretrained(
             hf, os.path.join(out, arch, "lora"), is_trainable=True)
     model.train()
-    ids, mask = data()
+    ids, mask = data(seq)
     labels = ids.masked_fill(mask == 0, -100)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01,
@@ -135,7 +137,8 @@ def train(arch, out, lora=False, max_grad_norm=None, dtype=None):
                       "grad_norm": float(norm), "label_tokens": tokens})
     d = os.path.join(out, arch, "train_lora" if lora
                      else "train_clip" if max_grad_norm
-                     else f"train_{dtype}" if dtype else "train")
+                     else f"train_{dtype}" if dtype
+                     else f"train_s{seq}" if seq != SEQ else "train")
     os.makedirs(d, exist_ok=True)
     np.save(os.path.join(d, "tokens.npy"), ids.numpy())
     np.save(os.path.join(d, "mask.npy"), mask.numpy())
@@ -170,7 +173,14 @@ def main():
     parser.add_argument("--dtype", choices=list(TYPES),
                         help="only the plain run, trained in this type "
                              "(ARCH/train_DTYPE)")
+    parser.add_argument("--seq", type=int, default=SEQ,
+                        help="only the plain run, on sequences of this "
+                             "length (ARCH/train_sSEQ)")
     args = parser.parse_args()
+    if args.seq != SEQ:
+        for arch in args.arch or ["llama"]:
+            train(arch, args.out, seq=args.seq)
+        return
     if args.dtype:
         for arch in args.arch or ["llama"]:
             train(arch, args.out, dtype=args.dtype)

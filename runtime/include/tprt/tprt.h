@@ -239,6 +239,11 @@ public:
   /// unless it trains.
   void setConstantWeights(bool constant) { constantWeights_ = constant; }
   bool constantWeights() const { return constantWeights_; }
+  /// The length of the sequences before padding to a multiple of the
+  /// ranks (sequence parallelism, padSequence); 0: not padded. RoPE types
+  /// whose frequencies depend on the length (dynamic, longrope) take it.
+  void setUnpaddedSequence(int64_t length) { unpaddedSequence_ = length; }
+  int64_t unpaddedSequence() const { return unpaddedSequence_; }
   /// The ranks form a dp x tp grid: tensor-parallel groups of `tp`
   /// consecutive ranks, data-parallel groups of the ranks with the same
   /// position in theirs. Makes both communicators; collective. Without it
@@ -362,6 +367,7 @@ private:
   Device device_ = Device::CPU;
   DType autocast_ = DType::F32;
   bool constantWeights_ = false;
+  int64_t unpaddedSequence_ = 0;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_, dp_;
   std::map<std::string, Tensor> params_;
@@ -707,6 +713,20 @@ Tensor grad_norm(Context &ctx);
 void clip_grads(Context &ctx, const Tensor &norm);
 /// tp.optimizer_update: "adamw" or "sgd" with the run's hyper-parameters.
 void optimizer_update(Context &ctx, const char *optimizer);
+
+//===----------------------------------------------------------------------===//
+// Sequence padding (sequence parallelism)
+//===----------------------------------------------------------------------===//
+
+/// `rows` (int64 [rows, length] ids or attention mask, on the host) with
+/// zero columns on the right up to the next multiple of `multiple`: a
+/// sequence-parallel program holds an equal share of the positions on each
+/// rank. The padded positions have mask 0, so attention and the loss leave
+/// them out, and, being last, no real query sees them causally. `rows`
+/// itself when its length already is a multiple.
+Tensor padSequence(const Tensor &rows, int64_t multiple);
+/// The first `length` positions of `t` ([batch, seq, ...] on the host).
+Tensor truncateSequence(const Tensor &t, int64_t length);
 
 //===----------------------------------------------------------------------===//
 // .npy files

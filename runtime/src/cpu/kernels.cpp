@@ -658,19 +658,21 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
 namespace {
 /// The cos and sin of every position and frequency of one rotary call.
 struct RotaryTables {
-  int64_t seq = -1, rotaryDim = 0;
+  /// `scaleSeq`: the length the length-dependent types (dynamic,
+  /// longrope) scale for: `seq` but for a padded sequence.
+  int64_t seq = -1, scaleSeq = -1, rotaryDim = 0;
   double theta = 0;
   RopeScaling scaling;
   bool transpose = false;
   std::vector<float> cosT, sinT;
 
-  bool serves(int64_t seq, int64_t rotaryDim, double theta,
+  bool serves(int64_t seq, int64_t scaleSeq, int64_t rotaryDim, double theta,
               const RopeScaling &s, bool transpose) const {
     const RopeScaling &t = scaling;
-    return this->seq == seq && this->rotaryDim == rotaryDim &&
-           this->theta == theta && this->transpose == transpose &&
-           t.type == s.type && t.factor == s.factor &&
-           t.lowFreqFactor == s.lowFreqFactor &&
+    return this->seq == seq && this->scaleSeq == scaleSeq &&
+           this->rotaryDim == rotaryDim && this->theta == theta &&
+           this->transpose == transpose && t.type == s.type &&
+           t.factor == s.factor && t.lowFreqFactor == s.lowFreqFactor &&
            t.highFreqFactor == s.highFreqFactor &&
            t.originalMaxPositions == s.originalMaxPositions &&
            t.betaFast == s.betaFast && t.betaSlow == s.betaSlow &&
@@ -683,19 +685,19 @@ struct RotaryTables {
 /// The tables of the last rotary call on this thread, recomputed when a
 /// call asks for others: a forward pass's queries and keys in every layer
 /// share one set (a training step's backward, the transposed one).
-static const RotaryTables &rotaryTables(int64_t seq, int64_t rotaryDim,
-                                        double theta, const RopeScaling &s,
-                                        bool transpose) {
+static const RotaryTables &rotaryTables(int64_t seq, int64_t scaleSeq,
+                                        int64_t rotaryDim, double theta,
+                                        const RopeScaling &s, bool transpose) {
   thread_local RotaryTables last;
-  if (last.serves(seq, rotaryDim, theta, s, transpose))
+  if (last.serves(seq, scaleSeq, rotaryDim, theta, s, transpose))
     return last;
   int64_t half = rotaryDim / 2;
   // As HF computes it: f32 inverse frequencies, f32 angle = position * freq;
   // cos and sin (in f32) times the attention factor.
   const float amplitude = static_cast<float>(s.attentionFactor);
   std::vector<float> freq(half);
-  ropeInverseFrequencies(freq.data(), rotaryDim, theta, s, seq);
-  last = RotaryTables{seq, rotaryDim, theta, s, transpose, {}, {}};
+  ropeInverseFrequencies(freq.data(), rotaryDim, theta, s, scaleSeq);
+  last = RotaryTables{seq, scaleSeq, rotaryDim, theta, s, transpose, {}, {}};
   last.cosT.resize(seq * half);
   last.sinT.resize(seq * half);
   for (int64_t p = 0; p < seq; ++p)
@@ -750,8 +752,11 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
                       attentionFactor,
                       shortFactor,
                       longFactor};
+  // A sequence padded for sequence parallelism scales for its real length.
+  int64_t scaleSeq =
+      ctx.unpaddedSequence() > 0 ? std::min(seq, ctx.unpaddedSequence()) : seq;
   const RotaryTables &tables =
-      rotaryTables(seq, rotaryDim, theta, scaling, transpose);
+      rotaryTables(seq, scaleSeq, rotaryDim, theta, scaling, transpose);
   const std::vector<float> &cosT = tables.cosT, &sinT = tables.sinT;
   // The tables are the CPU's on either device: what raising checked.
   TPRT_ON_CUDA(

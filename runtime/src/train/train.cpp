@@ -142,11 +142,14 @@ int train(Context &ctx, const TrainOptions &o) {
           (dp > 1 ? std::to_string(dp) + " data-parallel groups x " : "") +
           "--micro-batch " + std::to_string(o.microBatch) + " x --grad-accum " +
           std::to_string(o.gradAccum) + ")");
-  if (data.dim(1) % tprt_model_sequence_multiple != 0)
-    fatal("--data '" + o.data + "': the sequence length " +
-          std::to_string(data.dim(1)) + " is not a multiple of " +
-          std::to_string(tprt_model_sequence_multiple) +
-          " (sequence parallelism)");
+  // Sequence parallelism holds an equal share of the positions on each
+  // rank: rows are padded to a multiple (mask 0: out of attention and of
+  // the loss), as NeMo AutoModel pads them.
+  int64_t length = data.dim(1);
+  data = padSequence(data, tprt_model_sequence_multiple);
+  mask = padSequence(mask, tprt_model_sequence_multiple);
+  if (data.dim(1) != length)
+    ctx.setUnpaddedSequence(length);
   if (!o.save.empty() && ctx.rank() == 0)
     checkWritable(o.save);
   std::ofstream log;
@@ -178,7 +181,7 @@ int train(Context &ctx, const TrainOptions &o) {
           *tprt_model_train_step(ctx, ids.to(ctx.device()), m.to(ctx.device()))
                .to(Device::CPU)
                .f32();
-      processed += ids.numel();
+      processed += o.microBatch * length;
     }
     // The global batch's loss and label tokens (one data-parallel rank's
     // share each).
