@@ -195,6 +195,9 @@ TORCHSCRIPT_ONLY = {"llama_rope_dynamic"}
 DYNAMO_ONLY = {"llama_rope_longrope"}
 # Variants exported with the inner model under another name.
 VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
+# Variants also exported by TorchScript without constant folding (the
+# remote code's five-way in_proj Split as the unfolded graph holds it).
+UNFOLDED_TOO = {"nemotron_h_backbone"}
 # Checkpoints in bf16 / f16, as from_pretrained(dtype=...) builds them (the
 # rotary inverse frequencies stay float32): the Llama's weights rounded.
 VARIANTS["llama_bf16"] = llama
@@ -257,9 +260,11 @@ def build(arch, attn="eager"):
     return config, hf
 
 
-def export_folded_and_dynamo(model, out, dynamo_opsets=(None,), torchscript=True):
+def export_folded_and_dynamo(model, out, dynamo_opsets=(None,), torchscript=True,
+                             unfolded=False):
     """`model` (a LogitsOnly) exported to out/ts_fold.onnx (TorchScript,
-    opset 17, constant folding) and, per entry of `dynamo_opsets`, to
+    opset 17, constant folding; with `unfolded` also out/ts_nofold.onnx,
+    without it) and, per entry of `dynamo_opsets`, to
     out/dynamo.onnx (the dynamo exporter's default opset: None) or
     out/dynamo_opsetN.onnx, traced at TRACE_SHAPE with dynamic batch and
     sequence."""
@@ -273,6 +278,10 @@ def export_folded_and_dynamo(model, out, dynamo_opsets=(None,), torchscript=True
             torch.onnx.export(model, (ids, mask), os.path.join(out, "ts_fold.onnx"),
                               dynamo=False, opset_version=17,
                               do_constant_folding=True, dynamic_axes=axes, **names)
+        if torchscript and unfolded:
+            torch.onnx.export(model, (ids, mask), os.path.join(out, "ts_nofold.onnx"),
+                              dynamo=False, opset_version=17,
+                              do_constant_folding=False, dynamic_axes=axes, **names)
         for opset in dynamo_opsets:
             extra = {} if opset is None else {"opset_version": opset}
             program = torch.onnx.export(

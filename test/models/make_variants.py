@@ -87,7 +87,8 @@ def make_variant_as_built(name, out):
         f.write(config.to_json_string())
     generate.export_folded_and_dynamo(
         model, out, dynamo_opsets=() if name in generate.TORCHSCRIPT_ONLY else (None,),
-        torchscript=name not in generate.DYNAMO_ONLY)
+        torchscript=name not in generate.DYNAMO_ONLY,
+        unfolded=name in generate.UNFOLDED_TOO)
     if name in generate.DYNAMO_ONLY:
         # torch.export leaves state in the module it traced (LongRoPE caches
         # its long factors as a plain attribute while tracing): the
