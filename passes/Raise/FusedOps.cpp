@@ -73,31 +73,14 @@ LogicalResult Raiser::emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
     return t
         .data[((t.shape[0] == 1 ? 0 : b) * t.shape[1] + p) * t.shape[2] + i];
   };
-  double theta = 10000.0;
-  if (half >= 2) {
-    auto c1 = at(c, 0, 1, half - 1), s1 = at(sn, 0, 1, half - 1);
-    if (!c1 || !s1)
-      return nodeError(node) << "rotary caches do not cover positions "
-                                "0..seq-1";
-    theta = ropeThetaFromAngle(std::atan2(*s1, *c1), half - 1, rot);
-  }
-  for (int64_t b = 0; b < probeBatch; ++b)
-    for (int64_t p = 0; p < probeSeq; ++p)
-      for (int64_t i = 0; i < half; ++i) {
-        auto cv = at(c, b, p, i), sv = at(sn, b, p, i);
-        float freq = static_cast<float>(std::pow(theta, -2.0 * i / rot));
-        float angle = static_cast<float>(p) * freq;
-        if (!cv || !sv || std::fabs(*cv - std::cos(angle)) > 1e-4 ||
-            std::fabs(*sv - std::sin(angle)) > 1e-4)
-          return nodeError(node)
-                 << "the rotary caches do not match RoPE with theta " << theta
-                 << " at positions 0..seq-1";
-      }
-  Value y = RotaryOp::create(
-      builder, node.getLoc(), x.value.getType(), x.value,
-      builder.getI64IntegerAttr(d), builder.getF64FloatAttr(theta),
-      rot != d ? builder.getI64IntegerAttr(rot) : IntegerAttr(),
-      interleaved ? builder.getUnitAttr() : UnitAttr());
+  FailureOr<RopeFit> fit = fitRotaryTables(
+      node, rot, half,
+      [&](int64_t b, int64_t p, int64_t i) { return at(c, b, p, i); },
+      [&](int64_t b, int64_t p, int64_t i) { return at(sn, b, p, i); },
+      {&c, &sn});
+  if (failed(fit))
+    return failure();
+  Value y = createRotary(node.getLoc(), x.value, d, rot, interleaved, *fit);
   Activation result = in[0]->act;
   result.value = y;
   out = makeAct(result, in[0]->shape);
@@ -193,29 +176,20 @@ LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
   return success();
 }
 
-FailureOr<double> Raiser::fitRopeCaches(NodeOp node, const ProbeTensor &c,
-                                        const ProbeTensor &sn, int64_t rot) {
+FailureOr<RopeFit> Raiser::fitRopeCaches(NodeOp node, const ProbeTensor &c,
+                                         const ProbeTensor &sn, int64_t rot) {
   int64_t half = rot / 2;
   if (c.rank() != 2 || sn.rank() != 2 || c.shape[1] < half ||
       sn.shape[1] < half || c.shape[0] < probeSeq || sn.shape[0] < probeSeq)
     return nodeError(node) << "rotary caches must be [max_position >= "
                            << probeSeq << ", " << half << "]";
-  double theta = 10000.0;
-  if (half >= 2)
-    theta = ropeThetaFromAngle(std::atan2(sn.data[sn.shape[1] + half - 1],
-                                          c.data[c.shape[1] + half - 1]),
-                               half - 1, rot);
-  for (int64_t p = 0; p < probeSeq; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      float freq = static_cast<float>(std::pow(theta, -2.0 * i / rot));
-      float angle = static_cast<float>(p) * freq;
-      if (std::fabs(c.data[p * c.shape[1] + i] - std::cos(angle)) > 1e-4 ||
-          std::fabs(sn.data[p * sn.shape[1] + i] - std::sin(angle)) > 1e-4)
-        return nodeError(node) << "the rotary caches do not match RoPE with "
-                                  "theta "
-                               << theta;
-    }
-  return theta;
+  // The same caches for every batch row.
+  auto at = [&](const ProbeTensor &t) {
+    return [&t](int64_t, int64_t p, int64_t i) -> std::optional<double> {
+      return t.data[p * t.shape[1] + i];
+    };
+  };
+  return fitRotaryTables(node, rot, half, at(c), at(sn), {&c, &sn});
 }
 
 LogicalResult Raiser::emitGroupQueryAttention(NodeOp node,
@@ -275,17 +249,12 @@ LogicalResult Raiser::emitGroupQueryAttention(NodeOp node,
       return failure();
     if (!isConcrete(c) || !isConcrete(sn))
       return nodeError(node) << "do_rotary needs constant cos/sin caches";
-    FailureOr<double> theta = fitRopeCaches(node, *c->probe, *sn->probe, d);
-    if (failed(theta))
+    FailureOr<RopeFit> fit = fitRopeCaches(node, *c->probe, *sn->probe, d);
+    if (failed(fit))
       return failure();
-    UnitAttr interleaved =
-        intAttr("rotary_interleaved", 0) ? builder.getUnitAttr() : UnitAttr();
-    qv = RotaryOp::create(
-        builder, node.getLoc(), qv.getType(), qv, builder.getI64IntegerAttr(d),
-        builder.getF64FloatAttr(*theta), IntegerAttr(), interleaved);
-    kv = RotaryOp::create(
-        builder, node.getLoc(), kv.getType(), kv, builder.getI64IntegerAttr(d),
-        builder.getF64FloatAttr(*theta), IntegerAttr(), interleaved);
+    bool interleaved = intAttr("rotary_interleaved", 0) != 0;
+    qv = createRotary(node.getLoc(), qv, d, d, interleaved, *fit);
+    kv = createRotary(node.getLoc(), kv, d, d, interleaved, *fit);
   }
   double scale = 1.0 / std::sqrt(static_cast<double>(d));
   if (auto s = attrs.getAs<FloatAttr>("scale"); s && s.getValueAsDouble() != 0)

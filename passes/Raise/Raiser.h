@@ -17,6 +17,7 @@
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Probe/ProbeTensor.h"
+#include "tpopt/Probe/RopeFit.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -321,14 +322,29 @@ public:
                             Abstract &out);
   LogicalResult emitRotary(NodeOp node, Abstract &cosPart, Abstract &sinPart,
                            Abstract &out);
+  /// The cos or sin table entry of batch row b, position p, feature i;
+  /// nullopt past the table's end.
+  using TableEntry =
+      llvm::function_ref<std::optional<double>(int64_t, int64_t, int64_t)>;
+  /// The RoPE (theta and scaling: default, linear, llama3, or the
+  /// config's) whose tables are `cosAt` / `sinAt` over `width` features
+  /// (feature i at frequency i mod rot / 2) at every probed position; an
+  /// error on `node` when none is. `data` are the tables' values (their
+  /// rounding says a bf16 / f16 export's).
+  FailureOr<RopeFit> fitRotaryTables(NodeOp node, int64_t rot, int64_t width,
+                                     TableEntry cosAt, TableEntry sinAt,
+                                     ArrayRef<const ProbeTensor *> data);
+  /// tp.rotary of `x` with `fit`'s theta and scaling attributes.
+  Value createRotary(Location loc, Value x, int64_t headDim, int64_t rotaryDim,
+                     bool interleaved, const RopeFit &fit);
   LogicalResult emitAttention(NodeOp node, Abstract &probs, Abstract &v,
                               Abstract &out);
   LogicalResult emitFusedRotary(NodeOp node, ArrayRef<Abstract *> in,
                                 Abstract &out);
-  /// Fits theta to [max_pos, rot / 2] cos/sin caches and checks them at
+  /// Fits RoPE to [max_pos, rot / 2] cos/sin caches and checks them at
   /// positions 0..probeSeq-1.
-  FailureOr<double> fitRopeCaches(NodeOp node, const ProbeTensor &cos,
-                                  const ProbeTensor &sin, int64_t rot);
+  FailureOr<RopeFit> fitRopeCaches(NodeOp node, const ProbeTensor &cos,
+                                   const ProbeTensor &sin, int64_t rot);
   LogicalResult emitGroupQueryAttention(NodeOp node, ArrayRef<Abstract *> in);
   LogicalResult emitSkipSimplifiedLayerNorm(NodeOp node,
                                             ArrayRef<Abstract *> in);

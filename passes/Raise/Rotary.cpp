@@ -10,8 +10,6 @@
 
 #include "Raiser.h"
 
-#include "tpopt/Probe/RopeFit.h"
-
 #include "tprt/Rope.h"
 
 using namespace mlir;
@@ -41,11 +39,35 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   if (x.layout != Layout::Heads && x.layout != Layout::HeadsT)
     return nodeError(node) << "rotary embedding of an activation that is not "
                               "split into heads";
-  int64_t d = x.headDim, half = d / 2;
+  int64_t d = x.headDim;
   const ProbeTensor &cosT = *cosPart.table, &sinT = *sinPart.table;
   if (cosT.shape.empty() || cosT.shape.back() != d || sinT.shape.empty() ||
       sinT.shape.back() != d)
     return nodeError(node) << "the rotary tables are not [.., seq, head_dim]";
+  // Both halves of each head's table are checked (HF's cat(freqs, freqs)).
+  FailureOr<RopeFit> fit = fitRotaryTables(
+      node, d, d,
+      [&](int64_t b, int64_t p, int64_t i) {
+        return tableAt(cosT, x.layout, b, p, i);
+      },
+      [&](int64_t b, int64_t p, int64_t i) {
+        return tableAt(sinT, x.layout, b, p, i);
+      },
+      {&cosT, &sinT});
+  if (failed(fit))
+    return failure();
+  Value y = createRotary(node.getLoc(), x.value, d, d, false, *fit);
+  Activation result = x;
+  result.value = y;
+  out = makeAct(result, cosPart.shape);
+  return success();
+}
+
+FailureOr<RopeFit> Raiser::fitRotaryTables(NodeOp node, int64_t rot,
+                                           int64_t width, TableEntry cosAt,
+                                           TableEntry sinAt,
+                                           ArrayRef<const ProbeTensor *> data) {
+  int64_t half = rot / 2;
   auto shortTables = [&]() {
     return nodeError(node) << "the rotary tables are shorter than the probe "
                               "reads (batch "
@@ -53,8 +75,7 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   };
   // The angle of feature i at position 1 is its frequency.
   auto frequencyAt = [&](int64_t i) -> std::optional<double> {
-    std::optional<double> s1 = tableAt(sinT, x.layout, 0, 1, i),
-                          c1 = tableAt(cosT, x.layout, 0, 1, i);
+    std::optional<double> s1 = sinAt(0, 1, i), c1 = cosAt(0, 1, i);
     if (!s1 || !c1)
       return std::nullopt;
     return std::atan2(*s1, *c1);
@@ -71,8 +92,9 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   // compared within it, and theta is also read where the angle is large and
   // rounded to the values checkpoints use.
   auto allRepresentable = [&](const llvm::fltSemantics &sem) {
-    return allRepresentableIn(cosT.data, sem) &&
-           allRepresentableIn(sinT.data, sem);
+    return llvm::all_of(data, [&](const ProbeTensor *t) {
+      return allRepresentableIn(t->data, sem);
+    });
   };
   double tolerance = 1e-4;
   bool lowPrecision = false;
@@ -96,15 +118,14 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
     // LongRoPE's export picks its factors by the traced length (a Where
     // on it): the probe's. Dynamic NTK's holds unscaled tables.
     tprt::ropeInverseFrequencies(
-        freq.data(), d, theta, scaling,
+        freq.data(), rot, theta, scaling,
         scaling.type == tprt::RopeType::Longrope ? probeSeq : 0);
     float amplitude = static_cast<float>(scaling.attentionFactor);
     for (int64_t b = 0; b < probeBatch; ++b)
       for (int64_t p = 0; p < probeSeq; ++p)
-        for (int64_t i = 0; i < d; ++i) {
+        for (int64_t i = 0; i < width; ++i) {
           float angle = static_cast<float>(p) * freq[i % half];
-          std::optional<double> cv = tableAt(cosT, x.layout, b, p, i),
-                                sv = tableAt(sinT, x.layout, b, p, i);
+          std::optional<double> cv = cosAt(b, p, i), sv = sinAt(b, p, i);
           if (!cv || !sv)
             return failure();
           if (std::fabs(*cv - std::cos(angle) * amplitude) > tolerance ||
@@ -116,35 +137,29 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
 
   // The rope types transformers' Llama-family checkpoints use, each with
   // its parameters read off the tables: unscaled (theta from the lowest
-  // frequency); linear (f0 = 1 / factor); llama3 (the highest frequencies
-  // kept: theta from f1; the lowest divided by factor; Llama 3.x's
-  // low_freq_factor 1, high_freq_factor 4 and 8192 original positions).
-  struct Candidate {
-    double theta;
-    tprt::RopeScaling scaling;
-  };
-  SmallVector<Candidate> candidates;
+  // frequency); linear (f0 = 1 / factor); llama3 (Llama 3.x's parameters:
+  // the highest frequencies kept, theta from f1, the lowest divided by
+  // factor; then any other configuration, RopeFit.h).
+  SmallVector<RopeFit> candidates;
   // One frequency pair carries no theta (its frequency is 1 whatever it is).
   candidates.push_back(
-      {half >= 2 ? ropeThetaFromAngle(*fLow, half - 1, d) : 10000.0, {}});
+      {half >= 2 ? ropeThetaFromAngle(*fLow, half - 1, rot) : 10000.0, {}});
   if (half >= 2 && std::fabs(*f0 - 1.0) > 1e-6 && *f0 > 0) {
     double factor = roundSignificant(1.0 / *f0);
     tprt::RopeScaling linear;
     linear.type = tprt::RopeType::Linear;
     linear.factor = factor;
     candidates.push_back(
-        {ropeThetaFromAngle(*fLow * factor, half - 1, d), linear});
+        {ropeThetaFromAngle(*fLow * factor, half - 1, rot), linear});
   }
   if (half >= 2) {
-    double theta = ropeThetaFromAngle(*f1, 1, d);
-    double unscaledLow = std::pow(theta, -2.0 * (half - 1) / d);
+    double theta = ropeThetaFromAngle(*f1, 1, rot);
+    double unscaledLow = std::pow(theta, -2.0 * (half - 1) / rot);
     tprt::RopeScaling llama3;
     llama3.type = tprt::RopeType::Llama3;
     llama3.factor = roundSignificant(unscaledLow / *fLow);
     if (llama3.factor > 1.0 + 1e-6)
       candidates.push_back({theta, llama3});
-    // Any other Llama 3 configuration: which frequencies are kept, blended
-    // or scaled depends on all its parameters (RopeFit.h).
     SmallVector<double> frequencies;
     for (int64_t i = 0; i < half; ++i) {
       std::optional<double> f = frequencyAt(i);
@@ -152,19 +167,18 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
         return shortTables();
       frequencies.push_back(*f);
     }
-    for (const RopeFit &fit : fitLlama3Scaling(frequencies, d, configTheta,
+    for (const RopeFit &fit : fitLlama3Scaling(frequencies, rot, configTheta,
                                                lowPrecision ? 1e-2 : 1e-5))
-      candidates.push_back({fit.theta, fit.scaling});
+      candidates.push_back(fit);
   }
   if (lowPrecision && half >= 2) {
     // f1 from the largest position whose angle stays below 3 (no wrap),
     // theta rounded to 1, 2 and 3 significant digits; and the config's.
     int64_t p =
         std::min<int64_t>(probeSeq - 1, std::max<int64_t>(1, 3.0 / *f1));
-    std::optional<double> sp = tableAt(sinT, x.layout, 0, p, 1),
-                          cp = tableAt(cosT, x.layout, 0, p, 1);
+    std::optional<double> sp = sinAt(0, p, 1), cp = cosAt(0, p, 1);
     if (sp && cp) {
-      double theta = std::pow(std::atan2(*sp, *cp) / p, -d / 2.0);
+      double theta = std::pow(std::atan2(*sp, *cp) / p, -rot / 2.0);
       for (int digits = 1; digits <= 3; ++digits) {
         double scale =
             std::pow(10.0, std::floor(std::log10(theta)) - (digits - 1));
@@ -178,42 +192,43 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   // tell apart, dynamic NTK's tables are unscaled at the traced length, and
   // Llama 3's parameters are known exactly: taken from --hf-config, before
   // every fit (unscaled RoPE matches dynamic's tables too).
-  // --hf-config is authoritative: its parameters are checked first.
   if (configRope && configTheta > 0)
     candidates.insert(candidates.begin(), {configTheta, *configRope});
   std::optional<Mismatch> firstMismatch;
-  const Candidate *found = nullptr;
-  for (const Candidate &c : candidates) {
+  for (const RopeFit &c : candidates) {
     FailureOr<std::optional<Mismatch>> m = check(c.theta, c.scaling);
     if (failed(m))
       return shortTables();
-    if (!*m) {
-      found = &c;
-      break;
-    }
+    if (!*m)
+      return c;
     if (!firstMismatch)
       firstMismatch = *m;
   }
-  if (!found) {
-    const Mismatch &m = *firstMismatch;
-    return nodeError(node)
-           << "the rotary tables do not match RoPE with theta "
-           << candidates.front().theta << " at positions 0..seq-1 (batch "
-           << m.b << ", position " << m.p << ", feature " << m.i << ": cos "
-           << m.c << ", sin " << m.s
-           << "), nor linear or llama3 scaling with parameters read from the "
-              "tables"
-           << (configRope ? ", nor the config's scaling"
-                          : " (yarn, dynamic and longrope need --hf-config; "
-                            "other rope types are not supported yet)");
-  }
+  const Mismatch &m = *firstMismatch;
+  return nodeError(node) << "the rotary tables do not match RoPE with theta "
+                         << candidates.front().theta
+                         << " at positions 0..seq-1 (batch " << m.b
+                         << ", position " << m.p << ", feature " << m.i
+                         << ": cos " << m.c << ", sin " << m.s
+                         << "), nor linear or llama3 scaling with parameters "
+                            "read from the tables"
+                         << (configRope
+                                 ? ", nor the config's scaling"
+                                 : " (yarn, dynamic and longrope need "
+                                   "--hf-config; other rope types are not "
+                                   "supported yet)");
+}
+
+Value Raiser::createRotary(Location loc, Value x, int64_t headDim,
+                           int64_t rotaryDim, bool interleaved,
+                           const RopeFit &fit) {
   StringAttr ropeType;
   FloatAttr factor, lowFreqFactor, highFreqFactor, betaFast, betaSlow,
       attentionFactor;
   DenseF64ArrayAttr shortFactor, longFactor;
   IntegerAttr originalMax;
   BoolAttr truncate;
-  const tprt::RopeScaling &scaling = found->scaling;
+  const tprt::RopeScaling &scaling = fit.scaling;
   if (scaling.type != tprt::RopeType::Default) {
     bool llama3 = scaling.type == tprt::RopeType::Llama3;
     bool yarn = scaling.type == tprt::RopeType::Yarn;
@@ -245,16 +260,14 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
         truncate = builder.getBoolAttr(false);
     }
   }
-  Value y = RotaryOp::create(
-      builder, node.getLoc(), x.value.getType(), x.value,
-      builder.getI64IntegerAttr(d), builder.getF64FloatAttr(found->theta),
-      IntegerAttr(), UnitAttr(), ropeType, factor, lowFreqFactor,
-      highFreqFactor, originalMax, betaFast, betaSlow, truncate,
+  return RotaryOp::create(
+      builder, loc, x.getType(), x, builder.getI64IntegerAttr(headDim),
+      builder.getF64FloatAttr(fit.theta),
+      rotaryDim != headDim ? builder.getI64IntegerAttr(rotaryDim)
+                           : IntegerAttr(),
+      interleaved ? builder.getUnitAttr() : UnitAttr(), ropeType, factor,
+      lowFreqFactor, highFreqFactor, originalMax, betaFast, betaSlow, truncate,
       attentionFactor, UnitAttr(), shortFactor, longFactor);
-  Activation result = x;
-  result.value = y;
-  out = makeAct(result, cosPart.shape);
-  return success();
 }
 
 namespace {

@@ -198,6 +198,9 @@ VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
 # Variants also exported by TorchScript without constant folding (the
 # remote code's five-way in_proj Split as the unfolded graph holds it).
 UNFOLDED_TOO = {"nemotron_h_backbone"}
+# Variants also exported by the dynamo exporter at opset 23, whose fused
+# RotaryEmbedding takes the cos/sin caches (dynamo_opset23.onnx).
+OPSET23_TOO = {"llama_rope_llama3_short"}
 # Checkpoints in bf16 / f16, as from_pretrained(dtype=...) builds them (the
 # rotary inverse frequencies stay float32): the Llama's weights rounded.
 VARIANTS["llama_bf16"] = llama

@@ -86,7 +86,9 @@ def make_variant_as_built(name, out):
     with open(os.path.join(out, "config.json"), "w") as f:
         f.write(config.to_json_string())
     generate.export_folded_and_dynamo(
-        model, out, dynamo_opsets=() if name in generate.TORCHSCRIPT_ONLY else (None,),
+        model, out,
+        dynamo_opsets=() if name in generate.TORCHSCRIPT_ONLY
+        else (None, 23) if name in generate.OPSET23_TOO else (None,),
         torchscript=name not in generate.DYNAMO_ONLY,
         unfolded=name in generate.UNFOLDED_TOO)
     if name in generate.DYNAMO_ONLY:
