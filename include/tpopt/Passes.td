@@ -47,7 +47,12 @@ def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
 
     The detected architecture and configuration are recorded in the module's
     `tp.config` dictionary. A node that cannot be raised is an error naming
-    the node, its op type and its module scope.
+    the node, its op type and its module scope. A module with no `onnx.node`
+    to raise is an error ("nothing to raise"), unless it was raised before
+    (it has its `tp.config`). For an architecture whose norms scale by
+    `1 + w` (Gemma3), a norm the exporter folded into its weight gets its
+    offset back and its parameter reads `w` (`stored_offset` on its
+    `#tp.source`).
   }];
   let options = [
     Option<"probeBatch", "probe-batch", "int64_t", /*default=*/"2",
