@@ -28,9 +28,11 @@ constexpr double kTwoPi = 2 * M_PI;
 double roundDigits(double v, int digits) {
   if (v == 0 || !std::isfinite(v))
     return v;
-  double scale =
-      std::pow(10.0, digits - 1 - std::floor(std::log10(std::fabs(v))));
-  return std::round(v * scale) / scale;
+  // Divide or multiply by an exact power of ten: 1e6 stays 1e6.
+  double exponent = std::floor(std::log10(std::fabs(v))) - (digits - 1);
+  double power = std::pow(10.0, std::fabs(exponent));
+  return exponent >= 0 ? std::round(v / power) * power
+                       : std::round(v * power) / power;
 }
 
 /// The roundest number in [lo, hi] (fewest significant digits, at most 6)

@@ -74,7 +74,7 @@ TEST(RopeFitTest, ReproducesTransformersSweep) {
           << " high " << fit.scaling.highFreqFactor << " original "
           << fit.scaling.originalMaxPositions;
       // A round theta comes back exactly (the checks round fitted ones).
-      EXPECT_NEAR(fit.theta, theta, 1e-6 * theta) << name;
+      EXPECT_DOUBLE_EQ(fit.theta, theta) << name;
       exact += fit.scaling.factor == factor &&
                fit.scaling.lowFreqFactor * fit.scaling.originalMaxPositions ==
                    low * original;
