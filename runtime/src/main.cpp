@@ -48,17 +48,33 @@ void usage(const char *argv0) {
   std::fprintf(
       stderr,
       "usage: %s --input ids.npy [--attention-mask mask.npy] "
-      "--output logits.npy [--weights MODEL.onnx] [--threads T] "
+      "--output logits.npy [--weights MODEL.onnx|CHECKPOINT] [--threads T] "
       "[--bench N] [--device cpu|cuda] [--autocast bf16|f32] "
-      "[--collective-timeout S]\n"
+      "[--collective-timeout S] [--report-reads]\n"
       "       %s --train --data tokens.npy [--data-mask mask.npy] "
       "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
       "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
       "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] [--seed S] "
       "[--save DIR] [--log F] "
-      "[--weights MODEL.onnx] [--threads T] [--device cpu|cuda] "
-      "[--autocast bf16|f32] [--collective-timeout S]\n",
+      "[--weights MODEL.onnx|CHECKPOINT] [--threads T] [--device cpu|cuda] "
+      "[--autocast bf16|f32] [--collective-timeout S] [--report-reads]\n",
       argv0, argv0);
+}
+
+/// --report-reads: each rank's bytes of parameters read, one line from
+/// rank 0 (collective).
+void reportReads(const tprt::Context &ctx, int rank, int size) {
+  unsigned long long mine = ctx.parameterBytesRead();
+  std::vector<unsigned long long> all(size);
+  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+             MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  if (rank != 0)
+    return;
+  std::string line = "parameters read:";
+  for (int r = 0; r < size; ++r)
+    line += (r ? ", rank " : " rank ") + std::to_string(r) + " " +
+            std::to_string(all[r]) + " bytes";
+  std::printf("%s\n", line.c_str());
 }
 
 std::string baseName(const std::string &path) {
@@ -174,13 +190,19 @@ void checkWeightFiles(tprt::Context &ctx) {
 }
 
 /// --weights: another copy of the model file (checked against the one the
-/// program was compiled with), or a checkpoint (`model.safetensors`, as
-/// `--train --save` writes it) that every parameter is read from by FQN.
+/// program was compiled with), or a checkpoint that every parameter is
+/// read from by FQN: a `model.safetensors` (as `--train --save` writes
+/// it), an HF sharded checkpoint's `model.safetensors.index.json`, or an
+/// HF model directory.
 bool isCheckpoint(const std::string &weights) {
-  const std::string suffix = ".safetensors";
-  return weights.size() >= suffix.size() &&
-         weights.compare(weights.size() - suffix.size(), suffix.size(),
-                         suffix) == 0;
+  auto endsWith = [&](const std::string &suffix) {
+    return weights.size() >= suffix.size() &&
+           weights.compare(weights.size() - suffix.size(), suffix.size(),
+                           suffix) == 0;
+  };
+  struct stat st;
+  return endsWith(".safetensors") || endsWith(".safetensors.index.json") ||
+         (::stat(weights.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
 }
 
 /// Where and how a rank runs: --device, --autocast, --collective-timeout.
@@ -262,7 +284,7 @@ int main(int argc, char **argv) try {
 
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
-  bool training = false;
+  bool training = false, reportParameterReads = false;
   DeviceOptions deviceOptions;
   tprt::Device &device = deviceOptions.device;
   tprt::DType &autocast = deviceOptions.autocast;
@@ -290,6 +312,8 @@ int main(int argc, char **argv) try {
       bench = static_cast<int>(intOption(arg, value(), 0, 1000000));
     else if (arg == "--train")
       training = true;
+    else if (arg == "--report-reads")
+      reportParameterReads = true;
     else if (arg == "--device") {
       std::string name = value();
       if (name != "cpu" && name != "cuda")
@@ -360,6 +384,8 @@ int main(int argc, char **argv) try {
     std::unique_ptr<tprt::Context> ctx =
         makeContext(rank, size, weights, deviceOptions);
     int status = tprt::train(*ctx, train);
+    if (reportParameterReads)
+      reportReads(*ctx, rank, size);
     MPI_Finalize();
     return status;
   }
@@ -411,6 +437,8 @@ int main(int argc, char **argv) try {
   logits = logits.to(tprt::DType::F32);
   if (rank == 0)
     tprt::writeNpy(output, logits);
+  if (reportParameterReads)
+    reportReads(ctx, rank, size);
   if (bench > 0) {
     std::vector<double> times;
     for (int i = 0; i < bench; ++i) {

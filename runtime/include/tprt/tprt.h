@@ -193,6 +193,12 @@ struct SafetensorsEntry {
 /// error naming the file and the byte.
 std::map<std::string, SafetensorsEntry>
 readSafetensorsIndex(const std::string &path);
+/// The tensors of an HF sharded checkpoint by name, from its
+/// model.safetensors.index.json and each shard's header; a shard that
+/// cannot be opened or lacks a tensor the index puts there is an error
+/// naming both.
+std::map<std::string, SafetensorsEntry>
+readShardedCheckpointIndex(const std::string &path);
 
 //===----------------------------------------------------------------------===//
 // Context and parameters
@@ -244,6 +250,10 @@ public:
   /// whose frequencies depend on the length (dynamic, longrope) take it.
   void setUnpaddedSequence(int64_t length) { unpaddedSequence_ = length; }
   int64_t unpaddedSequence() const { return unpaddedSequence_; }
+  /// The bytes of parameters this rank has read from files (its blocks of
+  /// the split ones): `model --report-reads` prints them per rank.
+  void countParameterBytesRead(uint64_t bytes) { parameterBytesRead_ += bytes; }
+  uint64_t parameterBytesRead() const { return parameterBytesRead_; }
   /// The ranks form a dp x tp grid: tensor-parallel groups of `tp`
   /// consecutive ranks, data-parallel groups of the ranks with the same
   /// position in theirs. Makes both communicators; collective. Without it
@@ -268,10 +278,11 @@ public:
   /// model's directory.
   std::string resolve(const std::string &file) const;
 
-  /// Reads every parameter from the checkpoint `path` (a model.safetensors
-  /// that `model --train --save` wrote, or transformers'), and a PEFT
-  /// adapter_model.safetensors beside it: by FQN, whole tensors in
-  /// canonical orientation, this rank's block sliced out.
+  /// Reads every parameter from the checkpoint `path`: a model.safetensors
+  /// (as `model --train --save` writes it, or transformers'), an HF sharded
+  /// checkpoint's model.safetensors.index.json, or a model directory holding
+  /// either; and a PEFT adapter_model.safetensors beside it. By FQN, in
+  /// canonical orientation, each rank reading only its block's bytes.
   void useCheckpoint(const std::string &path);
   const std::string &checkpointPath() const { return checkpointPath_; }
   const std::map<std::string, SafetensorsEntry> &checkpoint() const {
@@ -368,6 +379,7 @@ private:
   DType autocast_ = DType::F32;
   bool constantWeights_ = false;
   int64_t unpaddedSequence_ = 0;
+  uint64_t parameterBytesRead_ = 0;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_, dp_;
   std::map<std::string, Tensor> params_;

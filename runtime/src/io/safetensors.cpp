@@ -3,8 +3,11 @@
 // The index of a .safetensors file (`model --weights ckpt/model.safetensors`
 // resumes from a saved checkpoint): an 8-byte little-endian header size, a
 // JSON object naming each tensor's dtype, shape and byte range, the data.
-// Only that JSON subset is read: objects, arrays, strings, non-negative
-// integers. Errors name the file and the byte offset.
+// And an HF sharded checkpoint: its model.safetensors.index.json maps each
+// tensor to the shard file that holds it. Only those JSON subsets are read
+// (objects, arrays, strings, non-negative integers; the index's metadata is
+// skipped, iteratively), without recursion. Errors name the file and the
+// byte offset.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,42 +20,18 @@
 namespace tprt {
 namespace {
 
-class HeaderParser {
+/// Reading helpers over a JSON text; errors name the file and the byte
+/// (`base` is the text's offset in the file).
+class JsonSubset {
 public:
-  HeaderParser(const std::string &path, const std::string &text)
-      : path_(path), text_(text) {}
+  JsonSubset(const std::string &path, const std::string &text, size_t base)
+      : path_(path), text_(text), base_(base) {}
 
-  std::map<std::string, SafetensorsEntry> parse(uint64_t dataStart,
-                                                uint64_t dataBytes) {
-    std::map<std::string, SafetensorsEntry> entries;
-    expect('{');
-    if (peek() == '}') {
-      ++pos_;
-      return entries;
-    }
-    do {
-      std::string name = string();
-      expect(':');
-      if (name == "__metadata__") {
-        skipStringObject();
-        continue;
-      }
-      SafetensorsEntry entry = tensor(name);
-      if (entry.end < entry.begin || entry.end > dataBytes)
-        fail("tensor '" + name + "': its data_offsets are outside the " +
-             std::to_string(dataBytes) + " data bytes");
-      entry.offset = dataStart + entry.begin;
-      entry.file = path_;
-      if (!entries.emplace(name, entry).second)
-        fail("tensor '" + name + "' appears twice");
-    } while (comma('}'));
-    return entries;
-  }
-
-private:
+protected:
   [[noreturn]] void fail(const std::string &message) {
-    fatal("'" + path_ + "': " + message + " (header byte " +
-          std::to_string(8 + pos_) + ")");
+    fatal("'" + path_ + "': " + message + " (" +
+          (base_ ? "header byte " : "byte ") + std::to_string(base_ + pos_) +
+          ")");
   }
   char peek() {
     while (pos_ < text_.size() &&
@@ -88,6 +67,80 @@ private:
     expect('"');
     return out;
   }
+  /// Any JSON value, skipped without recursion (nesting up to 64 levels).
+  void skipValue() {
+    int depth = 0;
+    do {
+      char c = peek();
+      if (c == '"') {
+        string();
+      } else if (c == '{' || c == '[') {
+        if (++depth > 64)
+          fail("nested deeper than 64 levels");
+        ++pos_;
+      } else if (c == '}' || c == ']') {
+        if (depth == 0)
+          fail(std::string("unexpected '") + c + "'");
+        --depth;
+        ++pos_;
+      } else if (c == ',' || c == ':') {
+        if (depth == 0)
+          fail(std::string("unexpected '") + c + "'");
+        ++pos_;
+      } else if (c == '\0') {
+        fail("the text ends inside a value");
+      } else {
+        // A number, true, false or null.
+        size_t start = pos_;
+        while (pos_ < text_.size() &&
+               (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == '.'))
+          ++pos_;
+        if (pos_ == start)
+          fail(std::string("unexpected '") + c + "'");
+      }
+    } while (depth > 0);
+  }
+
+  const std::string &path_;
+  const std::string &text_;
+  size_t base_;
+  size_t pos_ = 0;
+};
+
+class HeaderParser : public JsonSubset {
+public:
+  HeaderParser(const std::string &path, const std::string &text)
+      : JsonSubset(path, text, 8) {}
+
+  std::map<std::string, SafetensorsEntry> parse(uint64_t dataStart,
+                                                uint64_t dataBytes) {
+    std::map<std::string, SafetensorsEntry> entries;
+    expect('{');
+    if (peek() == '}') {
+      ++pos_;
+      return entries;
+    }
+    do {
+      std::string name = string();
+      expect(':');
+      if (name == "__metadata__") {
+        skipStringObject();
+        continue;
+      }
+      SafetensorsEntry entry = tensor(name);
+      if (entry.end < entry.begin || entry.end > dataBytes)
+        fail("tensor '" + name + "': its data_offsets are outside the " +
+             std::to_string(dataBytes) + " data bytes");
+      entry.offset = dataStart + entry.begin;
+      entry.file = path_;
+      if (!entries.emplace(name, entry).second)
+        fail("tensor '" + name + "' appears twice");
+    } while (comma('}'));
+    return entries;
+  }
+
+private:
   uint64_t integer() {
     peek();
     uint64_t v = 0;
@@ -163,10 +216,54 @@ private:
       fail("tensor '" + name + "' lacks dtype, shape or data_offsets");
     return entry;
   }
+};
 
-  const std::string &path_;
-  const std::string &text_;
-  size_t pos_ = 0;
+/// model.safetensors.index.json: {"metadata": ..., "weight_map": {tensor:
+/// shard file}}.
+class IndexParser : public JsonSubset {
+public:
+  IndexParser(const std::string &path, const std::string &text)
+      : JsonSubset(path, text, 0) {}
+
+  std::map<std::string, std::string> parse() {
+    std::map<std::string, std::string> weightMap;
+    bool sawMap = false;
+    expect('{');
+    if (peek() != '}') {
+      do {
+        std::string key = string();
+        expect(':');
+        if (key != "weight_map") {
+          skipValue();
+          continue;
+        }
+        sawMap = true;
+        expect('{');
+        if (peek() == '}') {
+          ++pos_;
+          continue;
+        }
+        do {
+          std::string tensor = string();
+          expect(':');
+          std::string file = string();
+          if (file.empty() || file.find('/') != std::string::npos ||
+              file == "." || file == "..")
+            fail("tensor '" + tensor + "' is in '" + file +
+                 "', not a file name beside the index");
+          if (!weightMap.emplace(tensor, file).second)
+            fail("tensor '" + tensor + "' appears twice");
+        } while (comma('}'));
+      } while (comma('}'));
+    } else {
+      ++pos_;
+    }
+    if (peek() != '\0')
+      fail("text after the index's object");
+    if (!sawMap)
+      fail("no weight_map");
+    return weightMap;
+  }
 };
 
 } // namespace
@@ -195,12 +292,69 @@ readSafetensorsIndex(const std::string &path) {
       .parse(8 + headerBytes, size - 8 - headerBytes);
 }
 
-void Context::useCheckpoint(const std::string &path) {
-  checkpointPath_ = path;
-  checkpoint_ = readSafetensorsIndex(path);
+std::map<std::string, SafetensorsEntry>
+readShardedCheckpointIndex(const std::string &path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    fatal("cannot open '" + path + "'");
+  uint64_t size = static_cast<uint64_t>(in.tellg());
+  // An index names each tensor once: megabytes for the largest models.
+  if (size > (64u << 20))
+    fatal("'" + path + "' is " + std::to_string(size) +
+          " bytes; a sharded checkpoint's index of at most 64 MiB is read");
+  std::string text(size, '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
+    fatal("cannot read '" + path + "'");
+  std::map<std::string, std::string> weightMap =
+      IndexParser(path, text).parse();
   size_t slash = path.find_last_of('/');
+  std::string dir =
+      slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+  // Each shard's header once.
+  std::map<std::string, std::map<std::string, SafetensorsEntry>> shards;
+  std::map<std::string, SafetensorsEntry> entries;
+  for (const auto &[tensor, file] : weightMap) {
+    auto shard = shards.find(file);
+    if (shard == shards.end()) {
+      std::string shardPath = dir + "/" + file;
+      if (!std::ifstream(shardPath))
+        fatal("'" + path + "' puts tensor '" + tensor + "' in '" + file +
+              "', which cannot be opened");
+      shard = shards.emplace(file, readSafetensorsIndex(shardPath)).first;
+    }
+    auto entry = shard->second.find(tensor);
+    if (entry == shard->second.end())
+      fatal("'" + path + "' puts tensor '" + tensor + "' in '" + file +
+            "', which has no such tensor");
+    entries.emplace(tensor, entry->second);
+  }
+  return entries;
+}
+
+void Context::useCheckpoint(const std::string &path) {
+  auto endsWith = [](const std::string &s, const std::string &suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  // An HF model directory: its sharded index, else its one file.
+  std::string file = path;
+  if (!endsWith(path, ".safetensors") && !endsWith(path, ".json")) {
+    if (std::ifstream(path + "/model.safetensors.index.json"))
+      file = path + "/model.safetensors.index.json";
+    else if (std::ifstream(path + "/model.safetensors"))
+      file = path + "/model.safetensors";
+    else
+      fatal("'" + path +
+            "' holds neither model.safetensors.index.json nor "
+            "model.safetensors");
+  }
+  checkpointPath_ = file;
+  checkpoint_ = endsWith(file, ".json") ? readShardedCheckpointIndex(file)
+                                        : readSafetensorsIndex(file);
+  size_t slash = file.find_last_of('/');
   std::string adapter =
-      (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
+      (slash == std::string::npos ? std::string(".") : file.substr(0, slash)) +
       "/adapter_model.safetensors";
   if (!std::ifstream(adapter))
     return;

@@ -196,6 +196,7 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
     }
   }
   ::close(fd);
+  ctx.countParameterBytesRead(outer * run);
   Tensor value = raw.to(DType::F32);
   if (!transposed)
     return value;
