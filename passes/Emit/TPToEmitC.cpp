@@ -518,7 +518,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
         builder, func.getLoc(),
         "const int tprt_model_dp_size = " + std::to_string(dpSize) + ";");
     // Sequence parallelism splits dim 1 of 3-D activations: the input's
-    // sequence must divide by the ranks (main checks it up front).
+    // sequence must divide by the ranks (main pads it to a multiple).
     bool splitsSequence = false;
     func.walk([&](Operation *op) {
       int64_t axis = -1;
@@ -536,6 +536,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
                                   ";");
     emitc::VerbatimOp::create(builder, func.getLoc(),
                               weightFileTable(func, path));
+    emitc::VerbatimOp::create(builder, func.getLoc(), paramTable(func));
     // A training program names its vocabulary (main's --train checks token
     // files against it before the first step).
     if (train) {
@@ -732,6 +733,31 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
               .str();
     }
     return table + "{nullptr, 0, 0}};";
+  }
+
+  /// The parameters the program reads, by FQN with their global shapes
+  /// (a split argument's dimension times its blocks), once each.
+  static std::string paramTable(func::FuncOp func) {
+    std::string table = "const tprt::ParamSpec tprt_model_params[] = {";
+    llvm::StringSet<> seen;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto fqn = func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName);
+      auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+      if (!fqn || !type || !type.hasStaticShape() || type.getRank() > 8 ||
+          !seen.insert(fqn.getValue()).second)
+        continue;
+      SmallVector<int64_t> global(type.getShape());
+      if (auto placement = func.getArgAttrOfType<PlacementAttr>(
+              i, TPDialect::kPlacementAttrName))
+        if (placement.getSplitDim() >= 0)
+          global[placement.getSplitDim()] *= placement.getBlocks();
+      std::string dims;
+      for (auto [k, d] : llvm::enumerate(global))
+        dims += (k ? ", " : "") + std::to_string(d);
+      table += "{" + quoted(fqn.getValue()) + ", " +
+               std::to_string(global.size()) + ", {" + dims + "}}, ";
+    }
+    return table + "{nullptr, 0, {}}};";
   }
 };
 

@@ -189,6 +189,29 @@ void checkWeightFiles(tprt::Context &ctx) {
   }
 }
 
+/// A checkpoint must hold every parameter the program reads, in its
+/// shape: checked on every rank before the first collective.
+void checkCheckpoint(const tprt::Context &ctx) {
+  auto dims = [](const std::vector<int64_t> &shape) {
+    std::string out;
+    for (size_t i = 0; i < shape.size(); ++i)
+      out += (i ? ", " : "") + std::to_string(shape[i]);
+    return "[" + out + "]";
+  };
+  for (const tprt::ParamSpec *p = tprt_model_params; p->fqn; ++p) {
+    std::vector<int64_t> shape(p->shape, p->shape + p->rank);
+    auto entry = ctx.checkpoint().find(p->fqn);
+    if (entry == ctx.checkpoint().end())
+      tprt::fatal("checkpoint '" + ctx.checkpointPath() + "' has no tensor '" +
+                  p->fqn + "' (a parameter of the program, " + dims(shape) +
+                  ")");
+    if (entry->second.shape != shape)
+      tprt::fatal("checkpoint '" + ctx.checkpointPath() + "': tensor '" +
+                  p->fqn + "' is " + dims(entry->second.shape) +
+                  ", the program's parameter " + dims(shape));
+  }
+}
+
 /// --weights: another copy of the model file (checked against the one the
 /// program was compiled with), or a checkpoint that every parameter is
 /// read from by FQN: a `model.safetensors` (as `--train --save` writes
@@ -233,6 +256,7 @@ std::unique_ptr<tprt::Context> makeContext(int rank, int size,
     if (!::realpath(weights.c_str(), real))
       tprt::fatal("cannot open the checkpoint '" + weights + "'");
     ctx->useCheckpoint(real);
+    checkCheckpoint(*ctx);
   }
   // Weak: a partitioned training program's broadcast of its replicas.
   if (tprt_model_init)

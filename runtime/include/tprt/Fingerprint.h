@@ -52,6 +52,14 @@ struct WeightFile {
   uint64_t hash;
 };
 
+/// A parameter a program reads: its FQN and global shape (a checkpoint
+/// given to --weights must hold it); null ends a table.
+struct ParamSpec {
+  const char *fqn;
+  int rank;
+  int64_t shape[8];
+};
+
 } // namespace tprt
 
 #endif // TPRT_FINGERPRINT_H

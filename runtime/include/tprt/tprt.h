@@ -811,5 +811,9 @@ extern const char *const tprt_model_summary[];
 /// Defined by the generated program: the weights files it was compiled
 /// against, ended by a null entry; main checks each before reading it.
 extern const tprt::WeightFile tprt_model_weight_files[];
+/// Defined by the generated program: its parameters with their global
+/// shapes, ended by a null entry; main checks a checkpoint (--weights)
+/// against them before the first collective.
+extern const tprt::ParamSpec tprt_model_params[];
 
 #endif // TPRT_TPRT_H

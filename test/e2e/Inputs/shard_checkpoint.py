@@ -10,7 +10,8 @@ file, in their order, about equal bytes per shard.
 --dtype stores the tensors in that type (bf16 rounded to nearest even);
 --drop leaves a tensor out of the checkpoint (a tied lm_head);
 --break writes an index that names a shard file that is not there, or a
-tensor its shard does not hold (the errors' tests)."""
+tensor its shard does not hold, or stores model.norm.weight with one
+element fewer (the errors' tests)."""
 import argparse
 import json
 import os
@@ -57,10 +58,13 @@ def main():
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"])
     p.add_argument("--drop", action="append", default=[])
     p.add_argument("--break", dest="breakage",
-                   choices=["missing-file", "missing-tensor"])
+                   choices=["missing-file", "missing-tensor", "wrong-shape"])
     args = p.parse_args()
     tensors = [(k, v) for k, v in read_safetensors(args.src).items()
                if k not in args.drop]
+    if args.breakage == "wrong-shape":
+        tensors = [(k, v[:-1] if k == "model.norm.weight" else v)
+                   for k, v in tensors]
     total = sum(v.nbytes for _, v in tensors)
     os.makedirs(args.out, exist_ok=True)
     groups, current, size = [], [], 0
