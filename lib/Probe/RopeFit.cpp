@@ -116,6 +116,16 @@ int roundness(double v) {
   return 7;
 }
 
+/// `v` as the roundest value within `relTol` of it (fewest significant
+/// digits), or rounded to 6 digits: values the tables give only to f32
+/// precision.
+double snapToRound(double v, double relTol) {
+  for (int digits = 1; digits <= 6; ++digits)
+    if (std::fabs(roundDigits(v, digits) - v) <= relTol * std::fabs(v))
+      return roundDigits(v, digits);
+  return roundDigits(v, 6);
+}
+
 /// Round values in [lo, hi]: the common factors there, and the roundest.
 llvm::SmallVector<double> roundValuesIn(double lo, double hi) {
   llvm::SmallVector<double> out;
@@ -154,10 +164,7 @@ void addRepresentations(double theta, double factor, const Thresholds &t,
         double a = low / scale, b = a + (f - a) / ratio;
         if (!(b >= t.bLo && b <= t.bHi))
           continue;
-        double high = b * scale;
-        int digits = roundness(high);
-        highs.push_back(digits <= 6 ? roundDigits(high, std::max(digits, 1))
-                                    : roundDigits(high, 6));
+        highs.push_back(snapToRound(b * scale, 1e-6));
       } else {
         // Both thresholds may lie in one gap between frequencies: high
         // above low.
@@ -181,9 +188,9 @@ void addRepresentations(double theta, double factor, const Thresholds &t,
     out.push_back(scored[i].fit);
 }
 
-/// The llama3 fits at one theta, given the ratios' bands; `factorFree`
-/// when no frequency is in the scaled band (then factor is any value that
-/// puts A below the lowest frequency).
+/// The llama3 fits at one theta, from the ratios' bands. With no frequency
+/// in the scaled band, factor is any value that puts A below the lowest
+/// frequency: round ones are proposed.
 void fitAtTheta(llvm::ArrayRef<double> freq, int64_t rot, double theta,
                 llvm::SmallVectorImpl<RopeFit> &out) {
   int64_t half = rot / 2;
@@ -221,14 +228,8 @@ void fitAtTheta(llvm::ArrayRef<double> freq, int64_t rot, double theta,
       double sum = 0;
       for (int64_t i = from; i < half; ++i)
         sum += r[i];
-      double factor = static_cast<double>(half - from) / sum;
-      double roundFactor = roundDigits(factor, 6);
-      for (int digits = 1; digits <= 5; ++digits)
-        if (std::fabs(roundDigits(factor, digits) - factor) <= 1e-6 * factor) {
-          roundFactor = roundDigits(factor, digits);
-          break;
-        }
-      factors.push_back(roundFactor);
+      factors.push_back(
+          snapToRound(static_cast<double>(half - from) / sum, 1e-6));
     } else {
       // Any factor >= 1 / r of the lowest blended frequency; round ones.
       double least = 1 / r[half - 1];

@@ -209,6 +209,18 @@ bool computesInReducedPrecision(ModuleOp module) {
       .wasInterrupted();
 }
 
+/// The global shape of parameter `index` of `func` (statically shaped): a
+/// split argument's dimension times its blocks.
+SmallVector<int64_t> globalShapeOf(func::FuncOp func, unsigned index) {
+  auto type = cast<RankedTensorType>(func.getArgument(index).getType());
+  SmallVector<int64_t> global(type.getShape());
+  if (auto placement = func.getArgAttrOfType<PlacementAttr>(
+          index, TPDialect::kPlacementAttrName))
+    if (placement.getSplitDim() >= 0)
+      global[placement.getSplitDim()] *= placement.getBlocks();
+  return global;
+}
+
 /// The runtime call of parameter `index` of `func`; failure if it is not a
 /// located parameter. `reducedPrecision`: computesInReducedPrecision of
 /// its module.
@@ -242,10 +254,6 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index,
   int64_t shardDim = placement ? placement.getSplitDim() : -1;
   int64_t shards = placement ? placement.getBlocks() : 1;
   int64_t replicas = placement ? placement.getReplicas() : 1;
-  // load_param takes the global shape.
-  SmallVector<int64_t> global(type.getShape());
-  if (shardDim >= 0)
-    global[shardDim] *= shards;
   RuntimeCall call(func);
   call.callee(getLoadParamSignature())
       .str(fqn.getValue())
@@ -254,7 +262,8 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index,
       .i64(source.getOffset())
       .i64(source.getLength())
       .str(*dtype)
-      .shape(global)
+      // load_param takes the global shape.
+      .shape(globalShapeOf(func, index))
       .flag(source.getTransposed())
       // This rank's block when tp-partition split it: block rank / replicas.
       .i64(shardDim)
@@ -746,11 +755,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
       if (!fqn || !type || !type.hasStaticShape() || type.getRank() > 8 ||
           !seen.insert(fqn.getValue()).second)
         continue;
-      SmallVector<int64_t> global(type.getShape());
-      if (auto placement = func.getArgAttrOfType<PlacementAttr>(
-              i, TPDialect::kPlacementAttrName))
-        if (placement.getSplitDim() >= 0)
-          global[placement.getSplitDim()] *= placement.getBlocks();
+      SmallVector<int64_t> global = globalShapeOf(func, i);
       std::string dims;
       for (auto [k, d] : llvm::enumerate(global))
         dims += (k ? ", " : "") + std::to_string(d);

@@ -366,26 +366,26 @@ LogicalResult Raiser::visit(NodeOp node) {
     return emitGroupQueryAttention(node, in);
   if (node.getOpType() == "SkipSimplifiedLayerNormalization")
     return emitSkipSimplifiedLayerNorm(node, in);
-  // Trailing outputs (a norm's inverse std, attention's present key/value)
-  // are fine as long as nothing reads them.
-  SmallVector<std::string> used;
+  // Trailing outputs (a norm's inverse std, attention's present key/value,
+  // dropout's mask) are fine as long as nothing reads them.
+  SmallVector<std::string> read;
   for (unsigned i = 0; i < node.getNumResults(); ++i)
-    if (!node.getResult(i).use_empty())
-      used.push_back(std::to_string(i));
-  if (used.size() > 1 && (used[0] != "0" || node.getOpType() != "Dropout"))
+    if (!node.getResult(i).use_empty() &&
+        (i == 0 || node.getOpType() != "Dropout"))
+      read.push_back(std::to_string(i));
+  if (read.size() > 1)
     return nodeError(node)
-           << "outputs " << llvm::join(used, ", ")
+           << "outputs " << llvm::join(read, ", ")
            << " of this node are read: raising takes a node with several "
               "read outputs when they are computed at compile time, when it "
               "is a fused block (GroupQueryAttention, "
               "SkipSimplifiedLayerNormalization) or inside a Mamba2 mixer; "
               "an activation split elsewhere (a fused projection such as "
               "qkv_proj or gate_up_proj) is not supported yet";
-  for (unsigned i = 1; i < node.getNumResults(); ++i)
-    if (!node.getResult(i).use_empty() && node.getOpType() != "Dropout")
-      return nodeError(node) << "output " << i
-                             << " of this node is read and output 0 is not: "
-                                "not supported";
+  if (read.size() == 1 && read[0] != "0")
+    return nodeError(node) << "output " << read[0]
+                           << " of this node is read and output 0 is not: "
+                              "not supported";
   for (Abstract *a : in)
     if (!a)
       return nodeError(node) << "a missing optional input on an activation "
