@@ -55,3 +55,10 @@ if config.tp_both_gemms == "ON":
 # ... and libxsmm for the packed weights' f32 linears (TPRT_GEMM=xsmm).
 if config.tp_xsmm == "ON":
     config.available_features.add("xsmm")
+
+# torch and transformers in the project's environment (scripts/setup.sh
+# --models): the tests that build HF models or run tools/tp-export.
+if subprocess.run([config.python_executable, "-c",
+                   "import torch, transformers, onnxscript"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("torch")

@@ -6,6 +6,7 @@
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 using namespace mlir::tp;
 
@@ -83,7 +84,73 @@ mlir::tp::readSafetensorsIndex(llvm::StringRef path) {
                  llvm::Twine(t.offset + t.length) +
                  ") run past the end of the file (" + llvm::Twine(fileSize) +
                  " bytes)");
+    t.file = path.str();
     tensors[name] = std::move(t);
+  }
+  return tensors;
+}
+
+llvm::Expected<llvm::StringMap<SafetensorsTensor>>
+mlir::tp::readCheckpointIndex(llvm::StringRef path) {
+  std::string file = path.str();
+  if (llvm::sys::fs::is_directory(path)) {
+    llvm::SmallString<256> index(path), single(path);
+    llvm::sys::path::append(index, "model.safetensors.index.json");
+    llvm::sys::path::append(single, "model.safetensors");
+    if (llvm::sys::fs::exists(index))
+      file = index.str().str();
+    else if (llvm::sys::fs::exists(single))
+      file = single.str().str();
+    else
+      return llvm::createStringError(
+          "'" + path +
+          "' holds neither model.safetensors.index.json nor "
+          "model.safetensors");
+  }
+  if (!llvm::StringRef(file).ends_with(".json"))
+    return readSafetensorsIndex(file);
+
+  auto fail = [&](const llvm::Twine &what) {
+    return llvm::createStringError("'" + file + "': " + what);
+  };
+  // An index names each tensor once: megabytes for the largest models.
+  JSONLimits limits;
+  limits.maxBytes = 64u << 20;
+  llvm::Expected<llvm::json::Object> index =
+      readBoundedJSONObject(file, limits);
+  if (!index)
+    return index.takeError();
+  const llvm::json::Object *weightMap = index->getObject("weight_map");
+  if (!weightMap)
+    return fail("has no \"weight_map\" object");
+  llvm::StringRef dir = llvm::sys::path::parent_path(file);
+  llvm::StringMap<llvm::StringMap<SafetensorsTensor>> shards;
+  llvm::StringMap<SafetensorsTensor> tensors;
+  for (const auto &[key, value] : *weightMap) {
+    std::string name = key.str();
+    std::optional<llvm::StringRef> shard = value.getAsString();
+    if (!shard || shard->empty() || shard->contains('/') ||
+        shard->contains('\\'))
+      return fail("tensor '" + name +
+                  "': the weight_map must name a file beside the index");
+    auto it = shards.find(*shard);
+    if (it == shards.end()) {
+      llvm::SmallString<256> shardPath(dir);
+      llvm::sys::path::append(shardPath, *shard);
+      if (!llvm::sys::fs::exists(shardPath))
+        return fail("puts tensor '" + name + "' in '" + *shard +
+                    "', which cannot be opened");
+      llvm::Expected<llvm::StringMap<SafetensorsTensor>> header =
+          readSafetensorsIndex(shardPath);
+      if (!header)
+        return header.takeError();
+      it = shards.try_emplace(*shard, std::move(*header)).first;
+    }
+    auto entry = it->second.find(name);
+    if (entry == it->second.end())
+      return fail("puts tensor '" + name + "' in '" + *shard +
+                  "', which has no such tensor");
+    tensors[name] = entry->second;
   }
   return tensors;
 }

@@ -28,6 +28,8 @@ p.add_argument("--rtol", type=float, default=1e-4)
 p.add_argument("--mpirun", type=int, default=0)
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--device", default="cpu", help="the program's --device")
+p.add_argument("--report-reads", action="store_true",
+               help="also print the program's --report-reads line")
 p.add_argument("--autocast", help="the program's --autocast")
 p.add_argument("--mean-rtol", type=float,
                help="also bound the mean |diff| (relative to max(1, max |ref|)): where "
@@ -47,6 +49,8 @@ with tempfile.TemporaryDirectory() as tmp:
         cmd += ["--weights", args.weights]
     if args.autocast:
         cmd += ["--autocast", args.autocast]
+    if args.report_reads:
+        cmd += ["--report-reads"]
     if args.mpirun:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(args.mpirun)] + cmd
     run = subprocess.run(cmd, capture_output=True, text=True)
@@ -55,6 +59,9 @@ with tempfile.TemporaryDirectory() as tmp:
         print(f"FAIL: {args.exe} exited with {run.returncode}")
         sys.exit(1)
     got = np.load(out)
+    for line in run.stdout.splitlines():
+        if line.startswith("parameters read:"):
+            print(line)
 
 ref = np.load(args.logits)
 if got.shape != ref.shape or got.dtype != np.float32:

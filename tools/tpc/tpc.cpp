@@ -2,7 +2,7 @@
 //
 //   tpc MODEL.onnx [--arch auto|llama|qwen2|qwen3|gemma3|nemotron_h]
 //       [PIPELINE OPTIONS] [--lora-adapter DIR] [--report]
-//       [--emit mlir|cpp|exe] -o DIR
+//       [--weights CHECKPOINT] [--emit mlir|cpp|exe] -o DIR
 //
 // File handling around the compilation pipeline (lib/Pipeline): imports
 // the model, runs the pipeline (whose options are tpc's flags: --tp, --sp,
@@ -21,6 +21,7 @@
 #include "tpopt/Plan/HFConfig.h"
 #include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Registration/InitAll.h"
+#include "tpopt/Support/Safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -63,6 +64,12 @@ static cl::opt<bool> report("report",
                             cl::desc("Write DIR/plan-report.md: placements, "
                                      "per-rank bytes, collectives per layer"),
                             cl::cat(tpcCategory));
+static cl::opt<std::string> weights(
+    "weights",
+    cl::desc("The checkpoint a graph-only export's parameters are read from "
+             "(tools/tp-export): an HF model directory, its "
+             "model.safetensors.index.json, or a safetensors file"),
+    cl::cat(tpcCategory), cl::value_desc("CHECKPOINT"));
 /// The pipeline's options, which are also tpc's flags (see main).
 static tp::TPCompileOptions &options() {
   static tp::TPCompileOptions options;
@@ -285,7 +292,22 @@ static LogicalResult run(MLIRContext &context) {
   if (failed(removeStaleOutputs(outputDir)))
     return failure();
 
-  OwningOpRef<ModuleOp> module = tp::importONNXFile(absModel, &context);
+  tp::ImportOptions importOptions;
+  llvm::StringMap<tp::SafetensorsTensor> checkpoint;
+  if (!weights.empty()) {
+    llvm::Expected<llvm::StringMap<tp::SafetensorsTensor>> index =
+        tp::readCheckpointIndex(weights);
+    if (!index) {
+      llvm::errs() << "tpc: error: --weights: "
+                   << llvm::toString(index.takeError()) << "\n";
+      return failure();
+    }
+    checkpoint = std::move(*index);
+    importOptions.checkpoint = &checkpoint;
+    importOptions.checkpointPath = weights;
+  }
+  OwningOpRef<ModuleOp> module =
+      tp::importONNXFile(absModel, &context, importOptions);
   if (!module)
     return failure();
   // The pipeline in its three stages, with tpc's checks and files between.

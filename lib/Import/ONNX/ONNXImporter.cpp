@@ -23,7 +23,9 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InterleavedRange.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -136,6 +138,8 @@ private:
   LogicalResult addInitializer(const InlineInitializer &init,
                                SmallVectorImpl<Type> &types,
                                SmallVectorImpl<DictionaryAttr> &attrs);
+  FailureOr<DictionaryAttr> bindToCheckpoint(StringRef name,
+                                             RankedTensorType type);
   FailureOr<DenseElementsAttr> readTypedData(const onnx::TensorProto &tensor,
                                              RankedTensorType type,
                                              StringRef what);
@@ -400,6 +404,56 @@ LogicalResult Importer::addInitializer(const InlineInitializer &init,
   types.push_back(*type);
   attrs.push_back(builder.getDictionaryAttr(argAttrs));
   return success();
+}
+
+/// A graph-only export's parameter `name` (a graph input of static shape)
+/// as a parameter argument located in the checkpoint's shard; the
+/// checkpoint may hold it in another float type (`stored_type`).
+FailureOr<DictionaryAttr> Importer::bindToCheckpoint(StringRef name,
+                                                     RankedTensorType type) {
+  auto entry = options.checkpoint->find(name);
+  if (entry == options.checkpoint->end())
+    return error() << "graph input '" << name << "' of type " << type
+                   << " is a parameter of this graph-only export, but "
+                      "checkpoint '"
+                   << options.checkpointPath << "' has no tensor of that name";
+  const SafetensorsTensor &tensor = entry->second;
+  if (ArrayRef<int64_t>(tensor.shape) != type.getShape())
+    return error() << "checkpoint '" << options.checkpointPath << "': tensor '"
+                   << name << "' has shape [" << llvm::interleaved(tensor.shape)
+                   << "], the graph's input is of type " << type;
+  Type stored = llvm::StringSwitch<Type>(tensor.dtype)
+                    .Case("F32", builder.getF32Type())
+                    .Case("BF16", builder.getBF16Type())
+                    .Case("F16", builder.getF16Type())
+                    .Default(Type());
+  if (!stored || !isa<FloatType>(type.getElementType()))
+    return error() << "checkpoint '" << options.checkpointPath << "': tensor '"
+                   << name << "' is " << tensor.dtype
+                   << "; parameters are read from F32, BF16 or F16";
+  SmallString<256> file(tensor.file);
+  if (llvm::sys::fs::make_absolute(file))
+    return error() << "cannot resolve '" << tensor.file << "'";
+  bool converted = stored != type.getElementType();
+  SmallVector<NamedAttribute> attrs;
+  attrs.push_back(builder.getNamedAttr(onnx_ir::ONNXDialect::kNameAttrName,
+                                       builder.getStringAttr(name)));
+  attrs.push_back(builder.getNamedAttr(
+      TPDialect::kSourceAttrName,
+      SourceAttr::get(ctx, name, file, tensor.offset, tensor.length,
+                      /*transposed=*/false, converted ? stored : Type(),
+                      /*stored_offset=*/FloatAttr())));
+  // As an initializer of this size would be: its value too.
+  if (!converted && tensor.length <= options.inlineValueLimit) {
+    auto buffer =
+        llvm::MemoryBuffer::getFileSlice(file, tensor.length, tensor.offset);
+    if (!buffer)
+      return error() << "tensor '" << name << "': cannot read '" << file << "'";
+    attrs.push_back(
+        builder.getNamedAttr(onnx_ir::ONNXDialect::kValueAttrName,
+                             fromRawBytes(type, (*buffer)->getBuffer())));
+  }
+  return builder.getDictionaryAttr(attrs);
 }
 
 FailureOr<Type> Importer::valueType(const onnx::TypeProto &type,
@@ -710,6 +764,23 @@ OwningOpRef<ModuleOp> Importer::run() {
   SmallVector<DictionaryAttr> argAttrs;
   SmallVector<std::string> argNames;
   llvm::StringMap<bool> available;
+  bool graphOnly = llvm::any_of(file.model.metadata_props(), [](auto &prop) {
+    return prop.key() == kGraphOnlyExportKey;
+  });
+  if (graphOnly && !options.checkpoint) {
+    error() << "'" << path
+            << "' is a graph-only export (tools/tp-export): its parameters "
+               "are graph inputs; give the checkpoint they come from "
+               "(tpc --weights HF_DIR)";
+    return {};
+  }
+  if (!graphOnly && options.checkpoint) {
+    error() << "'" << path
+            << "' holds its parameters; a checkpoint binds those of a "
+               "graph-only export (tools/tp-export). Run the program with "
+               "--weights to read another checkpoint";
+    return {};
+  }
   for (const auto &input : graph.input()) {
     if (isInitializer.count(input.name()))
       continue;
@@ -717,6 +788,18 @@ OwningOpRef<ModuleOp> Importer::run() {
     if (failed(type))
       return {};
     argTypes.push_back(*type);
+    // A graph-only export's parameters: the inputs of static shape (the
+    // model's own inputs have a dynamic batch and sequence).
+    auto ranked = dyn_cast<RankedTensorType>(*type);
+    if (graphOnly && ranked && ranked.hasStaticShape()) {
+      FailureOr<DictionaryAttr> attrs = bindToCheckpoint(input.name(), ranked);
+      if (failed(attrs))
+        return {};
+      argAttrs.push_back(*attrs);
+      argNames.push_back(input.name());
+      available[input.name()] = true;
+      continue;
+    }
     argAttrs.push_back(builder.getDictionaryAttr(
         builder.getNamedAttr(onnx_ir::ONNXDialect::kNameAttrName,
                              builder.getStringAttr(input.name()))));
