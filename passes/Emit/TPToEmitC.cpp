@@ -556,6 +556,14 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
                                 "const int64_t tprt_model_vocab_size = " +
                                     std::to_string(vocab) + ";");
     }
+    // ... and its optimizer (--resume refuses a checkpoint of another).
+    if (update)
+      update.walk([&](OptimizerUpdateOp op) {
+        emitc::VerbatimOp::create(builder, func.getLoc(),
+                                  "const char *const tprt_model_optimizer = " +
+                                      quoted(op.getOptimizer()) + ";");
+        return WalkResult::interrupt();
+      });
 
     MLIRContext *ctx = &getContext();
     RuntimeTypeConverter converter(ctx);

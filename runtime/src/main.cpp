@@ -6,7 +6,7 @@
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
 //         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf --seed S]
-//         [--save DIR] [--log F]
+//         [--save DIR [--save-shard-mib M]] [--resume DIR] [--log F]
 //         [--weights MODEL.onnx] [--threads T]
 //
 // Each MPI rank runs tprt_model_forward on the same inputs; rank 0 writes
@@ -55,7 +55,7 @@ void usage(const char *argv0) {
       "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
       "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
       "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] [--seed S] "
-      "[--save DIR] [--log F] "
+      "[--save DIR] [--save-shard-mib M] [--resume DIR] [--log F] "
       "[--weights MODEL.onnx|CHECKPOINT] [--threads T] [--device cpu|cuda] "
       "[--autocast bf16|f32] [--collective-timeout S] [--report-reads]\n",
       argv0, argv0);
@@ -308,7 +308,7 @@ int main(int argc, char **argv) try {
 
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
-  bool training = false, reportParameterReads = false;
+  bool training = false, reportParameterReads = false, weightsGiven = false;
   DeviceOptions deviceOptions;
   tprt::Device &device = deviceOptions.device;
   tprt::DType &autocast = deviceOptions.autocast;
@@ -328,9 +328,10 @@ int main(int argc, char **argv) try {
       mask = value();
     else if (arg == "--output")
       output = value();
-    else if (arg == "--weights")
+    else if (arg == "--weights") {
       weights = value();
-    else if (arg == "--threads")
+      weightsGiven = true;
+    } else if (arg == "--threads")
       threads = static_cast<int>(intOption(arg, value(), 1, 1024));
     else if (arg == "--bench")
       bench = static_cast<int>(intOption(arg, value(), 0, 1000000));
@@ -387,6 +388,10 @@ int main(int argc, char **argv) try {
       train.beta2 = realOption(arg, text.substr(comma + 1), 0, 0.999999999);
     } else if (arg == "--save")
       train.save = value();
+    else if (arg == "--save-shard-mib")
+      train.saveShardMiB = intOption(arg, value(), 1, 1LL << 30);
+    else if (arg == "--resume")
+      train.resume = value();
     else if (arg == "--log")
       train.log = value();
     else if (arg == "--help" || arg == "-h") {
@@ -405,14 +410,27 @@ int main(int argc, char **argv) try {
       usage(argv[0]);
       tprt::fatal("--train takes --data (not --input, --output or --bench)");
     }
+    // --resume DIR: the weights, the optimizer state and the position of
+    // the run saved there, checked against the program before anything is
+    // read.
+    std::unique_ptr<tprt::ResumePoint> resume;
+    if (!train.resume.empty()) {
+      if (weightsGiven)
+        tprt::fatal("--resume reads the weights from '" + train.resume +
+                    "'; do not also give --weights");
+      resume = tprt::readResumePoint(train.resume, train);
+      weights = train.resume;
+    }
     std::unique_ptr<tprt::Context> ctx =
         makeContext(rank, size, weights, deviceOptions);
-    int status = tprt::train(*ctx, train);
+    int status = tprt::train(*ctx, train, resume.get());
     if (reportParameterReads)
       reportReads(*ctx, rank, size);
     MPI_Finalize();
     return status;
   }
+  if (!train.resume.empty() || !train.save.empty())
+    tprt::fatal("--save and --resume need --train");
   if (input.empty() || output.empty()) {
     usage(argv[0]);
     tprt::fatal("--input and --output are required");

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Compares two model.safetensors that `model --train --save` wrote (the
-same model trained two ways) tensor by tensor, norm-wise:
+"""Compares two checkpoints that `model --train --save` wrote (the same
+model trained two ways; directories, indexes or safetensors files) tensor
+by tensor, norm-wise:
 
   ||a - b|| <= rtol * ||b||  for every tensor both hold.
 
 Prints the worst tensor and, with --list, every tensor beyond rtol; exits
 non-zero when one is (or when the files hold different tensors).
 
-Usage: compare_checkpoints.py A.safetensors B.safetensors [--rtol 1e-5]
+Usage: compare_checkpoints.py A B [--rtol 1e-5]
        [--list]"""
 import argparse
 import sys

@@ -79,7 +79,7 @@ with tempfile.TemporaryDirectory() as tmp:
         print(f"FAIL: {args.exe} exited with {run.returncode}")
         sys.exit(1)
     got = [json.loads(line) for line in open(log)]
-    weights = read_safetensors(os.path.join(save, "model.safetensors"))
+    weights = read_safetensors(save)
     # With LoRA the factors are in PEFT's file, under PEFT's names.
     adapter = os.path.join(save, "adapter_model.safetensors")
     if os.path.exists(adapter):

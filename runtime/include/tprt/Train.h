@@ -33,7 +33,31 @@ struct TrainOptions {
   /// over the file (without: in the file's order).
   std::optional<uint64_t> seed;
   std::string save; ///< a directory, or empty
-  std::string log;  ///< a JSON-lines file, or empty
+  /// The largest shard file --save writes, in MiB (transformers' 5 GiB).
+  int64_t saveShardMiB = 5120;
+  /// A directory --save wrote to continue from (--resume), or empty.
+  std::string resume;
+  std::string log; ///< a JSON-lines file, or empty
+};
+
+/// Where a run stands: what --save records beside the weights and the
+/// optimizer state (trainer_state.json), and --resume continues from.
+struct RunPosition {
+  int64_t step = 0;         ///< optimizer steps taken
+  int64_t rowsConsumed = 0; ///< data rows read so far (all groups)
+  std::optional<uint64_t> seed;
+  int64_t dataRows = 0, dataLength = 0; ///< the --data file's shape
+};
+
+/// A checkpoint to resume from: its position and optimizer state.
+struct ResumePoint {
+  std::string dir;
+  RunPosition position;
+  std::string optimizer;
+  int64_t optimizerStep = 0;
+  int tp = 0, dp = 0; ///< the grid it was saved from
+  /// The optimizer state's tensors (FQN.exp_avg, ...), by name.
+  std::map<std::string, SafetensorsEntry> state;
 };
 
 /// The optimizer state of every trainable parameter, by FQN.
@@ -46,17 +70,34 @@ public:
   /// buffer times its pending scale (1 / label tokens, the mean's and the
   /// clipping's factors), which it resets.
   void step(Context &ctx);
+  /// Continues from `point`: its step count, and each parameter's state
+  /// read (this rank's block) when the parameter is first updated.
+  void resumeFrom(const ResumePoint *point);
+
+  int64_t stepCount() const { return step_; }
+  /// The state's tensors of each parameter by their names in a checkpoint
+  /// (AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer), this rank's
+  /// blocks, FP32.
+  std::vector<std::pair<std::string, const Tensor *>>
+  stateOf(const std::string &fqn) const;
+  /// The names of the state tensors of each parameter.
+  std::vector<std::string> stateNames() const;
 
 private:
   /// One parameter's update, on its f32 values (a bf16 one in f32 blocks),
   /// with the gradient grad * gradScale.
-  void update(const std::string &fqn, Tensor &param, Tensor &grad,
+  void update(Context &ctx, const std::string &fqn, Tensor &param, Tensor &grad,
               float gradScale);
+  /// `fqn`'s state tensor `name` as the update first needs it: zeros, or
+  /// this rank's block of it from the checkpoint resumed from.
+  Tensor initialState(Context &ctx, const std::string &fqn,
+                      const std::string &name, const Tensor &param);
 
   const TrainOptions &options_;
   std::string name_; ///< "adamw" or "sgd"
   int64_t step_ = 0;
   std::map<std::string, Tensor> first_, second_;
+  const ResumePoint *resume_ = nullptr;
 };
 
 /// What the training loop and the optimizer step's runtime calls share
@@ -78,6 +119,8 @@ struct TrainState {
   std::map<std::string, Tensor> buckets;
   /// Made by the first update (the program names the optimizer).
   std::unique_ptr<Optimizer> optimizer;
+  /// --resume: where the run continues from (null: a new run).
+  const ResumePoint *resume = nullptr;
 };
 
 /// The buffers' elements one after the other into `out` (FP32).
@@ -85,15 +128,34 @@ void packBucket(const std::vector<Tensor *> &grads, float *out);
 /// The reverse: the buffers' elements from `in`.
 void unpackBucket(const float *in, const std::vector<Tensor *> &grads);
 
-/// Writes every parameter, whole (gathered on rank 0), as DIR/
-/// model.safetensors with its FQN, and a copy of the config.json beside the
-/// model file when there is one; through temporary names, renamed when
-/// complete. Collective.
-void saveCheckpoint(Context &ctx, const std::string &dir);
+/// Writes the checkpoint DIR as transformers lays out a large one:
+/// model-0000k-of-0000n.safetensors (at most --save-shard-mib each) and
+/// model.safetensors.index.json, every parameter whole under its FQN in the
+/// type it is held in; a PEFT adapter_model.safetensors for LoRA factors;
+/// the config.json the model came with; the optimizer state in the same
+/// layout (optimizer-0000k-of-0000n.safetensors,
+/// optimizer.safetensors.index.json) and trainer_state.json (the grid, the
+/// position, each parameter's placement). Every rank writes its own blocks
+/// at their offsets, replicated tensors spread over the ranks by bytes, so
+/// nothing is gathered. Files are written under temporary names that rank
+/// 0 renames once every rank finished, trainer_state.json last.
+/// Collective.
+void saveCheckpoint(Context &ctx, const std::string &dir,
+                    const TrainOptions &options, const RunPosition &position,
+                    const Optimizer *optimizer);
+
+/// Reads DIR/trainer_state.json and the optimizer state's index, and checks
+/// them against the program (its parameters and their global shapes, its
+/// optimizer) and the run's options (--seed): an error names the file and
+/// the tensor or field. Every rank, before the first collective.
+std::unique_ptr<ResumePoint> readResumePoint(const std::string &dir,
+                                             const TrainOptions &options);
 
 /// The training loop: `options.steps` optimizer steps of
-/// `options.gradAccum` micro-batches. Returns the exit status.
-int train(Context &ctx, const TrainOptions &options);
+/// `options.gradAccum` micro-batches, after those of `resume` when given.
+/// Returns the exit status.
+int train(Context &ctx, const TrainOptions &options,
+          const ResumePoint *resume = nullptr);
 
 } // namespace tprt
 

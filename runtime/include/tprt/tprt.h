@@ -788,6 +788,8 @@ tprt::Tensor tprt_model_forward(tprt::Context &ctx, tprt::Tensor input_ids,
 [[gnu::weak]] tprt::Tensor tprt_model_optimizer_step(tprt::Context &ctx);
 /// Defined by a training program: its vocabulary size (0: unknown).
 [[gnu::weak]] extern const int64_t tprt_model_vocab_size;
+/// Defined by a training program: its optimizer ("adamw" or "sgd").
+[[gnu::weak]] extern const char *const tprt_model_optimizer;
 /// Defined by the generated program: the model file it was compiled from.
 extern const char *const tprt_model_path;
 /// Defined by the generated program: the ranks of its tensor-parallel group

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "io/JsonSubset.h"
 #include "tprt/tprt.h"
 
 #include <cctype>
@@ -20,93 +21,7 @@
 namespace tprt {
 namespace {
 
-/// Reading helpers over a JSON text; errors name the file and the byte
-/// (`base` is the text's offset in the file).
-class JsonSubset {
-public:
-  JsonSubset(const std::string &path, const std::string &text, size_t base)
-      : path_(path), text_(text), base_(base) {}
-
-protected:
-  [[noreturn]] void fail(const std::string &message) {
-    fatal("'" + path_ + "': " + message + " (" +
-          (base_ ? "header byte " : "byte ") + std::to_string(base_ + pos_) +
-          ")");
-  }
-  char peek() {
-    while (pos_ < text_.size() &&
-           std::isspace(static_cast<unsigned char>(text_[pos_])))
-      ++pos_;
-    return pos_ < text_.size() ? text_[pos_] : '\0';
-  }
-  void expect(char c) {
-    if (peek() != c)
-      fail(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-  /// After an element: true at ',', false at `close` (both consumed).
-  bool comma(char close) {
-    char c = peek();
-    if (c != ',' && c != close)
-      fail(std::string("expected ',' or '") + close + "'");
-    ++pos_;
-    return c == ',';
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (pos_ < text_.size() && text_[pos_] != '"') {
-      char c = text_[pos_++];
-      if (c == '\\') {
-        if (pos_ >= text_.size() || text_[pos_] == 'u')
-          fail("unsupported escape in a string");
-        c = text_[pos_++];
-      }
-      out.push_back(c);
-    }
-    expect('"');
-    return out;
-  }
-  /// Any JSON value, skipped without recursion (nesting up to 64 levels).
-  void skipValue() {
-    int depth = 0;
-    do {
-      char c = peek();
-      if (c == '"') {
-        string();
-      } else if (c == '{' || c == '[') {
-        if (++depth > 64)
-          fail("nested deeper than 64 levels");
-        ++pos_;
-      } else if (c == '}' || c == ']') {
-        if (depth == 0)
-          fail(std::string("unexpected '") + c + "'");
-        --depth;
-        ++pos_;
-      } else if (c == ',' || c == ':') {
-        if (depth == 0)
-          fail(std::string("unexpected '") + c + "'");
-        ++pos_;
-      } else if (c == '\0') {
-        fail("the text ends inside a value");
-      } else {
-        // A number, true, false or null.
-        size_t start = pos_;
-        while (pos_ < text_.size() &&
-               (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
-                text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == '.'))
-          ++pos_;
-        if (pos_ == start)
-          fail(std::string("unexpected '") + c + "'");
-      }
-    } while (depth > 0);
-  }
-
-  const std::string &path_;
-  const std::string &text_;
-  size_t base_;
-  size_t pos_ = 0;
-};
+using detail::JsonSubset;
 
 class HeaderParser : public JsonSubset {
 public:
@@ -141,32 +56,6 @@ public:
   }
 
 private:
-  uint64_t integer() {
-    peek();
-    uint64_t v = 0;
-    size_t start = pos_;
-    while (pos_ < text_.size() &&
-           std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-      if (v > (UINT64_MAX - 9) / 10)
-        fail("an integer overflows");
-      v = v * 10 + (text_[pos_++] - '0');
-    }
-    if (pos_ == start)
-      fail("expected a non-negative integer");
-    return v;
-  }
-  std::vector<uint64_t> integers() {
-    std::vector<uint64_t> out;
-    expect('[');
-    if (peek() == ']') {
-      ++pos_;
-      return out;
-    }
-    do
-      out.push_back(integer());
-    while (comma(']'));
-    return out;
-  }
   void skipStringObject() {
     expect('{');
     if (peek() == '}') {

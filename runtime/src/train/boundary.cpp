@@ -287,9 +287,11 @@ void optimizer_update(Context &ctx, const char *optimizer) {
   ctx.waitForAsyncCollectives();
   if (state.skipped)
     return;
-  if (!state.optimizer)
+  if (!state.optimizer) {
     state.optimizer = std::make_unique<Optimizer>(state.options, optimizer);
-  else if (state.optimizer->name() != optimizer)
+    if (state.resume)
+      state.optimizer->resumeFrom(state.resume);
+  } else if (state.optimizer->name() != optimizer)
     fatal(std::string("optimizer_update: the optimizer changed from ") +
           state.optimizer->name() + " to " + optimizer);
   state.optimizer->step(ctx);

@@ -1,113 +1,327 @@
-//===- checkpoint.cpp - trained weights as a transformers checkpoint ------===//
+//===- checkpoint.cpp - sharded checkpoints, written in parallel ----------===//
 //
-// model.safetensors with every parameter whole under its HF FQN (split
-// parameters gathered onto rank 0) and the config.json the model came with,
-// so that transformers' from_pretrained(DIR) and `model --weights` read it.
-// Files appear under their names only when complete.
+// `--save DIR` writes what transformers' save_pretrained writes for a large
+// model (model-0000k-of-0000n.safetensors and model.safetensors.index.json,
+// every parameter whole under its HF FQN), a PEFT adapter for LoRA factors,
+// the config.json the model came with, and what `--resume DIR` needs: the
+// optimizer state in the same layout and trainer_state.json.
+//
+// Nothing is gathered: every rank computes the same plan of files and
+// offsets, rank 0 creates each file at its full size, and each rank writes
+// the blocks it holds at their offsets (a block split on dimension 1 as one
+// run per row). A replicated tensor is written by one rank, and split ones
+// by one data-parallel group, chosen so that the bytes each rank writes are
+// about equal. Files carry temporary names until every rank is done; rank 0
+// then renames them and writes the indexes and trainer_state.json last, so
+// an interrupted save never leaves a directory that looks complete.
 //
 //===----------------------------------------------------------------------===//
 
+#include "io/JsonSubset.h"
 #include "tprt/Train.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cinttypes>
 #include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
+#include <mpi.h>
+#include <numeric>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace tprt {
 namespace {
 
-/// `whole` along `axis` holds one block of `rows` per rank, in rank order;
-/// ranks sharing a block (KV heads fewer than the ranks) hold copies: keep
-/// one of each.
-Tensor dropReplicaBlocks(const Tensor &whole, int axis, int64_t rows,
-                         int64_t replicas) {
-  if (replicas == 1)
-    return whole;
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < whole.rank(); ++d)
-    if (d < axis)
-      outer *= whole.dim(d);
-    else if (d > axis)
-      inner *= whole.dim(d);
-  int64_t kept = whole.dim(axis) / rows / replicas;
-  std::vector<int64_t> shape = whole.shape();
-  shape[axis] = kept * rows;
-  Tensor out = Tensor::uninitialized(DType::F32, shape);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t b = 0; b < kept; ++b)
-      std::copy_n(whole.f32() +
-                      (o * whole.dim(axis) + b * replicas * rows) * inner,
-                  rows * inner, out.f32() + (o * kept + b) * rows * inner);
-  return out;
-}
+/// The format trainer_state.json declares (and --resume requires).
+constexpr const char *kFormat = "tp-opt training checkpoint 1";
 
-void writeOrFail(std::ofstream &out, const void *data, size_t bytes,
-                 const std::string &path) {
-  out.write(static_cast<const char *>(data), bytes);
-  if (!out)
-    fatal("cannot write '" + path + "'");
-}
+/// A tensor to write: its name in the files, its type, its global shape
+/// and how the ranks hold it.
+struct Item {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  int shardDim;
+  int64_t shards, replicas;
+  /// Each rank's own copy (a plan's exclude): rank 0's is written.
+  bool owned;
+  /// This rank's block, where the kernels hold it.
+  const Tensor *local;
 
-void publish(const std::string &temp, const std::string &path) {
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    fatal("cannot write '" + path + "'");
+  uint64_t bytes() const {
+    uint64_t n = dtypeSize(dtype);
+    for (int64_t d : shape)
+      n *= static_cast<uint64_t>(d);
+    return n;
   }
-}
+};
 
-} // namespace
-
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-/// `tensors` as DIR/NAME in the safetensors layout (an 8-byte header size, a
-/// JSON header padded with spaces to 8 bytes, the data in header order),
-/// each key prefixed with `prefix`.
-static void writeSafetensors(const std::string &path,
-                             const NamedTensors &tensors,
-                             const std::string &prefix) {
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+/// Where an item is: its file and the offset of its first byte.
+struct Placement {
+  size_t file = 0;
   uint64_t offset = 0;
-  for (const auto &[fqn, t] : tensors) {
-    std::string shape;
-    for (int i = 0; i < t.rank(); ++i)
-      shape += (i ? "," : "") + std::to_string(t.dim(i));
-    header += ",\"" + prefix + fqn + "\":{\"dtype\":\"F32\",\"shape\":[" +
-              shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + t.bytes()) + "]}";
-    offset += t.bytes();
+};
+
+/// The files of one save and where each item goes in them.
+struct FilePlan {
+  std::vector<std::string> names;
+  std::vector<std::string> headers; ///< the 8-byte size, then the JSON
+  std::vector<uint64_t> sizes;
+  std::vector<Placement> placements; ///< by item
+};
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? "," : "") + std::to_string(shape[i]);
+  return "[" + out + "]";
+}
+
+/// JSON's escapes for a name (FQNs are plain; a quote must not break the
+/// header).
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+      continue;
+    }
+    out += c;
   }
-  header += "}";
-  header.append((8 - header.size() % 8) % 8, ' ');
+  return out + "\"";
+}
+
+/// Items in files of at most `maxBytes` of data each (a larger tensor gets
+/// a file of its own), named PREFIX-0000k-of-0000n.safetensors, or one
+/// file `single` when it is given.
+FilePlan planFiles(const std::vector<Item> &items, uint64_t maxBytes,
+                   const std::string &prefix, const std::string &single) {
+  std::vector<std::vector<size_t>> groups(1);
+  uint64_t filled = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (single.empty() && filled > 0 && filled + items[i].bytes() > maxBytes) {
+      groups.emplace_back();
+      filled = 0;
+    }
+    groups.back().push_back(i);
+    filled += items[i].bytes();
+  }
+  FilePlan plan;
+  plan.placements.resize(items.size());
+  for (size_t f = 0; f < groups.size(); ++f) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "-%05zu-of-%05zu.safetensors", f + 1,
+                  groups.size());
+    plan.names.push_back(single.empty() ? prefix + name : single);
+    std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+    uint64_t offset = 0;
+    for (size_t i : groups[f]) {
+      const Item &item = items[i];
+      header += "," + jsonString(item.name) + ":{\"dtype\":\"" +
+                (item.dtype == DType::BF16  ? "BF16"
+                 : item.dtype == DType::F16 ? "F16"
+                                            : "F32") +
+                "\",\"shape\":" + shapeText(item.shape) +
+                ",\"data_offsets\":[" + std::to_string(offset) + "," +
+                std::to_string(offset + item.bytes()) + "]}";
+      plan.placements[i] = {f, offset};
+      offset += item.bytes();
+    }
+    header += "}";
+    header.append((8 - header.size() % 8) % 8, ' ');
+    uint64_t headerBytes = header.size();
+    std::string sized(8, '\0');
+    for (int b = 0; b < 8; ++b)
+      sized[b] = static_cast<char>((headerBytes >> (8 * b)) & 0xff);
+    for (size_t i : groups[f])
+      plan.placements[i].offset += 8 + headerBytes;
+    plan.headers.push_back(sized + header);
+    plan.sizes.push_back(8 + headerBytes + offset);
+  }
+  return plan;
+}
+
+/// Which ranks write each item: for a split one, the data-parallel group
+/// whose block holders write it (the first rank of each block's
+/// replicas); for a replicated one, the one rank. Greedy by bytes, largest
+/// first, the same on every rank.
+struct Writers {
+  std::vector<int> group; ///< split items
+  std::vector<int> rank;  ///< replicated items
+};
+
+Writers assignWriters(const std::vector<Item> &items, int tp, int dp) {
+  Writers w;
+  w.group.assign(items.size(), 0);
+  w.rank.assign(items.size(), 0);
+  std::vector<uint64_t> load(static_cast<size_t>(tp) * dp, 0);
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return items[a].bytes() > items[b].bytes();
+  });
+  for (size_t i : order) {
+    const Item &item = items[i];
+    if (item.owned) {
+      load[0] += item.bytes();
+      continue;
+    }
+    if (item.shardDim < 0) {
+      int best = 0;
+      for (int r = 1; r < tp * dp; ++r)
+        if (load[r] < load[best])
+          best = r;
+      w.rank[i] = best;
+      load[best] += item.bytes();
+      continue;
+    }
+    uint64_t block = item.bytes() / static_cast<uint64_t>(item.shards);
+    int best = 0;
+    uint64_t bestLoad = UINT64_MAX;
+    for (int g = 0; g < dp; ++g) {
+      uint64_t sum = 0;
+      for (int64_t b = 0; b < item.shards; ++b)
+        sum += load[g * tp + b * item.replicas];
+      if (sum < bestLoad) {
+        bestLoad = sum;
+        best = g;
+      }
+    }
+    w.group[i] = best;
+    for (int64_t b = 0; b < item.shards; ++b)
+      load[best * tp + b * item.replicas] += block;
+  }
+  return w;
+}
+
+void writeAt(int fd, const char *data, uint64_t bytes, uint64_t offset,
+             const std::string &path) {
+  for (uint64_t done = 0; done < bytes;) {
+    ssize_t n = ::pwrite(fd, data + done, bytes - done,
+                         static_cast<off_t>(offset + done));
+    if (n <= 0)
+      fatal("cannot write '" + path + "': " + std::strerror(errno));
+    done += static_cast<uint64_t>(n);
+  }
+}
+
+/// Writes `text` as `path` through a temporary name.
+void writeWhole(const std::string &path, const std::string &text) {
   std::string temp = path + ".tmp";
   {
     std::ofstream out(temp, std::ios::binary);
+    out << text;
     if (!out)
       fatal("cannot write '" + temp + "'");
-    uint64_t size = header.size();
-    writeOrFail(out, &size, sizeof(size), temp);
-    writeOrFail(out, header.data(), header.size(), temp);
-    for (const auto &entry : tensors)
-      writeOrFail(out, entry.second.raw(), entry.second.bytes(), temp);
   }
-  publish(temp, path);
+  if (std::rename(temp.c_str(), path.c_str()) != 0)
+    fatal("cannot write '" + path + "': " + std::strerror(errno));
 }
 
-/// A copy of `from` as `to` (nothing when `from` does not exist).
-static void copyIfPresent(const std::string &from, const std::string &to) {
-  std::ifstream in(from, std::ios::binary);
-  if (!in)
+/// The files of `plan` in `dir` under temporary names, every rank writing
+/// its blocks. Collective; rank 0 renames them (publishFiles) later.
+void writeFiles(Context &ctx, const std::string &dir, const FilePlan &plan,
+                const std::vector<Item> &items) {
+  int tp = ctx.tp().size(), dp = ctx.dp().size();
+  if (ctx.rank() == 0)
+    for (size_t f = 0; f < plan.names.size(); ++f) {
+      std::string temp = dir + "/" + plan.names[f] + ".tmp";
+      int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0)
+        fatal("cannot write '" + temp + "': " + std::strerror(errno));
+      writeAt(fd, plan.headers[f].data(), plan.headers[f].size(), 0, temp);
+      if (::ftruncate(fd, static_cast<off_t>(plan.sizes[f])) != 0)
+        fatal("cannot write '" + temp + "': " + std::strerror(errno));
+      ::close(fd);
+    }
+  MPI_Barrier(MPI_COMM_WORLD);
+  Writers writers = assignWriters(items, tp, dp);
+  int tpRank = ctx.tp().rank(), dpRank = ctx.dp().rank();
+  std::vector<int> fds(plan.names.size(), -1);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item &item = items[i];
+    bool mine = item.owned ? ctx.rank() == 0
+                : item.shardDim < 0
+                    ? ctx.rank() == writers.rank[i]
+                    : dpRank == writers.group[i] && tpRank % item.replicas == 0;
+    if (!mine)
+      continue;
+    const Placement &at = plan.placements[i];
+    std::string path = dir + "/" + plan.names[at.file] + ".tmp";
+    if (fds[at.file] < 0) {
+      fds[at.file] = ::open(path.c_str(), O_WRONLY);
+      if (fds[at.file] < 0)
+        fatal("cannot write '" + path + "': " + std::strerror(errno));
+    }
+    // One tensor in flight on the host, in the type it is saved in.
+    Tensor host = item.local->to(Device::CPU);
+    if (host.dtype() != item.dtype)
+      host = host.to(item.dtype);
+    const char *data = static_cast<const char *>(host.raw());
+    if (item.shardDim < 0) {
+      writeAt(fds[at.file], data, host.bytes(), at.offset, path);
+      continue;
+    }
+    // Block b of `shards` along shardDim: one run per outer index.
+    uint64_t elem = dtypeSize(item.dtype), outer = 1, inner = 1;
+    for (int d = 0; d < item.shardDim; ++d)
+      outer *= static_cast<uint64_t>(item.shape[d]);
+    for (size_t d = item.shardDim + 1; d < item.shape.size(); ++d)
+      inner *= static_cast<uint64_t>(item.shape[d]);
+    uint64_t dimLen = static_cast<uint64_t>(item.shape[item.shardDim]);
+    uint64_t extent = dimLen / static_cast<uint64_t>(item.shards);
+    uint64_t start = static_cast<uint64_t>(tpRank / item.replicas) * extent;
+    if (host.bytes() != outer * extent * inner * elem)
+      fatal("--save: '" + item.name + "' on this rank is " + host.describe() +
+            ", not its block of " + shapeText(item.shape));
+    uint64_t run = extent * inner * elem;
+    for (uint64_t o = 0; o < outer; ++o)
+      writeAt(fds[at.file], data + o * run, run,
+              at.offset + (o * dimLen + start) * inner * elem, path);
+  }
+  for (int fd : fds)
+    if (fd >= 0 && ::close(fd) != 0)
+      fatal("--save: closing a file in '" + dir +
+            "' failed: " + std::strerror(errno));
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// Rank 0: the files of `plan` under their names, and their index
+/// (`index`: empty for a single file).
+void publishFiles(const std::string &dir, const FilePlan &plan,
+                  const std::vector<Item> &items, const std::string &index) {
+  for (const std::string &name : plan.names) {
+    std::string path = dir + "/" + name;
+    if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+      fatal("cannot write '" + path + "': " + std::strerror(errno));
+  }
+  if (index.empty())
     return;
-  std::string temp = to + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary);
-    out << in.rdbuf();
-    if (!out)
-      fatal("cannot write '" + temp + "'");
+  uint64_t total = 0;
+  std::vector<std::pair<std::string, size_t>> map;
+  for (size_t i = 0; i < items.size(); ++i) {
+    total += items[i].bytes();
+    map.emplace_back(items[i].name, plan.placements[i].file);
   }
-  publish(temp, to);
+  std::sort(map.begin(), map.end());
+  std::string text =
+      "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) +
+      "},\n  \"weight_map\": {";
+  for (size_t i = 0; i < map.size(); ++i)
+    text += std::string(i ? "," : "") + "\n    " + jsonString(map[i].first) +
+            ": " + jsonString(plan.names[map[i].second]);
+  writeWhole(dir + "/" + index, text + "\n  }\n}\n");
 }
 
-static bool isAdapterTensor(const std::string &fqn) {
+bool isAdapterTensor(const std::string &fqn) {
   for (const char *suffix :
        {".lora_A.weight", ".lora_B.weight", ".lora_B.bias"}) {
     std::string s = suffix;
@@ -118,41 +332,354 @@ static bool isAdapterTensor(const std::string &fqn) {
   return false;
 }
 
-void saveCheckpoint(Context &ctx, const std::string &dir) {
-  NamedTensors base, adapter;
+bool exists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string parentOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+/// A copy of `from` as `to` through a temporary name.
+void copyFile(const std::string &from, const std::string &to) {
+  std::ifstream in(from, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof())
+    fatal("cannot read '" + from + "'");
+  writeWhole(to, text);
+}
+
+/// Rank 0, first: what an earlier save left in `dir` goes, its indexes and
+/// trainer_state.json before any shard, so that no mix of two saves looks
+/// complete.
+void removeEarlierSave(const std::string &dir) {
+  for (const char *name : {"trainer_state.json", "model.safetensors.index.json",
+                           "optimizer.safetensors.index.json",
+                           "model.safetensors", "adapter_model.safetensors"})
+    std::remove((dir + "/" + name).c_str());
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    fatal("--save: cannot read '" + dir + "': " + std::strerror(errno));
+  std::vector<std::string> stale;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    bool shard =
+        (name.rfind("model-", 0) == 0 || name.rfind("optimizer-", 0) == 0) &&
+        name.find("-of-") != std::string::npos &&
+        (name.find(".safetensors") != std::string::npos);
+    if (shard)
+      stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  for (const std::string &path : stale)
+    std::remove(path.c_str());
+}
+
+std::string placementText(const Context::ParamLayout &l) {
+  if (l.shardDim < 0)
+    return "replicated";
+  return "split(" + std::to_string(l.shardDim) +
+         "), blocks = " + std::to_string(l.shards) +
+         ", replicas = " + std::to_string(l.replicas);
+}
+
+/// trainer_state.json: the grid, the position, the optimizer and each
+/// parameter's global shape, placement and state tensors.
+std::string trainerState(Context &ctx, const TrainOptions &o,
+                         const RunPosition &position,
+                         const Optimizer *optimizer) {
+  char numbers[512];
+  std::snprintf(numbers, sizeof(numbers),
+                "  \"hyperparameters\": {\"lr\": %.17g, \"weight_decay\": "
+                "%.17g, \"betas\": [%.17g, %.17g], \"eps\": %.17g, "
+                "\"momentum\": %.17g, \"max_grad_norm\": %.17g},\n",
+                o.lr, o.weightDecay, o.beta1, o.beta2, o.eps, o.momentum,
+                o.maxGradNorm);
+  std::string text = "{\n  \"format\": " + jsonString(kFormat) + ",\n";
+  text += "  \"tp\": " + std::to_string(ctx.tp().size()) +
+          ",\n  \"dp\": " + std::to_string(ctx.dp().size()) + ",\n";
+  text += "  \"step\": " + std::to_string(position.step) + ",\n";
+  text +=
+      "  \"rows_consumed\": " + std::to_string(position.rowsConsumed) + ",\n";
+  if (position.seed)
+    text += "  \"seed\": " + std::to_string(*position.seed) + ",\n";
+  text += "  \"data_rows\": " + std::to_string(position.dataRows) +
+          ",\n  \"data_length\": " + std::to_string(position.dataLength) +
+          ",\n";
+  if (optimizer)
+    text +=
+        "  \"optimizer\": " + jsonString(optimizer->name()) +
+        ",\n  \"optimizer_step\": " + std::to_string(optimizer->stepCount()) +
+        ",\n";
+  text += numbers;
+  text += "  \"parameters\": {";
+  bool first = true;
+  for (const auto &[fqn, layout] : ctx.paramLayouts()) {
+    std::string state;
+    if (optimizer)
+      for (const auto &entry : optimizer->stateOf(fqn))
+        state += (state.empty() ? "" : ", ") + jsonString(entry.first);
+    text += std::string(first ? "" : ",") + "\n    " + jsonString(fqn) +
+            ": {\"shape\": " + shapeText(layout.shape) +
+            ", \"placement\": " + jsonString(placementText(layout)) +
+            ", \"state\": [" + state + "]}";
+    first = false;
+  }
+  return text + "\n  }\n}\n";
+}
+
+} // namespace
+
+void saveCheckpoint(Context &ctx, const std::string &dir,
+                    const TrainOptions &options, const RunPosition &position,
+                    const Optimizer *optimizer) {
+  if (ctx.rank() == 0)
+    removeEarlierSave(dir);
+  std::vector<Item> base, adapter, state;
   std::string adapterFile;
   for (const auto &[fqn, layout] : ctx.paramLayouts()) {
-    Tensor local = *ctx.cachedParam(fqn);
-    int64_t rows = layout.shardDim >= 0 ? local.dim(layout.shardDim) : 0;
-    // Gathered where the parameter is, then written from the host.
-    if (layout.shardDim >= 0)
-      local = all_gather(ctx, local, layout.shardDim);
-    local = local.to(Device::CPU);
-    if (local.dtype() != DType::F32)
-      local = local.to(DType::F32);
-    if (layout.shardDim >= 0)
-      local = dropReplicaBlocks(local, layout.shardDim, rows, layout.replicas);
+    const Tensor *local = ctx.cachedParam(fqn);
+    auto grad = ctx.grads().find(fqn);
+    bool owned = grad != ctx.grads().end() && grad->second.owned;
+    Item item{fqn,           local->dtype(),  layout.shape, layout.shardDim,
+              layout.shards, layout.replicas, owned,        local};
     if (isAdapterTensor(fqn)) {
-      adapter.emplace_back(fqn, local);
+      item.name = "base_model.model." + fqn;
+      adapter.push_back(item);
       adapterFile = layout.file;
     } else {
-      base.emplace_back(fqn, local);
+      base.push_back(item);
     }
+    if (optimizer)
+      for (const auto &[name, tensor] : optimizer->stateOf(fqn)) {
+        Item s = item;
+        s.name = fqn + "." + name;
+        s.dtype = DType::F32;
+        s.local = tensor;
+        state.push_back(s);
+      }
+  }
+  uint64_t maxBytes = static_cast<uint64_t>(options.saveShardMiB) << 20;
+  FilePlan basePlan = planFiles(base, maxBytes, "model", "");
+  writeFiles(ctx, dir, basePlan, base);
+  FilePlan adapterPlan, statePlan;
+  if (!adapter.empty()) {
+    adapterPlan = planFiles(adapter, maxBytes, "", "adapter_model.safetensors");
+    writeFiles(ctx, dir, adapterPlan, adapter);
+  }
+  if (!state.empty()) {
+    statePlan = planFiles(state, maxBytes, "optimizer", "");
+    writeFiles(ctx, dir, statePlan, state);
   }
   if (ctx.rank() != 0)
     return;
-  writeSafetensors(dir + "/model.safetensors", base, "");
-  copyIfPresent(ctx.resolve("config.json"), dir + "/config.json");
-  if (adapter.empty())
-    return;
-  // PEFT's layout: the factors under base_model.model.<module>, beside the
-  // adapter_config.json they were read with.
-  writeSafetensors(dir + "/adapter_model.safetensors", adapter,
-                   "base_model.model.");
-  size_t slash = adapterFile.find_last_of('/');
-  if (slash != std::string::npos)
-    copyIfPresent(adapterFile.substr(0, slash) + "/adapter_config.json",
-                  dir + "/adapter_config.json");
+  publishFiles(dir, basePlan, base, "model.safetensors.index.json");
+  // The config.json the model came with: beside the checkpoint it was read
+  // from, else beside its weights (a graph-only export's shards), else
+  // beside the model file.
+  std::vector<std::string> configs;
+  if (!ctx.checkpointPath().empty())
+    configs.push_back(parentOf(ctx.checkpointPath()) + "/config.json");
+  for (const auto &entry : ctx.paramLayouts())
+    configs.push_back(parentOf(entry.second.file) + "/config.json");
+  configs.push_back(ctx.resolve("config.json"));
+  for (const std::string &config : configs)
+    if (exists(config)) {
+      if (config != dir + "/config.json")
+        copyFile(config, dir + "/config.json");
+      break;
+    }
+  if (!adapter.empty()) {
+    publishFiles(dir, adapterPlan, adapter, "");
+    std::string peft = parentOf(adapterFile) + "/adapter_config.json";
+    if (exists(peft) && peft != dir + "/adapter_config.json")
+      copyFile(peft, dir + "/adapter_config.json");
+  }
+  if (!state.empty())
+    publishFiles(dir, statePlan, state, "optimizer.safetensors.index.json");
+  writeWhole(dir + "/trainer_state.json",
+             trainerState(ctx, options, position, optimizer));
+}
+
+namespace {
+
+/// trainer_state.json as --resume reads it.
+class TrainerStateParser : public detail::JsonSubset {
+public:
+  TrainerStateParser(const std::string &path, const std::string &text)
+      : JsonSubset(path, text, 0) {}
+
+  void parse(ResumePoint &point,
+             std::map<std::string, std::vector<int64_t>> &shapes,
+             std::map<std::string, std::vector<std::string>> &states) {
+    bool sawFormat = false;
+    expect('{');
+    do {
+      std::string key = string();
+      expect(':');
+      if (key == "format") {
+        if (string() != kFormat)
+          fail("not a tp-opt training checkpoint (\"format\" is not \"" +
+               std::string(kFormat) + "\")");
+        sawFormat = true;
+      } else if (key == "tp") {
+        point.tp = static_cast<int>(integer());
+      } else if (key == "dp") {
+        point.dp = static_cast<int>(integer());
+      } else if (key == "step") {
+        point.position.step = static_cast<int64_t>(integer());
+      } else if (key == "rows_consumed") {
+        point.position.rowsConsumed = static_cast<int64_t>(integer());
+      } else if (key == "seed") {
+        point.position.seed = integer();
+      } else if (key == "data_rows") {
+        point.position.dataRows = static_cast<int64_t>(integer());
+      } else if (key == "data_length") {
+        point.position.dataLength = static_cast<int64_t>(integer());
+      } else if (key == "optimizer") {
+        point.optimizer = string();
+      } else if (key == "optimizer_step") {
+        point.optimizerStep = static_cast<int64_t>(integer());
+      } else if (key == "parameters") {
+        parameters(shapes, states);
+      } else {
+        skipValue();
+      }
+    } while (comma('}'));
+    if (!sawFormat)
+      fail("not a tp-opt training checkpoint (no \"format\")");
+  }
+
+private:
+  void parameters(std::map<std::string, std::vector<int64_t>> &shapes,
+                  std::map<std::string, std::vector<std::string>> &states) {
+    expect('{');
+    if (peek() == '}') {
+      ++pos_;
+      return;
+    }
+    do {
+      std::string fqn = string();
+      expect(':');
+      expect('{');
+      do {
+        std::string key = string();
+        expect(':');
+        if (key == "shape") {
+          for (uint64_t d : integers())
+            shapes[fqn].push_back(static_cast<int64_t>(d));
+        } else if (key == "state") {
+          std::vector<std::string> &names = states[fqn];
+          expect('[');
+          if (peek() == ']') {
+            ++pos_;
+            continue;
+          }
+          do
+            names.push_back(string());
+          while (comma(']'));
+        } else {
+          skipValue();
+        }
+      } while (comma('}'));
+    } while (comma('}'));
+  }
+};
+
+std::string dims(const std::vector<int64_t> &shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return "[" + out + "]";
+}
+
+} // namespace
+
+std::unique_ptr<ResumePoint> readResumePoint(const std::string &dir,
+                                             const TrainOptions &options) {
+  auto point = std::make_unique<ResumePoint>();
+  point->dir = dir;
+  std::string path = dir + "/trainer_state.json";
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    fatal("--resume: '" + path +
+          "' cannot be opened (a directory `--save` finished writing has it)");
+  uint64_t size = static_cast<uint64_t>(in.tellg());
+  if (size > (64u << 20))
+    fatal("--resume: '" + path + "' is " + std::to_string(size) +
+          " bytes; at most 64 MiB is read");
+  std::string text(size, '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
+    fatal("--resume: cannot read '" + path + "'");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::vector<std::string>> states;
+  TrainerStateParser(path, text).parse(*point, shapes, states);
+
+  // The program's parameters, each in the checkpoint with its shape.
+  std::map<std::string, std::vector<int64_t>> program;
+  for (const ParamSpec *p = tprt_model_params; p->fqn; ++p)
+    program[p->fqn] = std::vector<int64_t>(p->shape, p->shape + p->rank);
+  for (const auto &[fqn, shape] : program) {
+    auto saved = shapes.find(fqn);
+    if (saved == shapes.end())
+      fatal("--resume: '" + path + "' has no parameter '" + fqn +
+            "' (a parameter of the program, " + dims(shape) +
+            "): a checkpoint of another model");
+    if (saved->second != shape)
+      fatal("--resume: '" + path + "': parameter '" + fqn + "' is " +
+            dims(saved->second) + ", the program's " + dims(shape) +
+            ": a checkpoint of another model");
+  }
+  for (const auto &entry : shapes)
+    if (!program.count(entry.first))
+      fatal("--resume: '" + path + "' has parameter '" + entry.first +
+            "', which the program does not: a checkpoint of another model");
+  std::string mine =
+      &tprt_model_optimizer ? std::string(tprt_model_optimizer) : "";
+  if (point->optimizer != mine)
+    fatal("--resume: '" + path + "' holds the state of " +
+          (point->optimizer.empty() ? std::string("no optimizer")
+                                    : "optimizer " + point->optimizer) +
+          "; this program's optimizer is " + mine +
+          " (tpc --optimizer): its state cannot continue that run");
+  if (options.seed && point->position.seed != options.seed)
+    fatal("--resume: the run in '" + dir + "' " +
+          (point->position.seed
+               ? "was shuffled with --seed " +
+                     std::to_string(*point->position.seed)
+               : std::string("read its data in order (no --seed)")) +
+          "; --seed " + std::to_string(*options.seed) +
+          " would not continue it (leave --seed out)");
+
+  // The optimizer state: every tensor the manifest lists, in the shape of
+  // its parameter.
+  bool anyState = false;
+  for (const auto &entry : states)
+    anyState |= !entry.second.empty();
+  if (!anyState)
+    return point;
+  std::string index = dir + "/optimizer.safetensors.index.json";
+  if (!exists(index))
+    fatal("--resume: '" + path + "' lists optimizer state, but '" + index +
+          "' cannot be opened");
+  point->state = readShardedCheckpointIndex(index);
+  for (const auto &[fqn, names] : states)
+    for (const std::string &name : names) {
+      std::string key = fqn + "." + name;
+      auto entry = point->state.find(key);
+      if (entry == point->state.end())
+        fatal("--resume: '" + index + "' has no tensor '" + key + "'");
+      if (entry->second.dtype != DType::F32 ||
+          entry->second.shape != shapes[fqn])
+        fatal("--resume: '" + entry->second.file + "': tensor '" + key +
+              "' is " + dtypeName(entry->second.dtype) +
+              dims(entry->second.shape) + ", not f32" + dims(shapes[fqn]));
+    }
+  return point;
 }
 
 } // namespace tprt

@@ -71,14 +71,14 @@ void Optimizer::step(Context &ctx) {
     float scale = buffer.pendingScale;
     buffer.pendingScale = 1.0f;
     if (param->dtype() == DType::F32 || param->dtype() == DType::BF16) {
-      update(fqn, *param, buffer.grad, scale);
+      update(ctx, fqn, *param, buffer.grad, scale);
       continue;
     }
     // An f16 parameter (tpc --dtype f16) is updated in an f32 copy, with
     // f32 moments, and rounded back once, into the storage every handle
     // shares.
     Tensor work = param->to(DType::F32);
-    update(fqn, work, buffer.grad, scale);
+    update(ctx, fqn, work, buffer.grad, scale);
     Tensor narrow = work.to(param->dtype());
 #ifdef TPRT_WITH_CUDA
     if (param->onGpu()) {
@@ -91,8 +91,65 @@ void Optimizer::step(Context &ctx) {
   }
 }
 
-void Optimizer::update(const std::string &fqn, Tensor &param, Tensor &grad,
-                       float gradScale) {
+void Optimizer::resumeFrom(const ResumePoint *point) {
+  resume_ = point;
+  step_ = point->optimizerStep;
+}
+
+std::vector<std::string> Optimizer::stateNames() const {
+  if (name_ == "sgd")
+    return {"momentum_buffer"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+std::vector<std::pair<std::string, const Tensor *>>
+Optimizer::stateOf(const std::string &fqn) const {
+  std::vector<std::pair<std::string, const Tensor *>> out;
+  std::vector<std::string> names = stateNames();
+  const std::map<std::string, Tensor> *maps[] = {&first_, &second_};
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = maps[i]->find(fqn);
+    if (it != maps[i]->end() && it->second.defined())
+      out.emplace_back(names[i], &it->second);
+  }
+  return out;
+}
+
+Tensor Optimizer::initialState(Context &ctx, const std::string &fqn,
+                               const std::string &name, const Tensor &param) {
+  if (!resume_)
+    return zeros(param.shape(), param.device());
+  std::string key = fqn + "." + name;
+  auto entry = resume_->state.find(key);
+  if (entry == resume_->state.end())
+    fatal("--resume '" + resume_->dir +
+          "': the optimizer state has no tensor '" + key + "'");
+  auto layout = ctx.paramLayouts().find(fqn);
+  if (layout == ctx.paramLayouts().end())
+    fatal("--resume: parameter '" + fqn + "' was not read");
+  const Context::ParamLayout &l = layout->second;
+  if (entry->second.shape != l.shape)
+    fatal("--resume '" + resume_->dir + "': optimizer state '" + key +
+          "' in '" + entry->second.file +
+          "' does not have the parameter's "
+          "shape");
+  // This rank's block, as its parameter's: the state follows the
+  // parameter's placement in this program, whatever grid saved it.
+  int64_t index = l.shardDim >= 0 ? ctx.tp().rank() / l.replicas : 0;
+  Tensor block = readParamBlock(
+      ctx, key.c_str(), key.c_str(), entry->second.file.c_str(),
+      entry->second.offset, entry->second.end - entry->second.begin,
+      entry->second.dtype, l.shape, /*transposed=*/false, l.shardDim, l.shards,
+      index);
+  if (block.shape() != param.shape())
+    fatal("--resume: optimizer state '" + key +
+          "' does not fit the block of "
+          "its parameter on this rank");
+  return block.to(param.device());
+}
+
+void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
+                       Tensor &grad, float gradScale) {
   const TrainOptions &o = options_;
 #ifdef TPRT_WITH_CUDA
   // The GPU's update kernels read a scaled gradient: the scale is applied
@@ -105,7 +162,7 @@ void Optimizer::update(const std::string &fqn, Tensor &param, Tensor &grad,
   const float *g = grad.f32();
   Tensor &m = first_[fqn];
   if (!m.defined())
-    m = zeros(param.shape(), param.device());
+    m = initialState(ctx, fqn, stateNames()[0], param);
   float *mp = m.f32();
   if (name_ == "sgd") {
     // torch.optim.SGD: weight decay into the gradient, the momentum
@@ -131,7 +188,7 @@ void Optimizer::update(const std::string &fqn, Tensor &param, Tensor &grad,
   }
   Tensor &v = second_[fqn];
   if (!v.defined())
-    v = zeros(param.shape(), param.device());
+    v = initialState(ctx, fqn, stateNames()[1], param);
   float *vp = v.f32();
   float decay = static_cast<float>(1.0 - o.lr * o.weightDecay);
   float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);

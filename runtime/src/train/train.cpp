@@ -114,7 +114,7 @@ void checkWritable(const std::string &dir) {
 
 } // namespace
 
-int train(Context &ctx, const TrainOptions &o) {
+int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
   if (!tprt_model_train_step || !tprt_model_optimizer_step)
     fatal("this program was compiled for inference only: compile it with "
           "tpc --train to use --train");
@@ -159,11 +159,30 @@ int train(Context &ctx, const TrainOptions &o) {
       fatal("--log: cannot write '" + o.log + "'");
   }
 
+  // A resumed run reads on from where the saved one stopped, in the same
+  // order (its seed), from the same data.
+  RunPosition position;
+  position.seed = o.seed;
+  position.dataRows = data.dim(0);
+  position.dataLength = length;
+  if (resume) {
+    const RunPosition &saved = resume->position;
+    if (saved.dataRows != data.dim(0) || saved.dataLength != length)
+      fatal("--resume '" + resume->dir + "': the run read --data of " +
+            std::to_string(saved.dataRows) + " sequences of " +
+            std::to_string(saved.dataLength) + " tokens; '" + o.data +
+            "' has " + std::to_string(data.dim(0)) + " of " +
+            std::to_string(length));
+    position = saved;
+  }
   TrainState state(o);
+  state.resume = resume;
   ctx.setTrainState(&state);
-  RowOrder order(data.dim(0), o.seed);
-  int64_t stepRows = 0;
-  for (int64_t step = 1; step <= o.steps; ++step, stepRows += perStep) {
+  RowOrder order(data.dim(0), position.seed);
+  int64_t stepRows = position.rowsConsumed;
+  int64_t firstStep = position.step + 1, lastStep = position.step + o.steps;
+  for (int64_t step = firstStep; step <= lastStep;
+       ++step, stepRows += perStep) {
     double start = MPI_Wtime();
     // The buffers stay (views of the gradient buckets); each step's first
     // gradient overwrites.
@@ -242,8 +261,11 @@ int train(Context &ctx, const TrainOptions &o) {
                 static_cast<long long>(state.bucketCollectives),
                 state.bucketBytes / 1048576.0);
   }
-  if (!o.save.empty())
-    saveCheckpoint(ctx, o.save);
+  if (!o.save.empty()) {
+    position.step = lastStep;
+    position.rowsConsumed = stepRows;
+    saveCheckpoint(ctx, o.save, o, position, state.optimizer.get());
+  }
   ctx.setTrainState(nullptr);
   return 0;
 }
