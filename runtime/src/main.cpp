@@ -389,7 +389,7 @@ int main(int argc, char **argv) try {
     } else if (arg == "--save")
       train.save = value();
     else if (arg == "--save-shard-mib")
-      train.saveShardMiB = intOption(arg, value(), 1, 1LL << 30);
+      train.saveShardMiB = realOption(arg, value(), 1.0 / 1024, 1 << 30);
     else if (arg == "--resume")
       train.resume = value();
     else if (arg == "--log")

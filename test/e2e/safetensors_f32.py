@@ -1,4 +1,5 @@
-"""Reads the F32 tensors of a .safetensors file by hand (the test venv
+"""Reads the tensors of a .safetensors file (F32, and F16 and BF16 widened
+exactly to float32) by hand (the test venv
 has numpy, not the safetensors package): shared by compare_training.py and
 compare_checkpoints.py."""
 import json
@@ -9,7 +10,8 @@ import numpy as np
 
 
 def read_safetensors(path):
-    """name -> float32 array; another dtype stops the test, naming it.
+    """name -> float32 array; a dtype other than F32, F16 and BF16 stops
+    the test, naming it.
     `path` may also be a checkpoint directory (`--save DIR`: its
     model.safetensors.index.json's shards, or its model.safetensors) or
     an index."""
@@ -33,9 +35,16 @@ def read_safetensors(path):
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        if entry["dtype"] != "F32":
-            sys.exit(f"FAIL: {path}: {name} is {entry['dtype']}")
         begin, end = entry["data_offsets"]
-        out[name] = np.frombuffer(data[begin:end], dtype=np.float32).reshape(
-            entry["shape"])
+        raw = data[begin:end]
+        if entry["dtype"] == "F32":
+            values = np.frombuffer(raw, dtype=np.float32)
+        elif entry["dtype"] == "F16":
+            values = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+        elif entry["dtype"] == "BF16":  # widened exactly: the high 16 bits
+            values = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32)
+                      << 16).view(np.float32)
+        else:
+            sys.exit(f"FAIL: {path}: {name} is {entry['dtype']}")
+        out[name] = values.reshape(entry["shape"])
     return out

@@ -33,8 +33,9 @@ struct TrainOptions {
   /// over the file (without: in the file's order).
   std::optional<uint64_t> seed;
   std::string save; ///< a directory, or empty
-  /// The largest shard file --save writes, in MiB (transformers' 5 GiB).
-  int64_t saveShardMiB = 5120;
+  /// The most data a shard file --save writes holds, in MiB (transformers'
+  /// 5 GiB; a tensor larger than that gets a file of its own).
+  double saveShardMiB = 5120;
   /// A directory --save wrote to continue from (--resume), or empty.
   std::string resume;
   std::string log; ///< a JSON-lines file, or empty
@@ -47,6 +48,7 @@ struct RunPosition {
   int64_t rowsConsumed = 0; ///< data rows read so far (all groups)
   std::optional<uint64_t> seed;
   int64_t dataRows = 0, dataLength = 0; ///< the --data file's shape
+  uint64_t dataHash = 0; ///< and its sampled hash (tprt/Fingerprint.h)
 };
 
 /// A checkpoint to resume from: its position and optimizer state.

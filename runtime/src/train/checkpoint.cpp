@@ -19,11 +19,14 @@
 
 #include "io/JsonSubset.h"
 #include "tprt/Train.h"
+#include "train/CheckpointPlan.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -38,169 +41,6 @@ namespace {
 
 /// The format trainer_state.json declares (and --resume requires).
 constexpr const char *kFormat = "tp-opt training checkpoint 1";
-
-/// A tensor to write: its name in the files, its type, its global shape
-/// and how the ranks hold it.
-struct Item {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  int shardDim;
-  int64_t shards, replicas;
-  /// Each rank's own copy (a plan's exclude): rank 0's is written.
-  bool owned;
-  /// This rank's block, where the kernels hold it.
-  const Tensor *local;
-
-  uint64_t bytes() const {
-    uint64_t n = dtypeSize(dtype);
-    for (int64_t d : shape)
-      n *= static_cast<uint64_t>(d);
-    return n;
-  }
-};
-
-/// Where an item is: its file and the offset of its first byte.
-struct Placement {
-  size_t file = 0;
-  uint64_t offset = 0;
-};
-
-/// The files of one save and where each item goes in them.
-struct FilePlan {
-  std::vector<std::string> names;
-  std::vector<std::string> headers; ///< the 8-byte size, then the JSON
-  std::vector<uint64_t> sizes;
-  std::vector<Placement> placements; ///< by item
-};
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string out;
-  for (size_t i = 0; i < shape.size(); ++i)
-    out += (i ? "," : "") + std::to_string(shape[i]);
-  return "[" + out + "]";
-}
-
-/// JSON's escapes for a name (FQNs are plain; a quote must not break the
-/// header).
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-/// Items in files of at most `maxBytes` of data each (a larger tensor gets
-/// a file of its own), named PREFIX-0000k-of-0000n.safetensors, or one
-/// file `single` when it is given.
-FilePlan planFiles(const std::vector<Item> &items, uint64_t maxBytes,
-                   const std::string &prefix, const std::string &single) {
-  std::vector<std::vector<size_t>> groups(1);
-  uint64_t filled = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (single.empty() && filled > 0 && filled + items[i].bytes() > maxBytes) {
-      groups.emplace_back();
-      filled = 0;
-    }
-    groups.back().push_back(i);
-    filled += items[i].bytes();
-  }
-  FilePlan plan;
-  plan.placements.resize(items.size());
-  for (size_t f = 0; f < groups.size(); ++f) {
-    char name[64];
-    std::snprintf(name, sizeof(name), "-%05zu-of-%05zu.safetensors", f + 1,
-                  groups.size());
-    plan.names.push_back(single.empty() ? prefix + name : single);
-    std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
-    uint64_t offset = 0;
-    for (size_t i : groups[f]) {
-      const Item &item = items[i];
-      header += "," + jsonString(item.name) + ":{\"dtype\":\"" +
-                (item.dtype == DType::BF16  ? "BF16"
-                 : item.dtype == DType::F16 ? "F16"
-                                            : "F32") +
-                "\",\"shape\":" + shapeText(item.shape) +
-                ",\"data_offsets\":[" + std::to_string(offset) + "," +
-                std::to_string(offset + item.bytes()) + "]}";
-      plan.placements[i] = {f, offset};
-      offset += item.bytes();
-    }
-    header += "}";
-    header.append((8 - header.size() % 8) % 8, ' ');
-    uint64_t headerBytes = header.size();
-    std::string sized(8, '\0');
-    for (int b = 0; b < 8; ++b)
-      sized[b] = static_cast<char>((headerBytes >> (8 * b)) & 0xff);
-    for (size_t i : groups[f])
-      plan.placements[i].offset += 8 + headerBytes;
-    plan.headers.push_back(sized + header);
-    plan.sizes.push_back(8 + headerBytes + offset);
-  }
-  return plan;
-}
-
-/// Which ranks write each item: for a split one, the data-parallel group
-/// whose block holders write it (the first rank of each block's
-/// replicas); for a replicated one, the one rank. Greedy by bytes, largest
-/// first, the same on every rank.
-struct Writers {
-  std::vector<int> group; ///< split items
-  std::vector<int> rank;  ///< replicated items
-};
-
-Writers assignWriters(const std::vector<Item> &items, int tp, int dp) {
-  Writers w;
-  w.group.assign(items.size(), 0);
-  w.rank.assign(items.size(), 0);
-  std::vector<uint64_t> load(static_cast<size_t>(tp) * dp, 0);
-  std::vector<size_t> order(items.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return items[a].bytes() > items[b].bytes();
-  });
-  for (size_t i : order) {
-    const Item &item = items[i];
-    if (item.owned) {
-      load[0] += item.bytes();
-      continue;
-    }
-    if (item.shardDim < 0) {
-      int best = 0;
-      for (int r = 1; r < tp * dp; ++r)
-        if (load[r] < load[best])
-          best = r;
-      w.rank[i] = best;
-      load[best] += item.bytes();
-      continue;
-    }
-    uint64_t block = item.bytes() / static_cast<uint64_t>(item.shards);
-    int best = 0;
-    uint64_t bestLoad = UINT64_MAX;
-    for (int g = 0; g < dp; ++g) {
-      uint64_t sum = 0;
-      for (int64_t b = 0; b < item.shards; ++b)
-        sum += load[g * tp + b * item.replicas];
-      if (sum < bestLoad) {
-        bestLoad = sum;
-        best = g;
-      }
-    }
-    w.group[i] = best;
-    for (int64_t b = 0; b < item.shards; ++b)
-      load[best * tp + b * item.replicas] += block;
-  }
-  return w;
-}
 
 void writeAt(int fd, const char *data, uint64_t bytes, uint64_t offset,
              const std::string &path) {
@@ -228,8 +68,10 @@ void writeWhole(const std::string &path, const std::string &text) {
 
 /// The files of `plan` in `dir` under temporary names, every rank writing
 /// its blocks. Collective; rank 0 renames them (publishFiles) later.
-void writeFiles(Context &ctx, const std::string &dir, const FilePlan &plan,
-                const std::vector<Item> &items) {
+void writeFiles(Context &ctx, const std::string &dir,
+                const CheckpointFiles &plan,
+                const std::vector<CheckpointTensor> &items,
+                const std::vector<const Tensor *> &locals) {
   int tp = ctx.tp().size(), dp = ctx.dp().size();
   if (ctx.rank() == 0)
     for (size_t f = 0; f < plan.names.size(); ++f) {
@@ -243,18 +85,18 @@ void writeFiles(Context &ctx, const std::string &dir, const FilePlan &plan,
       ::close(fd);
     }
   MPI_Barrier(MPI_COMM_WORLD);
-  Writers writers = assignWriters(items, tp, dp);
+  CheckpointWriters writers = assignCheckpointWriters(items, tp, dp);
   int tpRank = ctx.tp().rank(), dpRank = ctx.dp().rank();
   std::vector<int> fds(plan.names.size(), -1);
   for (size_t i = 0; i < items.size(); ++i) {
-    const Item &item = items[i];
+    const CheckpointTensor &item = items[i];
     bool mine = item.owned ? ctx.rank() == 0
                 : item.shardDim < 0
                     ? ctx.rank() == writers.rank[i]
                     : dpRank == writers.group[i] && tpRank % item.replicas == 0;
     if (!mine)
       continue;
-    const Placement &at = plan.placements[i];
+    const FilePlacement &at = plan.placements[i];
     std::string path = dir + "/" + plan.names[at.file] + ".tmp";
     if (fds[at.file] < 0) {
       fds[at.file] = ::open(path.c_str(), O_WRONLY);
@@ -262,7 +104,7 @@ void writeFiles(Context &ctx, const std::string &dir, const FilePlan &plan,
         fatal("cannot write '" + path + "': " + std::strerror(errno));
     }
     // One tensor in flight on the host, in the type it is saved in.
-    Tensor host = item.local->to(Device::CPU);
+    Tensor host = locals[i]->to(Device::CPU);
     if (host.dtype() != item.dtype)
       host = host.to(item.dtype);
     const char *data = static_cast<const char *>(host.raw());
@@ -281,12 +123,18 @@ void writeFiles(Context &ctx, const std::string &dir, const FilePlan &plan,
     uint64_t start = static_cast<uint64_t>(tpRank / item.replicas) * extent;
     if (host.bytes() != outer * extent * inner * elem)
       fatal("--save: '" + item.name + "' on this rank is " + host.describe() +
-            ", not its block of " + shapeText(item.shape));
+            ", not its block of " + jsonShape(item.shape));
     uint64_t run = extent * inner * elem;
     for (uint64_t o = 0; o < outer; ++o)
       writeAt(fds[at.file], data + o * run, run,
               at.offset + (o * dimLen + start) * inner * elem, path);
   }
+  // A test hook: TPRT_TEST_INTERRUPT_SAVE=R stops rank R once it wrote its
+  // blocks of the first file set, as a crash would (what is left must not
+  // look like a checkpoint).
+  if (const char *rank = std::getenv("TPRT_TEST_INTERRUPT_SAVE"))
+    if (*rank && std::atoi(rank) == ctx.rank())
+      fatal("--save interrupted (TPRT_TEST_INTERRUPT_SAVE)");
   for (int fd : fds)
     if (fd >= 0 && ::close(fd) != 0)
       fatal("--save: closing a file in '" + dir +
@@ -296,8 +144,9 @@ void writeFiles(Context &ctx, const std::string &dir, const FilePlan &plan,
 
 /// Rank 0: the files of `plan` under their names, and their index
 /// (`index`: empty for a single file).
-void publishFiles(const std::string &dir, const FilePlan &plan,
-                  const std::vector<Item> &items, const std::string &index) {
+void publishFiles(const std::string &dir, const CheckpointFiles &plan,
+                  const std::vector<CheckpointTensor> &items,
+                  const std::string &index) {
   for (const std::string &name : plan.names) {
     std::string path = dir + "/" + name;
     if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
@@ -408,7 +257,7 @@ std::string trainerState(Context &ctx, const TrainOptions &o,
     text += "  \"seed\": " + std::to_string(*position.seed) + ",\n";
   text += "  \"data_rows\": " + std::to_string(position.dataRows) +
           ",\n  \"data_length\": " + std::to_string(position.dataLength) +
-          ",\n";
+          ",\n  \"data_hash\": " + std::to_string(position.dataHash) + ",\n";
   if (optimizer)
     text +=
         "  \"optimizer\": " + jsonString(optimizer->name()) +
@@ -423,7 +272,7 @@ std::string trainerState(Context &ctx, const TrainOptions &o,
       for (const auto &entry : optimizer->stateOf(fqn))
         state += (state.empty() ? "" : ", ") + jsonString(entry.first);
     text += std::string(first ? "" : ",") + "\n    " + jsonString(fqn) +
-            ": {\"shape\": " + shapeText(layout.shape) +
+            ": {\"shape\": " + jsonShape(layout.shape) +
             ", \"placement\": " + jsonString(placementText(layout)) +
             ", \"state\": [" + state + "]}";
     first = false;
@@ -438,45 +287,51 @@ void saveCheckpoint(Context &ctx, const std::string &dir,
                     const Optimizer *optimizer) {
   if (ctx.rank() == 0)
     removeEarlierSave(dir);
-  std::vector<Item> base, adapter, state;
+  // What each file set holds, and this rank's block of each.
+  struct Set {
+    std::vector<CheckpointTensor> tensors;
+    std::vector<const Tensor *> locals;
+    CheckpointFiles files;
+  } base, adapter, state;
   std::string adapterFile;
   for (const auto &[fqn, layout] : ctx.paramLayouts()) {
     const Tensor *local = ctx.cachedParam(fqn);
     auto grad = ctx.grads().find(fqn);
     bool owned = grad != ctx.grads().end() && grad->second.owned;
-    Item item{fqn,           local->dtype(),  layout.shape, layout.shardDim,
-              layout.shards, layout.replicas, owned,        local};
-    if (isAdapterTensor(fqn)) {
-      item.name = "base_model.model." + fqn;
-      adapter.push_back(item);
+    CheckpointTensor tensor{
+        fqn,           local->dtype(),  layout.shape, layout.shardDim,
+        layout.shards, layout.replicas, owned};
+    Set &set = isAdapterTensor(fqn) ? adapter : base;
+    if (&set == &adapter) {
+      tensor.name = "base_model.model." + fqn;
       adapterFile = layout.file;
-    } else {
-      base.push_back(item);
     }
+    set.tensors.push_back(tensor);
+    set.locals.push_back(local);
     if (optimizer)
-      for (const auto &[name, tensor] : optimizer->stateOf(fqn)) {
-        Item s = item;
+      for (const auto &[name, value] : optimizer->stateOf(fqn)) {
+        CheckpointTensor s = tensor;
         s.name = fqn + "." + name;
         s.dtype = DType::F32;
-        s.local = tensor;
-        state.push_back(s);
+        state.tensors.push_back(s);
+        state.locals.push_back(value);
       }
   }
-  uint64_t maxBytes = static_cast<uint64_t>(options.saveShardMiB) << 20;
-  FilePlan basePlan = planFiles(base, maxBytes, "model", "");
-  writeFiles(ctx, dir, basePlan, base);
-  FilePlan adapterPlan, statePlan;
-  if (!adapter.empty()) {
-    adapterPlan = planFiles(adapter, maxBytes, "", "adapter_model.safetensors");
-    writeFiles(ctx, dir, adapterPlan, adapter);
+  auto maxBytes = static_cast<uint64_t>(options.saveShardMiB * 1048576.0);
+  base.files = planCheckpointFiles(base.tensors, maxBytes, "model", "");
+  writeFiles(ctx, dir, base.files, base.tensors, base.locals);
+  if (!adapter.tensors.empty()) {
+    adapter.files = planCheckpointFiles(adapter.tensors, maxBytes, "",
+                                        "adapter_model.safetensors");
+    writeFiles(ctx, dir, adapter.files, adapter.tensors, adapter.locals);
   }
-  if (!state.empty()) {
-    statePlan = planFiles(state, maxBytes, "optimizer", "");
-    writeFiles(ctx, dir, statePlan, state);
+  if (!state.tensors.empty()) {
+    state.files = planCheckpointFiles(state.tensors, maxBytes, "optimizer", "");
+    writeFiles(ctx, dir, state.files, state.tensors, state.locals);
   }
   if (ctx.rank() != 0)
     return;
-  publishFiles(dir, basePlan, base, "model.safetensors.index.json");
+  publishFiles(dir, base.files, base.tensors, "model.safetensors.index.json");
   // The config.json the model came with: beside the checkpoint it was read
   // from, else beside its weights (a graph-only export's shards), else
   // beside the model file.
@@ -492,14 +347,15 @@ void saveCheckpoint(Context &ctx, const std::string &dir,
         copyFile(config, dir + "/config.json");
       break;
     }
-  if (!adapter.empty()) {
-    publishFiles(dir, adapterPlan, adapter, "");
+  if (!adapter.tensors.empty()) {
+    publishFiles(dir, adapter.files, adapter.tensors, "");
     std::string peft = parentOf(adapterFile) + "/adapter_config.json";
     if (exists(peft) && peft != dir + "/adapter_config.json")
       copyFile(peft, dir + "/adapter_config.json");
   }
-  if (!state.empty())
-    publishFiles(dir, statePlan, state, "optimizer.safetensors.index.json");
+  if (!state.tensors.empty())
+    publishFiles(dir, state.files, state.tensors,
+                 "optimizer.safetensors.index.json");
   writeWhole(dir + "/trainer_state.json",
              trainerState(ctx, options, position, optimizer));
 }
@@ -539,6 +395,8 @@ public:
         point.position.dataRows = static_cast<int64_t>(integer());
       } else if (key == "data_length") {
         point.position.dataLength = static_cast<int64_t>(integer());
+      } else if (key == "data_hash") {
+        point.position.dataHash = integer();
       } else if (key == "optimizer") {
         point.optimizer = string();
       } else if (key == "optimizer_step") {
@@ -598,9 +456,14 @@ std::string dims(const std::vector<int64_t> &shape) {
 
 } // namespace
 
-std::unique_ptr<ResumePoint> readResumePoint(const std::string &dir,
+std::unique_ptr<ResumePoint> readResumePoint(const std::string &given,
                                              const TrainOptions &options) {
   auto point = std::make_unique<ResumePoint>();
+  // Absolute: the state's files are read by path while the program runs.
+  char real[PATH_MAX];
+  if (!::realpath(given.c_str(), real))
+    fatal("--resume: cannot open '" + given + "': " + std::strerror(errno));
+  std::string dir = real;
   point->dir = dir;
   std::string path = dir + "/trainer_state.json";
   std::ifstream in(path, std::ios::binary | std::ios::ate);

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tprt/Train.h"
+#include "tprt/Fingerprint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -165,6 +166,10 @@ int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
   position.seed = o.seed;
   position.dataRows = data.dim(0);
   position.dataLength = length;
+  struct stat st;
+  if (::stat(o.data.c_str(), &st) == 0)
+    position.dataHash =
+        sampledFileHash(o.data.c_str(), static_cast<uint64_t>(st.st_size));
   if (resume) {
     const RunPosition &saved = resume->position;
     if (saved.dataRows != data.dim(0) || saved.dataLength != length)
@@ -173,6 +178,9 @@ int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
             std::to_string(saved.dataLength) + " tokens; '" + o.data +
             "' has " + std::to_string(data.dim(0)) + " of " +
             std::to_string(length));
+    if (saved.dataHash != position.dataHash)
+      fatal("--resume '" + resume->dir + "': --data '" + o.data +
+            "' is not the file the run read (its content differs)");
     position = saved;
   }
   TrainState state(o);
