@@ -68,13 +68,22 @@ void reportReads(const tprt::Context &ctx, int rank, int size) {
   std::vector<unsigned long long> all(size);
   MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
              MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  double seconds = ctx.parameterReadSeconds();
+  std::vector<double> times(size);
+  MPI_Gather(&seconds, 1, MPI_DOUBLE, times.data(), 1, MPI_DOUBLE, 0,
+             MPI_COMM_WORLD);
   if (rank != 0)
     return;
-  std::string line = "parameters read:";
-  for (int r = 0; r < size; ++r)
+  std::string line = "parameters read:", timeLine = "parameter reads took:";
+  for (int r = 0; r < size; ++r) {
     line += (r ? ", rank " : " rank ") + std::to_string(r) + " " +
             std::to_string(all[r]) + " bytes";
-  std::printf("%s\n", line.c_str());
+    char text[64];
+    std::snprintf(text, sizeof(text), "%s rank %d %.3f s", r ? "," : "", r,
+                  times[r]);
+    timeLine += text;
+  }
+  std::printf("%s\n%s\n", line.c_str(), timeLine.c_str());
 }
 
 std::string baseName(const std::string &path) {

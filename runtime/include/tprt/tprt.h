@@ -252,8 +252,13 @@ public:
   int64_t unpaddedSequence() const { return unpaddedSequence_; }
   /// The bytes of parameters this rank has read from files (its blocks of
   /// the split ones): `model --report-reads` prints them per rank.
-  void countParameterBytesRead(uint64_t bytes) { parameterBytesRead_ += bytes; }
+  void countParameterBytesRead(uint64_t bytes, double seconds) {
+    parameterBytesRead_ += bytes;
+    parameterReadSeconds_ += seconds;
+  }
   uint64_t parameterBytesRead() const { return parameterBytesRead_; }
+  /// The seconds spent reading them (and converting them to f32).
+  double parameterReadSeconds() const { return parameterReadSeconds_; }
   /// The ranks form a dp x tp grid: tensor-parallel groups of `tp`
   /// consecutive ranks, data-parallel groups of the ranks with the same
   /// position in theirs. Makes both communicators; collective. Without it
@@ -380,6 +385,7 @@ private:
   bool constantWeights_ = false;
   int64_t unpaddedSequence_ = 0;
   uint64_t parameterBytesRead_ = 0;
+  double parameterReadSeconds_ = 0;
   std::string modelPath_, modelFile_, modelDir_;
   std::unique_ptr<Communicator> tp_, dp_;
   std::map<std::string, Tensor> params_;

@@ -9,6 +9,7 @@
 #include "tprt/tprt.h"
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -124,6 +125,7 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
                       DType storedDtype, const std::vector<int64_t> &shape,
                       bool transposed, int shardDim, int64_t shards,
                       int64_t shardIndex) {
+  auto started = std::chrono::steady_clock::now();
   std::string name = std::string("parameter '") + fqn + "' (initializer '" +
                      initializer + "')";
   uint64_t elements = 1;
@@ -196,10 +198,17 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
     }
   }
   ::close(fd);
-  ctx.countParameterBytesRead(outer * run);
   Tensor value = raw.to(DType::F32);
-  if (!transposed)
+  auto count = [&] {
+    ctx.countParameterBytesRead(outer * run,
+                                std::chrono::duration<double>(
+                                    std::chrono::steady_clock::now() - started)
+                                    .count());
+  };
+  if (!transposed) {
+    count();
     return value;
+  }
   std::vector<int64_t> canonicalLocal = {local[1], local[0]};
   Tensor canonical(DType::F32, canonicalLocal);
   const float *s = value.f32();
@@ -208,6 +217,7 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       d[c * rows + r] = s[r * cols + c];
+  count();
   return canonical;
 }
 

@@ -282,9 +282,26 @@ std::string trainerState(Context &ctx, const TrainOptions &o,
 
 } // namespace
 
-void saveCheckpoint(Context &ctx, const std::string &dir,
-                    const TrainOptions &options, const RunPosition &position,
-                    const Optimizer *optimizer) {
+namespace {
+
+/// A field of /proc/self/status in MiB (VmRSS, VmHWM); 0 where there is
+/// none.
+double statusMiB(const char *field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  size_t n = std::strlen(field);
+  while (std::getline(status, line))
+    if (line.compare(0, n, field) == 0 && line.size() > n && line[n] == ':')
+      return std::strtod(line.c_str() + n + 1, nullptr) / 1024.0;
+  return 0;
+}
+
+/// The files of the checkpoint (saveCheckpoint): written by every rank,
+/// published by rank 0. Returns the bytes of the files.
+uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
+                         const TrainOptions &options,
+                         const RunPosition &position,
+                         const Optimizer *optimizer) {
   if (ctx.rank() == 0)
     removeEarlierSave(dir);
   // What each file set holds, and this rank's block of each.
@@ -329,8 +346,12 @@ void saveCheckpoint(Context &ctx, const std::string &dir,
     state.files = planCheckpointFiles(state.tensors, maxBytes, "optimizer", "");
     writeFiles(ctx, dir, state.files, state.tensors, state.locals);
   }
+  uint64_t bytes = 0;
+  for (const Set *set : {&base, &adapter, &state})
+    for (uint64_t size : set->files.sizes)
+      bytes += size;
   if (ctx.rank() != 0)
-    return;
+    return bytes;
   publishFiles(dir, base.files, base.tensors, "model.safetensors.index.json");
   // The config.json the model came with: beside the checkpoint it was read
   // from, else beside its weights (a graph-only export's shards), else
@@ -358,6 +379,40 @@ void saveCheckpoint(Context &ctx, const std::string &dir,
                  "optimizer.safetensors.index.json");
   writeWhole(dir + "/trainer_state.json",
              trainerState(ctx, options, position, optimizer));
+  return bytes;
+}
+
+} // namespace
+
+void saveCheckpoint(Context &ctx, const std::string &dir,
+                    const TrainOptions &options, const RunPosition &position,
+                    const Optimizer *optimizer) {
+  // The resident high-water mark restarts here (Linux: clear_refs 5), so
+  // that the save's own peak is what is reported.
+  { std::ofstream("/proc/self/clear_refs") << "5"; }
+  double before = statusMiB("VmRSS"), start = MPI_Wtime();
+  uint64_t bytes = writeCheckpoint(ctx, dir, options, position, optimizer);
+  double mine[3] = {MPI_Wtime() - start, statusMiB("VmHWM") - before, 0};
+  for (const auto &entry : ctx.paramLayouts())
+    mine[2] += ctx.cachedParam(entry.first)->bytes() / 1048576.0;
+  std::vector<double> all(3 * static_cast<size_t>(ctx.worldSize()));
+  MPI_Gather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (ctx.rank() != 0)
+    return;
+  double seconds = 0;
+  std::string peaks;
+  for (int r = 0; r < ctx.worldSize(); ++r) {
+    seconds = std::max(seconds, all[3 * r]);
+    char text[128];
+    std::snprintf(text, sizeof(text), "%srank %d +%.1f MiB (parameters %.1f)",
+                  r ? ", " : "", r, std::max(0.0, all[3 * r + 1]),
+                  all[3 * r + 2]);
+    peaks += text;
+  }
+  std::printf("saved '%s': %.1f MiB in %.3f s; resident memory added during "
+              "the save: %s\n",
+              dir.c_str(), bytes / 1048576.0, seconds, peaks.c_str());
+  std::fflush(stdout);
 }
 
 namespace {
