@@ -72,6 +72,7 @@ def worker(rank, ranks, ckpt, work, peer, queue):
     dist.init_process_group("gloo", rank=rank, world_size=ranks)
     mine = blocks(ckpt, rank, ranks)
     dist.barrier()
+    os.sync()
     out = os.path.join(work, peer)
     os.makedirs(out, exist_ok=True)
     if peer == "safetensors":
@@ -85,6 +86,7 @@ def worker(rank, ranks, ckpt, work, peer, queue):
         save_s = time.perf_counter() - start
         added = status_mib("VmHWM") - before
         del local
+        os.sync()
         start = time.perf_counter()
         loaded = load_file(path)
         for v in loaded.values():  # the pages, as the program reads them
@@ -112,6 +114,7 @@ def worker(rank, ranks, ckpt, work, peer, queue):
         fresh = {k: as_dtensor(torch.empty_like(v), d)
                  for k, (v, d) in mine.items()}
         del state
+        os.sync()
         start = time.perf_counter()
         dcp.load(fresh, checkpoint_id=out)
         dist.barrier()

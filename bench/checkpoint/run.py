@@ -12,19 +12,30 @@ the same per-rank tensors (peers.py), in one run.
                rank's reads of its blocks of the weights and moments
   peers        the same tensors, each rank its blocks (peers.py)
 
-Prints a table (seconds, ratio ours / peer: <= 1.0 means no slower) and
-the check that rank 0's memory added during --save is at most 10% of its
-own parameters.
+Rounds alternate ours and the peers (--rounds, default 3), each timed
+operation after `sync` (no save pays for an earlier one's writeback);
+medians are reported. Prints a table (seconds, ratio ours / peer: <= 1.0
+means no slower) and the check that rank 0's memory added during --save is
+at most 10% of its own parameters (the largest over the rounds).
 
-    run.py MODEL_DIR GRAPH_EXE_TP1 GRAPH_EXE_TP2 WORK_DIR"""
+    run.py MODEL_DIR GRAPH_EXE_TP1 GRAPH_EXE_TP2 WORK_DIR [--rounds R]"""
+import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-model, exe1, exe2, work = sys.argv[1:5]
+p = argparse.ArgumentParser()
+p.add_argument("model")
+p.add_argument("exe1")
+p.add_argument("exe2")
+p.add_argument("work")
+p.add_argument("--rounds", type=int, default=3)
+args = p.parse_args()
+model, exe1, exe2, work = args.model, args.exe1, args.exe2, args.work
 tokens = os.path.join(model, "tokens.npy")
 
 
@@ -34,12 +45,14 @@ def ours(exe, ranks):
               str(ranks)] if ranks > 1 else []
     base = mpirun + [exe, "--train", "--data", tokens, "--steps", "1",
                      "--micro-batch", "1"]
+    os.sync()
     out = subprocess.run(base + ["--save", save], check=True,
                          capture_output=True, text=True).stdout
     m = re.search(r"saved '.*': ([0-9.]+) MiB in ([0-9.]+) s; resident "
                   r"memory added during the save: (.*)", out)
     added = [(float(a), float(p)) for a, p in re.findall(
         r"rank \d+ \+([0-9.]+) MiB \(parameters ([0-9.]+)\)", m.group(3))]
+    os.sync()
     out = subprocess.run(base + ["--resume", save, "--report-reads"],
                          check=True, capture_output=True, text=True).stdout
     reads = [float(s) for s in re.findall(
@@ -49,14 +62,34 @@ def ours(exe, ranks):
             "mib": float(m.group(1)), "added": added}, save
 
 
+def median_of(runs, key):
+    return statistics.median(r[key] for r in runs)
+
+
 rows = []
 for ranks, exe in ((1, exe1), (2, exe2)):
-    mine, save = ours(exe, ranks)
-    out = subprocess.run([sys.executable, os.path.join(here, "peers.py"),
-                          save, os.path.join(work, f"peers_tp{ranks}"),
-                          str(ranks)], check=True, capture_output=True,
-                         text=True).stdout
-    peers = {r["peer"]: r for r in map(json.loads, out.strip().splitlines())}
+    mine_runs, peer_runs = [], {"safetensors": [], "dcp": []}
+    for _ in range(args.rounds):
+        mine, save = ours(exe, ranks)
+        mine_runs.append(mine)
+        os.sync()
+        out = subprocess.run(
+            [sys.executable, os.path.join(here, "peers.py"), save,
+             os.path.join(work, f"peers_tp{ranks}"), str(ranks)],
+            check=True, capture_output=True, text=True).stdout
+        for r in map(json.loads, out.strip().splitlines()):
+            peer_runs[r["peer"]].append(r)
+    mine = {"save_s": median_of(mine_runs, "save_s"),
+            "load_s": median_of(mine_runs, "load_s"),
+            "mib": mine_runs[0]["mib"],
+            "added": [(max(run["added"][r][0] for run in mine_runs),
+                       mine_runs[0]["added"][r][1])
+                      for r in range(ranks)]}
+    peers = {name: {"save_s": median_of(runs, "save_s"),
+                    "load_s": median_of(runs, "load_s"),
+                    "added_mib": [max(run["added_mib"][r] for run in runs)
+                                  for r in range(ranks)]}
+             for name, runs in peer_runs.items()}
     rows.append((ranks, mine, peers))
 
 print("| tp | checkpoint | ours save s | save_file s | dcp.save s | ratio vs "

@@ -183,7 +183,8 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
           std::to_string(offset) + ", " + std::to_string(offset + length) +
           ")");
   }
-  Tensor raw(storedDtype, local);
+  // Every byte is read into it: no zeroing first.
+  Tensor raw = Tensor::uninitialized(storedDtype, local);
   auto *dst = static_cast<char *>(raw.raw());
   uint64_t run = static_cast<uint64_t>(extent) * inner * elem;
   for (int64_t o = 0; o < outer; ++o) {
