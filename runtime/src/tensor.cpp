@@ -13,6 +13,7 @@
 #include <mpi.h>
 #include <new>
 #include <sstream>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace tprt {
@@ -132,6 +133,28 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape,
     fatal("cannot allocate " + std::to_string(bytes) + " bytes for " +
           t.describe());
   t.storage_ = std::shared_ptr<unsigned char[]>(data);
+  return t;
+}
+
+Tensor Tensor::mapped(int fd, uint64_t offset, DType dtype,
+                      std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t start = offset / page * page, length = offset - start + t.bytes();
+  // MAP_POPULATE reads the pages in now, so the time of the read is spent
+  // here, as a copy's would be.
+  void *base =
+      ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_POPULATE, fd, static_cast<off_t>(start));
+  if (base == MAP_FAILED)
+    return Tensor();
+  std::shared_ptr<unsigned char[]> mapping(
+      static_cast<unsigned char *>(base),
+      [length](unsigned char *p) { ::munmap(p, length); });
+  t.storage_ = std::shared_ptr<unsigned char[]>(mapping, mapping.get() +
+                                                             (offset - start));
   return t;
 }
 

@@ -74,6 +74,12 @@ public:
                          size_t byteOffset, DType dtype,
                          std::vector<int64_t> shape);
 
+  /// A tensor on the host whose elements are the bytes of file `fd` from
+  /// `offset` on, mapped private (copy on write) and read in at once, not
+  /// copied; undefined when the file cannot be mapped.
+  static Tensor mapped(int fd, uint64_t offset, DType dtype,
+                       std::vector<int64_t> shape);
+
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }

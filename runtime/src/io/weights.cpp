@@ -183,6 +183,22 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
           std::to_string(offset) + ", " + std::to_string(offset + length) +
           ")");
   }
+  // A forward-only run's f32 block that is one run of the file is mapped,
+  // not copied: it shares the page cache (with the other ranks on the
+  // node too) and nothing writes it.
+  uint64_t mappedOffset = offset + static_cast<uint64_t>(start) * inner * elem;
+  if (ctx.constantWeights() && ctx.device() == Device::CPU && !transposed &&
+      storedDtype == DType::F32 && outer == 1 && mappedOffset % 8 == 0) {
+    Tensor value = Tensor::mapped(fd, mappedOffset, storedDtype, local);
+    if (value.defined()) {
+      ::close(fd);
+      ctx.countParameterBytesRead(
+          value.bytes(), std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - started)
+                             .count());
+      return value;
+    }
+  }
   // Every byte is read into it: no zeroing first.
   Tensor raw = Tensor::uninitialized(storedDtype, local);
   auto *dst = static_cast<char *>(raw.raw());

@@ -72,7 +72,9 @@ CheckpointFiles planCheckpointFiles(const std::vector<CheckpointTensor> &items,
       offset += item.bytes();
     }
     header += "}";
-    header.append((8 - header.size() % 8) % 8, ' ');
+    // Padded (with spaces, as the format allows) so that the data starts
+    // at a multiple of 64 bytes: readers can map tensors in place.
+    header.append((64 - (8 + header.size()) % 64) % 64, ' ');
     uint64_t headerBytes = header.size();
     std::string sized(8, '\0');
     for (int b = 0; b < 8; ++b)
