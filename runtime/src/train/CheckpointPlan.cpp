@@ -15,8 +15,7 @@ std::string jsonShape(const std::vector<int64_t> &shape) {
   return "[" + out + "]";
 }
 
-/// JSON's escapes for a name (FQNs are plain; a quote must not break the
-/// header).
+// FQNs are plain, but a quote must not break a header.
 std::string jsonString(const std::string &s) {
   std::string out = "\"";
   for (char c : s) {
@@ -33,9 +32,6 @@ std::string jsonString(const std::string &s) {
   return out + "\"";
 }
 
-/// Items in files of at most `maxBytes` of data each (a larger tensor gets
-/// a file of its own), named PREFIX-0000k-of-0000n.safetensors, or one
-/// file `single` when it is given.
 CheckpointFiles planCheckpointFiles(const std::vector<CheckpointTensor> &items,
                                     uint64_t maxBytes,
                                     const std::string &prefix,
