@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <malloc.h>
 #include <memory>
@@ -273,6 +274,277 @@ std::unique_ptr<tprt::Context> makeContext(int rank, int size,
   return ctx;
 }
 
+/// What the command line asks for.
+struct RunOptions {
+  std::string input, mask, output, weights = tprt_model_path;
+  int threads = 1, bench = 0;
+  bool training = false, reportReads = false, weightsGiven = false;
+  DeviceOptions device;
+  tprt::TrainOptions train;
+};
+
+/// One command-line option: its name and what its value (none for a
+/// switch) sets.
+struct Option {
+  const char *name;
+  bool takesValue;
+  std::function<void(RunOptions &, const std::string &)> set;
+};
+
+/// One of `choices` (`names[i]` gives `choices[i]`), or an error naming
+/// the option.
+template <typename T>
+T choice(const std::string &option, const std::string &text,
+         std::initializer_list<std::pair<const char *, T>> choices) {
+  std::string names;
+  for (const auto &[name, value] : choices) {
+    if (text == name)
+      return value;
+    names += std::string(names.empty() ? "" : " or ") + name;
+  }
+  tprt::fatal(option + " must be " + names + ", got '" + text + "'");
+}
+
+const std::vector<Option> &options() {
+  using O = RunOptions;
+  using S = const std::string &;
+  static const std::vector<Option> table = {
+      {"--input", true, [](O &o, S v) { o.input = v; }},
+      {"--attention-mask", true, [](O &o, S v) { o.mask = v; }},
+      {"--output", true, [](O &o, S v) { o.output = v; }},
+      {"--weights", true,
+       [](O &o, S v) {
+         o.weights = v;
+         o.weightsGiven = true;
+       }},
+      {"--threads", true,
+       [](O &o, S v) {
+         o.threads = static_cast<int>(intOption("--threads", v, 1, 1024));
+       }},
+      {"--bench", true,
+       [](O &o, S v) {
+         o.bench = static_cast<int>(intOption("--bench", v, 0, 1000000));
+       }},
+      {"--train", false, [](O &o, S) { o.training = true; }},
+      {"--report-reads", false, [](O &o, S) { o.reportReads = true; }},
+      {"--device", true,
+       [](O &o, S v) {
+         o.device.device = choice<tprt::Device>(
+             "--device", v,
+             {{"cpu", tprt::Device::CPU}, {"cuda", tprt::Device::CUDA}});
+       }},
+      {"--autocast", true,
+       [](O &o, S v) {
+         o.device.autocast = choice<tprt::DType>(
+             "--autocast", v,
+             {{"bf16", tprt::DType::BF16}, {"f32", tprt::DType::F32}});
+       }},
+      {"--collective-timeout", true,
+       [](O &o, S v) {
+         o.device.collectiveTimeout =
+             realOption("--collective-timeout", v, 0, 1e9);
+       }},
+      {"--data", true, [](O &o, S v) { o.train.data = v; }},
+      {"--data-mask", true, [](O &o, S v) { o.train.dataMask = v; }},
+      {"--steps", true,
+       [](O &o, S v) {
+         o.train.steps = intOption("--steps", v, 1, 1LL << 40);
+       }},
+      {"--seed", true,
+       [](O &o, S v) {
+         o.train.seed =
+             static_cast<uint64_t>(intOption("--seed", v, 0, 1LL << 62));
+       }},
+      {"--micro-batch", true,
+       [](O &o, S v) {
+         o.train.microBatch = intOption("--micro-batch", v, 1, 1LL << 30);
+       }},
+      {"--grad-accum", true,
+       [](O &o, S v) {
+         o.train.gradAccum = intOption("--grad-accum", v, 1, 1LL << 30);
+       }},
+      {"--lr", true,
+       [](O &o, S v) { o.train.lr = realOption("--lr", v, 0, 1e6); }},
+      {"--weight-decay", true,
+       [](O &o, S v) {
+         o.train.weightDecay = realOption("--weight-decay", v, 0, 1e6);
+       }},
+      {"--eps", true,
+       [](O &o, S v) { o.train.eps = realOption("--eps", v, 0, 1); }},
+      {"--momentum", true,
+       [](O &o, S v) { o.train.momentum = realOption("--momentum", v, 0, 1); }},
+      {"--max-grad-norm", true,
+       [](O &o, S v) {
+         o.train.maxGradNorm = realOption("--max-grad-norm", v, 0, 1e30);
+       }},
+      {"--norm-type", true,
+       [](O &o, S v) {
+         o.train.normType = choice<double>(
+             "--norm-type", v,
+             {{"2", 2.0}, {"inf", std::numeric_limits<double>::infinity()}});
+       }},
+      {"--betas", true,
+       [](O &o, S v) {
+         size_t comma = v.find(',');
+         if (comma == std::string::npos)
+           tprt::fatal("--betas takes two numbers B1,B2, got '" + v + "'");
+         o.train.beta1 = realOption("--betas", v.substr(0, comma), 0, 0.999999);
+         o.train.beta2 =
+             realOption("--betas", v.substr(comma + 1), 0, 0.999999999);
+       }},
+      {"--save", true, [](O &o, S v) { o.train.save = v; }},
+      {"--save-shard-mib", true,
+       [](O &o, S v) {
+         o.train.saveShardMiB =
+             realOption("--save-shard-mib", v, 1.0 / 1024, 1 << 30);
+       }},
+      {"--resume", true, [](O &o, S v) { o.train.resume = v; }},
+      {"--log", true, [](O &o, S v) { o.train.log = v; }},
+  };
+  return table;
+}
+
+/// The command line as RunOptions; an unknown option or a bad value is an
+/// error naming it. Returns false for --help (usage printed).
+bool parseOptions(int argc, char **argv, RunOptions &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage(argv[0]);
+      return false;
+    }
+    auto option = std::find_if(options().begin(), options().end(),
+                               [&](const Option &x) { return arg == x.name; });
+    if (option == options().end()) {
+      usage(argv[0]);
+      tprt::fatal("unknown argument '" + arg + "'");
+    }
+    if (option->takesValue && i + 1 >= argc) {
+      usage(argv[0]);
+      tprt::fatal("missing value for " + arg);
+    }
+    option->set(o, option->takesValue ? argv[++i] : "");
+  }
+  return true;
+}
+
+/// model --train: the training loop (tprt/Train.h).
+int runTraining(RunOptions &o, const char *argv0, int rank, int size) {
+  if (o.train.data.empty() || !o.input.empty() || !o.output.empty() ||
+      o.bench) {
+    usage(argv0);
+    tprt::fatal("--train takes --data (not --input, --output or --bench)");
+  }
+  // --resume DIR: the weights, the optimizer state and the position of
+  // the run saved there, checked against the program before anything is
+  // read.
+  std::unique_ptr<tprt::ResumePoint> resume;
+  if (!o.train.resume.empty()) {
+    if (o.weightsGiven)
+      tprt::fatal("--resume reads the weights from '" + o.train.resume +
+                  "'; do not also give --weights");
+    resume = tprt::readResumePoint(o.train.resume, o.train);
+    o.weights = o.train.resume;
+  }
+  std::unique_ptr<tprt::Context> ctx =
+      makeContext(rank, size, o.weights, o.device);
+  int status = tprt::train(*ctx, o.train, resume.get());
+  if (o.reportReads)
+    reportReads(*ctx, rank, size);
+  return status;
+}
+
+/// --bench N: N more timed forward passes (the parameters already read);
+/// rank 0 prints their median.
+void benchForward(tprt::Context &ctx, const tprt::Tensor &ids,
+                  const tprt::Tensor &attentionMask, int runs,
+                  tprt::Device device, int rank, int size) {
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = MPI_Wtime();
+    tprt_model_forward(ctx, ids, attentionMask);
+#ifdef TPRT_WITH_CUDA
+    // The GPU's work is queued: the pass ends when it is done.
+    if (device == tprt::Device::CUDA)
+      tprt::cuda::synchronize();
+#endif
+    MPI_Barrier(MPI_COMM_WORLD);
+    times.push_back(MPI_Wtime() - start);
+  }
+  std::sort(times.begin(), times.end());
+  // Every rank gets here, so tp() may make the group (collective).
+  std::string allReduce =
+      size > 1 && ctx.tp().size() > 1
+          ? std::string(", all-reduce: ") + ctx.tp().allReduceMethod()
+          : "";
+  if (rank == 0)
+    std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s%s)\n",
+                1e3 * times[times.size() / 2], 1e3 * times.front(), runs,
+                device == tprt::Device::CUDA ? "cuBLAS"
+                                             : tprt::cpu::gemmLibrary(),
+                allReduce.c_str());
+}
+
+/// The forward pass on --input, the logits to --output.
+int runForward(RunOptions &o, const char *argv0, int rank, int size) {
+  if (!o.train.resume.empty() || !o.train.save.empty())
+    tprt::fatal("--save and --resume need --train");
+  if (o.input.empty() || o.output.empty()) {
+    usage(argv0);
+    tprt::fatal("--input and --output are required");
+  }
+
+  tprt::Tensor ids = tprt::readNpy(o.input);
+  if (ids.dtype() != tprt::DType::I64 || ids.rank() != 2)
+    tprt::fatal("--input must be an int64 [batch, seq] array, got " +
+                ids.describe());
+  tprt::Tensor attentionMask;
+  if (!o.mask.empty()) {
+    attentionMask = tprt::readNpy(o.mask);
+    if (attentionMask.dtype() != tprt::DType::I64 ||
+        attentionMask.shape() != ids.shape())
+      tprt::fatal("--attention-mask must be an int64 array of the input's "
+                  "shape " +
+                  ids.describe() + ", got " + attentionMask.describe());
+  } else {
+    attentionMask = tprt::Tensor(tprt::DType::I64, ids.shape());
+    int64_t *m = attentionMask.i64();
+    for (int64_t i = 0; i < attentionMask.numel(); ++i)
+      m[i] = 1;
+  }
+
+  // Sequence parallelism holds an equal share of the positions on each
+  // rank: a length that is not a multiple is padded (mask 0) and the
+  // logits are returned for the real positions, as NeMo AutoModel pads.
+  int64_t length = ids.dim(1);
+  ids = tprt::padSequence(ids, tprt_model_sequence_multiple);
+  attentionMask =
+      tprt::padSequence(attentionMask, tprt_model_sequence_multiple);
+
+  std::unique_ptr<tprt::Context> context =
+      makeContext(rank, size, o.weights, o.device);
+  tprt::Context &ctx = *context;
+  ctx.setConstantWeights(true);
+  if (ids.dim(1) != length)
+    ctx.setUnpaddedSequence(length);
+  // The inputs go where the kernels run; the logits come back.
+  ids = ids.to(o.device.device);
+  attentionMask = attentionMask.to(o.device.device);
+  tprt::Tensor logits = tprt::truncateSequence(
+      tprt_model_forward(ctx, ids, attentionMask).to(tprt::Device::CPU),
+      length);
+  // A bf16 / f16 program's logits are written widened (exactly).
+  logits = logits.to(tprt::DType::F32);
+  if (rank == 0)
+    tprt::writeNpy(o.output, logits);
+  if (o.reportReads)
+    reportReads(ctx, rank, size);
+  if (o.bench > 0)
+    benchForward(ctx, ids, attentionMask, o.bench, o.device.device, rank, size);
+  return 0;
+}
+
 } // namespace
 
 // Nothing throws out of main: a library exception (std::bad_alloc from a
@@ -315,210 +587,17 @@ int main(int argc, char **argv) try {
                 std::to_string(ranks) + ")");
   checkSameProgram(size);
 
-  std::string input, mask, output, weights = tprt_model_path;
-  int threads = 1, bench = 0;
-  bool training = false, reportParameterReads = false, weightsGiven = false;
-  DeviceOptions deviceOptions;
-  tprt::Device &device = deviceOptions.device;
-  tprt::DType &autocast = deviceOptions.autocast;
-  tprt::TrainOptions train;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage(argv[0]);
-        tprt::fatal("missing value for " + arg);
-      }
-      return argv[++i];
-    };
-    if (arg == "--input")
-      input = value();
-    else if (arg == "--attention-mask")
-      mask = value();
-    else if (arg == "--output")
-      output = value();
-    else if (arg == "--weights") {
-      weights = value();
-      weightsGiven = true;
-    } else if (arg == "--threads")
-      threads = static_cast<int>(intOption(arg, value(), 1, 1024));
-    else if (arg == "--bench")
-      bench = static_cast<int>(intOption(arg, value(), 0, 1000000));
-    else if (arg == "--train")
-      training = true;
-    else if (arg == "--report-reads")
-      reportParameterReads = true;
-    else if (arg == "--device") {
-      std::string name = value();
-      if (name != "cpu" && name != "cuda")
-        tprt::fatal("--device must be cpu or cuda, got '" + name + "'");
-      device = name == "cuda" ? tprt::Device::CUDA : tprt::Device::CPU;
-    } else if (arg == "--autocast") {
-      std::string name = value();
-      if (name != "bf16" && name != "f32")
-        tprt::fatal("--autocast must be bf16 or f32, got '" + name + "'");
-      autocast = name == "bf16" ? tprt::DType::BF16 : tprt::DType::F32;
-    } else if (arg == "--collective-timeout")
-      deviceOptions.collectiveTimeout = realOption(arg, value(), 0, 1e9);
-    else if (arg == "--data")
-      train.data = value();
-    else if (arg == "--data-mask")
-      train.dataMask = value();
-    else if (arg == "--steps")
-      train.steps = intOption(arg, value(), 1, 1LL << 40);
-    else if (arg == "--seed")
-      train.seed = static_cast<uint64_t>(intOption(arg, value(), 0, 1LL << 62));
-    else if (arg == "--micro-batch")
-      train.microBatch = intOption(arg, value(), 1, 1LL << 30);
-    else if (arg == "--grad-accum")
-      train.gradAccum = intOption(arg, value(), 1, 1LL << 30);
-    else if (arg == "--lr")
-      train.lr = realOption(arg, value(), 0, 1e6);
-    else if (arg == "--weight-decay")
-      train.weightDecay = realOption(arg, value(), 0, 1e6);
-    else if (arg == "--eps")
-      train.eps = realOption(arg, value(), 0, 1);
-    else if (arg == "--momentum")
-      train.momentum = realOption(arg, value(), 0, 1);
-    else if (arg == "--max-grad-norm")
-      train.maxGradNorm = realOption(arg, value(), 0, 1e30);
-    else if (arg == "--norm-type") {
-      std::string type = value();
-      if (type != "2" && type != "inf")
-        tprt::fatal("--norm-type must be 2 or inf, got '" + type + "'");
-      train.normType =
-          type == "inf" ? std::numeric_limits<double>::infinity() : 2.0;
-    } else if (arg == "--betas") {
-      std::string text = value();
-      size_t comma = text.find(',');
-      if (comma == std::string::npos)
-        tprt::fatal("--betas takes two numbers B1,B2, got '" + text + "'");
-      train.beta1 = realOption(arg, text.substr(0, comma), 0, 0.999999);
-      train.beta2 = realOption(arg, text.substr(comma + 1), 0, 0.999999999);
-    } else if (arg == "--save")
-      train.save = value();
-    else if (arg == "--save-shard-mib")
-      train.saveShardMiB = realOption(arg, value(), 1.0 / 1024, 1 << 30);
-    else if (arg == "--resume")
-      train.resume = value();
-    else if (arg == "--log")
-      train.log = value();
-    else if (arg == "--help" || arg == "-h") {
-      usage(argv[0]);
-      MPI_Finalize();
-      return 0;
-    } else {
-      usage(argv[0]);
-      tprt::fatal("unknown argument '" + arg + "'");
-    }
-  }
-  omp_set_num_threads(threads);
-  tprt::cpu::setThreads(threads);
-  if (training) {
-    if (train.data.empty() || !input.empty() || !output.empty() || bench) {
-      usage(argv[0]);
-      tprt::fatal("--train takes --data (not --input, --output or --bench)");
-    }
-    // --resume DIR: the weights, the optimizer state and the position of
-    // the run saved there, checked against the program before anything is
-    // read.
-    std::unique_ptr<tprt::ResumePoint> resume;
-    if (!train.resume.empty()) {
-      if (weightsGiven)
-        tprt::fatal("--resume reads the weights from '" + train.resume +
-                    "'; do not also give --weights");
-      resume = tprt::readResumePoint(train.resume, train);
-      weights = train.resume;
-    }
-    std::unique_ptr<tprt::Context> ctx =
-        makeContext(rank, size, weights, deviceOptions);
-    int status = tprt::train(*ctx, train, resume.get());
-    if (reportParameterReads)
-      reportReads(*ctx, rank, size);
+  RunOptions options;
+  if (!parseOptions(argc, argv, options)) {
     MPI_Finalize();
-    return status;
+    return 0;
   }
-  if (!train.resume.empty() || !train.save.empty())
-    tprt::fatal("--save and --resume need --train");
-  if (input.empty() || output.empty()) {
-    usage(argv[0]);
-    tprt::fatal("--input and --output are required");
-  }
-
-  tprt::Tensor ids = tprt::readNpy(input);
-  if (ids.dtype() != tprt::DType::I64 || ids.rank() != 2)
-    tprt::fatal("--input must be an int64 [batch, seq] array, got " +
-                ids.describe());
-  tprt::Tensor attentionMask;
-  if (!mask.empty()) {
-    attentionMask = tprt::readNpy(mask);
-    if (attentionMask.dtype() != tprt::DType::I64 ||
-        attentionMask.shape() != ids.shape())
-      tprt::fatal("--attention-mask must be an int64 array of the input's "
-                  "shape " +
-                  ids.describe() + ", got " + attentionMask.describe());
-  } else {
-    attentionMask = tprt::Tensor(tprt::DType::I64, ids.shape());
-    int64_t *m = attentionMask.i64();
-    for (int64_t i = 0; i < attentionMask.numel(); ++i)
-      m[i] = 1;
-  }
-
-  // Sequence parallelism holds an equal share of the positions on each
-  // rank: a length that is not a multiple is padded (mask 0) and the
-  // logits are returned for the real positions, as NeMo AutoModel pads.
-  int64_t length = ids.dim(1);
-  ids = tprt::padSequence(ids, tprt_model_sequence_multiple);
-  attentionMask =
-      tprt::padSequence(attentionMask, tprt_model_sequence_multiple);
-
-  std::unique_ptr<tprt::Context> context =
-      makeContext(rank, size, weights, deviceOptions);
-  tprt::Context &ctx = *context;
-  ctx.setConstantWeights(true);
-  if (ids.dim(1) != length)
-    ctx.setUnpaddedSequence(length);
-  // The inputs go where the kernels run; the logits come back.
-  ids = ids.to(device);
-  attentionMask = attentionMask.to(device);
-  tprt::Tensor logits = tprt::truncateSequence(
-      tprt_model_forward(ctx, ids, attentionMask).to(tprt::Device::CPU),
-      length);
-  // A bf16 / f16 program's logits are written widened (exactly).
-  logits = logits.to(tprt::DType::F32);
-  if (rank == 0)
-    tprt::writeNpy(output, logits);
-  if (reportParameterReads)
-    reportReads(ctx, rank, size);
-  if (bench > 0) {
-    std::vector<double> times;
-    for (int i = 0; i < bench; ++i) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      double start = MPI_Wtime();
-      tprt_model_forward(ctx, ids, attentionMask);
-#ifdef TPRT_WITH_CUDA
-      // The GPU's work is queued: the pass ends when it is done.
-      if (device == tprt::Device::CUDA)
-        tprt::cuda::synchronize();
-#endif
-      MPI_Barrier(MPI_COMM_WORLD);
-      times.push_back(MPI_Wtime() - start);
-    }
-    std::sort(times.begin(), times.end());
-    // Every rank gets here, so tp() may make the group (collective).
-    std::string allReduce =
-        size > 1 && ctx.tp().size() > 1
-            ? std::string(", all-reduce: ") + ctx.tp().allReduceMethod()
-            : "";
-    if (rank == 0)
-      std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s%s)\n",
-                  1e3 * times[times.size() / 2], 1e3 * times.front(), bench,
-                  device == tprt::Device::CUDA ? "cuBLAS"
-                                               : tprt::cpu::gemmLibrary(),
-                  allReduce.c_str());
-  }
+  omp_set_num_threads(options.threads);
+  tprt::cpu::setThreads(options.threads);
+  int status = options.training ? runTraining(options, argv[0], rank, size)
+                                : runForward(options, argv[0], rank, size);
   MPI_Finalize();
-  return 0;
+  return status;
 } catch (const std::exception &e) {
   tprt::fatal(std::string("unexpected error: ") + e.what());
 }
