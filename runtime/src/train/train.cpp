@@ -113,6 +113,60 @@ void checkWritable(const std::string &dir) {
     fatal("--save: cannot write into '" + dir + "': " + std::strerror(errno));
 }
 
+/// Where the run starts: the beginning of `o.data` (`rows` sequences of
+/// `length` tokens), or where the run `resume` saved stopped, in the same
+/// order (its seed), when `o.data` is the file it read.
+RunPosition startingPosition(const TrainOptions &o, int64_t rows,
+                             int64_t length, const ResumePoint *resume) {
+  RunPosition position;
+  position.seed = o.seed;
+  position.dataRows = rows;
+  position.dataLength = length;
+  struct stat st;
+  if (::stat(o.data.c_str(), &st) == 0)
+    position.dataHash =
+        sampledFileHash(o.data.c_str(), static_cast<uint64_t>(st.st_size));
+  if (!resume)
+    return position;
+  const RunPosition &saved = resume->position;
+  if (saved.dataRows != rows || saved.dataLength != length)
+    fatal("--resume '" + resume->dir + "': the run read --data of " +
+          std::to_string(saved.dataRows) + " sequences of " +
+          std::to_string(saved.dataLength) + " tokens; '" + o.data + "' has " +
+          std::to_string(rows) + " of " + std::to_string(length));
+  if (saved.dataHash != position.dataHash)
+    fatal("--resume '" + resume->dir + "': --data '" + o.data +
+          "' is not the file the run read (its content differs)");
+  return saved;
+}
+
+/// Rank 0's line for a step on stdout, and in the --log file when open.
+void reportStep(std::ofstream &log, int64_t step, double loss, double norm,
+                double speed, bool skipped) {
+  // A NaN's sign says nothing (which kernel's arithmetic made it): "nan".
+  auto shown = [](double v) { return std::isnan(v) ? std::fabs(v) : v; };
+  std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.1f%s\n",
+              static_cast<long long>(step), shown(loss), shown(norm), speed,
+              skipped ? " (update skipped: the gradient norm is not finite)"
+                      : "");
+  std::fflush(stdout);
+  if (!log.is_open())
+    return;
+  // JSON has no NaN or infinity: a value that is not finite is null.
+  char normText[32] = "null", lossText[32] = "null";
+  if (std::isfinite(norm))
+    std::snprintf(normText, sizeof(normText), "%.9g", norm);
+  if (std::isfinite(loss))
+    std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, "
+                "\"tokens_per_s\": %.1f, \"skipped\": %s}\n",
+                static_cast<long long>(step), lossText, normText, speed,
+                skipped ? "true" : "false");
+  log << line << std::flush;
+}
+
 } // namespace
 
 int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
@@ -160,29 +214,7 @@ int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
       fatal("--log: cannot write '" + o.log + "'");
   }
 
-  // A resumed run reads on from where the saved one stopped, in the same
-  // order (its seed), from the same data.
-  RunPosition position;
-  position.seed = o.seed;
-  position.dataRows = data.dim(0);
-  position.dataLength = length;
-  struct stat st;
-  if (::stat(o.data.c_str(), &st) == 0)
-    position.dataHash =
-        sampledFileHash(o.data.c_str(), static_cast<uint64_t>(st.st_size));
-  if (resume) {
-    const RunPosition &saved = resume->position;
-    if (saved.dataRows != data.dim(0) || saved.dataLength != length)
-      fatal("--resume '" + resume->dir + "': the run read --data of " +
-            std::to_string(saved.dataRows) + " sequences of " +
-            std::to_string(saved.dataLength) + " tokens; '" + o.data +
-            "' has " + std::to_string(data.dim(0)) + " of " +
-            std::to_string(length));
-    if (saved.dataHash != position.dataHash)
-      fatal("--resume '" + resume->dir + "': --data '" + o.data +
-            "' is not the file the run read (its content differs)");
-    position = saved;
-  }
+  RunPosition position = startingPosition(o, data.dim(0), length, resume);
   TrainState state(o);
   state.resume = resume;
   ctx.setTrainState(&state);
@@ -229,32 +261,8 @@ int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
     double norm = state.gradNorm;
     double seconds = MPI_Wtime() - start;
     loss /= static_cast<double>(tokens);
-    if (ctx.rank() == 0) {
-      double speed = processed / seconds;
-      // A NaN's sign says nothing (which kernel's arithmetic made it): "nan".
-      auto shown = [](double v) { return std::isnan(v) ? std::fabs(v) : v; };
-      std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.1f%s\n",
-                  static_cast<long long>(step), shown(loss), shown(norm), speed,
-                  state.skipped ? " (update skipped: the gradient norm is "
-                                  "not finite)"
-                                : "");
-      std::fflush(stdout);
-      if (log.is_open()) {
-        // JSON has no NaN or infinity: a value that is not finite is null.
-        char normText[32] = "null", lossText[32] = "null";
-        if (std::isfinite(norm))
-          std::snprintf(normText, sizeof(normText), "%.9g", norm);
-        if (std::isfinite(loss))
-          std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
-        char line[256];
-        std::snprintf(line, sizeof(line),
-                      "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, "
-                      "\"tokens_per_s\": %.1f, \"skipped\": %s}\n",
-                      static_cast<long long>(step), lossText, normText, speed,
-                      state.skipped ? "true" : "false");
-        log << line << std::flush;
-      }
-    }
+    if (ctx.rank() == 0)
+      reportStep(log, step, loss, norm, processed / seconds, state.skipped);
   }
   // The peak resident memory of the largest rank.
   double rss = 0;
