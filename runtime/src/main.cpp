@@ -553,13 +553,12 @@ int runForward(RunOptions &o, const char *argv0, int rank, int size) {
 int main(int argc, char **argv) try {
   // libgomp busy-waits its idle threads by default. With MPI ranks, MPI's
   // progress engine and a GEMM library sharing few cores, that spinning
-  // starves the threads doing work (2 threads ran 6x slower than 1 on 2
-  // cores). Sleeping at once is the other extreme: every op's parallel
-  // region then wakes its threads from the kernel (2 threads: 16.2 ms per
-  // medium-Llama forward, against 11.7 ms with a short spin). So: passive,
-  // with a bounded spin before sleeping (GOMP_SPINCOUNT, which overrides the
-  // policy's 0). libgomp reads both when it loads, before main, so set them
-  // and restart once; values the user set are kept.
+  // starves the threads doing work; sleeping at once is the other extreme,
+  // every op's parallel region then waking its threads from the kernel
+  // (docs/runtime.md has the measurements). So: passive, with a bounded
+  // spin before sleeping (GOMP_SPINCOUNT, which overrides the policy's 0).
+  // libgomp reads both when it loads, before main, so set them and restart
+  // once; values the user set are kept.
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     setenv("GOMP_SPINCOUNT", "10000", 0);
