@@ -44,10 +44,11 @@ def blocks(ckpt, rank, ranks):
     them, with their placement."""
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
     tensors = {}
-    for index in ("model.safetensors.index.json",
-                  "optimizer.safetensors.index.json"):
-        files = set(json.load(open(os.path.join(ckpt, index)))
-                    ["weight_map"].values())
+    for prefix in ("model", "optimizer"):
+        # Shards and their index, or one file (as transformers saves).
+        index = os.path.join(ckpt, prefix + ".safetensors.index.json")
+        files = (set(json.load(open(index))["weight_map"].values())
+                 if os.path.exists(index) else {prefix + ".safetensors"})
         for name in files:
             tensors.update(load_file(os.path.join(ckpt, name)))
     out = {}

@@ -40,6 +40,14 @@ TEST(CheckpointFiles, FillsFilesUpToTheLimitAndNamesThemAsTransformers) {
   EXPECT_EQ(files.headers[0].size() % 64, 0u);
 }
 
+TEST(CheckpointFiles, OneFileIsNamedAsTransformersNamesIt) {
+  std::vector<CheckpointTensor> t = {tensor("a", {10}), tensor("b", {10})};
+  tprt::CheckpointFiles files =
+      tprt::planCheckpointFiles(t, 1000, "optimizer", "");
+  ASSERT_EQ(files.names.size(), 1u);
+  EXPECT_EQ(files.names[0], "optimizer.safetensors");
+}
+
 TEST(CheckpointFiles, OneNamedFileHoldsEverything) {
   std::vector<CheckpointTensor> t = {tensor("a", {1000}), tensor("b", {1000})};
   tprt::CheckpointFiles files =

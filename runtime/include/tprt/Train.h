@@ -132,16 +132,16 @@ void unpackBucket(const float *in, const std::vector<Tensor *> &grads);
 
 /// Writes the checkpoint DIR as transformers lays out a large one:
 /// model-0000k-of-0000n.safetensors (at most --save-shard-mib each) and
-/// model.safetensors.index.json, every parameter whole under its FQN in the
-/// type it is held in; a PEFT adapter_model.safetensors for LoRA factors;
-/// the config.json the model came with; the optimizer state in the same
-/// layout (optimizer-0000k-of-0000n.safetensors,
-/// optimizer.safetensors.index.json) and trainer_state.json (the grid, the
-/// position, each parameter's placement). Every rank writes its own blocks
-/// at their offsets, replicated tensors spread over the ranks by bytes, so
-/// nothing is gathered. Files are written under temporary names that rank
-/// 0 renames once every rank finished, trainer_state.json last.
-/// Collective.
+/// model.safetensors.index.json, or model.safetensors when one file holds
+/// them all, every parameter whole under its FQN in the type it is held in; a
+/// PEFT adapter_model.safetensors for LoRA factors; the config.json the model
+/// came with; the optimizer state in the same layout
+/// (optimizer-0000k-of-0000n.safetensors and optimizer.safetensors.index.json,
+/// or optimizer.safetensors) and trainer_state.json (the grid, the position,
+/// each parameter's placement). Every rank writes its own blocks at their
+/// offsets, replicated tensors spread over the ranks by bytes, so nothing is
+/// gathered. Files are written under temporary names that rank 0 renames once
+/// every rank finished, trainer_state.json last. Collective.
 void saveCheckpoint(Context &ctx, const std::string &dir,
                     const TrainOptions &options, const RunPosition &position,
                     const Optimizer *optimizer);

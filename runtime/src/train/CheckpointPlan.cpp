@@ -52,7 +52,10 @@ CheckpointFiles planCheckpointFiles(const std::vector<CheckpointTensor> &items,
     char name[64];
     std::snprintf(name, sizeof(name), "-%05zu-of-%05zu.safetensors", f + 1,
                   groups.size());
-    plan.names.push_back(single.empty() ? prefix + name : single);
+    // As transformers' save_pretrained: one file is PREFIX.safetensors.
+    plan.names.push_back(!single.empty()      ? single
+                         : groups.size() == 1 ? prefix + ".safetensors"
+                                              : prefix + name);
     std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
     uint64_t offset = 0;
     for (size_t i : groups[f]) {

@@ -60,8 +60,9 @@ struct CheckpointWriters {
 };
 
 /// `tensors` in files of at most `maxBytes` of data each (a larger tensor
-/// gets a file of its own), named PREFIX-0000k-of-0000n.safetensors, or one
-/// file `single` when it is given.
+/// gets a file of its own), named PREFIX-0000k-of-0000n.safetensors, or
+/// PREFIX.safetensors when one file holds them all (as transformers names
+/// them), or one file `single` when it is given.
 CheckpointFiles
 planCheckpointFiles(const std::vector<CheckpointTensor> &tensors,
                     uint64_t maxBytes, const std::string &prefix,

@@ -1,8 +1,9 @@
 //===- checkpoint.cpp - sharded checkpoints, written in parallel ----------===//
 //
-// `--save DIR` writes what transformers' save_pretrained writes for a large
-// model (model-0000k-of-0000n.safetensors and model.safetensors.index.json,
-// every parameter whole under its HF FQN), a PEFT adapter for LoRA factors,
+// `--save DIR` writes what transformers' save_pretrained writes
+// (model-0000k-of-0000n.safetensors and model.safetensors.index.json, or
+// model.safetensors when one file holds it all; every parameter whole under
+// its HF FQN), a PEFT adapter for LoRA factors,
 // the config.json the model came with, and what `--resume DIR` needs: the
 // optimizer state in the same layout and trainer_state.json.
 //
@@ -152,7 +153,8 @@ void publishFiles(const std::string &dir, const CheckpointFiles &plan,
     if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
       fatal("cannot write '" + path + "': " + std::strerror(errno));
   }
-  if (index.empty())
+  // One file needs no index (transformers writes none then).
+  if (index.empty() || plan.names.size() == 1)
     return;
   uint64_t total = 0;
   std::vector<std::pair<std::string, size_t>> map;
@@ -205,9 +207,10 @@ void copyFile(const std::string &from, const std::string &to) {
 /// trainer_state.json before any shard, so that no mix of two saves looks
 /// complete.
 void removeEarlierSave(const std::string &dir) {
-  for (const char *name : {"trainer_state.json", "model.safetensors.index.json",
-                           "optimizer.safetensors.index.json",
-                           "model.safetensors", "adapter_model.safetensors"})
+  for (const char *name :
+       {"trainer_state.json", "model.safetensors.index.json",
+        "optimizer.safetensors.index.json", "model.safetensors",
+        "optimizer.safetensors", "adapter_model.safetensors"})
     std::remove((dir + "/" + name).c_str());
   DIR *d = ::opendir(dir.c_str());
   if (!d)
@@ -580,11 +583,16 @@ std::unique_ptr<ResumePoint> readResumePoint(const std::string &given,
     anyState |= !entry.second.empty();
   if (!anyState)
     return point;
-  std::string index = dir + "/optimizer.safetensors.index.json";
-  if (!exists(index))
-    fatal("--resume: '" + path + "' lists optimizer state, but '" + index +
-          "' cannot be opened");
-  point->state = readShardedCheckpointIndex(index);
+  // Its index, or the one file that holds it all.
+  std::string index = dir + "/optimizer.safetensors.index.json",
+              single = dir + "/optimizer.safetensors";
+  if (exists(index))
+    point->state = readShardedCheckpointIndex(index);
+  else if (exists(single))
+    point->state = readSafetensorsIndex(index = single);
+  else
+    fatal("--resume: '" + path + "' lists optimizer state, but neither '" +
+          index + "' nor '" + single + "' can be opened");
   for (const auto &[fqn, names] : states)
     for (const std::string &name : names) {
       std::string key = fqn + "." + name;

@@ -47,10 +47,17 @@ for s in common:
         worst = max(worst, (diff, f"step {s} {key}"))
 
 tensors = 0
-for index in ("model.safetensors.index.json",
-              "optimizer.safetensors.index.json"):
-    ta = read_safetensors(os.path.join(args.dir_a, index))
-    tb = read_safetensors(os.path.join(args.dir_b, index))
+def state_file(directory, name):
+    """NAME.safetensors.index.json, or NAME.safetensors when one file
+    holds it all."""
+    index = os.path.join(directory, name + ".safetensors.index.json")
+    return index if os.path.exists(index) else os.path.join(
+        directory, name + ".safetensors")
+
+
+for index in ("model", "optimizer"):
+    ta = read_safetensors(state_file(args.dir_a, index))
+    tb = read_safetensors(state_file(args.dir_b, index))
     if sorted(ta) != sorted(tb):
         sys.exit(f"FAIL: {index}: different tensors: "
                  f"{sorted(set(ta) ^ set(tb))[:5]}")
