@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,23 @@ protected:
   size_t base_;
   size_t pos_ = 0;
 };
+
+/// The whole of the text file `path` (an index, a manifest), refused
+/// before it is read when it is larger than `maxBytes`; errors name it.
+inline std::string readBoundedText(const std::string &path, uint64_t maxBytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    fatal("cannot open '" + path + "'");
+  uint64_t size = static_cast<uint64_t>(in.tellg());
+  if (size > maxBytes)
+    fatal("'" + path + "' is " + std::to_string(size) + " bytes; at most " +
+          std::to_string(maxBytes >> 20) + " MiB is read");
+  std::string text(size, '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
+    fatal("cannot read '" + path + "'");
+  return text;
+}
 
 } // namespace tprt::detail
 

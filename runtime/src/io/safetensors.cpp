@@ -183,18 +183,8 @@ readSafetensorsIndex(const std::string &path) {
 
 std::map<std::string, SafetensorsEntry>
 readShardedCheckpointIndex(const std::string &path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    fatal("cannot open '" + path + "'");
-  uint64_t size = static_cast<uint64_t>(in.tellg());
   // An index names each tensor once: megabytes for the largest models.
-  if (size > (64u << 20))
-    fatal("'" + path + "' is " + std::to_string(size) +
-          " bytes; a sharded checkpoint's index of at most 64 MiB is read");
-  std::string text(size, '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
-    fatal("cannot read '" + path + "'");
+  std::string text = detail::readBoundedText(path, 64u << 20);
   std::map<std::string, std::string> weightMap =
       IndexParser(path, text).parse();
   size_t slash = path.find_last_of('/');

@@ -524,18 +524,10 @@ std::unique_ptr<ResumePoint> readResumePoint(const std::string &given,
   std::string dir = real;
   point->dir = dir;
   std::string path = dir + "/trainer_state.json";
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
+  if (!exists(path))
     fatal("--resume: '" + path +
           "' cannot be opened (a directory `--save` finished writing has it)");
-  uint64_t size = static_cast<uint64_t>(in.tellg());
-  if (size > (64u << 20))
-    fatal("--resume: '" + path + "' is " + std::to_string(size) +
-          " bytes; at most 64 MiB is read");
-  std::string text(size, '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
-    fatal("--resume: cannot read '" + path + "'");
+  std::string text = detail::readBoundedText(path, 64u << 20);
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, std::vector<std::string>> states;
   TrainerStateParser(path, text).parse(*point, shapes, states);
