@@ -225,6 +225,9 @@ llvm::Expected<Plan> mlir::tp::loadJSONPlan(llvm::StringRef path) {
     entry.styleName = style;
     entry.gradReduction = gradReduction;
     entry.exclude = exclude;
+    // RowwiseParallel(input_layouts=Replicate()): each rank takes its block
+    // of the input (transformers' rowwise_split_input).
+    entry.inputReplicated = *translated == S::Rowwise && in == "replicate";
     plan.entries.push_back(std::move(entry));
   }
   llvm::sort(plan.entries, [](const PlanEntry &a, const PlanEntry &b) {
