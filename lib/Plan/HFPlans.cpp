@@ -112,8 +112,9 @@ Translation translateStyle(StringRef style, bool isLMHead, PlanEntry &entry) {
     entry.style = S::Rowwise;
   } else if (style == "packed_colwise" || style == "packed_rowwise" ||
              style == "local_packed_rowwise") {
-    t.unsupported = "fused projections (gate_up_proj, qkv_proj), which "
-                    "tp-opt does not raise";
+    t.unsupported = "each rank's block of every part of a fused projection "
+                    "(gate_up_proj, qkv_proj); tp-opt splits one as "
+                    "colwise_gather_output";
   } else if (style == "moe_tp_experts" || style == "moe_identity_expert" ||
              style == "ep_dispatch_experts" || style == "ep_router" ||
              style == "grouped_gemm" || style.starts_with("megamoe_")) {

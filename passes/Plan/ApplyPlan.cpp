@@ -741,9 +741,13 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     WalkResult walk = func.walk([&](AttentionOp att) {
       Operation *op = att;
       {
-        // Through rotary and q/k norms to the projection.
+        // Through rotary and q/k norms to the projection. A part of a
+        // fused projection (qkv_proj) has none of its own: the slice
+        // reads whole rows, so the fused output is gathered, not cut by
+        // heads.
         auto projOf = [](Value v) -> LinearOp {
           while (v.getDefiningOp() && !v.getDefiningOp<LinearOp>() &&
+                 !v.getDefiningOp<FeatureSliceOp>() &&
                  v.getDefiningOp()->getNumOperands() > 0)
             v = v.getDefiningOp()->getOperand(0);
           return v.getDefiningOp<LinearOp>();

@@ -77,6 +77,8 @@ StringRef mlir::tp::raise::kindName(Abstract::Kind kind) {
     return "partial-attention";
   case Abstract::KVCache:
     return "kv-cache";
+  case Abstract::EmptyPart:
+    return "empty-part";
   }
   return "unknown";
 }
@@ -190,6 +192,7 @@ static const RecognizerTable &getRecognizers() {
     registerRotaryRecognizers(t);
     registerAttentionRecognizers(t);
     registerFusedRecognizers(t);
+    registerSliceRecognizers(t);
     registerElementwiseRecognizers(t);
     return t;
   }();
@@ -241,6 +244,42 @@ LogicalResult Raiser::recognizeNode(NodeOp node, ArrayRef<Abstract *> in,
   for (Abstract *a : in)
     diag << " " << (a ? kindName(a->kind) : "none");
   return diag << ")";
+}
+
+LogicalResult Raiser::recognizeMultiOutputNode(NodeOp node,
+                                               ArrayRef<Abstract *> in,
+                                               ArrayRef<unsigned> read) {
+  for (Abstract *a : in)
+    if (a && failed(materialize(node, *a)))
+      return failure();
+  std::vector<Abstract> outs(node.getNumResults());
+  for (const RecognizerTable::MultiOutputEntry &r :
+       getRecognizers().lookupMultiOutput(node.getOpType())) {
+    FailureOr<bool> match = r.fn(*this, node, in, outs);
+    if (failed(match))
+      return failure();
+    if (!*match)
+      continue;
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << node.getName() << " ("
+                            << node.getOpType() << "): " << r.name << "\n");
+    if (trace)
+      node.emitRemark() << "'" << node.getName() << "' (" << node.getOpType()
+                        << ") raised by " << r.name;
+    for (unsigned i : read)
+      slot(node.getResult(i)) = outs[i];
+    return success();
+  }
+  return nodeError(node)
+         << (read.size() > 1 ? "outputs " : "output ")
+         << llvm::join(llvm::map_range(
+                           read, [](unsigned i) { return std::to_string(i); }),
+                       ", ")
+         << (read.size() > 1 ? " of this node are read" : " alone is read")
+         << ": raising takes a node with several read outputs when they are "
+            "computed at compile time, when it is a fused block "
+            "(GroupQueryAttention, SkipSimplifiedLayerNormalization), a Split "
+            "of an activation's features (a fused projection's parts) or "
+            "inside a Mamba2 mixer";
 }
 
 LogicalResult Raiser::evaluate(NodeOp node, ArrayRef<Abstract *> in) {
@@ -368,24 +407,13 @@ LogicalResult Raiser::visit(NodeOp node) {
     return emitSkipSimplifiedLayerNorm(node, in);
   // Trailing outputs (a norm's inverse std, attention's present key/value,
   // dropout's mask) are fine as long as nothing reads them.
-  SmallVector<std::string> read;
+  SmallVector<unsigned> read;
   for (unsigned i = 0; i < node.getNumResults(); ++i)
     if (!node.getResult(i).use_empty() &&
         (i == 0 || node.getOpType() != "Dropout"))
-      read.push_back(std::to_string(i));
-  if (read.size() > 1)
-    return nodeError(node)
-           << "outputs " << llvm::join(read, ", ")
-           << " of this node are read: raising takes a node with several "
-              "read outputs when they are computed at compile time, when it "
-              "is a fused block (GroupQueryAttention, "
-              "SkipSimplifiedLayerNormalization) or inside a Mamba2 mixer; "
-              "an activation split elsewhere (a fused projection such as "
-              "qkv_proj or gate_up_proj) is not supported yet";
-  if (read.size() == 1 && read[0] != "0")
-    return nodeError(node) << "output " << read[0]
-                           << " of this node is read and output 0 is not: "
-                              "not supported";
+      read.push_back(i);
+  if (read.size() > 1 || (read.size() == 1 && read[0] != 0))
+    return recognizeMultiOutputNode(node, in, read);
   for (Abstract *a : in)
     if (!a)
       return nodeError(node) << "a missing optional input on an activation "

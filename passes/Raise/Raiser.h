@@ -82,6 +82,8 @@ struct Abstract {
     Probs,          // softmax(scores)
     ProbsIsNaN,     // IsNaN(probs): SDPA's guard for fully masked rows
     KVCache,        // a present key/value output, which the program drops
+    EmptyPart,      // no features of activation x (a partial rotary's
+                    // pass-through part when every feature rotates)
   };
   Kind kind = Concrete;
   std::optional<ProbeTensor> probe;
@@ -226,8 +228,9 @@ public:
             return p == "qkv_proj" || p == "gate_up_proj" ||
                    p == "query_key_value";
           }))
-        block += ": a fused projection (Phi-3, Falcon, GPT-NeoX), which "
-                 "tp-opt does not raise";
+        block += ": a fused projection (Phi-3, Falcon, GPT-NeoX), whose "
+                 "parts tp-opt raises when the export cuts its features "
+                 "with Split or Slice";
       return block;
     }
     return "";
@@ -311,6 +314,10 @@ public:
   /// Asks the recognisers of the node's op type what it means.
   LogicalResult recognizeNode(NodeOp node, ArrayRef<Abstract *> in,
                               Abstract &out);
+  /// Asks the multi-output recognisers of the node's op type; `read` lists
+  /// the outputs something reads.
+  LogicalResult recognizeMultiOutputNode(NodeOp node, ArrayRef<Abstract *> in,
+                                         ArrayRef<unsigned> read);
   /// The reading of an ONNX `axes` attribute or (opset 13+) input.
   std::optional<SmallVector<int64_t>>
   axesOf(NodeOp node, ArrayRef<Abstract *> in, unsigned inputIndex);
@@ -434,6 +441,12 @@ public:
 using Recognizer = FailureOr<bool> (*)(Raiser &r, NodeOp node,
                                        ArrayRef<Abstract *> in, Abstract &out);
 
+/// A recogniser of a node whose several outputs are read (or whose first
+/// is not): fills `outs`, one abstract value per result read.
+using MultiOutputRecognizer =
+    FailureOr<bool> (*)(Raiser &r, NodeOp node, ArrayRef<Abstract *> in,
+                        MutableArrayRef<Abstract> outs);
+
 /// When a recogniser runs. Elementwise expressions (x * sigmoid(x), the
 /// tanh expansion of GELU) are collected between the two stages, so a
 /// recogniser that must see an expression's pieces (the square of an RMS
@@ -456,9 +469,25 @@ public:
     auto it = byOpType.find(opType);
     return it == byOpType.end() ? ArrayRef<Entry>() : it->second;
   }
+  /// Recognisers of nodes with several outputs read; they see their inputs
+  /// as activations (after the expressions).
+  struct MultiOutputEntry {
+    StringLiteral name;
+    MultiOutputRecognizer fn;
+  };
+  void addMultiOutput(StringRef opType, StringLiteral name,
+                      MultiOutputRecognizer fn) {
+    multiOutputByOpType[opType].push_back({name, fn});
+  }
+  ArrayRef<MultiOutputEntry> lookupMultiOutput(StringRef opType) const {
+    auto it = multiOutputByOpType.find(opType);
+    return it == multiOutputByOpType.end() ? ArrayRef<MultiOutputEntry>()
+                                           : it->second;
+  }
 
 private:
   llvm::StringMap<SmallVector<Entry, 2>> byOpType;
+  llvm::StringMap<SmallVector<MultiOutputEntry, 1>> multiOutputByOpType;
 };
 
 /// Each file of recognisers registers its own.
@@ -469,6 +498,16 @@ void registerNormRecognizers(RecognizerTable &table);
 void registerRotaryRecognizers(RecognizerTable &table);
 void registerAttentionRecognizers(RecognizerTable &table);
 void registerFusedRecognizers(RecognizerTable &table);
+void registerSliceRecognizers(RecognizerTable &table);
+
+/// The integers of input `i` when it is known at compile time (a constant,
+/// or a parameter whose value the importer kept), else nullopt.
+inline std::optional<SmallVector<int64_t>> concreteInts(ArrayRef<Abstract *> in,
+                                                        unsigned i) {
+  if (i >= in.size() || !Raiser::isConcrete(in[i]))
+    return std::nullopt;
+  return probeInts(*in[i]->probe);
+}
 
 /// The success of an emit function as a recogniser's answer.
 inline FailureOr<bool> matched(LogicalResult emitted) {

@@ -312,15 +312,8 @@ FailureOr<bool> half(Raiser &r, NodeOp, ArrayRef<Abstract *> in,
   if (!isAct(in, 0) || (in[0]->act.layout != Layout::Heads &&
                         in[0]->act.layout != Layout::HeadsT))
     return false;
-  auto concreteInts = [&](unsigned i) -> std::optional<SmallVector<int64_t>> {
-    if (!Raiser::isConcrete(in.size() > i ? in[i] : nullptr))
-      return std::nullopt;
-    SmallVector<int64_t> v;
-    for (double d : in[i]->probe->data)
-      v.push_back(probeInt(d));
-    return v;
-  };
-  auto starts = concreteInts(1), ends = concreteInts(2), axes = concreteInts(3);
+  auto starts = concreteInts(in, 1), ends = concreteInts(in, 2),
+       axes = concreteInts(in, 3);
   int64_t d = in[0]->act.headDim;
   bool lastAxis =
       !axes || (axes->size() == 1 && ((*axes)[0] == -1 || (*axes)[0] == 3));

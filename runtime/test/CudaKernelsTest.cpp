@@ -108,6 +108,15 @@ void testElementwise(Context &c, Context &g) {
               relu_squared_grad(g, gpu(x), gpu(y)));
   expectClose("softcap_grad", softcap_grad(c, x, y, 3.0),
               softcap_grad(g, gpu(x), gpu(y), 3.0));
+  // A fused projection's parts (exact copies), f32 and bf16.
+  for (const Tensor &t : {x, x.to(DType::BF16)}) {
+    std::string type = t.dtype() == DType::BF16 ? " bf16" : "";
+    expectClose("feature_slice" + type, feature_slice(c, t, 5, 20),
+                feature_slice(g, gpu(t), 5, 20), 0);
+    Tensor part = feature_slice(c, t, 5, 20);
+    expectClose("feature_slice_grad" + type, feature_slice_grad(c, part, 5, 33),
+                feature_slice_grad(g, gpu(part), 5, 33), 0);
+  }
 }
 
 void testLinear(Context &c, Context &g) {

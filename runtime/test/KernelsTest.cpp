@@ -1225,3 +1225,42 @@ TEST(Io, NpyRoundTripAndParamLoading) {
 }
 
 } // namespace
+
+// A fused projection's parts: x[..., offset : offset + size] in x's type,
+// and the gradient placing dy back at the offset among zeros.
+TEST(Kernels, FeatureSlicesCopyTheirPartAndPlaceItsGradient) {
+  Tensor x = randomTensor({2, 3, 7}, 5);
+  Tensor part = feature_slice(ctx(), x, 2, 4);
+  ASSERT_EQ(part.shape(), (std::vector<int64_t>{2, 3, 4}));
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t j = 0; j < 4; ++j)
+      ASSERT_EQ(part.f32()[r * 4 + j], x.f32()[r * 7 + 2 + j]);
+  Tensor dx = feature_slice_grad(ctx(), part, 2, 7);
+  ASSERT_EQ(dx.shape(), x.shape());
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t j = 0; j < 7; ++j)
+      ASSERT_EQ(dx.f32()[r * 7 + j], j >= 2 && j < 6 ? x.f32()[r * 7 + j] : 0)
+          << "row " << r << " feature " << j;
+  // bf16 parts are bf16, bit for bit; an empty part is empty.
+  Tensor xb = x.to(DType::BF16);
+  Tensor pb = feature_slice(ctx(), xb, 5, 2);
+  ASSERT_EQ(pb.dtype(), DType::BF16);
+  const auto *whole = static_cast<const uint16_t *>(xb.raw());
+  const auto *got = static_cast<const uint16_t *>(pb.raw());
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t j = 0; j < 2; ++j)
+      ASSERT_EQ(got[r * 2 + j], whole[r * 7 + 5 + j]);
+  EXPECT_EQ(feature_slice(ctx(), x, 7, 0).shape(),
+            (std::vector<int64_t>{2, 3, 0}));
+  Tensor none = feature_slice_grad(ctx(), feature_slice(ctx(), x, 3, 0), 3, 7);
+  for (int64_t i = 0; i < none.numel(); ++i)
+    ASSERT_EQ(none.f32()[i], 0.0f);
+}
+
+TEST(KernelsDeathTest, FeatureSlicePastTheRowIsFatal) {
+  Tensor x = randomTensor({2, 3, 7}, 5);
+  EXPECT_DEATH(feature_slice(ctx(), x, 5, 4),
+               "feature_slice: features \\[5, 9\\) of rows of 7");
+  EXPECT_DEATH(feature_slice_grad(ctx(), x, 1, 7),
+               "feature_slice_grad: features \\[1, 8\\) of rows of 7");
+}

@@ -6,6 +6,7 @@
 // RUN: tp-opt %t/sp.mlir --tp-partition | FileCheck %t/sp.mlir
 // RUN: tp-opt %t/layouts.mlir --tp-partition | FileCheck %t/layouts.mlir
 // RUN: tp-opt %t/sp.mlir --tp-partition --tp-to-emitc | FileCheck %t/sp.mlir --check-prefix=EMITC
+// RUN: tp-opt %t/slices.mlir --tp-partition | FileCheck %t/slices.mlir
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-partition --verify-diagnostics
 
 //--- block.mlir
@@ -165,6 +166,30 @@ module attributes {onnx.file = "m.onnx"} {
     %c0 = tp.linear %b, %u : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
     %c = shard.shard %c0 to %rep : tensor<?x?x8xf32>
     return %c : tensor<?x?x8xf32>
+  }
+}
+
+//--- slices.mlir
+// The parts of a column-split fused projection read whole rows: its output
+// is all-gathered once, right after it, for both parts; a part of a
+// replicated activation is sliced locally.
+// CHECK: %[[F:.*]] = tp.linear %arg0, %arg1 : (tensor<?x?x4xf32>, tensor<6x4xf32>) -> tensor<?x?x6xf32>
+// CHECK-NEXT: %[[W:.*]] = shard.all_gather %[[F]] on @tp grid_axes = [0] gather_axis = 2 : tensor<?x?x6xf32> -> tensor<?x?x12xf32>
+// CHECK-NEXT: %[[G:.*]] = tp.feature_slice %[[W]][0, 8] : tensor<?x?x12xf32> -> tensor<?x?x8xf32>
+// CHECK-NEXT: %[[U:.*]] = tp.feature_slice %[[W]][8, 4] : tensor<?x?x12xf32> -> tensor<?x?x4xf32>
+// CHECK-NEXT: tp.feature_slice %arg0[1, 2] : tensor<?x?x4xf32> -> tensor<?x?x2xf32>
+module attributes {onnx.file = "m.onnx"} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%x: tensor<?x?x4xf32>,
+      %fused: tensor<12x4xf32> {tp.fqn = "fused.weight", tp.source = #tp.source<initializer = "f", file = "m.onnx", offset = 0, length = 192, transposed = false>})
+      -> (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x2xf32>) {
+    %s0 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %w = shard.shard %fused to %s0 annotate_for_users : tensor<12x4xf32>
+    %y = tp.linear %x, %w : (tensor<?x?x4xf32>, tensor<12x4xf32>) -> tensor<?x?x12xf32>
+    %gate = tp.feature_slice %y [0, 8] : tensor<?x?x12xf32> -> tensor<?x?x8xf32>
+    %up = tp.feature_slice %y [8, 4] : tensor<?x?x12xf32> -> tensor<?x?x4xf32>
+    %p = tp.feature_slice %x [1, 2] : tensor<?x?x4xf32> -> tensor<?x?x2xf32>
+    return %gate, %up, %p : tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x2xf32>
   }
 }
 

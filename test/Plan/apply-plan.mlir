@@ -229,7 +229,7 @@ module {
 // A style tp-opt does not implement is refused where it places a module.
 func.func @forward(%x: tensor<?x?x64xf32>,
     %w: tensor<256x64xf32> {tp.fqn = "model.layers.0.mlp.gate_up_proj.weight"}) -> tensor<?x?x256xf32> {
-  // expected-error @+1 {{plan key 'model.layers.*.mlp.gate_up_proj': style 'packed_colwise' (fused projections (gate_up_proj, qkv_proj), which tp-opt does not raise) is not supported}}
+  // expected-error @+1 {{plan key 'model.layers.*.mlp.gate_up_proj': style 'packed_colwise' (each rank's block of every part of a fused projection (gate_up_proj, qkv_proj); tp-opt splits one as colwise_gather_output) is not supported}}
   %y = tp.linear %x, %w : (tensor<?x?x64xf32>, tensor<256x64xf32>) -> tensor<?x?x256xf32>
   return %y : tensor<?x?x256xf32>
 }

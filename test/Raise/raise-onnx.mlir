@@ -125,12 +125,12 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
 // -----
 
 // A failure inside a decoder layer names the layer and block; a fused
-// projection (Phi-3's qkv_proj) says that tp-opt does not raise those.
+// projection (Phi-3's qkv_proj) says which of its cuts tp-opt raises.
 func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x4xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>}) -> tensor<?x?x4xf32> {
   %h = onnx.node "Gather"(%emb, %ids) {domain = "", name = "/model/embed_tokens/Gather", onnx_attrs = {}, scope = "model.embed_tokens"} : (tensor<16x4xf32>, tensor<?x?xi64>) -> tensor<*xf32>
   // expected-note @+2 {{while raising a llama graph (as its parameter names suggest)}}
-  // expected-error @+1 {{cannot raise node '/model/layers.2/self_attn/qkv_proj/Celu' (Celu, scope 'model.layers.2.self_attn.qkv_proj', layer 2's block 'self_attn.qkv_proj': a fused projection (Phi-3, Falcon, GPT-NeoX), which tp-opt does not raise): no building block matches it}}
+  // expected-error @+1 {{cannot raise node '/model/layers.2/self_attn/qkv_proj/Celu' (Celu, scope 'model.layers.2.self_attn.qkv_proj', layer 2's block 'self_attn.qkv_proj': a fused projection (Phi-3, Falcon, GPT-NeoX), whose parts tp-opt raises when the export cuts its features with Split or Slice): no building block matches it}}
   %c = onnx.node "Celu"(%h) {domain = "", name = "/model/layers.2/self_attn/qkv_proj/Celu", onnx_attrs = {}, scope = "model.layers.2.self_attn.qkv_proj"} : (tensor<*xf32>) -> tensor<?x?x4xf32>
   return %c : tensor<?x?x4xf32>
 }

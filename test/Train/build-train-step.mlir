@@ -9,6 +9,7 @@
 // RUN: tp-opt %t/recompute.mlir --tp-build-train-step="recompute=true" | FileCheck %t/recompute.mlir
 // RUN: tp-opt %t/recompute.mlir --tp-build-train-step | FileCheck %t/recompute.mlir --check-prefix=KEEP
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-build-train-step --verify-diagnostics
+// RUN: tp-opt %t/slices.mlir --tp-build-train-step | FileCheck %t/slices.mlir
 
 //--- block.mlir
 // A vocabulary-parallel embedding tied to a column-split head, a column /
@@ -333,5 +334,29 @@ module attributes {tp.config = {architecture = "llama"}} {
   func.func @update() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
     %n = tp.grad_norm : tensor<f32>
     return %n : tensor<f32>
+  }
+}
+
+//--- slices.mlir
+// The parts of a fused projection: each part's cotangent is placed in
+// zeros of the whole width at its offset, and the two are summed into the
+// projection's output cotangent.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[GB:.*]] = tp.feature_slice_grad %{{.*}}[4] width 8 : tensor<?x?x4xf32> -> tensor<?x?x8xf32>
+// CHECK-NEXT: %[[GA:.*]] = tp.feature_slice_grad %{{.*}}[0] width 8 : tensor<?x?x4xf32> -> tensor<?x?x8xf32>
+// CHECK-NEXT: %[[DY:.*]] = tp.add %[[GB]], %[[GA]] : tensor<?x?x8xf32>
+// CHECK-NEXT: %[[DW:.*]] = tp.linear_grad_weight %[[DY]], %{{.*}} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: tp.accumulate_grad %[[DW]] into %arg2 {fqn = "fused.weight"}
+module attributes {tp.config = {architecture = "llama"}} {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %w: tensor<8x4xf32> {tp.fqn = "fused.weight"},
+      %x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+    %y = tp.linear %x, %w : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %a = tp.feature_slice %y [0, 4] : tensor<?x?x8xf32> -> tensor<?x?x4xf32>
+    %b = tp.feature_slice %y [4, 4] : tensor<?x?x8xf32> -> tensor<?x?x4xf32>
+    %m = tp.mul %a, %b : tensor<?x?x4xf32>
+    return %m : tensor<?x?x4xf32>
   }
 }

@@ -181,6 +181,17 @@ VARIANTS = {
     # Gemma3 with final_logit_softcapping (Gemma 2's, which Gemma3's
     # config still takes): the soft-cap follows the tied lm_head.
     "gemma3_softcap": lambda: variant_of(gemma3, final_logit_softcapping=30.0),
+    # A Llama decoder with fused projections (Phi-3's qkv_proj and
+    # gate_up_proj): the exporters split their outputs with Slice and Split
+    # nodes.
+    "phi3_fused": lambda: (transformers.Phi3Config(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, rms_norm_eps=1e-6, rope_theta=10000.0,
+        tie_word_embeddings=False, pad_token_id=None, bos_token_id=1,
+        eos_token_id=2,
+        max_position_embeddings=256, original_max_position_embeddings=256),
+        transformers.Phi3ForCausalLM),
     # Gemma3's real pattern: five sliding-window layers, then a global one.
     "gemma3_6layers": lambda: variant_of(
         gemma3, num_hidden_layers=6,
@@ -196,8 +207,9 @@ DYNAMO_ONLY = {"llama_rope_longrope"}
 # Variants exported with the inner model under another name.
 VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
 # Variants also exported by TorchScript without constant folding (the
-# remote code's five-way in_proj Split as the unfolded graph holds it).
-UNFOLDED_TOO = {"nemotron_h_backbone"}
+# remote code's five-way in_proj Split as the unfolded graph holds it; the
+# fused projections' Slices).
+UNFOLDED_TOO = {"nemotron_h_backbone", "phi3_fused"}
 # Variants also exported by the dynamo exporter at opset 23, whose fused
 # RotaryEmbedding takes the cos/sin caches (dynamo_opset23.onnx).
 OPSET23_TOO = {"llama_rope_llama3_short"}

@@ -53,8 +53,10 @@ ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "nemotron_h"]
 # Checkpoints stored in bf16 (generate.VARIANT_DTYPES), which tpc --train
 # trains in f32: the reference is the float32 model on the rounded weights;
 # Llama 3 RoPE scaling over 16 original positions, and Gemma3 with
-# final_logit_softcapping. Only with --arch.
-REDUCED = ["llama_bf16", "llama_rope_llama3_short", "gemma3_softcap"]
+# final_logit_softcapping, and a Llama decoder with fused projections
+# (Phi-3). Only with --arch.
+REDUCED = ["llama_bf16", "llama_rope_llama3_short", "gemma3_softcap",
+           "phi3_fused"]
 LORA_ARCHS = ["llama", "qwen2"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}

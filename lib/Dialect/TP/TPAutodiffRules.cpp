@@ -245,6 +245,23 @@ void MulOp::getSavedForBackward(SmallVectorImpl<Value> &saved) {
 }
 
 //===----------------------------------------------------------------------===//
+// Feature slices
+//===----------------------------------------------------------------------===//
+
+LogicalResult FeatureSliceOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  FailureOr<Value> dy = required(*this, resultGrads);
+  if (failed(dy))
+    return failure();
+  operandGrads.push_back(FeatureSliceGradOp::create(
+      b, getLoc(), getX().getType(), *dy, getOffsetAttr(),
+      b.getI64IntegerAttr(getX().getType().getShape().back())));
+  return success();
+}
+
+void FeatureSliceOp::getSavedForBackward(SmallVectorImpl<Value> &) {}
+
+//===----------------------------------------------------------------------===//
 // Loss
 //===----------------------------------------------------------------------===//
 

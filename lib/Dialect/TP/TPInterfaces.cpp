@@ -97,6 +97,21 @@ FailureOr<Value> PartitionState::gathered(Operation *op, Value v, int64_t dim) {
       builder.getDenseI16ArrayAttr({0}), v, builder.getIndexAttr(dim)));
 }
 
+FailureOr<Value> PartitionState::gatheredOnce(Operation *op, Value v,
+                                              int64_t dim) {
+  Value &whole = gatheredWhole[v];
+  if (!whole) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfterValue(v);
+    FailureOr<Value> made = gathered(op, v, dim);
+    if (failed(made))
+      return failure();
+    whole = *made;
+    setLayout(whole, ShardLayout::Replicated);
+  }
+  return whole;
+}
+
 FailureOr<Value> PartitionState::sliced(Operation *op, Value v, int64_t dim) {
   FailureOr<RankedTensorType> type =
       resized(op, v.getType(), dim, /*gather=*/false);

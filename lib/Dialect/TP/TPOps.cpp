@@ -515,6 +515,55 @@ LogicalResult SoftcapOp::verify() {
   return verifyPositive(*this, "cap", getCap().convertToDouble());
 }
 
+//===----------------------------------------------------------------------===//
+// Feature slices
+//===----------------------------------------------------------------------===//
+
+/// `part` is features [offset, offset + size) of every token of `whole`.
+static LogicalResult verifyFeatureSlice(Operation *op, Value wholeValue,
+                                        Value partValue, int64_t offset,
+                                        int64_t size) {
+  auto whole = cast<RankedTensorType>(wholeValue.getType());
+  auto part = cast<RankedTensorType>(partValue.getType());
+  if (failed(verifySameElementType(op, {wholeValue, partValue})))
+    return failure();
+  if (whole.getRank() < 1 || whole.getRank() != part.getRank())
+    return op->emitOpError("the whole ") << whole << " and the part " << part
+                                         << " must have one rank, at least 1";
+  if (failed(verifyLeadingDims(op, whole, part, whole.getRank() - 1, "whole",
+                               "part")))
+    return failure();
+  int64_t width = whole.getShape().back();
+  if (ShapedType::isDynamic(width))
+    return op->emitOpError("the last dimension of ")
+           << whole << " must be static";
+  if (offset < 0 || size < 0 || offset > width - size)
+    return op->emitOpError("features [")
+           << offset << ", " << offset + size << ") are not within the "
+           << width << " of " << whole;
+  if (part.getShape().back() != size)
+    return op->emitOpError("the part's last dimension (")
+           << dimStr(part.getShape().back()) << ") is not the size " << size;
+  return success();
+}
+
+LogicalResult FeatureSliceOp::verify() {
+  return verifyFeatureSlice(*this, getX(), getResult(), getOffset(), getSize());
+}
+
+LogicalResult FeatureSliceGradOp::verify() {
+  auto dy = getDy().getType();
+  int64_t size = dy.getRank() ? dy.getShape().back() : 0;
+  if (ShapedType::isDynamic(size))
+    return emitOpError("the last dimension of ") << dy << " must be static";
+  int64_t width = getWidth();
+  if (getResult().getType().getRank() &&
+      getResult().getType().getShape().back() != width)
+    return emitOpError("the result's last dimension is not the width ")
+           << width;
+  return verifyFeatureSlice(*this, getResult(), getDy(), getOffset(), size);
+}
+
 #define GET_OP_CLASSES
 //===----------------------------------------------------------------------===//
 // An all-reduce in flight

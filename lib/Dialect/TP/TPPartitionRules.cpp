@@ -21,6 +21,13 @@ static RankedTensorType withLast(Type type, int64_t last) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
+/// The split dimension of `layout` for a value of `rank` (-1: none).
+static int64_t splitDimOf(ShardLayout layout, int64_t rank) {
+  return layout == ShardLayout::SplitLast       ? rank - 1
+         : layout == ShardLayout::SplitSequence ? 1
+                                                : -1;
+}
+
 /// Elementwise binary ops need their operands held alike.
 static LogicalResult partitionElementwise(Operation *op,
                                           PartitionState &state) {
@@ -73,7 +80,14 @@ LogicalResult LinearOp::partition(PartitionState &state) {
   }
   if (in != ShardLayout::SplitLast)
     return emitError("tp-partition: a row-split linear needs an input split "
-                     "on its last dimension");
+                     "on its last dimension")
+           << (in == ShardLayout::Replicated
+                   ? "; its input is replicated (no column-split module "
+                     "produces it, e.g. after a fused projection's parts): "
+                     "plan the module as rowwise with input_layouts "
+                     "\"replicate\" (transformers' rowwise_split_input) so "
+                     "that each rank takes its block"
+                   : "");
   if (getBias())
     return emitError("tp-partition: a row-split linear must add its bias "
                      "after the reduction (run tp-lower-linear, which "
@@ -321,11 +335,42 @@ LogicalResult SiluMulGradOp::partition(PartitionState &state) {
   return success();
 }
 
-/// The split dimension of `layout` for a value of `rank` (-1: none).
-static int64_t splitDimOf(ShardLayout layout, int64_t rank) {
-  return layout == ShardLayout::SplitLast       ? rank - 1
-         : layout == ShardLayout::SplitSequence ? 1
-                                                : -1;
+/// A feature slice (or its gradient) reads whole rows: an operand split on
+/// its features is gathered first (once for all its parts); a sequence
+/// split carries through.
+static LogicalResult partitionFeatureSlice(Operation *op, OpOperand &operand,
+                                           int64_t width,
+                                           PartitionState &state) {
+  Value in = operand.get();
+  auto type = cast<RankedTensorType>(in.getType());
+  if (type.getRank() < 2 && state.getLayout(in) != ShardLayout::Replicated)
+    return op->emitError("tp-partition: a feature slice of a split vector");
+  if (state.getLayout(in) == ShardLayout::SplitLast) {
+    // The parts of one value share its all-gather.
+    FailureOr<Value> whole = state.gatheredOnce(
+        op, in, splitDimOf(ShardLayout::SplitLast, type.getRank()));
+    if (failed(whole))
+      return failure();
+    operand.set(*whole);
+    in = *whole;
+  }
+  ShardLayout layout = state.getLayout(in);
+  Value result = op->getResult(0);
+  auto local = cast<RankedTensorType>(in.getType());
+  SmallVector<int64_t> shape(local.getShape());
+  shape.back() = width;
+  result.setType(RankedTensorType::get(
+      shape, cast<RankedTensorType>(result.getType()).getElementType()));
+  state.setLayout(result, layout);
+  return success();
+}
+
+LogicalResult FeatureSliceOp::partition(PartitionState &state) {
+  return partitionFeatureSlice(*this, getXMutable(), getSize(), state);
+}
+
+LogicalResult FeatureSliceGradOp::partition(PartitionState &state) {
+  return partitionFeatureSlice(*this, getDyMutable(), getWidth(), state);
 }
 
 bool HoldLikeOp::keepsPartialSums(const PartitionState &) { return true; }

@@ -384,6 +384,36 @@ LogicalResult SoftcapOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeArg kFeatureSliceParams[] = {kTensor, kI64, kI64,
+                                                     kSlot};
+static constexpr RuntimeSignature kFeatureSlice[] = {
+    {"tprt::feature_slice", kFeatureSliceParams}};
+
+ArrayRef<RuntimeSignature> FeatureSliceOp::getRuntimeSignatures() {
+  return kFeatureSlice;
+}
+
+LogicalResult FeatureSliceOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kFeatureSlice[0]).tensor(getX()).i64(getOffset()).i64(getSize());
+  return success();
+}
+
+static constexpr RuntimeArg kFeatureSliceGradParams[] = {kTensor, kI64, kI64};
+static constexpr RuntimeSignature kFeatureSliceGrad[] = {
+    {"tprt::feature_slice_grad", kFeatureSliceGradParams}};
+
+ArrayRef<RuntimeSignature> FeatureSliceGradOp::getRuntimeSignatures() {
+  return kFeatureSliceGrad;
+}
+
+LogicalResult FeatureSliceGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kFeatureSliceGrad[0])
+      .tensor(getDy())
+      .i64(getOffset())
+      .i64(getWidth());
+  return success();
+}
+
 static constexpr RuntimeSignature kScale[] = {
     {"tprt::scale", kTensorAndF64ToSlot}};
 

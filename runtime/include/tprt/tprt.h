@@ -616,6 +616,10 @@ Tensor mul(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot = -1);
 Tensor scale(Context &ctx, const Tensor &x, double factor, int64_t slot = -1);
 /// cap * tanh(x / cap) (Gemma's final logit soft-capping).
 Tensor softcap(Context &ctx, const Tensor &x, double cap, int64_t slot = -1);
+/// x[..., offset : offset + size] (tp.feature_slice: a part of a fused
+/// projection's output), in x's type.
+Tensor feature_slice(Context &ctx, const Tensor &x, int64_t offset,
+                     int64_t size, int64_t slot = -1);
 
 //===----------------------------------------------------------------------===//
 // Kernels of the training step (tp.cross_entropy and the backward ops)
@@ -694,6 +698,10 @@ Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                  bool tanhApproximation);
 Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
                     double cap);
+/// [..., width] zeros with dy at features [offset, offset + dy.dim(-1)):
+/// the gradient of tp.feature_slice, in dy's type.
+Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
+                          int64_t width);
 /// Ranks r * replicas ... r * replicas + replicas - 1 hold the same block
 /// of a parameter: each gets the sum of their `x` (tp.replica_sum).
 Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas);

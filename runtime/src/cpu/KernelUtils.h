@@ -219,6 +219,21 @@ struct AxisView {
   }
 };
 
+/// Features [offset, offset + size) of `x`'s rows (tp.feature_slice and
+/// its gradient): the number of rows; a range past the row is fatal.
+inline int64_t requireFeatureRange(const Tensor &x, int64_t offset,
+                                   int64_t size, int64_t width,
+                                   const char *op) {
+  if (x.rank() < 1 || offset < 0 || size < 0 || offset > width - size)
+    fatal(std::string(op) + ": features [" + std::to_string(offset) + ", " +
+          std::to_string(offset + size) + ") of rows of " +
+          std::to_string(width) + " (" + x.describe() + ")");
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < x.rank(); ++d)
+    rows *= x.dim(d);
+  return rows;
+}
+
 /// What a reduce-scatter's indivisible dimension usually means.
 constexpr const char *kSequenceHint =
     " (with sequence parallelism the sequence length must be a multiple of "

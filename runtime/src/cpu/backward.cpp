@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -110,6 +111,24 @@ Tensor sum_leading(Context &ctx, const Tensor &x) {
       sum += in[r * n + j];
     o[j] = static_cast<float>(sum);
   }
+  return out;
+}
+
+Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
+                          int64_t width) {
+  TPRT_ON_CUDA(ctx, feature_slice_grad(ctx, dy, offset, width))
+  int64_t size = dy.rank() ? dy.dim(-1) : 0;
+  int64_t rows =
+      requireFeatureRange(dy, offset, size, width, "feature_slice_grad");
+  std::vector<int64_t> shape = dy.shape();
+  shape.back() = width;
+  Tensor out(dy.dtype(), shape);
+  size_t element = dtypeSize(dy.dtype());
+  const auto *in = static_cast<const unsigned char *>(dy.raw());
+  auto *o = static_cast<unsigned char *>(out.raw());
+  for (int64_t r = 0; size && r < rows; ++r)
+    std::memcpy(o + (r * width + offset) * element, in + r * size * element,
+                size * element);
   return out;
 }
 

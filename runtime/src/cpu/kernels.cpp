@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -942,6 +943,23 @@ Tensor softcap(Context &ctx, const Tensor &x, double cap, int64_t slot) {
   TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Softcap, c, "softcap"))
   return unaryMap(
       x, "softcap", [c](float v) { return c * std::tanh(v / c); }, &ctx, slot);
+}
+
+Tensor feature_slice(Context &ctx, const Tensor &x, int64_t offset,
+                     int64_t size, int64_t slot) {
+  TPRT_ON_CUDA(ctx, feature_slice(ctx, x, offset, size))
+  int64_t width = x.rank() ? x.dim(-1) : 0;
+  int64_t rows = requireFeatureRange(x, offset, size, width, "feature_slice");
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = size;
+  Tensor out = resultTensor(&ctx, slot, x.dtype(), shape);
+  size_t element = dtypeSize(x.dtype());
+  const auto *in = static_cast<const unsigned char *>(x.raw());
+  auto *o = static_cast<unsigned char *>(out.raw());
+  for (int64_t r = 0; size && r < rows; ++r)
+    std::memcpy(o + r * size * element, in + (r * width + offset) * element,
+                size * element);
+  return out;
 }
 
 } // namespace tprt

@@ -63,6 +63,10 @@ Tensor all_reduce_sum_start(Context &ctx, const Tensor &x);
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
+Tensor feature_slice(Context &ctx, const Tensor &x, int64_t offset,
+                     int64_t size);
+Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
+                          int64_t width);
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
 Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w);
 /// out[r, :] += bias over the rows of `out`, in place.

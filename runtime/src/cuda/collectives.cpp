@@ -2,7 +2,7 @@
 //
 // The same block layouts as the CPU kernels (src/cpu/kernels.cpp), packed
 // and unpacked with strided device copies around NCCL's contiguous
-// all-gather and reduce-scatter.
+// all-gather and reduce-scatter; the feature slices, strided copies too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,6 +104,48 @@ Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
   int64_t chunk = v.n / ranks * v.inner;
   copyRuns(out.f32(), chunk, x.f32() + rank * chunk, ranks * chunk, chunk,
            v.outer);
+  return out;
+}
+
+/// `rows` runs of `run` bytes, `srcPitch` and `dstPitch` bytes apart, of
+/// any element type.
+static void copyByteRuns(void *dst, size_t dstPitch, const void *src,
+                         size_t srcPitch, size_t run, int64_t rows) {
+  if (run == 0 || rows == 0)
+    return;
+  check(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, run, rows,
+                          cudaMemcpyDeviceToDevice, stream()),
+        "cudaMemcpy2DAsync");
+}
+
+Tensor feature_slice(Context &, const Tensor &x, int64_t offset, int64_t size) {
+  requireGpu(x, x.dtype(), "feature_slice", "the input");
+  int64_t width = x.rank() ? x.dim(-1) : 0;
+  int64_t rows = requireFeatureRange(x, offset, size, width, "feature_slice");
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = size;
+  Tensor out = Tensor::uninitialized(x.dtype(), shape, Device::CUDA);
+  size_t element = dtypeSize(x.dtype());
+  copyByteRuns(out.raw(), size * element,
+               static_cast<const unsigned char *>(x.raw()) + offset * element,
+               width * element, size * element, rows);
+  return out;
+}
+
+Tensor feature_slice_grad(Context &, const Tensor &dy, int64_t offset,
+                          int64_t width) {
+  requireGpu(dy, dy.dtype(), "feature_slice_grad", "the gradient");
+  int64_t size = dy.rank() ? dy.dim(-1) : 0;
+  int64_t rows =
+      requireFeatureRange(dy, offset, size, width, "feature_slice_grad");
+  std::vector<int64_t> shape = dy.shape();
+  shape.back() = width;
+  Tensor out = Tensor::uninitialized(dy.dtype(), shape, Device::CUDA);
+  size_t element = dtypeSize(dy.dtype());
+  if (out.bytes())
+    memset(out.raw(), 0, out.bytes());
+  copyByteRuns(static_cast<unsigned char *>(out.raw()) + offset * element,
+               width * element, dy.raw(), size * element, size * element, rows);
   return out;
 }
 

@@ -798,3 +798,59 @@ func.func @rotary_factor_inf(%x: tensor<2x5x64xf32>) {
   %y = tp.rotary %x {factor = 0x7FF0000000000000 : f64, head_dim = 16 : i64, rope_type = "linear", theta = 1.0e+04 : f64} : tensor<2x5x64xf32>
   return
 }
+
+// -----
+
+func.func @feature_slice_past_row(%x: tensor<2x5x96xf32>) {
+  // expected-error @+1 {{features [64, 128) are not within the 96 of 'tensor<2x5x96xf32>'}}
+  %y = tp.feature_slice %x [64, 64] : tensor<2x5x96xf32> -> tensor<2x5x64xf32>
+  return
+}
+
+// -----
+
+func.func @feature_slice_size(%x: tensor<2x5x96xf32>) {
+  // expected-error @+1 {{the part's last dimension (32) is not the size 64}}
+  %y = tp.feature_slice %x [0, 64] : tensor<2x5x96xf32> -> tensor<2x5x32xf32>
+  return
+}
+
+// -----
+
+func.func @feature_slice_dynamic_row(%x: tensor<2x5x?xf32>) {
+  // expected-error @+1 {{the last dimension of 'tensor<2x5x?xf32>' must be static}}
+  %y = tp.feature_slice %x [0, 8] : tensor<2x5x?xf32> -> tensor<2x5x8xf32>
+  return
+}
+
+// -----
+
+func.func @feature_slice_leading(%x: tensor<2x5x96xf32>) {
+  // expected-error @+1 {{dimension 1 of whole (5) and part (6) differ}}
+  %y = tp.feature_slice %x [0, 8] : tensor<2x5x96xf32> -> tensor<2x6x8xf32>
+  return
+}
+
+// -----
+
+func.func @feature_slice_type(%x: tensor<2x5x96xf32>) {
+  // expected-error @+1 {{element types differ: 'f32' vs 'bf16'}}
+  %y = tp.feature_slice %x [0, 8] : tensor<2x5x96xf32> -> tensor<2x5x8xbf16>
+  return
+}
+
+// -----
+
+func.func @feature_slice_grad_width(%dy: tensor<2x5x32xf32>) {
+  // expected-error @+1 {{the result's last dimension is not the width 128}}
+  %y = tp.feature_slice_grad %dy [0] width 128 : tensor<2x5x32xf32> -> tensor<2x5x96xf32>
+  return
+}
+
+// -----
+
+func.func @feature_slice_grad_offset(%dy: tensor<2x5x32xf32>) {
+  // expected-error @+1 {{features [-1, 31) are not within the 96 of 'tensor<2x5x96xf32>'}}
+  %y = tp.feature_slice_grad %dy [-1] width 96 : tensor<2x5x32xf32> -> tensor<2x5x96xf32>
+  return
+}

@@ -112,3 +112,17 @@ func.func @optimizer_step(%n: tensor<4xf32> {tp.grad_reduction = #tp.grad_reduct
   tp.optimizer_update {optimizer = "sgd"}
   return %norm : tensor<f32>
 }
+
+// A fused projection's parts and the gradient of one.
+// CHECK-LABEL: func.func @feature_slices
+// CHECK-NEXT: %[[Q:.*]] = tp.feature_slice %arg0[0, 64] : tensor<?x?x128xbf16> -> tensor<?x?x64xbf16>
+// CHECK-NEXT: %[[V:.*]] = tp.feature_slice %arg0[96, 32] : tensor<?x?x128xbf16> -> tensor<?x?x32xbf16>
+// CHECK-NEXT: %[[E:.*]] = tp.feature_slice %arg0[128, 0] : tensor<?x?x128xbf16> -> tensor<?x?x0xbf16>
+// CHECK-NEXT: tp.feature_slice_grad %[[V]][96] width 128 : tensor<?x?x32xbf16> -> tensor<?x?x128xbf16>
+func.func @feature_slices(%qkv: tensor<?x?x128xbf16>) -> tensor<?x?x128xbf16> {
+  %q = tp.feature_slice %qkv [0, 64] : tensor<?x?x128xbf16> -> tensor<?x?x64xbf16>
+  %v = tp.feature_slice %qkv [96, 32] : tensor<?x?x128xbf16> -> tensor<?x?x32xbf16>
+  %e = tp.feature_slice %qkv [128, 0] : tensor<?x?x128xbf16> -> tensor<?x?x0xbf16>
+  %dqkv = tp.feature_slice_grad %v [96] width 128 : tensor<?x?x32xbf16> -> tensor<?x?x128xbf16>
+  return %dqkv : tensor<?x?x128xbf16>
+}

@@ -76,6 +76,9 @@ public:
   /// All ranks' blocks of `v` along `dim`, concatenated (at the builder's
   /// insertion point).
   FailureOr<Value> gathered(Operation *op, Value v, int64_t dim);
+  /// `gathered` made once, right after `v`'s producer, for every reader
+  /// that needs `v` whole (the parts of a fused projection).
+  FailureOr<Value> gatheredOnce(Operation *op, Value v, int64_t dim);
   /// This rank's block of replicated `v` along `dim` (no communication).
   FailureOr<Value> sliced(Operation *op, Value v, int64_t dim);
   /// The reduce-scatter of partial sum `v` along `dim`.
@@ -90,6 +93,8 @@ private:
   llvm::DenseMap<Value, int64_t> paramSplit;
   /// Partial sums and their all-reduce.
   llvm::DenseMap<Value, Value> allReduced;
+  /// Values split on their last dimension and their one all-gather.
+  llvm::DenseMap<Value, Value> gatheredWhole;
 };
 
 //===----------------------------------------------------------------------===//

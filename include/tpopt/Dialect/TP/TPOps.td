@@ -507,6 +507,36 @@ def TP_ScaleOp : TP_UnaryElementwiseOp<"scale", [TP_PartitionedLinearly]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Feature slices
+//===----------------------------------------------------------------------===//
+
+def TP_FeatureSliceOp : TP_Op<"feature_slice",
+    [Pure, TP_Partitioned, TP_RuntimeCalled, TP_Differentiable]> {
+  let summary = "Features [offset, offset + size) of every token";
+  let description = [{
+    `x[..., offset : offset + size]`: one part of a fused projection's
+    output (`qkv_proj`'s queries, `gate_up_proj`'s gate), as an ONNX
+    `Split` or `Slice` of the last dimension cuts it. The leading
+    dimensions and the element type are kept; the last dimension of `x` is
+    static and holds the slice.
+
+    On ranks, a replicated or sequence-split `x` is sliced locally; one
+    split on its features is gathered first (the slice needs the whole
+    row). Its gradient is `tp.feature_slice_grad`.
+
+    ```mlir
+    %q = tp.feature_slice %qkv [0, 64] : tensor<?x?x128xf32> -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, I64Attr:$offset, I64Attr:$size);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `[` $offset `,` $size `]` attr-dict `:` type($x) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // An all-reduce in flight (tp-overlap-all-reduces)
 //===----------------------------------------------------------------------===//
 

@@ -300,6 +300,27 @@ def TP_Mamba2MixerGradOp : TP_Op<"mamba2_mixer_grad",
   }];
 }
 
+def TP_FeatureSliceGradOp : TP_Op<"feature_slice_grad",
+    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+  let summary = "Gradient of tp.feature_slice: dy placed in zeros";
+  let description = [{
+    `[..., width]` zeros with `dy` (`[..., size]`) at features `[offset,
+    offset + size)`: the cotangent of the sliced input. The parts of one
+    `Split` each give theirs, and the training step sums them.
+
+    ```mlir
+    %dx = tp.feature_slice_grad %dq [0] width 128 : tensor<?x?x64xf32> -> tensor<?x?x128xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$dy, I64Attr:$offset, I64Attr:$width);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `[` $offset `]` `width` $width attr-dict `:` type($dy) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Backward of the elementwise ops: dx = dy * f'(x)
 //===----------------------------------------------------------------------===//
