@@ -296,213 +296,287 @@ static constexpr std::pair<StringRef, StringRef> kUnsupportedUnlessOff[] = {
     {"use_bdlora", "this LoRA variant"},
 };
 
+namespace {
+
+/// Reads the fields of PEFT's adapter_config.json into a LoRAConfig, one
+/// group of fields per method; every error names the file and the field.
+class PEFTConfigReader {
+public:
+  explicit PEFTConfigReader(StringRef path) {
+    config.origin = "'" + path.str() + "'";
+  }
+
+  llvm::Error read(const llvm::json::Object &json);
+  LoRAConfig take() { return std::move(config); }
+
+private:
+  llvm::Error fail(const llvm::Twine &what) const {
+    return llvm::createStringError(config.origin + ": " + what);
+  }
+  llvm::Error notSupported(StringRef field, const llvm::Twine &what) const {
+    return fail(field + ": " + what + " is not supported");
+  }
+  /// A list of strings, or one string (`isString`).
+  llvm::Error strings(StringRef field, const llvm::json::Value &v,
+                      std::vector<std::string> &out, bool &isString) const;
+  llvm::Error checkRegex(StringRef field, StringRef pattern) const;
+
+  llvm::Error readField(StringRef key, const llvm::json::Value &value);
+  /// r, lora_alpha, use_rslora, lora_dropout, bias, init_lora_weights.
+  llvm::Error readScalar(StringRef key, const llvm::json::Value &value,
+                         bool &known);
+  /// target_modules, exclude_modules, layers_to_transform,
+  /// layers_pattern, modules_to_save.
+  llvm::Error readModules(StringRef key, const llvm::json::Value &value,
+                          bool &known);
+  llvm::Error readTargets(const llvm::json::Value &value);
+  /// rank_pattern, alpha_pattern.
+  llvm::Error readPatterns(StringRef key, const llvm::json::Object &patterns);
+
+  LoRAConfig config;
+  std::optional<int64_t> rank;
+  std::optional<double> alpha;
+  bool sawTargets = false;
+};
+
+llvm::Error PEFTConfigReader::strings(StringRef field,
+                                      const llvm::json::Value &v,
+                                      std::vector<std::string> &out,
+                                      bool &isString) const {
+  isString = false;
+  if (std::optional<StringRef> s = v.getAsString()) {
+    out.push_back(s->str());
+    isString = true;
+    return llvm::Error::success();
+  }
+  const llvm::json::Array *list = v.getAsArray();
+  if (!list)
+    return fail(field + " must be a string or a list of strings");
+  for (const llvm::json::Value &item : *list) {
+    std::optional<StringRef> s = item.getAsString();
+    if (!s)
+      return fail(field + " holds a non-string");
+    out.push_back(s->str());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PEFTConfigReader::checkRegex(StringRef field,
+                                         StringRef pattern) const {
+  if (llvm::Expected<std::string> posix = pythonRegexToPOSIX(pattern); !posix)
+    return fail(field + ": " + llvm::toString(posix.takeError()));
+  return llvm::Error::success();
+}
+
+llvm::Error PEFTConfigReader::read(const llvm::json::Object &json) {
+  for (const auto &[key, value] : json)
+    if (llvm::Error e = readField(key, value))
+      return e;
+  if (!rank)
+    return fail("r must be a positive integer");
+  config.rank = *rank;
+  config.alpha = alpha.value_or(8); // PEFT's default lora_alpha
+  if (!sawTargets)
+    return fail("no target_modules");
+  return llvm::Error::success();
+}
+
+llvm::Error PEFTConfigReader::readField(StringRef key,
+                                        const llvm::json::Value &value) {
+  bool isNull = value.kind() == llvm::json::Value::Null;
+  bool known = true;
+  if (llvm::Error e = readScalar(key, value, known); e || known)
+    return e;
+  known = true;
+  if (llvm::Error e = readModules(key, value, known); e || known)
+    return e;
+  if (key == "peft_type") {
+    if (value.getAsString() != StringRef("LORA"))
+      return fail("peft_type is not LORA");
+  } else if (key == "task_type") {
+    if (!isNull && value.getAsString() != StringRef("CAUSAL_LM"))
+      return notSupported(key, "a task other than CAUSAL_LM");
+  } else if (llvm::is_contained({"auto_mapping", "peft_version",
+                                 "base_model_name_or_path", "revision",
+                                 "inference_mode", "megatron_core",
+                                 "qalora_group_size", "fan_in_fan_out"},
+                                key)) {
+    // Provenance, or settings of features that are off (checked below).
+    // fan_in_fan_out: only GPT-2's Conv1D stores weights transposed; on
+    // nn.Linear, PEFT resets it to false, and the factors are saved as
+    // usual.
+  } else if (key == "rank_pattern" || key == "alpha_pattern") {
+    if (isNull)
+      return llvm::Error::success();
+    const llvm::json::Object *patterns = value.getAsObject();
+    if (!patterns)
+      return fail(key + " must be an object");
+    return readPatterns(key, *patterns);
+  } else if (const auto *off =
+                 llvm::find_if(kUnsupportedUnlessOff,
+                               [&](const auto &f) { return f.first == key; });
+             off != std::end(kUnsupportedUnlessOff)) {
+    // PEFT's default for the features tp-opt does not implement: null,
+    // false, or an empty object or list.
+    bool isOff = isNull || value.getAsBoolean() == false;
+    if (const llvm::json::Object *o = value.getAsObject())
+      isOff = o->empty();
+    if (const llvm::json::Array *a = value.getAsArray())
+      isOff = a->empty();
+    if (!isOff)
+      return notSupported(key, off->second);
+  } else {
+    return fail("unknown field '" + key +
+                "' (not a field of peft 0.21's LoraConfig)");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PEFTConfigReader::readScalar(StringRef key,
+                                         const llvm::json::Value &value,
+                                         bool &known) {
+  bool isNull = value.kind() == llvm::json::Value::Null;
+  if (key == "r") {
+    rank = value.getAsInteger();
+    if (!rank || *rank < 1)
+      return fail("r must be a positive integer");
+  } else if (key == "lora_alpha") {
+    alpha = value.getAsNumber();
+    if (!alpha)
+      return fail("lora_alpha must be a number");
+  } else if (key == "use_rslora") {
+    if (!isNull && !value.getAsBoolean())
+      return fail("use_rslora must be true or false");
+    config.useRslora = value.getAsBoolean().value_or(false);
+  } else if (key == "lora_dropout") {
+    if (!isNull && !value.getAsNumber())
+      return fail("lora_dropout must be a number");
+    config.dropout = value.getAsNumber().value_or(0);
+  } else if (key == "lora_bias") {
+    config.loraBias = value.getAsBoolean().value_or(false);
+  } else if (key == "bias") {
+    std::optional<StringRef> b = value.getAsString();
+    if (!b || !llvm::is_contained({"none", "all", "lora_only"}, *b))
+      return fail("bias must be \"none\", \"all\" or \"lora_only\"");
+    config.bias = b->str();
+  } else if (key == "init_lora_weights") {
+    if (std::optional<bool> b = value.getAsBoolean()) {
+      config.initLoraWeights = *b ? "true" : "false";
+    } else if (value.getAsString() == StringRef("gaussian")) {
+      config.initLoraWeights = "gaussian";
+    } else {
+      std::string what = value.getAsString().value_or("?").str();
+      return notSupported(
+          key, "'" + what +
+                   "' (initializations other than true, false and "
+                   "gaussian; PiSSA, OLoRA, CorDA and LoftQ also change "
+                   "the base weights)");
+    }
+  } else {
+    known = false;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PEFTConfigReader::readModules(StringRef key,
+                                          const llvm::json::Value &value,
+                                          bool &known) {
+  bool isNull = value.kind() == llvm::json::Value::Null;
+  bool isString;
+  if (key == "target_modules")
+    return readTargets(value);
+  if (!llvm::is_contained({"exclude_modules", "layers_to_transform",
+                           "layers_pattern", "modules_to_save"},
+                          key)) {
+    known = false;
+    return llvm::Error::success();
+  }
+  if (isNull)
+    return llvm::Error::success();
+  if (key == "exclude_modules") {
+    if (llvm::Error e =
+            strings(key, value, config.exclude, config.excludeIsRegex))
+      return e;
+    if (config.excludeIsRegex)
+      return checkRegex(key, config.exclude.front());
+  } else if (key == "layers_to_transform") {
+    if (std::optional<int64_t> layer = value.getAsInteger()) {
+      config.layers.push_back(*layer);
+    } else if (const llvm::json::Array *list = value.getAsArray()) {
+      for (const llvm::json::Value &item : *list) {
+        std::optional<int64_t> layer = item.getAsInteger();
+        if (!layer)
+          return fail("layers_to_transform holds a non-integer");
+        config.layers.push_back(*layer);
+      }
+    } else {
+      return fail("layers_to_transform must be an integer or a list");
+    }
+  } else if (key == "layers_pattern") {
+    if (llvm::Error e = strings(key, value, config.layersPattern, isString))
+      return e;
+    for (const std::string &p : config.layersPattern)
+      if (llvm::Error e = checkRegex(key, p))
+        return e;
+  } else {
+    return strings(key, value, config.modulesToSave, isString);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PEFTConfigReader::readTargets(const llvm::json::Value &value) {
+  if (value.kind() == llvm::json::Value::Null)
+    return fail("no target_modules");
+  sawTargets = true;
+  bool isString;
+  if (llvm::Error e =
+          strings("target_modules", value, config.targets, isString))
+    return e;
+  if (isString &&
+      StringRef(config.targets.front()).equals_insensitive("all-linear")) {
+    config.targetKind = LoRAConfig::Targets::AllLinear;
+    config.targets.clear();
+  } else if (isString) {
+    config.targetKind = LoRAConfig::Targets::Regex;
+    return checkRegex("target_modules", config.targets.front());
+  } else {
+    config.targetKind = LoRAConfig::Targets::Names;
+    if (config.targets.empty())
+      return fail("target_modules is empty");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PEFTConfigReader::readPatterns(StringRef key,
+                                           const llvm::json::Object &patterns) {
+  for (const auto &[pattern, v] : patterns) {
+    if (llvm::Error e = checkRegex(key, pattern))
+      return e;
+    if (key == "rank_pattern") {
+      std::optional<int64_t> r = v.getAsInteger();
+      if (!r || *r < 1)
+        return fail("rank_pattern '" + pattern.str() +
+                    "' must map to a positive integer");
+      config.rankPattern.push_back({pattern.str(), *r});
+    } else {
+      std::optional<double> a = v.getAsNumber();
+      if (!a)
+        return fail("alpha_pattern '" + pattern.str() +
+                    "' must map to a number");
+      config.alphaPattern.push_back({pattern.str(), *a});
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Expected<LoRAConfig> mlir::tp::readPEFTConfig(StringRef path) {
   llvm::Expected<llvm::json::Object> json = readJSONObject(path);
   if (!json)
     return json.takeError();
-  LoRAConfig config;
-  config.origin = "'" + path.str() + "'";
-  auto fail = [&](const llvm::Twine &what) {
-    return llvm::createStringError(config.origin + ": " + what);
-  };
-  auto notSupported = [&](StringRef field, const llvm::Twine &what) {
-    return fail(field + ": " + what + " is not supported");
-  };
-  /// A list of strings, or a string when `orString`.
-  auto strings = [&](StringRef field, const llvm::json::Value &v,
-                     std::vector<std::string> &out,
-                     bool &isString) -> llvm::Error {
-    isString = false;
-    if (std::optional<StringRef> s = v.getAsString()) {
-      out.push_back(s->str());
-      isString = true;
-      return llvm::Error::success();
-    }
-    const llvm::json::Array *list = v.getAsArray();
-    if (!list)
-      return fail(field + " must be a string or a list of strings");
-    for (const llvm::json::Value &item : *list) {
-      std::optional<StringRef> s = item.getAsString();
-      if (!s)
-        return fail(field + " holds a non-string");
-      out.push_back(s->str());
-    }
-    return llvm::Error::success();
-  };
-  auto checkRegex = [&](StringRef field, StringRef pattern) -> llvm::Error {
-    if (llvm::Expected<std::string> posix = pythonRegexToPOSIX(pattern); !posix)
-      return fail(field + ": " + llvm::toString(posix.takeError()));
-    return llvm::Error::success();
-  };
-
-  std::optional<int64_t> rank;
-  std::optional<double> alpha;
-  bool sawTargets = false;
-  for (const auto &[keyRef, value] : *json) {
-    StringRef key = keyRef;
-    bool isNull = value.kind() == llvm::json::Value::Null;
-    // PEFT's default for the features tp-opt does not implement: null,
-    // false, or an empty object or list.
-    auto isOff = [&] {
-      if (isNull || value.getAsBoolean() == false)
-        return true;
-      if (const llvm::json::Object *o = value.getAsObject())
-        return o->empty();
-      if (const llvm::json::Array *a = value.getAsArray())
-        return a->empty();
-      return false;
-    };
-    if (key == "peft_type") {
-      if (value.getAsString() != StringRef("LORA"))
-        return fail("peft_type is not LORA");
-    } else if (key == "task_type") {
-      if (!isNull && value.getAsString() != StringRef("CAUSAL_LM"))
-        return notSupported(key, "a task other than CAUSAL_LM");
-    } else if (llvm::is_contained({"auto_mapping", "peft_version",
-                                   "base_model_name_or_path", "revision",
-                                   "inference_mode", "megatron_core",
-                                   "qalora_group_size"},
-                                  key)) {
-      // Provenance, or settings of features that are off (checked below).
-    } else if (key == "r") {
-      rank = value.getAsInteger();
-      if (!rank || *rank < 1)
-        return fail("r must be a positive integer");
-    } else if (key == "lora_alpha") {
-      alpha = value.getAsNumber();
-      if (!alpha)
-        return fail("lora_alpha must be a number");
-    } else if (key == "use_rslora") {
-      if (!isNull && !value.getAsBoolean())
-        return fail("use_rslora must be true or false");
-      config.useRslora = value.getAsBoolean().value_or(false);
-    } else if (key == "lora_dropout") {
-      if (!isNull && !value.getAsNumber())
-        return fail("lora_dropout must be a number");
-      config.dropout = value.getAsNumber().value_or(0);
-    } else if (key == "target_modules") {
-      if (isNull)
-        return fail("no target_modules");
-      sawTargets = true;
-      bool isString;
-      if (llvm::Error e = strings(key, value, config.targets, isString))
-        return std::move(e);
-      if (isString &&
-          StringRef(config.targets.front()).equals_insensitive("all-linear")) {
-        config.targetKind = LoRAConfig::Targets::AllLinear;
-        config.targets.clear();
-      } else if (isString) {
-        config.targetKind = LoRAConfig::Targets::Regex;
-        if (llvm::Error e = checkRegex(key, config.targets.front()))
-          return std::move(e);
-      } else {
-        config.targetKind = LoRAConfig::Targets::Names;
-        if (config.targets.empty())
-          return fail("target_modules is empty");
-      }
-    } else if (key == "exclude_modules") {
-      if (isNull)
-        continue;
-      if (llvm::Error e =
-              strings(key, value, config.exclude, config.excludeIsRegex))
-        return std::move(e);
-      if (config.excludeIsRegex)
-        if (llvm::Error e = checkRegex(key, config.exclude.front()))
-          return std::move(e);
-    } else if (key == "layers_to_transform") {
-      if (isNull)
-        continue;
-      if (std::optional<int64_t> layer = value.getAsInteger()) {
-        config.layers.push_back(*layer);
-      } else if (const llvm::json::Array *list = value.getAsArray()) {
-        for (const llvm::json::Value &item : *list) {
-          std::optional<int64_t> layer = item.getAsInteger();
-          if (!layer)
-            return fail("layers_to_transform holds a non-integer");
-          config.layers.push_back(*layer);
-        }
-      } else {
-        return fail("layers_to_transform must be an integer or a list");
-      }
-    } else if (key == "layers_pattern") {
-      if (isNull)
-        continue;
-      bool isString;
-      if (llvm::Error e = strings(key, value, config.layersPattern, isString))
-        return std::move(e);
-      for (const std::string &p : config.layersPattern)
-        if (llvm::Error e = checkRegex(key, p))
-          return std::move(e);
-    } else if (key == "rank_pattern" || key == "alpha_pattern") {
-      if (isNull)
-        continue;
-      const llvm::json::Object *patterns = value.getAsObject();
-      if (!patterns)
-        return fail(key + " must be an object");
-      for (const auto &[pattern, v] : *patterns) {
-        if (llvm::Error e = checkRegex(key, pattern))
-          return std::move(e);
-        if (key == "rank_pattern") {
-          std::optional<int64_t> r = v.getAsInteger();
-          if (!r || *r < 1)
-            return fail("rank_pattern '" + pattern.str() +
-                        "' must map to a positive integer");
-          config.rankPattern.push_back({pattern.str(), *r});
-        } else {
-          std::optional<double> a = v.getAsNumber();
-          if (!a)
-            return fail("alpha_pattern '" + pattern.str() +
-                        "' must map to a number");
-          config.alphaPattern.push_back({pattern.str(), *a});
-        }
-      }
-    } else if (key == "lora_bias") {
-      config.loraBias = value.getAsBoolean().value_or(false);
-    } else if (key == "fan_in_fan_out") {
-      // Only GPT-2's Conv1D stores weights transposed; on nn.Linear, PEFT
-      // resets it to false, and the factors are saved as usual.
-    } else if (key == "modules_to_save") {
-      if (isNull)
-        continue;
-      bool isString;
-      if (llvm::Error e = strings(key, value, config.modulesToSave, isString))
-        return std::move(e);
-    } else if (key == "bias") {
-      std::optional<StringRef> b = value.getAsString();
-      if (!b || !llvm::is_contained({"none", "all", "lora_only"}, *b))
-        return fail("bias must be \"none\", \"all\" or \"lora_only\"");
-      config.bias = b->str();
-    } else if (key == "init_lora_weights") {
-      if (std::optional<bool> b = value.getAsBoolean()) {
-        config.initLoraWeights = *b ? "true" : "false";
-      } else if (value.getAsString() == StringRef("gaussian")) {
-        config.initLoraWeights = "gaussian";
-      } else {
-        std::string what = value.getAsString().value_or("?").str();
-        return notSupported(
-            key, "'" + what +
-                     "' (initializations other than true, false and "
-                     "gaussian; PiSSA, OLoRA, CorDA and LoftQ also change "
-                     "the base weights)");
-      }
-    } else if (const auto *off =
-                   llvm::find_if(kUnsupportedUnlessOff,
-                                 [&](const auto &f) { return f.first == key; });
-               off != std::end(kUnsupportedUnlessOff)) {
-      if (!isOff())
-        return notSupported(key, off->second);
-    } else {
-      return fail("unknown field '" + key +
-                  "' (not a field of peft 0.21's LoraConfig)");
-    }
-  }
-  if (!rank)
-    return fail("r must be a positive integer");
-  if (!alpha)
-    alpha = 8; // PEFT's default lora_alpha
-  config.rank = *rank;
-  config.alpha = *alpha;
-  if (!sawTargets)
-    return fail("no target_modules");
-  return config;
+  PEFTConfigReader reader(path);
+  if (llvm::Error e = reader.read(*json))
+    return std::move(e);
+  return reader.take();
 }
