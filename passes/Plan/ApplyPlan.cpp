@@ -1,12 +1,13 @@
 //===- ApplyPlan.cpp - tensor-parallel plan to shard annotations ----------===//
 
+#include "LoRASurgery.h"
+
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
-#include "tpopt/Plan/LoRAAdapter.h"
 #include "tpopt/Plan/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,8 +15,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_TPAPPLYPLAN
@@ -24,6 +23,7 @@ namespace mlir::tp {
 
 using namespace mlir;
 using namespace mlir::tp;
+using namespace mlir::tp::plan;
 
 namespace {
 
@@ -42,19 +42,6 @@ struct Placement {
   bool exclude = false;
   bool operator==(const Placement &o) const { return dim == o.dim; }
 };
-
-/// The module of a parameter; a LoRA factor belongs to the linear it
-/// adapts ("q_proj.lora_A.weight" -> "q_proj").
-std::string moduleOf(StringRef fqn) {
-  StringRef module = fqn.rsplit('.').first;
-  if (module.ends_with(".lora_A") || module.ends_with(".lora_B"))
-    module = module.drop_back(7);
-  return module.str();
-}
-
-bool isLoRAFactor(StringRef fqn) {
-  return fqn.ends_with(".lora_A.weight") || fqn.ends_with(".lora_B.weight");
-}
 
 /// A `shard.shard` of `v` split over grid axis 0 on `splitDim`, or
 /// replicated when it is negative, inserted at the builder's point.
@@ -78,24 +65,13 @@ Value parameterOf(Value v) {
   return v;
 }
 
-/// The LoRA branch added to a linear: y + ((x A^T) * scale) B^T.
-struct LoRABranch {
-  LinearOp a, b;
-  AddOp sum;
-  /// lora_B's bias (lora_bias), or null.
-  Value bias;
-};
-
 struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   using Base::Base;
 
   void runOnOperation() override {
     // The state below is per run: a pass manager may run this pass again.
     entries.clear();
-    loras.clear();
-    loraA.clear();
-    loraB.clear();
-    loraBaseOfSum.clear();
+    loraBranches.clear();
     planError.clear();
     reportedViolations.clear();
     ModuleOp module = getOperation();
@@ -263,13 +239,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         }
         return;
       }
-      if (!isa<EmbeddingOp, LinearOp>(op) || loraA.contains(op) ||
-          loraB.contains(op))
+      if (!isa<EmbeddingOp, LinearOp>(op) || loraBranches.isFactor(op))
         return;
       if (const PlanEntry *entry = entries.lookup(op)) {
         // The module's output: with LoRA, base plus LoRA.
-        auto lora = loras.find(op);
-        Value result = lora == loras.end()
+        auto lora = loraBranches.byBase.find(op);
+        Value result = lora == loraBranches.byBase.end()
                            ? Value(op->getResult(0))
                            : Value(lora->second.sum.getResult());
         int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
@@ -295,7 +270,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
           auto split = annotateValue(builder, linear.getX(),
                                      xType.getRank() - 1, /*forUsers=*/true);
           linear.getXMutable().assign(split);
-          if (auto lora = loras.find(op); lora != loras.end())
+          if (auto lora = loraBranches.byBase.find(op);
+              lora != loraBranches.byBase.end())
             lora->second.a.getXMutable().assign(split);
         }
       }
@@ -313,7 +289,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
             annotateValue(builder, linear.getX(), -1, /*forUsers=*/true);
       }
       linear.getXMutable().assign(replicated);
-      if (auto lora = loras.find(op); lora != loras.end())
+      if (auto lora = loraBranches.byBase.find(op);
+          lora != loraBranches.byBase.end())
         lora->second.a.getXMutable().assign(replicated);
     });
   }
@@ -323,263 +300,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   LinearOp moduleLinear(Value v) {
     if (auto biased = v.getDefiningOp<BiasAddOp>())
       v = biased.getX();
-    if (Operation *base = loraBaseOfSum.lookup(v.getDefiningOp()))
+    if (Operation *base = loraBranches.baseOfSum.lookup(v.getDefiningOp()))
       return cast<LinearOp>(base);
     return v.getDefiningOp<LinearOp>();
-  }
-
-  /// The LoRA configuration: PEFT's (lora-adapter) or the lora-* options.
-  FailureOr<LoRAConfig> loraConfig(func::FuncOp func) {
-    if (loraAdapter.empty()) {
-      if (loraRank < 1)
-        return func.emitError() << "lora-rank must be positive, got "
-                                << static_cast<int64_t>(loraRank);
-      return LoRAConfig::fromOptions(loraRank, loraAlpha, loraTargets);
-    }
-    SmallString<256> config(loraAdapter);
-    llvm::sys::path::append(config, "adapter_config.json");
-    llvm::Expected<LoRAConfig> read = readPEFTConfig(config);
-    if (!read)
-      return func.emitError()
-             << "lora-adapter: " << llvm::toString(read.takeError());
-    return std::move(*read);
-  }
-
-  /// Adds lora_A / lora_B parameters and the LoRA branch to every targeted
-  /// linear (before placements: the factors are placed with their linear),
-  /// and points the parameters the adapter replaces at its tensors.
-  LogicalResult insertLoRA(func::FuncOp func) {
-    FailureOr<LoRAConfig> config = loraConfig(func);
-    if (failed(config))
-      return failure();
-    bool fromPEFT = !loraAdapter.empty();
-    SmallString<256> adapterPath(loraWeights);
-    if (fromPEFT) {
-      adapterPath = loraAdapter;
-      llvm::sys::path::append(adapterPath, "adapter_model.safetensors");
-    }
-    std::optional<llvm::StringMap<SafetensorsTensor>> adapter;
-    if (!adapterPath.empty()) {
-      llvm::Expected<llvm::StringMap<SafetensorsTensor>> index =
-          readSafetensorsIndex(adapterPath);
-      if (!index)
-        return func.emitError()
-               << (fromPEFT ? "lora-adapter: " : "lora-weights: ")
-               << llvm::toString(index.takeError());
-      adapter = std::move(*index);
-      llvm::sys::fs::make_absolute(adapterPath);
-    }
-    MLIRContext *ctx = func.getContext();
-    OpBuilder builder(ctx);
-    auto sourceOf = [&](const llvm::StringMapEntry<SafetensorsTensor> &entry) {
-      return SourceAttr::get(ctx, entry.getKey(), adapterPath,
-                             entry.second.offset, entry.second.length, false,
-                             /*stored_type=*/Type(),
-                             /*stored_offset=*/FloatAttr());
-    };
-    /// The adapter tensor of a new parameter, checked against its shape;
-    /// `type` takes the tensor's float type (an adapter may be saved in
-    /// another type than its base model).
-    auto sourceFor = [&](Operation *at, const auto *entry, StringRef what,
-                         RankedTensorType &type,
-                         int64_t rank) -> FailureOr<SourceAttr> {
-      if (!entry)
-        return at->emitError()
-               << "lora-weights '" << adapterPath << "': no " << what;
-      const SafetensorsTensor &t = entry->second;
-      Type stored = t.dtype == "F32"    ? Type(builder.getF32Type())
-                    : t.dtype == "BF16" ? Type(builder.getBF16Type())
-                    : t.dtype == "F16"  ? Type(builder.getF16Type())
-                                        : Type();
-      if (!stored || ArrayRef<int64_t>(t.shape) != type.getShape()) {
-        InFlightDiagnostic d =
-            at->emitError() << "lora-weights '" << adapterPath << "': tensor '"
-                            << entry->getKey() << "' is " << t.dtype << " [";
-        llvm::interleaveComma(t.shape, d);
-        d << "], expected F32, BF16 or F16 [";
-        llvm::interleaveComma(type.getShape(), d);
-        return d << "] (lora-rank " << rank << ")";
-      }
-      type = RankedTensorType::get(type.getShape(), stored);
-      return sourceOf(*entry);
-    };
-    auto addParam = [&](Operation *at, const Twine &fqn, RankedTensorType type,
-                        SourceAttr source) -> Value {
-      NamedAttrList attrs;
-      attrs.set(TPDialect::kFqnAttrName, builder.getStringAttr(fqn));
-      if (source)
-        attrs.set(TPDialect::kSourceAttrName, source);
-      unsigned index = func.getNumArguments();
-      if (failed(func.insertArgument(index, type, attrs.getDictionary(ctx),
-                                     at->getLoc())))
-        return Value();
-      return func.getArgument(index);
-    };
-
-    SmallVector<LinearOp> linears;
-    func.walk([&](LinearOp linear) { linears.push_back(linear); });
-    for (LinearOp linear : linears) {
-      auto w = dyn_cast<BlockArgument>(linear.getWeight());
-      auto fqn = w ? func.getArgAttrOfType<StringAttr>(w.getArgNumber(),
-                                                       TPDialect::kFqnAttrName)
-                   : StringAttr();
-      if (!fqn)
-        continue;
-      std::string module = moduleOf(fqn.getValue());
-      bool isOutput = module == "lm_head" || reachesReturn(linear);
-      llvm::Expected<std::optional<LoRAConfig::ModuleLoRA>> lora =
-          config->lookup(module, isOutput);
-      if (!lora)
-        return linear.emitError() << llvm::toString(lora.takeError());
-      if (!*lora)
-        continue;
-      RankedTensorType wType = linear.getWeight().getType();
-      Type elementType = wType.getElementType();
-      int64_t rank = (*lora)->rank;
-      Value factors[2];
-      static constexpr StringRef kFactors[] = {"lora_A", "lora_B"};
-      for (auto [i, factor] : llvm::enumerate(kFactors)) {
-        auto type = RankedTensorType::get(
-            i == 0 ? ArrayRef<int64_t>{rank, wType.getDimSize(1)}
-                   : ArrayRef<int64_t>{wType.getDimSize(0), rank},
-            elementType);
-        SourceAttr source;
-        if (adapter) {
-          FailureOr<SourceAttr> found = sourceFor(
-              linear, findLoRAFactor(*adapter, module, factor),
-              (Twine(factor) + " for '" + module +
-               "' (looked for 'base_model.model." + module + "." + factor +
-               ".weight' and '" + module + "." + factor + ".weight')")
-                  .str(),
-              type, rank);
-          if (failed(found))
-            return failure();
-          source = *found;
-        }
-        factors[i] =
-            addParam(linear, module + "." + factor + ".weight", type, source);
-        if (!factors[i])
-          return failure();
-      }
-      Value bias;
-      if (config->loraBias) {
-        auto type = RankedTensorType::get({wType.getDimSize(0)}, elementType);
-        FailureOr<SourceAttr> found = sourceFor(
-            linear, findLoRAFactor(*adapter, module, "lora_B", "bias"),
-            "lora_B bias for '" + module + "' (lora_bias: true)", type, rank);
-        if (failed(found))
-          return failure();
-        bias = addParam(linear, module + ".lora_B.bias", type, *found);
-        if (!bias)
-          return failure();
-      }
-      auto xType = cast<RankedTensorType>(linear.getX().getType());
-      SmallVector<int64_t> shape(xType.getShape());
-      shape.back() = rank;
-      Location loc = linear.getLoc();
-      builder.setInsertionPointAfter(linear);
-      auto down = LinearOp::create(
-          builder, loc, RankedTensorType::get(shape, xType.getElementType()),
-          linear.getX(), factors[0], Value(), LinearFormAttr());
-      FloatAttr scale = builder.getF64FloatAttr((*lora)->scale);
-      auto scaled = ScaleOp::create(builder, loc, down.getResult(), scale);
-      auto up = LinearOp::create(builder, loc, linear.getResult().getType(),
-                                 scaled.getResult(), factors[1], Value(),
-                                 LinearFormAttr());
-      auto sum =
-          AddOp::create(builder, loc, linear.getResult(), up.getResult());
-      Value output = sum.getResult();
-      if (bias) {
-        // PEFT scales lora_B's output, bias included. Added to the whole
-        // module output (after its layout annotation), so once per token.
-        auto scaledBias = ScaleOp::create(builder, loc, bias, scale);
-        output = BiasAddOp::create(builder, loc, output, scaledBias);
-      }
-      linear.getResult().replaceAllUsesExcept(output, sum);
-      loras[linear] = {down, up, sum, bias};
-      loraBaseOfSum[sum] = linear;
-      loraA.insert(down);
-      loraB.insert(up);
-    }
-    if (loras.empty())
-      func.emitWarning() << config->origin << " match no linear";
-    if (!adapter)
-      return success();
-    if (fromPEFT && failed(replaceBaseTensors(func, *adapter, sourceOf)))
-      return failure();
-    // What the adapter holds but the program does not use: DoRA and
-    // embedding LoRA would change the result; with PEFT's configuration,
-    // any tensor PEFT loads would.
-    llvm::StringSet<> used;
-    for (BlockArgument arg : func.getArguments())
-      if (auto source = func.getArgAttrOfType<SourceAttr>(
-              arg.getArgNumber(), TPDialect::kSourceAttrName))
-        if (source.getFile() == adapterPath)
-          used.insert(source.getInitializer());
-    SmallVector<StringRef> unused;
-    for (const auto &entry : *adapter) {
-      StringRef key = entry.getKey();
-      if (key.contains("lora_magnitude") || key.contains("lora_embedding"))
-        return func.emitError()
-               << "lora-weights '" << adapterPath << "': tensor '" << key
-               << "' is DoRA or embedding LoRA, which is not supported";
-      if (!used.contains(key))
-        unused.push_back(key);
-    }
-    if (unused.empty())
-      return success();
-    llvm::sort(unused);
-    if (fromPEFT)
-      return func.emitError()
-             << "lora-adapter '" << loraAdapter << "': " << unused.size()
-             << " tensors that PEFT would load are not used (first: '"
-             << unused.front()
-             << "'): the configuration does not describe this file, or it "
-                "adapts what tp-opt does not (a non-linear module, a Mamba2 "
-                "mixer projection, a copy of a tied lm_head)";
-    func.emitWarning() << "lora-weights '" << adapterPath
-                       << "': " << unused.size()
-                       << " tensors adapt no targeted "
-                       << "linear (first: '" << unused.front() << "')";
-    return success();
-  }
-
-  /// PEFT saves the base tensors an adapter trained (biases under `bias`,
-  /// modules_to_save copies) and loads them over the model's: those
-  /// parameters read the adapter's tensors instead.
-  template <typename SourceOf>
-  LogicalResult
-  replaceBaseTensors(func::FuncOp func,
-                     const llvm::StringMap<SafetensorsTensor> &adapter,
-                     SourceOf sourceOf) {
-    llvm::StringMap<BlockArgument> byFqn;
-    for (BlockArgument arg : func.getArguments())
-      if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                       TPDialect::kFqnAttrName))
-        byFqn[fqn.getValue()] = arg;
-    for (const auto &entry : adapter) {
-      std::string replaced = replacedParameter(entry.getKey());
-      if (replaced.empty())
-        continue;
-      auto it = byFqn.find(replaced);
-      if (it == byFqn.end())
-        continue; // reported as unused
-      BlockArgument arg = it->second;
-      auto type = cast<RankedTensorType>(arg.getType());
-      const SafetensorsTensor &t = entry.second;
-      if (t.dtype != "F32" || ArrayRef<int64_t>(t.shape) != type.getShape()) {
-        InFlightDiagnostic d = func.emitError()
-                               << "lora-adapter '" << loraAdapter
-                               << "': tensor '" << entry.getKey()
-                               << "' replaces parameter '" << replaced << "' "
-                               << type << ", but is " << t.dtype << " [";
-        llvm::interleaveComma(t.shape, d);
-        return d << "]";
-      }
-      func.setArgAttr(arg.getArgNumber(), TPDialect::kSourceAttrName,
-                      sourceOf(entry));
-    }
-    return success();
   }
 
   /// Between A and B: under Colwise, x A^T is split over the rank and is
@@ -588,7 +311,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   void
   annotateLoRABranches(const llvm::DenseMap<Value, Placement> &placements) {
     OpBuilder builder(&getContext());
-    for (auto &[base, branch] : loras) {
+    for (auto &[base, branch] : loraBranches.byBase) {
       auto it = placements.find(parameterOf(cast<LinearOp>(base).getWeight()));
       if (it == placements.end() || it->second.dim < 0)
         continue;
@@ -623,8 +346,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     OpBuilder builder(func.getContext());
     builder.setInsertionPointToStart(getOperation().getBody());
     shard::GridOp::create(builder, func.getLoc(), "tp", ArrayRef<int64_t>{tp});
-    if ((loraRank != 0 || !loraAdapter.empty()) && failed(insertLoRA(func)))
-      return failure();
+    if (loraRank != 0 || !loraAdapter.empty()) {
+      LoRAOptions options{loraAdapter, loraWeights, loraRank, loraAlpha,
+                          loraTargets};
+      if (failed(insertLoRA(func, options, loraBranches)))
+        return failure();
+    }
     Placements placements;
     if (failed(choosePlacements(func, plan, placements)))
       return failure();
@@ -778,9 +505,9 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
               for (LinearOp proj : {k, v}) {
                 if (!proj)
                   continue;
-                auto lora = loras.find(proj);
+                auto lora = loraBranches.byBase.find(proj);
                 Value loraB, loraBias;
-                if (lora != loras.end()) {
+                if (lora != loraBranches.byBase.end()) {
                   loraB = lora->second.b.getWeight();
                   loraBias = lora->second.bias;
                 }
@@ -894,9 +621,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   /// The plan entry that placed each linear, embedding and norm.
   llvm::DenseMap<Operation *, const PlanEntry *> entries;
   /// LoRA branches by the linear they adapt, and their A and B linears.
-  llvm::MapVector<Operation *, LoRABranch> loras;
-  llvm::DenseSet<Operation *> loraA, loraB;
-  llvm::DenseMap<Operation *, Operation *> loraBaseOfSum;
+  LoRABranches loraBranches;
   /// Why the plan could not be loaded.
   std::string planError;
   /// Divisibility violations already reported (once per key and cut).
