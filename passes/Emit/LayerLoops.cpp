@@ -223,6 +223,7 @@ private:
   Value arrayOf(unsigned run, bool in, unsigned unit);
   void roll(unsigned index);
   void releaseSavedValues();
+  class LoopEmitter;
 
   /// The range index and unit of a call inside some range.
   std::optional<std::pair<unsigned, unsigned>> placeOf(Operation *op) const {
@@ -455,34 +456,115 @@ Value Roller::arrayOf(unsigned run, bool in, unsigned unit) {
   return array;
 }
 
-void Roller::roll(unsigned index) {
-  Run &run = runs[index];
-  unsigned id = firstId + index;
-  MLIRContext *ctx = func.getContext();
-  const Range &first = run.ranges.front(), &last = run.ranges.back();
-  unsigned size = run.size();
-  unsigned count = run.ranges.size();
-  Location loc = units[first.begin].call.getLoc();
+/// Rolling one run: the tables of its varying arguments (before the
+/// function), the loop where its first range was (variables for what
+/// leaves it, one iteration reading the tables), then the reads after it
+/// rewired and the ranges erased.
+class Roller::LoopEmitter {
+public:
+  LoopEmitter(Roller &roller, unsigned index)
+      : roller(roller), index(index), run(roller.runs[index]),
+        first(run.ranges.front()), last(run.ranges.back()), size(run.size()),
+        count(run.ranges.size()), loc(roller.units[first.begin].call.getLoc()),
+        ctx(roller.func.getContext()), b(roller.func), atModule(roller.func),
+        prefix(llvm::formatv("tprt_layers{0}_", roller.firstId + index).str()) {
+  }
 
-  // What reads this run's values outside their layer and the next: the
-  // last layer's values leave the loop in variables (as do the carried
-  // ones), the others are kept per iteration in arrays.
-  llvm::SmallSetVector<unsigned, 4> slots;
-  for (auto &[unit, init] : run.carriedInit)
-    slots.insert(unit);
+  void emit() {
+    findEscapes();
+    emitTables();
+    emitLoopStart();
+    emitBody();
+    rewireAfterLoop();
+  }
+
+private:
+  /// A value read after the loop from an array element.
   struct Read {
     OpOperand *use;
     Value array;
     int64_t element;
   };
+
+  void findEscapes();
+  void emitTables();
+  std::string table(const std::string &cxx, const std::string &values);
+  std::string elementTable(const OperandClass &cls);
+  void emitLoopStart();
+  void emitBody();
+  Value operandOf(const OperandClass &cls);
+  void rewireAfterLoop();
+
+  Value constant(int64_t v) {
+    return emitc::ConstantOp::create(b, loc, b.getIndexType(),
+                                     b.getIndexAttr(v));
+  }
+  Value element(Value array, Value at) {
+    auto type = cast<emitc::ArrayType>(array.getType()).getElementType();
+    return emitc::SubscriptOp::create(b, loc, emitc::LValueType::get(type),
+                                      array, ValueRange{at});
+  }
+  /// One load per table and iteration.
+  Value column(StringRef name, Type type) {
+    Value &read = columns[name];
+    if (read)
+      return read;
+    Value table = emitc::LiteralOp::create(
+        b, loc, emitc::ArrayType::get({count}, type), name);
+    return read = emitc::LoadOp::create(b, loc, type, element(table, iv));
+  }
+  Value cloneCall(emitc::CallOpaqueOp t, SmallVector<Value> operands,
+                  int64_t key);
+  /// A variable's value, leaving it empty: a loaded tensor is then freed
+  /// after its last reader, not when the variable is next assigned.
+  Value take(Value var) {
+    Type type = cast<emitc::LValueType>(var.getType()).getValueType();
+    Value v = emitc::LoadOp::create(b, loc, type, var);
+    emitc::AssignOp::create(b, loc, var, emptyOf(b, loc, type));
+    return v;
+  }
+
+  Roller &roller;
+  unsigned index;
+  Run &run;
+  const Range &first, &last;
+  unsigned size, count;
+  Location loc;
+  MLIRContext *ctx;
+  OpBuilder b, atModule;
+  std::string prefix;
+  /// Units whose values leave the loop in variables (the carried ones and
+  /// the last layer's read later), and the earlier layers' values read
+  /// later from arrays.
+  llvm::SmallSetVector<unsigned, 4> slots;
   SmallVector<Read> reads;
+  /// Equal columns (an FQN that is also the initializer's name) share one.
+  std::map<std::string, std::string> byContents;
+  DenseMap<std::pair<int64_t, unsigned>, std::pair<std::string, Type>> tables;
+  DenseMap<unsigned, Value> variables;
+  emitc::ForOp loop;
+  Value iv;
+  llvm::StringMap<Value> columns;
+  /// What the layer is handed (carried), its parameters and its values.
+  DenseMap<unsigned, Value> loaded;
+  SmallVector<Value> params, inside;
+  /// One load per array element and iteration.
+  DenseMap<std::pair<Value, Value>, Value> saved;
+};
+
+void Roller::LoopEmitter::findEscapes() {
+  // What reads this run's values outside their layer and the next: the
+  // last layer's values leave the loop in variables (as do the carried
+  // ones), the others are kept per iteration in arrays.
+  for (auto &[unit, init] : run.carriedInit)
+    slots.insert(unit);
   for (unsigned k = 0; k < count; ++k)
     for (unsigned u = 0; u < size; ++u) {
-      emitc::CallOpaqueOp call = units[run.ranges[k].begin + u].call;
+      emitc::CallOpaqueOp call = roller.units[run.ranges[k].begin + u].call;
       if (!call->getNumResults())
         continue;
       for (OpOperand &use : call->getResult(0).getUses()) {
-        auto at = placeOf(use.getOwner());
+        auto at = roller.placeOf(use.getOwner());
         bool inLoop = at && at->second < size && at->first >= run.first &&
                       at->first < run.first + count;
         if (inLoop &&
@@ -493,38 +575,45 @@ void Roller::roll(unsigned index) {
           continue;
         }
         bool in = run.carriedInit.count(u);
-        reads.push_back({&use, arrayOf(index, in, u), in ? k + 1 : k});
+        reads.push_back({&use, roller.arrayOf(index, in, u), in ? k + 1 : k});
       }
     }
+}
 
-  // The tables, before the function.
-  OpBuilder b(func), atModule(func);
-  std::string prefix = llvm::formatv("tprt_layers{0}_", id).str();
-  // Equal columns (an FQN that is also the initializer's name) share one.
-  std::map<std::string, std::string> byContents;
-  auto table = [&](const std::string &cxx,
-                   const std::string &values) -> std::string {
-    std::string &name = byContents[cxx + "\n" + values];
-    if (name.empty()) {
-      name = prefix + std::to_string(byContents.size() - 1);
-      // `const char *const`, `const int64_t`.
-      emitc::VerbatimOp::create(atModule, loc,
-                                (cxx.back() == '*'
-                                     ? "static " + cxx + "const "
-                                     : "static const " + cxx + " ") +
-                                    name + "[] = {" + values + "};");
-    }
-    return name;
-  };
-  DenseMap<std::pair<int64_t, unsigned>, std::pair<std::string, Type>> tables;
+std::string Roller::LoopEmitter::table(const std::string &cxx,
+                                       const std::string &values) {
+  std::string &name = byContents[cxx + "\n" + values];
+  if (name.empty()) {
+    name = prefix + std::to_string(byContents.size() - 1);
+    // `const char *const`, `const int64_t`.
+    emitc::VerbatimOp::create(atModule, loc,
+                              (cxx.back() == '*'
+                                   ? "static " + cxx + "const "
+                                   : "static const " + cxx + " ") +
+                                  name + "[] = {" + values + "};");
+  }
+  return name;
+}
+
+/// Which iteration of an earlier loop holds the value each iteration
+/// reads.
+std::string Roller::LoopEmitter::elementTable(const OperandClass &cls) {
+  std::string values;
+  for (unsigned r = 0; r < count; ++r)
+    values += (r ? ", " : "") + std::to_string(roller.runs[cls.run].iterationOf(
+                                    run.ranges[r].layer + cls.offset));
+  return table("int64_t", values);
+}
+
+void Roller::LoopEmitter::emitTables() {
   for (auto key : run.varying) {
     auto [owner, position] = key;
     Type type;
     std::string cxx, values;
     for (unsigned r = 0; r < count; ++r) {
-      emitc::CallOpaqueOp call = owner >= 0
-                                     ? units[run.ranges[r].begin + owner].call
-                                     : run.paramsOf[r][~owner];
+      emitc::CallOpaqueOp call =
+          owner >= 0 ? roller.units[run.ranges[r].begin + owner].call
+                     : run.paramsOf[r][~owner];
       Attribute attr = call.getArgsAttr()[position];
       if (!type)
         std::tie(type, cxx) = *columnType(attr);
@@ -532,22 +621,13 @@ void Roller::roll(unsigned index) {
     }
     tables[key] = {table(cxx, values), type};
   }
-  // Which iteration of an earlier loop holds the value each iteration
-  // reads.
-  Type i64 = b.getI64Type();
-  auto elementTable = [&](const OperandClass &cls) -> std::string {
-    std::string values;
-    for (unsigned r = 0; r < count; ++r)
-      values += (r ? ", " : "") + std::to_string(runs[cls.run].iterationOf(
-                                      run.ranges[r].layer + cls.offset));
-    return table("int64_t", values);
-  };
+}
 
+void Roller::LoopEmitter::emitLoopStart() {
   // The loop, where the first range was.
-  Operation *start = units[first.begin].comment
-                         ? units[first.begin].comment.getOperation()
-                         : units[first.begin].call.getOperation();
-  b.setInsertionPoint(start);
+  Unit &start = roller.units[first.begin];
+  b.setInsertionPoint(start.comment ? start.comment.getOperation()
+                                    : start.call.getOperation());
   emitc::VerbatimOp::create(
       b, loc,
       llvm::formatv("// {0} layers ({1} first, {2} last): one loop, each "
@@ -555,143 +635,116 @@ void Roller::roll(unsigned index) {
                     "tables {3}*",
                     count, first.layer, last.layer, prefix)
           .str());
-  Type indexType = b.getIndexType();
-  auto constant = [&](int64_t v) -> Value {
-    return emitc::ConstantOp::create(b, loc, indexType, b.getIndexAttr(v));
-  };
   Value lower = constant(0), upper = constant(count), one = constant(1);
-  DenseMap<unsigned, Value> variables;
   for (unsigned u : slots) {
-    Type type = units[first.begin + u].call->getResult(0).getType();
+    Type type = roller.units[first.begin + u].call->getResult(0).getType();
     Value var = emitc::VariableOp::create(b, loc, emitc::LValueType::get(type),
                                           emitc::OpaqueAttr::get(ctx, ""));
     if (Value init = run.carriedInit.lookup(u))
       emitc::AssignOp::create(b, loc, var, init);
     variables[u] = var;
   }
-  auto loop = emitc::ForOp::create(b, loc, lower, upper, one);
+  loop = emitc::ForOp::create(b, loc, lower, upper, one);
   b.setInsertionPointToStart(loop.getBody());
-  Value iv = loop.getInductionVar();
+  iv = loop.getInductionVar();
+}
 
-  auto element = [&](Value array, Value at) -> Value {
-    auto type = cast<emitc::ArrayType>(array.getType()).getElementType();
-    return emitc::SubscriptOp::create(b, loc, emitc::LValueType::get(type),
-                                      array, ValueRange{at});
-  };
-  // One load per table and iteration.
-  llvm::StringMap<Value> columns;
-  auto column = [&](StringRef name, Type type) -> Value {
-    Value &read = columns[name];
-    if (read)
-      return read;
-    Value table = emitc::LiteralOp::create(
-        b, loc, emitc::ArrayType::get({count}, type), name);
-    return read = emitc::LoadOp::create(b, loc, type, element(table, iv));
-  };
-  // A call of the template with its varying arguments read from the tables.
-  auto cloneCall = [&](emitc::CallOpaqueOp t, SmallVector<Value> operands,
-                       int64_t key) -> Value {
-    ArrayAttr args = t.getArgsAttr();
-    SmallVector<Attribute> newArgs;
-    if (args)
-      for (auto [position, attr] : llvm::enumerate(args)) {
-        if (!run.varying.contains({key, position})) {
-          newArgs.push_back(attr);
-          continue;
-        }
-        newArgs.push_back(b.getIndexAttr(operands.size()));
-        auto [name, type] = tables.lookup({key, position});
-        operands.push_back(column(name, type));
+/// A call of the template with its varying arguments read from the tables.
+Value Roller::LoopEmitter::cloneCall(emitc::CallOpaqueOp t,
+                                     SmallVector<Value> operands, int64_t key) {
+  ArrayAttr args = t.getArgsAttr();
+  SmallVector<Attribute> newArgs;
+  if (args)
+    for (auto [position, attr] : llvm::enumerate(args)) {
+      if (!run.varying.contains({key, position})) {
+        newArgs.push_back(attr);
+        continue;
       }
-    auto call = emitc::CallOpaqueOp::create(
-        b, t.getLoc(), t->getResultTypes(), t.getCallee(), operands,
-        args ? b.getArrayAttr(newArgs) : ArrayAttr());
-    // What tp-to-emitc still decides (a consuming form) comes along.
-    call->setDiscardableAttrs(t->getDiscardableAttrDictionary());
-    return call->getNumResults() ? call->getResult(0) : Value();
-  };
-  // A variable's value, leaving it empty: a loaded tensor is then freed
-  // after its last reader, not when the variable is next assigned.
-  auto take = [&](Value var) -> Value {
-    Type type = cast<emitc::LValueType>(var.getType()).getValueType();
-    Value v = emitc::LoadOp::create(b, loc, type, var);
-    emitc::AssignOp::create(b, loc, var, emptyOf(b, loc, type));
-    return v;
-  };
+      newArgs.push_back(b.getIndexAttr(operands.size()));
+      auto [name, type] = tables.lookup({key, position});
+      operands.push_back(column(name, type));
+    }
+  auto call = emitc::CallOpaqueOp::create(
+      b, t.getLoc(), t->getResultTypes(), t.getCallee(), operands,
+      args ? b.getArrayAttr(newArgs) : ArrayAttr());
+  // What tp-to-emitc still decides (a consuming form) comes along.
+  call->setDiscardableAttrs(t->getDiscardableAttrDictionary());
+  return call->getNumResults() ? call->getResult(0) : Value();
+}
 
+/// An operand of the template as every later range reads it; the first
+/// range's carried values start as what it reads.
+Value Roller::LoopEmitter::operandOf(const OperandClass &cls) {
+  switch (cls.kind) {
+  case OperandClass::Inside:
+    return inside[cls.index];
+  case OperandClass::Param: {
+    Value &param = params[cls.index];
+    if (!param)
+      param = cloneCall(run.params[cls.index],
+                        SmallVector<Value>(run.params[cls.index].getOperands()),
+                        ~int64_t(cls.index));
+    return param;
+  }
+  case OperandClass::Carried:
+    return loaded.lookup(cls.index);
+  case OperandClass::Shared:
+    return cls.value;
+  case OperandClass::Saved: {
+    Value array = roller.arrayOf(cls.run, cls.in, cls.index);
+    Value at = column(elementTable(cls), b.getI64Type());
+    Value &v = saved[{array, at}];
+    if (!v)
+      v = emitc::LoadOp::create(
+          b, loc, cast<emitc::ArrayType>(array.getType()).getElementType(),
+          element(array, at));
+    return v;
+  }
+  }
+  return Value();
+}
+
+void Roller::LoopEmitter::emitBody() {
   // What the layer is handed, kept for later loops when they read it.
-  DenseMap<unsigned, Value> loaded;
   for (unsigned u : slots)
     if (run.carriedInit.count(u)) {
       loaded[u] = take(variables.lookup(u));
-      if (arrays.count({index, true, u}))
-        emitc::AssignOp::create(b, loc, element(arrays[{index, true, u}], iv),
-                                loaded[u]);
+      if (roller.arrays.count({index, true, u}))
+        emitc::AssignOp::create(
+            b, loc, element(roller.arrays[{index, true, u}], iv), loaded[u]);
     }
-  SmallVector<Value> params(run.params.size());
-  SmallVector<Value> inside(size);
-  // One load per array element and iteration.
-  DenseMap<std::pair<Value, Value>, Value> saved;
+  params.assign(run.params.size(), Value());
+  inside.assign(size, Value());
   for (unsigned u = 0; u < size; ++u) {
-    Unit &t = units[first.begin + u];
+    Unit &t = roller.units[first.begin + u];
     SmallVector<Value> operands;
-    for (unsigned i = 0; i < t.call.getNumOperands(); ++i) {
-      // As every later range reads it; the first range's carried values
-      // start as what it reads.
-      const OperandClass &cls = run.classes.find({u, i})->second;
-      switch (cls.kind) {
-      case OperandClass::Inside:
-        operands.push_back(inside[cls.index]);
-        break;
-      case OperandClass::Param:
-        if (!params[cls.index])
-          params[cls.index] =
-              cloneCall(run.params[cls.index],
-                        SmallVector<Value>(run.params[cls.index].getOperands()),
-                        ~int64_t(cls.index));
-        operands.push_back(params[cls.index]);
-        break;
-      case OperandClass::Carried:
-        operands.push_back(loaded.lookup(cls.index));
-        break;
-      case OperandClass::Shared:
-        operands.push_back(cls.value);
-        break;
-      case OperandClass::Saved: {
-        Value array = arrayOf(cls.run, cls.in, cls.index);
-        Value at = column(elementTable(cls), i64);
-        Value &v = saved[{array, at}];
-        if (!v)
-          v = emitc::LoadOp::create(
-              b, loc, cast<emitc::ArrayType>(array.getType()).getElementType(),
-              element(array, at));
-        operands.push_back(v);
-        break;
-      }
-      }
-    }
+    for (unsigned i = 0; i < t.call.getNumOperands(); ++i)
+      operands.push_back(operandOf(run.classes.find({u, i})->second));
     if (t.comment)
       emitc::VerbatimOp::create(b, t.comment.getLoc(),
                                 anyLayer(t.comment.getValue(), first.layer));
     inside[u] = cloneCall(t.call, operands, u);
-    if (auto it = arrays.find({index, false, u}); it != arrays.end())
+    if (auto it = roller.arrays.find({index, false, u});
+        it != roller.arrays.end())
       emitc::AssignOp::create(b, loc, element(it->second, iv), inside[u]);
   }
   for (unsigned u : slots)
     emitc::AssignOp::create(b, loc, variables.lookup(u), inside[u]);
+}
 
+void Roller::LoopEmitter::rewireAfterLoop() {
   // After the loop, the last layer's values read later come from their
   // variables, the others from the arrays; then the ranges go.
   b.setInsertionPointAfter(loop);
   unsigned lastIndex = run.first + count - 1;
   for (unsigned u = 0; u < size; ++u) {
-    emitc::CallOpaqueOp call = units[last.begin + u].call;
+    emitc::CallOpaqueOp call = roller.units[last.begin + u].call;
     if (!call->getNumResults() || !slots.contains(u))
       continue;
     Value old = call->getResult(0);
     Value out = take(variables.lookup(u));
     old.replaceUsesWithIf(out, [&](OpOperand &use) {
-      auto at = placeOf(use.getOwner());
+      auto at = roller.placeOf(use.getOwner());
       return !at || at->first != lastIndex || at->second >= size;
     });
   }
@@ -702,11 +755,13 @@ void Roller::roll(unsigned index) {
                               element(read.array, constant(read.element))));
   }
   for (unsigned u = last.end; u-- > first.begin;) {
-    units[u].call.erase();
-    if (units[u].comment)
-      units[u].comment.erase();
+    roller.units[u].call.erase();
+    if (roller.units[u].comment)
+      roller.units[u].comment.erase();
   }
 }
+
+void Roller::roll(unsigned index) { LoopEmitter(*this, index).emit(); }
 
 /// An array element read in one place only is emptied there, so that a
 /// training step frees each layer's activations after its backward as the
