@@ -175,6 +175,170 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
   return linear(ctx, y, outProj);
 }
 
+namespace {
+
+/// The forward of the mixer again, keeping what the backward reads.
+struct Mamba2Saved {
+  /// The masked input, the input projection, the gated norm's output.
+  Tensor xin, zxbcdt, normed;
+  /// The convolution's output before SiLU and after it, [tokens, conv].
+  std::vector<float> pre, xb;
+  /// dt per (token, head), whether max() kept softplus, the scan's output
+  /// and its states.
+  std::vector<float> dts, ys, states;
+  std::vector<uint8_t> dtLive;
+  /// The gated norm's input z = y * silu(gate) and its inverse RMS.
+  std::vector<float> z, inv;
+};
+
+Mamba2Saved recompute(Context &ctx, const Mamba2Shape &m, const Tensor &x,
+                      const Tensor &inProj, const Tensor &convWeight,
+                      const Tensor &convBias, const Tensor &dtBias,
+                      const Tensor &aLog, const Tensor &d,
+                      const Tensor &normWeight, int64_t heads, int64_t headDim,
+                      int64_t groups, int64_t state, int64_t kernel,
+                      double normEps, double dtMin, bool foldedA) {
+  Mamba2Saved s;
+  int64_t tokens = m.tokens;
+  s.pre.resize(tokens * m.conv);
+  s.xb.resize(tokens * m.conv);
+  s.zxbcdt = projectAndConvolve(ctx, x, inProj, convWeight, convBias, m, kernel,
+                                s.xin, s.xb.data(), s.pre.data());
+  s.dts.resize(tokens * heads);
+  s.ys.resize(tokens * m.inner);
+  s.dtLive.resize(tokens * heads);
+  s.states.resize(tokens * m.inner * state);
+  selectiveScan(m, s.zxbcdt.f32(), s.xb.data(), dtBias.f32(), aLog.f32(),
+                d.f32(), heads, headDim, groups, state, dtMin, foldedA,
+                s.ys.data(), s.dts.data(), s.dtLive.data(), s.states.data());
+  s.z.resize(tokens * m.inner);
+  s.inv.resize(tokens * groups);
+  s.normed = Tensor::uninitialized(DType::F32, {m.batch, m.seq, m.inner});
+  gatedNorm(m, s.zxbcdt.f32(), s.ys.data(), normWeight.f32(), groups, normEps,
+            s.normed.f32(), s.z.data(), s.inv.data());
+  return s;
+}
+
+/// Step 4 backward, the gated norm: its weight's gradient, the scan
+/// output's (`dy`) and the gate's (into `dp`, the projection's gradient).
+void gatedNormGrad(const Mamba2Shape &m, const Mamba2Saved &s, const float *nw,
+                   const float *dNormed, int64_t groups, float *dNormWeight,
+                   float *dy, float *dp) {
+  const float *p = s.zxbcdt.f32();
+  int64_t inner = m.inner, proj = m.proj, groupSize = m.groupSize;
+  for (int64_t t = 0; t < m.tokens; ++t)
+    for (int64_t g = 0; g < groups; ++g) {
+      float r = s.inv[t * groups + g];
+      double dot = 0;
+      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i) {
+        float zn = s.z[t * inner + i] * r, gi = dNormed[t * inner + i];
+        dNormWeight[i] += gi * zn;
+        dot += double(gi) * nw[i] * zn;
+      }
+      float mean = float(dot / groupSize);
+      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i) {
+        float zn = s.z[t * inner + i] * r;
+        float dzi = r * (dNormed[t * inner + i] * nw[i] - zn * mean);
+        float gate = p[t * proj + i], sg = 1.0f / (1.0f + std::exp(-gate));
+        dy[t * inner + i] = dzi * gate * sg;
+        dp[t * proj + i] =
+            dzi * s.ys[t * inner + i] * sg * (1.0f + gate * (1.0f - sg));
+      }
+    }
+}
+
+/// The gradients step 3's backward (the scan, last step first) gives.
+struct ScanGrads {
+  float *dxb, *dp, *dDtBias, *dALog, *dD;
+};
+
+/// Step 3 backward: dS carries the state's cotangent from the last step.
+void scanGrad(const Mamba2Shape &m, const Mamba2Saved &s, const float *dy,
+              const float *dtb, const float *al, const float *dd, int64_t heads,
+              int64_t headDim, int64_t groups, int64_t state, bool foldedA,
+              const ScanGrads &out) {
+  const float *p = s.zxbcdt.f32();
+  int64_t seq = m.seq, inner = m.inner, conv = m.conv, proj = m.proj;
+  int64_t perGroup = heads / groups, gn = groups * state;
+  for (int64_t b = 0; b < m.batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t g = h / perGroup;
+      float a = foldedA ? al[h] : -std::exp(al[h]);
+      double da = 0;
+      std::vector<float> dS(headDim * state, 0.0f);
+      for (int64_t t = seq - 1; t >= 0; --t) {
+        int64_t bt = b * seq + t;
+        const float *row = s.xb.data() + bt * conv;
+        const float *xh = row + h * headDim, *bg = row + inner + g * state,
+                    *cg = row + inner + gn + g * state;
+        float *dxh = out.dxb + bt * conv + h * headDim;
+        float *dbg = out.dxb + bt * conv + inner + g * state;
+        float *dcg = out.dxb + bt * conv + inner + gn + g * state;
+        float dt = s.dts[bt * heads + h], decay = std::exp(dt * a);
+        double dDecay = 0, dDt = 0;
+        for (int64_t i = 0; i < headDim; ++i) {
+          float dyi = dy[bt * inner + h * headDim + i];
+          const float *si =
+              s.states.data() + (bt * inner + h * headDim + i) * state;
+          const float *prev =
+              t ? s.states.data() + ((bt - 1) * inner + h * headDim + i) * state
+                : nullptr;
+          float *dsi = dS.data() + i * state;
+          out.dD[h] += dyi * xh[i];
+          dxh[i] += dyi * dd[h];
+          for (int64_t n = 0; n < state; ++n) {
+            dcg[n] += dyi * si[n];
+            dsi[n] += dyi * cg[n];
+            if (prev)
+              dDecay += double(dsi[n]) * prev[n];
+            dDt += double(dsi[n]) * xh[i] * bg[n];
+            dxh[i] += dsi[n] * dt * bg[n];
+            dbg[n] += dsi[n] * dt * xh[i];
+            dsi[n] *= decay; // to the previous state
+          }
+        }
+        dDt += dDecay * decay * a;
+        da += dDecay * decay * dt;
+        if (s.dtLive[bt * heads + h]) {
+          float raw = p[bt * proj + inner + conv + h] + dtb[h];
+          float draw = float(dDt) *
+                       (raw > 20.0f ? 1.0f : 1.0f / (1.0f + std::exp(-raw)));
+          out.dp[bt * proj + inner + conv + h] = draw;
+          out.dDtBias[h] += draw;
+        }
+      }
+      out.dALog[h] += static_cast<float>(foldedA ? da : da * a);
+    }
+}
+
+/// Step 2 backward: the mask, SiLU and the causal depthwise convolution.
+void convolutionGrad(const Mamba2Shape &m, const Mamba2Saved &s, const float *w,
+                     int64_t kernel, const float *dxb, float *dp,
+                     float *dConvWeight, float *dConvBias) {
+  const float *p = s.zxbcdt.f32();
+  int64_t seq = m.seq, inner = m.inner, conv = m.conv, proj = m.proj;
+  for (int64_t b = 0; b < m.batch; ++b)
+    for (int64_t c = 0; c < conv; ++c)
+      for (int64_t t = 0; t < seq; ++t) {
+        int64_t bt = b * seq + t;
+        if (!m.kept(bt))
+          continue;
+        float acc = s.pre[bt * conv + c], sg = 1.0f / (1.0f + std::exp(-acc));
+        float dacc = dxb[bt * conv + c] * sg * (1.0f + acc * (1.0f - sg));
+        dConvBias[c] += dacc;
+        for (int64_t k = 0; k < kernel; ++k) {
+          int64_t src = t - (kernel - 1) + k;
+          if (src < 0)
+            continue;
+          dConvWeight[c * kernel + k] +=
+              dacc * p[(b * seq + src) * proj + inner + c];
+          dp[(b * seq + src) * proj + inner + c] += dacc * w[c * kernel + k];
+        }
+      }
+}
+
+} // namespace
+
 Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                           const Tensor &convWeight, const Tensor &convBias,
                           const Tensor &dtBias, const Tensor &aLog,
@@ -199,144 +363,38 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
   Mamba2Shape m("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
                 aLog, d, normWeight, outProj, keyMask, dout, heads, headDim,
                 groups, state, kernel);
-  int64_t batch = m.batch, seq = m.seq, hidden = m.hidden, inner = m.inner,
-          conv = m.conv, proj = m.proj;
-  const int64_t *mask = m.mask;
-  auto kept = [&](int64_t bt) { return m.kept(bt); };
-  int64_t tokens = m.tokens, perGroup = heads / groups, gn = groups * state,
-          groupSize = m.groupSize;
-
-  // The forward again, keeping what the backward reads.
-  Tensor xin;
-  std::vector<float> pre(tokens * conv), xb(tokens * conv);
-  Tensor zxbcdt = projectAndConvolve(ctx, x, inProj, convWeight, convBias, m,
-                                     kernel, xin, xb.data(), pre.data());
-  const float *p = zxbcdt.f32();
-  const float *w = convWeight.f32();
-  const float *dtb = dtBias.f32(), *al = aLog.f32(), *dd = d.f32();
-  // dt per (token, head), whether max() kept softplus, the scan's states.
-  std::vector<float> dts(tokens * heads), ys(tokens * inner);
-  std::vector<uint8_t> dtLive(tokens * heads);
-  std::vector<float> states(tokens * inner * state);
-  selectiveScan(m, p, xb.data(), dtb, al, dd, heads, headDim, groups, state,
-                dtMin, foldedA, ys.data(), dts.data(), dtLive.data(),
-                states.data());
-  // The gated norm's input z = y * silu(gate), its inverse RMS, its output.
-  std::vector<float> z(tokens * inner), inv(tokens * groups);
-  Tensor normed = Tensor::uninitialized(DType::F32, {batch, seq, inner});
-  const float *nw = normWeight.f32();
-  gatedNorm(m, p, ys.data(), nw, groups, normEps, normed.f32(), z.data(),
-            inv.data());
+  Mamba2Saved s = recompute(ctx, m, x, inProj, convWeight, convBias, dtBias,
+                            aLog, d, normWeight, heads, headDim, groups, state,
+                            kernel, normEps, dtMin, foldedA);
 
   // 5. The output projection.
-  Tensor dOutProj = linear_grad_weight(ctx, dout, normed);
+  Tensor dOutProj = linear_grad_weight(ctx, dout, s.normed);
   Tensor dNormed = linear_grad_input(ctx, dout, outProj);
   // 4. The gated norm: dz, then y and the gate.
   Tensor dNormWeight(DType::F32, normWeight.shape());
-  Tensor dz(DType::F32, {batch, seq, inner});
-  Tensor dzxbcdt(DType::F32, zxbcdt.shape());
-  float *dp = dzxbcdt.f32();
-  std::vector<float> dy(tokens * inner);
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t g = 0; g < groups; ++g) {
-      float r = inv[t * groups + g];
-      double dot = 0;
-      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i) {
-        float zn = z[t * inner + i] * r, gi = dNormed.f32()[t * inner + i];
-        dNormWeight.f32()[i] += gi * zn;
-        dot += double(gi) * nw[i] * zn;
-      }
-      float mean = float(dot / groupSize);
-      for (int64_t i = g * groupSize; i < (g + 1) * groupSize; ++i) {
-        float zn = z[t * inner + i] * r;
-        float dzi = r * (dNormed.f32()[t * inner + i] * nw[i] - zn * mean);
-        float gate = p[t * proj + i], sg = 1.0f / (1.0f + std::exp(-gate));
-        dy[t * inner + i] = dzi * gate * sg;
-        dp[t * proj + i] =
-            dzi * ys[t * inner + i] * sg * (1.0f + gate * (1.0f - sg));
-      }
-    }
-  // 3. The scan, last step first: dS carries the state's cotangent.
-  std::vector<float> dxb(tokens * conv, 0.0f);
+  Tensor dzxbcdt(DType::F32, s.zxbcdt.shape());
+  std::vector<float> dy(m.tokens * m.inner);
+  gatedNormGrad(m, s, normWeight.f32(), dNormed.f32(), groups,
+                dNormWeight.f32(), dy.data(), dzxbcdt.f32());
+  // 3. The scan, last step first.
+  std::vector<float> dxb(m.tokens * m.conv, 0.0f);
   Tensor dDtBias(DType::F32, dtBias.shape()), dALog(DType::F32, aLog.shape()),
       dD(DType::F32, d.shape());
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      int64_t g = h / perGroup;
-      float a = foldedA ? al[h] : -std::exp(al[h]);
-      double da = 0;
-      std::vector<float> dS(headDim * state, 0.0f);
-      for (int64_t t = seq - 1; t >= 0; --t) {
-        int64_t bt = b * seq + t;
-        const float *row = xb.data() + bt * conv;
-        const float *xh = row + h * headDim, *bg = row + inner + g * state,
-                    *cg = row + inner + gn + g * state;
-        float *dxh = dxb.data() + bt * conv + h * headDim;
-        float *dbg = dxb.data() + bt * conv + inner + g * state;
-        float *dcg = dxb.data() + bt * conv + inner + gn + g * state;
-        float dt = dts[bt * heads + h], decay = std::exp(dt * a);
-        double dDecay = 0, dDt = 0;
-        for (int64_t i = 0; i < headDim; ++i) {
-          float dyi = dy[bt * inner + h * headDim + i];
-          const float *si =
-              states.data() + (bt * inner + h * headDim + i) * state;
-          const float *prev =
-              t ? states.data() + ((bt - 1) * inner + h * headDim + i) * state
-                : nullptr;
-          float *dsi = dS.data() + i * state;
-          dD.f32()[h] += dyi * xh[i];
-          dxh[i] += dyi * dd[h];
-          for (int64_t n = 0; n < state; ++n) {
-            dcg[n] += dyi * si[n];
-            dsi[n] += dyi * cg[n];
-            if (prev)
-              dDecay += double(dsi[n]) * prev[n];
-            dDt += double(dsi[n]) * xh[i] * bg[n];
-            dxh[i] += dsi[n] * dt * bg[n];
-            dbg[n] += dsi[n] * dt * xh[i];
-            dsi[n] *= decay; // to the previous state
-          }
-        }
-        dDt += dDecay * decay * a;
-        da += dDecay * decay * dt;
-        if (dtLive[bt * heads + h]) {
-          float raw = p[bt * proj + inner + conv + h] + dtb[h];
-          float draw = float(dDt) *
-                       (raw > 20.0f ? 1.0f : 1.0f / (1.0f + std::exp(-raw)));
-          dp[bt * proj + inner + conv + h] = draw;
-          dDtBias.f32()[h] += draw;
-        }
-      }
-      dALog.f32()[h] += static_cast<float>(foldedA ? da : da * a);
-    }
+  scanGrad(m, s, dy.data(), dtBias.f32(), aLog.f32(), d.f32(), heads, headDim,
+           groups, state, foldedA,
+           {dxb.data(), dzxbcdt.f32(), dDtBias.f32(), dALog.f32(), dD.f32()});
   // 2. Mask, SiLU and the causal depthwise convolution.
   Tensor dConvWeight(DType::F32, convWeight.shape()),
       dConvBias(DType::F32, convBias.shape());
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t c = 0; c < conv; ++c)
-      for (int64_t t = 0; t < seq; ++t) {
-        int64_t bt = b * seq + t;
-        if (!kept(bt))
-          continue;
-        float acc = pre[bt * conv + c], sg = 1.0f / (1.0f + std::exp(-acc));
-        float dacc = dxb[bt * conv + c] * sg * (1.0f + acc * (1.0f - sg));
-        dConvBias.f32()[c] += dacc;
-        for (int64_t k = 0; k < kernel; ++k) {
-          int64_t src = t - (kernel - 1) + k;
-          if (src < 0)
-            continue;
-          dConvWeight.f32()[c * kernel + k] +=
-              dacc * p[(b * seq + src) * proj + inner + c];
-          dp[(b * seq + src) * proj + inner + c] += dacc * w[c * kernel + k];
-        }
-      }
+  convolutionGrad(m, s, convWeight.f32(), kernel, dxb.data(), dzxbcdt.f32(),
+                  dConvWeight.f32(), dConvBias.f32());
   // 1. The input projection and the padding mask.
-  Tensor dInProj = linear_grad_weight(ctx, dzxbcdt, xin);
+  Tensor dInProj = linear_grad_weight(ctx, dzxbcdt, s.xin);
   Tensor dx = linear_grad_input(ctx, dzxbcdt, inProj);
-  if (mask)
-    for (int64_t t = 0; t < tokens; ++t)
-      if (!kept(t))
-        std::fill_n(dx.f32() + t * hidden, hidden, 0.0f);
+  if (m.mask)
+    for (int64_t t = 0; t < m.tokens; ++t)
+      if (!m.kept(t))
+        std::fill_n(dx.f32() + t * m.hidden, m.hidden, 0.0f);
   return {dx,    dInProj, dConvWeight, dConvBias, dDtBias,
           dALog, dD,      dNormWeight, dOutProj};
 }
