@@ -158,6 +158,25 @@ private:
   sortNodes(const onnx::GraphProto &graph,
             const llvm::StringMap<bool> &available);
 
+  /// The function's arguments: graph inputs that are not initializers,
+  /// then initializers, with their names.
+  struct Arguments {
+    SmallVector<Type> types;
+    SmallVector<DictionaryAttr> attrs;
+    SmallVector<std::string> names;
+  };
+  LogicalResult collectArguments(Arguments &args);
+  /// Whether the file is a graph-only export, checked against whether a
+  /// checkpoint was given.
+  FailureOr<bool> checkGraphOnly();
+  /// The module with the file's opsets, producer and name.
+  OwningOpRef<ModuleOp> createModule();
+  /// One node, its inputs and outputs by name in `values`.
+  LogicalResult importNode(const onnx::NodeProto &node,
+                           llvm::StringMap<Value> &values, Value &none);
+  LogicalResult addReturn(func::FuncOp func,
+                          const llvm::StringMap<Value> &values);
+
   MLIRContext *ctx;
   OpBuilder builder;
   StringRef bytes;
@@ -735,6 +754,146 @@ void Importer::findTransposedCopies(ArrayRef<Type> types,
   }
 }
 
+FailureOr<bool> Importer::checkGraphOnly() {
+  bool graphOnly = llvm::any_of(file.model.metadata_props(), [](auto &prop) {
+    return prop.key() == kGraphOnlyExportKey;
+  });
+  if (graphOnly && !options.checkpoint)
+    return error() << "'" << path
+                   << "' is a graph-only export (tools/tp-export): its "
+                      "parameters are graph inputs; give the checkpoint they "
+                      "come from (tpc --weights HF_DIR)";
+  if (!graphOnly && options.checkpoint)
+    return error() << "'" << path
+                   << "' holds its parameters; a checkpoint binds those of a "
+                      "graph-only export (tools/tp-export). Run the program "
+                      "with --weights to read another checkpoint";
+  return graphOnly;
+}
+
+LogicalResult Importer::collectArguments(Arguments &args) {
+  const onnx::GraphProto &graph = file.model.graph();
+  llvm::StringMap<bool> isInitializer;
+  for (const InlineInitializer &init : file.initializers) {
+    if (init.tensor.name().empty())
+      return error() << "an initializer has no name";
+    if (!isInitializer.try_emplace(init.tensor.name(), true).second)
+      return error() << "initializer '" << init.tensor.name()
+                     << "' is defined twice";
+  }
+  FailureOr<bool> graphOnly = checkGraphOnly();
+  if (failed(graphOnly))
+    return failure();
+  for (const auto &input : graph.input()) {
+    if (isInitializer.count(input.name()))
+      continue;
+    FailureOr<Type> type = valueType(input.type(), input.name());
+    if (failed(type))
+      return failure();
+    args.types.push_back(*type);
+    args.names.push_back(input.name());
+    // A graph-only export's parameters: the inputs of static shape (the
+    // model's own inputs have a dynamic batch and sequence).
+    auto ranked = dyn_cast<RankedTensorType>(*type);
+    if (*graphOnly && ranked && ranked.hasStaticShape()) {
+      FailureOr<DictionaryAttr> attrs = bindToCheckpoint(input.name(), ranked);
+      if (failed(attrs))
+        return failure();
+      args.attrs.push_back(*attrs);
+      continue;
+    }
+    args.attrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(onnx_ir::ONNXDialect::kNameAttrName,
+                             builder.getStringAttr(input.name()))));
+  }
+  for (const InlineInitializer &init : file.initializers) {
+    if (failed(addInitializer(init, args.types, args.attrs)))
+      return failure();
+    args.names.push_back(init.tensor.name());
+  }
+  findTransposedCopies(args.types, args.attrs);
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::createModule() {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  SmallVector<NamedAttribute> opsets;
+  for (const auto &opset : file.model.opset_import())
+    opsets.push_back(builder.getNamedAttr(
+        opset.domain().empty() ? "ai.onnx" : opset.domain(),
+        builder.getI64IntegerAttr(opset.version())));
+  (*module)->setAttr("onnx.opset_import", builder.getDictionaryAttr(opsets));
+  (*module)->setAttr("onnx.producer",
+                     builder.getStringAttr(file.model.producer_name() + " " +
+                                           file.model.producer_version()));
+  (*module)->setAttr("onnx.file",
+                     builder.getStringAttr(llvm::sys::path::filename(path)));
+  return module;
+}
+
+LogicalResult Importer::importNode(const onnx::NodeProto &node,
+                                   llvm::StringMap<Value> &values,
+                                   Value &none) {
+  SmallVector<Value> inputs;
+  for (const std::string &in : node.input()) {
+    if (in.empty()) {
+      if (!none)
+        none = onnx_ir::NoneOp::create(builder, fileLoc, builder.getNoneType());
+      inputs.push_back(none);
+      continue;
+    }
+    inputs.push_back(values.lookup(in));
+  }
+  SmallVector<NamedAttribute> attrs;
+  for (const auto &attr : node.attribute()) {
+    FailureOr<Attribute> converted = convertAttribute(attr, node);
+    if (failed(converted))
+      return failure();
+    attrs.push_back(builder.getNamedAttr(attr.name(), *converted));
+  }
+  DictionaryAttr attributes = builder.getDictionaryAttr(attrs);
+  SmallVector<Type> types;
+  for (int i = 0; i < node.output_size(); ++i) {
+    auto declared = declaredTypes.find(node.output(i));
+    Type type;
+    if (declared != declaredTypes.end()) {
+      FailureOr<Type> t = valueType(*declared->second, node.output(i));
+      if (failed(t))
+        return failure();
+      type = *t;
+    } else {
+      type = inferResultType(node, i, inputs, attributes);
+    }
+    types.push_back(type);
+  }
+  std::string scope = scopeOfNode(node);
+  auto op = onnx_ir::NodeOp::create(
+      builder, nodeLoc(node), types, node.op_type(), inputs, node.domain(),
+      node.name(), attributes,
+      scope.empty() ? StringAttr() : builder.getStringAttr(scope));
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty())
+      values[node.output(i)] = op.getResult(i);
+  return success();
+}
+
+LogicalResult Importer::addReturn(func::FuncOp func,
+                                  const llvm::StringMap<Value> &values) {
+  SmallVector<Value> results;
+  SmallVector<Attribute> outputNames;
+  for (const auto &output : file.model.graph().output()) {
+    Value value = values.lookup(output.name());
+    if (!value)
+      return error() << "graph output '" << output.name()
+                     << "' is never computed";
+    results.push_back(value);
+    outputNames.push_back(builder.getStringAttr(output.name()));
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func->setAttr("onnx.output_names", builder.getArrayAttr(outputNames));
+  return success();
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   llvm::Expected<ModelFile> read = readModelFile(bytes);
   if (!read) {
@@ -748,73 +907,12 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const auto &info : graph.output())
     declaredTypes[info.name()] = &info.type();
 
-  // Arguments: graph inputs that are not initializers, then initializers.
-  llvm::StringMap<bool> isInitializer;
-  for (const InlineInitializer &init : file.initializers) {
-    if (init.tensor.name().empty()) {
-      error() << "an initializer has no name";
-      return {};
-    }
-    if (!isInitializer.try_emplace(init.tensor.name(), true).second) {
-      error() << "initializer '" << init.tensor.name() << "' is defined twice";
-      return {};
-    }
-  }
-  SmallVector<Type> argTypes;
-  SmallVector<DictionaryAttr> argAttrs;
-  SmallVector<std::string> argNames;
+  Arguments args;
+  if (failed(collectArguments(args)))
+    return {};
   llvm::StringMap<bool> available;
-  bool graphOnly = llvm::any_of(file.model.metadata_props(), [](auto &prop) {
-    return prop.key() == kGraphOnlyExportKey;
-  });
-  if (graphOnly && !options.checkpoint) {
-    error() << "'" << path
-            << "' is a graph-only export (tools/tp-export): its parameters "
-               "are graph inputs; give the checkpoint they come from "
-               "(tpc --weights HF_DIR)";
-    return {};
-  }
-  if (!graphOnly && options.checkpoint) {
-    error() << "'" << path
-            << "' holds its parameters; a checkpoint binds those of a "
-               "graph-only export (tools/tp-export). Run the program with "
-               "--weights to read another checkpoint";
-    return {};
-  }
-  for (const auto &input : graph.input()) {
-    if (isInitializer.count(input.name()))
-      continue;
-    FailureOr<Type> type = valueType(input.type(), input.name());
-    if (failed(type))
-      return {};
-    argTypes.push_back(*type);
-    // A graph-only export's parameters: the inputs of static shape (the
-    // model's own inputs have a dynamic batch and sequence).
-    auto ranked = dyn_cast<RankedTensorType>(*type);
-    if (graphOnly && ranked && ranked.hasStaticShape()) {
-      FailureOr<DictionaryAttr> attrs = bindToCheckpoint(input.name(), ranked);
-      if (failed(attrs))
-        return {};
-      argAttrs.push_back(*attrs);
-      argNames.push_back(input.name());
-      available[input.name()] = true;
-      continue;
-    }
-    argAttrs.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr(onnx_ir::ONNXDialect::kNameAttrName,
-                             builder.getStringAttr(input.name()))));
-    argNames.push_back(input.name());
-    available[input.name()] = true;
-  }
-  for (const InlineInitializer &init : file.initializers) {
-    if (failed(addInitializer(init, argTypes, argAttrs)))
-      return {};
-    argNames.push_back(init.tensor.name());
-    available[init.tensor.name()] = true;
-  }
-
-  findTransposedCopies(argTypes, argAttrs);
-
+  for (const std::string &name : args.names)
+    available[name] = true;
   SmallVector<Type> resultTypes;
   for (const auto &output : graph.output()) {
     FailureOr<Type> type = valueType(output.type(), output.name());
@@ -822,96 +920,28 @@ OwningOpRef<ModuleOp> Importer::run() {
       return {};
     resultTypes.push_back(*type);
   }
-
   FailureOr<std::vector<const onnx::NodeProto *>> order =
       sortNodes(graph, available);
   if (failed(order))
     return {};
 
-  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
-  SmallVector<NamedAttribute> opsets;
-  for (const auto &opset : file.model.opset_import())
-    opsets.push_back(builder.getNamedAttr(
-        opset.domain().empty() ? "ai.onnx" : opset.domain(),
-        builder.getI64IntegerAttr(opset.version())));
-  (*module)->setAttr("onnx.opset_import", builder.getDictionaryAttr(opsets));
-  (*module)->setAttr("onnx.producer",
-                     builder.getStringAttr(file.model.producer_name() + " " +
-                                           file.model.producer_version()));
-  (*module)->setAttr("onnx.file",
-                     builder.getStringAttr(llvm::sys::path::filename(path)));
-
+  OwningOpRef<ModuleOp> module = createModule();
   builder.setInsertionPointToEnd(module->getBody());
   auto func =
       func::FuncOp::create(builder, fileLoc, "main_graph",
-                           builder.getFunctionType(argTypes, resultTypes));
-  func.setAllArgAttrs(argAttrs);
+                           builder.getFunctionType(args.types, resultTypes));
+  func.setAllArgAttrs(args.attrs);
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToEnd(body);
-
   llvm::StringMap<Value> values;
-  for (auto [name, arg] : llvm::zip(argNames, body->getArguments()))
+  for (auto [name, arg] : llvm::zip(args.names, body->getArguments()))
     values[name] = arg;
   Value none;
-
-  for (const onnx::NodeProto *node : *order) {
-    SmallVector<Value> inputs;
-    for (const std::string &in : node->input()) {
-      if (in.empty()) {
-        if (!none)
-          none =
-              onnx_ir::NoneOp::create(builder, fileLoc, builder.getNoneType());
-        inputs.push_back(none);
-        continue;
-      }
-      inputs.push_back(values.lookup(in));
-    }
-    SmallVector<NamedAttribute> attrs;
-    for (const auto &attr : node->attribute()) {
-      FailureOr<Attribute> converted = convertAttribute(attr, *node);
-      if (failed(converted))
-        return {};
-      attrs.push_back(builder.getNamedAttr(attr.name(), *converted));
-    }
-    DictionaryAttr attributes = builder.getDictionaryAttr(attrs);
-    SmallVector<Type> types;
-    for (int i = 0; i < node->output_size(); ++i) {
-      auto declared = declaredTypes.find(node->output(i));
-      Type type;
-      if (declared != declaredTypes.end()) {
-        FailureOr<Type> t = valueType(*declared->second, node->output(i));
-        if (failed(t))
-          return {};
-        type = *t;
-      } else {
-        type = inferResultType(*node, i, inputs, attributes);
-      }
-      types.push_back(type);
-    }
-    std::string scope = scopeOfNode(*node);
-    auto op = onnx_ir::NodeOp::create(
-        builder, nodeLoc(*node), types, node->op_type(), inputs, node->domain(),
-        node->name(), attributes,
-        scope.empty() ? StringAttr() : builder.getStringAttr(scope));
-    for (int i = 0; i < node->output_size(); ++i)
-      if (!node->output(i).empty())
-        values[node->output(i)] = op.getResult(i);
-  }
-
-  SmallVector<Value> results;
-  for (const auto &output : graph.output()) {
-    Value value = values.lookup(output.name());
-    if (!value) {
-      error() << "graph output '" << output.name() << "' is never computed";
+  for (const onnx::NodeProto *node : *order)
+    if (failed(importNode(*node, values, none)))
       return {};
-    }
-    results.push_back(value);
-  }
-  func::ReturnOp::create(builder, fileLoc, results);
-  SmallVector<Attribute> outputNames;
-  for (const auto &output : graph.output())
-    outputNames.push_back(builder.getStringAttr(output.name()));
-  func->setAttr("onnx.output_names", builder.getArrayAttr(outputNames));
+  if (failed(addReturn(func, values)))
+    return {};
   return module;
 }
 
