@@ -63,6 +63,117 @@ LogicalResult Raiser::emitRotary(NodeOp node, Abstract &cosPart,
   return success();
 }
 
+namespace {
+
+/// The first table entry that differs from RoPE's.
+struct Mismatch {
+  int64_t b, p, i;
+  double c, s;
+};
+
+/// How closely the tables must match, and whether they hold a bf16 or f16
+/// checkpoint's rounding (then they are compared within it, and theta is
+/// also read where the angle is large and rounded to the values
+/// checkpoints use).
+std::pair<double, bool> tableTolerance(ArrayRef<const ProbeTensor *> data) {
+  auto allRepresentable = [&](const llvm::fltSemantics &sem) {
+    return llvm::all_of(data, [&](const ProbeTensor *t) {
+      return allRepresentableIn(t->data, sem);
+    });
+  };
+  if (allRepresentable(llvm::APFloat::BFloat()))
+    return {8e-3, true};
+  if (allRepresentable(llvm::APFloat::IEEEhalf()))
+    return {1e-3, true};
+  return {1e-4, false};
+}
+
+/// What the candidates of a fit are read from: the tables, the angles of
+/// features 0, 1 and the last pair at position 1, and the configuration.
+struct RotaryEvidence {
+  int64_t rot, probeSeq;
+  Raiser::TableEntry cosAt, sinAt;
+  double f0, f1, fLow;
+  bool lowPrecision;
+  double configTheta;
+  std::optional<tprt::RopeScaling> configRope;
+
+  /// The angle of feature i at position 1 is its frequency.
+  std::optional<double> frequencyAt(int64_t i) const {
+    std::optional<double> s1 = sinAt(0, 1, i), c1 = cosAt(0, 1, i);
+    if (!s1 || !c1)
+      return std::nullopt;
+    return std::atan2(*s1, *c1);
+  }
+};
+
+/// The rope types transformers' Llama-family checkpoints use, each with its
+/// parameters read off the tables: unscaled (theta from the lowest
+/// frequency); linear (f0 = 1 / factor); llama3 (Llama 3.x's parameters:
+/// the highest frequencies kept, theta from f1, the lowest divided by
+/// factor; then any other configuration, RopeFit.h). Failure when the
+/// tables are shorter than the probe reads.
+FailureOr<SmallVector<RopeFit>> ropeCandidates(const RotaryEvidence &e) {
+  int64_t half = e.rot / 2, rot = e.rot;
+  SmallVector<RopeFit> candidates;
+  // One frequency pair carries no theta (its frequency is 1 whatever it is).
+  candidates.push_back(
+      {half >= 2 ? ropeThetaFromAngle(e.fLow, half - 1, rot) : 10000.0, {}});
+  if (half >= 2 && std::fabs(e.f0 - 1.0) > 1e-6 && e.f0 > 0) {
+    double factor = roundSignificant(1.0 / e.f0);
+    tprt::RopeScaling linear;
+    linear.type = tprt::RopeType::Linear;
+    linear.factor = factor;
+    candidates.push_back(
+        {ropeThetaFromAngle(e.fLow * factor, half - 1, rot), linear});
+  }
+  if (half >= 2) {
+    double theta = ropeThetaFromAngle(e.f1, 1, rot);
+    double unscaledLow = std::pow(theta, -2.0 * (half - 1) / rot);
+    tprt::RopeScaling llama3;
+    llama3.type = tprt::RopeType::Llama3;
+    llama3.factor = roundSignificant(unscaledLow / e.fLow);
+    if (llama3.factor > 1.0 + 1e-6)
+      candidates.push_back({theta, llama3});
+    SmallVector<double> frequencies;
+    for (int64_t i = 0; i < half; ++i) {
+      std::optional<double> f = e.frequencyAt(i);
+      if (!f)
+        return failure();
+      frequencies.push_back(*f);
+    }
+    for (const RopeFit &fit : fitLlama3Scaling(frequencies, rot, e.configTheta,
+                                               e.lowPrecision ? 1e-2 : 1e-5))
+      candidates.push_back(fit);
+  }
+  if (e.lowPrecision && half >= 2) {
+    // f1 from the largest position whose angle stays below 3 (no wrap),
+    // theta rounded to 1, 2 and 3 significant digits; and the config's.
+    int64_t p =
+        std::min<int64_t>(e.probeSeq - 1, std::max<int64_t>(1, 3.0 / e.f1));
+    std::optional<double> sp = e.sinAt(0, p, 1), cp = e.cosAt(0, p, 1);
+    if (sp && cp) {
+      double theta = std::pow(std::atan2(*sp, *cp) / p, -rot / 2.0);
+      for (int digits = 1; digits <= 3; ++digits) {
+        double scale =
+            std::pow(10.0, std::floor(std::log10(theta)) - (digits - 1));
+        candidates.push_back({std::round(theta / scale) * scale, {}});
+      }
+    }
+    if (e.configTheta > 0)
+      candidates.push_back({e.configTheta, {}});
+  }
+  // YaRN's ramp and LongRoPE's factors are parameters the tables cannot
+  // tell apart, dynamic NTK's tables are unscaled at the traced length, and
+  // Llama 3's parameters are known exactly: taken from --hf-config, before
+  // every fit (unscaled RoPE matches dynamic's tables too).
+  if (e.configRope && e.configTheta > 0)
+    candidates.insert(candidates.begin(), {e.configTheta, *e.configRope});
+  return candidates;
+}
+
+} // namespace
+
 FailureOr<RopeFit> Raiser::fitRotaryTables(NodeOp node, int64_t rot,
                                            int64_t width, TableEntry cosAt,
                                            TableEntry sinAt,
@@ -73,45 +184,26 @@ FailureOr<RopeFit> Raiser::fitRotaryTables(NodeOp node, int64_t rot,
                               "reads (batch "
                            << probeBatch << ", " << probeSeq << " positions)";
   };
-  // The angle of feature i at position 1 is its frequency.
-  auto frequencyAt = [&](int64_t i) -> std::optional<double> {
-    std::optional<double> s1 = sinAt(0, 1, i), c1 = cosAt(0, 1, i);
-    if (!s1 || !c1)
-      return std::nullopt;
-    return std::atan2(*s1, *c1);
-  };
-  std::optional<double> f0 = frequencyAt(0), f1 = frequencyAt(1),
-                        fLow = frequencyAt(half - 1);
+  auto [tolerance, lowPrecision] = tableTolerance(data);
+  RotaryEvidence evidence{rot, probeSeq, cosAt,        sinAt,       0,
+                          0,   0,        lowPrecision, configTheta, configRope};
+  std::optional<double> f0 = evidence.frequencyAt(0),
+                        f1 = evidence.frequencyAt(1),
+                        fLow = evidence.frequencyAt(half - 1);
   if (!f0 || !f1 || !fLow)
     return shortTables();
   if (half >= 2 && (!(*f1 > 0) || !(*fLow > 0)))
     return nodeError(node) << "cannot read a rotary frequency from the "
                               "cos/sin tables";
-
-  // Tables of a bf16 or f16 checkpoint hold that type's rounding: they are
-  // compared within it, and theta is also read where the angle is large and
-  // rounded to the values checkpoints use.
-  auto allRepresentable = [&](const llvm::fltSemantics &sem) {
-    return llvm::all_of(data, [&](const ProbeTensor *t) {
-      return allRepresentableIn(t->data, sem);
-    });
-  };
-  double tolerance = 1e-4;
-  bool lowPrecision = false;
-  if (allRepresentable(llvm::APFloat::BFloat())) {
-    tolerance = 8e-3;
-    lowPrecision = true;
-  } else if (allRepresentable(llvm::APFloat::IEEEhalf())) {
-    tolerance = 1e-3;
-    lowPrecision = true;
-  }
+  evidence.f0 = *f0;
+  evidence.f1 = *f1;
+  evidence.fLow = *fLow;
+  FailureOr<SmallVector<RopeFit>> candidates = ropeCandidates(evidence);
+  if (failed(candidates))
+    return shortTables();
 
   // Every table entry against RoPE with `theta` and `scaling`; the first
   // mismatch, if any.
-  struct Mismatch {
-    int64_t b, p, i;
-    double c, s;
-  };
   auto check = [&](double theta, const tprt::RopeScaling &scaling)
       -> FailureOr<std::optional<Mismatch>> {
     SmallVector<float> freq(half);
@@ -134,68 +226,8 @@ FailureOr<RopeFit> Raiser::fitRotaryTables(NodeOp node, int64_t rot,
         }
     return std::optional<Mismatch>();
   };
-
-  // The rope types transformers' Llama-family checkpoints use, each with
-  // its parameters read off the tables: unscaled (theta from the lowest
-  // frequency); linear (f0 = 1 / factor); llama3 (Llama 3.x's parameters:
-  // the highest frequencies kept, theta from f1, the lowest divided by
-  // factor; then any other configuration, RopeFit.h).
-  SmallVector<RopeFit> candidates;
-  // One frequency pair carries no theta (its frequency is 1 whatever it is).
-  candidates.push_back(
-      {half >= 2 ? ropeThetaFromAngle(*fLow, half - 1, rot) : 10000.0, {}});
-  if (half >= 2 && std::fabs(*f0 - 1.0) > 1e-6 && *f0 > 0) {
-    double factor = roundSignificant(1.0 / *f0);
-    tprt::RopeScaling linear;
-    linear.type = tprt::RopeType::Linear;
-    linear.factor = factor;
-    candidates.push_back(
-        {ropeThetaFromAngle(*fLow * factor, half - 1, rot), linear});
-  }
-  if (half >= 2) {
-    double theta = ropeThetaFromAngle(*f1, 1, rot);
-    double unscaledLow = std::pow(theta, -2.0 * (half - 1) / rot);
-    tprt::RopeScaling llama3;
-    llama3.type = tprt::RopeType::Llama3;
-    llama3.factor = roundSignificant(unscaledLow / *fLow);
-    if (llama3.factor > 1.0 + 1e-6)
-      candidates.push_back({theta, llama3});
-    SmallVector<double> frequencies;
-    for (int64_t i = 0; i < half; ++i) {
-      std::optional<double> f = frequencyAt(i);
-      if (!f)
-        return shortTables();
-      frequencies.push_back(*f);
-    }
-    for (const RopeFit &fit : fitLlama3Scaling(frequencies, rot, configTheta,
-                                               lowPrecision ? 1e-2 : 1e-5))
-      candidates.push_back(fit);
-  }
-  if (lowPrecision && half >= 2) {
-    // f1 from the largest position whose angle stays below 3 (no wrap),
-    // theta rounded to 1, 2 and 3 significant digits; and the config's.
-    int64_t p =
-        std::min<int64_t>(probeSeq - 1, std::max<int64_t>(1, 3.0 / *f1));
-    std::optional<double> sp = sinAt(0, p, 1), cp = cosAt(0, p, 1);
-    if (sp && cp) {
-      double theta = std::pow(std::atan2(*sp, *cp) / p, -rot / 2.0);
-      for (int digits = 1; digits <= 3; ++digits) {
-        double scale =
-            std::pow(10.0, std::floor(std::log10(theta)) - (digits - 1));
-        candidates.push_back({std::round(theta / scale) * scale, {}});
-      }
-    }
-    if (configTheta > 0)
-      candidates.push_back({configTheta, {}});
-  }
-  // YaRN's ramp and LongRoPE's factors are parameters the tables cannot
-  // tell apart, dynamic NTK's tables are unscaled at the traced length, and
-  // Llama 3's parameters are known exactly: taken from --hf-config, before
-  // every fit (unscaled RoPE matches dynamic's tables too).
-  if (configRope && configTheta > 0)
-    candidates.insert(candidates.begin(), {configTheta, *configRope});
   std::optional<Mismatch> firstMismatch;
-  for (const RopeFit &c : candidates) {
+  for (const RopeFit &c : *candidates) {
     FailureOr<std::optional<Mismatch>> m = check(c.theta, c.scaling);
     if (failed(m))
       return shortTables();
@@ -206,7 +238,7 @@ FailureOr<RopeFit> Raiser::fitRotaryTables(NodeOp node, int64_t rot,
   }
   const Mismatch &m = *firstMismatch;
   return nodeError(node) << "the rotary tables do not match RoPE with theta "
-                         << candidates.front().theta
+                         << candidates->front().theta
                          << " at positions 0..seq-1 (batch " << m.b
                          << ", position " << m.p << ", feature " << m.i
                          << ": cos " << m.c << ", sin " << m.s
