@@ -12,22 +12,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <mpi.h>
 #include <vector>
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  std::unique_ptr<tprt::Communicator> comm = tprt::createMpiCommunicator(0);
-  int r = comm->rank(), n = comm->size();
-  int failures = 0, checks = 0;
-  auto check = [&](bool ok, const char *what) {
-    ++checks;
-    if (!ok) {
-      ++failures;
-      std::fprintf(stderr, "rank %d: %s failed\n", r, what);
-    }
-  };
+namespace {
 
+/// Counts a rank's checks and reports each failure.
+using Check = std::function<void(bool, const char *)>;
+
+/// The communicator's own collectives on flat buffers.
+void checkCommunicator(tprt::Communicator *comm, int r, int n,
+                       const Check &check) {
   std::vector<float> data(5);
   for (int i = 0; i < 5; ++i)
     data[i] = float(r + 1) * (i + 1);
@@ -66,350 +62,381 @@ int main(int argc, char **argv) {
   double value = r == 1 ? 42.5 : 0.0;
   comm->broadcast(&value, sizeof(value), 1 % n);
   check(value == (n > 1 ? 42.5 : 0.0), "broadcast");
+}
 
-  // The kernels of shard.all_gather / shard.reduce_scatter on dim 1 (the
-  // sequence) of a [2, 2 * n, 3] tensor: element (b, s, h) of rank q's
-  // input is q + 100 b + 10 s + h.
-  {
-    tprt::Context ctx(r, n, "", "");
-    auto value = [](int q, int b, int s, int h) {
-      return float(q + 100 * b + 10 * s + h);
-    };
-    tprt::Tensor x =
-        tprt::Tensor::uninitialized(tprt::DType::F32, {2, 2 * n, 3});
-    for (int b = 0; b < 2; ++b)
-      for (int s = 0; s < 2 * n; ++s)
-        for (int h = 0; h < 3; ++h)
-          x.f32()[(b * 2 * n + s) * 3 + h] = value(r, b, s, h);
-    // Rank r keeps rows [2 r, 2 r + 2) of the sum over ranks.
-    tprt::Tensor part = tprt::reduce_scatter_sum(ctx, x, 1);
-    ok = part.shape() == std::vector<int64_t>{2, 2, 3};
-    for (int b = 0; ok && b < 2; ++b)
-      for (int s = 0; s < 2; ++s)
-        for (int h = 0; h < 3; ++h) {
-          float sum = 0;
-          for (int q = 0; q < n; ++q)
-            sum += value(q, b, 2 * r + s, h);
-          ok &= part.f32()[(b * 2 + s) * 3 + h] == sum;
-        }
-    check(ok, "reduce_scatter_sum on dim 1");
-    // Gathering the slices back gives the whole sum on every rank.
-    tprt::Tensor full = tprt::all_gather(ctx, part, 1);
-    ok = full.shape() == std::vector<int64_t>{2, 2 * n, 3};
-    for (int b = 0; ok && b < 2; ++b)
-      for (int s = 0; s < 2 * n; ++s)
-        for (int h = 0; h < 3; ++h) {
-          float sum = 0;
-          for (int q = 0; q < n; ++q)
-            sum += value(q, b, s, h);
-          ok &= full.f32()[(b * 2 * n + s) * 3 + h] == sum;
-        }
-    check(ok, "all_gather on dim 1");
-    // shard.all_slice: rank r's block of a replicated tensor, on dim 1 and
-    // on the last dim, without communication; gathering it back is the
-    // identity.
-    tprt::Tensor rows = tprt::all_slice(ctx, x, 1);
-    ok = rows.shape() == std::vector<int64_t>{2, 2, 3};
-    for (int b = 0; ok && b < 2; ++b)
-      for (int s = 0; s < 2; ++s)
-        for (int h = 0; h < 3; ++h)
-          ok &= rows.f32()[(b * 2 + s) * 3 + h] == value(r, b, 2 * r + s, h);
-    check(ok, "all_slice on dim 1");
-    tprt::Tensor wide =
-        tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3 * n});
-    for (int i = 0; i < 2 * 3 * n; ++i)
-      wide.f32()[i] = float(i);
-    tprt::Tensor cols = tprt::all_slice(ctx, wide, 1);
-    tprt::Tensor back = tprt::all_gather(ctx, cols, 1);
-    ok = cols.shape() == std::vector<int64_t>{2, 3} &&
-         back.shape() == wide.shape();
-    for (int i = 0; ok && i < 2 * 3 * n; ++i)
-      ok &= back.f32()[i] == wide.f32()[i];
-    check(ok, "all_slice then all_gather on the last dim");
-    // On the outermost dim the blocks go straight into place.
-    tprt::Tensor stacked = tprt::all_gather(ctx, cols, 0);
-    ok = stacked.shape() == std::vector<int64_t>{2 * n, 3};
-    for (int q = 0; ok && q < n; ++q)
-      for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 3; ++j)
-          ok &= stacked.f32()[(q * 2 + i) * 3 + j] ==
-                wide.f32()[i * 3 * n + q * 3 + j];
-    check(ok, "all_gather on the first dim");
-  }
-
-  // all_reduce_sum_consuming takes its input: the caller's tensor is left
-  // empty and the sum is in its storage; a tensor whose storage a view
-  // still shares is reduced in a copy, the view keeping its values.
-  {
-    tprt::Context ctx(r, n, "", "");
-    auto contribution = [&](int q, int i) { return float(q + 1) * (i + 1); };
-    auto filled = [&] {
-      tprt::Tensor t = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
-      for (int i = 0; i < 6; ++i)
-        t.f32()[i] = contribution(r, i);
-      return t;
-    };
-    auto isSum = [&](const tprt::Tensor &t) {
-      bool same = t.shape() == std::vector<int64_t>{2, 3};
-      for (int i = 0; same && i < 6; ++i) {
+// The kernels of shard.all_gather / shard.reduce_scatter on dim 1 (the
+// sequence) of a [2, 2 * n, 3] tensor: element (b, s, h) of rank q's
+// input is q + 100 b + 10 s + h.
+void checkSequenceKernels(tprt::Communicator *comm, int r, int n,
+                          const Check &check) {
+  bool ok = true;
+  tprt::Context ctx(r, n, "", "");
+  auto value = [](int q, int b, int s, int h) {
+    return float(q + 100 * b + 10 * s + h);
+  };
+  tprt::Tensor x = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 2 * n, 3});
+  for (int b = 0; b < 2; ++b)
+    for (int s = 0; s < 2 * n; ++s)
+      for (int h = 0; h < 3; ++h)
+        x.f32()[(b * 2 * n + s) * 3 + h] = value(r, b, s, h);
+  // Rank r keeps rows [2 r, 2 r + 2) of the sum over ranks.
+  tprt::Tensor part = tprt::reduce_scatter_sum(ctx, x, 1);
+  ok = part.shape() == std::vector<int64_t>{2, 2, 3};
+  for (int b = 0; ok && b < 2; ++b)
+    for (int s = 0; s < 2; ++s)
+      for (int h = 0; h < 3; ++h) {
         float sum = 0;
         for (int q = 0; q < n; ++q)
-          sum += contribution(q, i);
-        same &= t.f32()[i] == sum;
+          sum += value(q, b, 2 * r + s, h);
+        ok &= part.f32()[(b * 2 + s) * 3 + h] == sum;
       }
-      return same;
-    };
-    tprt::Tensor sole = filled();
-    const void *storage = sole.raw();
-    tprt::Tensor sum = tprt::all_reduce_sum_consuming(ctx, sole);
-    check(isSum(sum) && !sole.defined() && sum.raw() == storage,
-          "all_reduce_sum_consuming in the input's storage");
-    tprt::Tensor shared = filled();
-    tprt::Tensor view = tprt::Tensor::view(shared, 0, {6});
-    tprt::Tensor copied = tprt::all_reduce_sum_consuming(ctx, shared);
-    ok = isSum(copied) && !shared.defined() && copied.raw() != view.raw();
-    for (int i = 0; ok && i < 6; ++i)
-      ok &= view.f32()[i] == contribution(r, i);
-    check(ok, "all_reduce_sum_consuming of shared storage copies");
-  }
+  check(ok, "reduce_scatter_sum on dim 1");
+  // Gathering the slices back gives the whole sum on every rank.
+  tprt::Tensor full = tprt::all_gather(ctx, part, 1);
+  ok = full.shape() == std::vector<int64_t>{2, 2 * n, 3};
+  for (int b = 0; ok && b < 2; ++b)
+    for (int s = 0; s < 2 * n; ++s)
+      for (int h = 0; h < 3; ++h) {
+        float sum = 0;
+        for (int q = 0; q < n; ++q)
+          sum += value(q, b, s, h);
+        ok &= full.f32()[(b * 2 * n + s) * 3 + h] == sum;
+      }
+  check(ok, "all_gather on dim 1");
+  // shard.all_slice: rank r's block of a replicated tensor, on dim 1 and
+  // on the last dim, without communication; gathering it back is the
+  // identity.
+  tprt::Tensor rows = tprt::all_slice(ctx, x, 1);
+  ok = rows.shape() == std::vector<int64_t>{2, 2, 3};
+  for (int b = 0; ok && b < 2; ++b)
+    for (int s = 0; s < 2; ++s)
+      for (int h = 0; h < 3; ++h)
+        ok &= rows.f32()[(b * 2 + s) * 3 + h] == value(r, b, 2 * r + s, h);
+  check(ok, "all_slice on dim 1");
+  tprt::Tensor wide = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3 * n});
+  for (int i = 0; i < 2 * 3 * n; ++i)
+    wide.f32()[i] = float(i);
+  tprt::Tensor cols = tprt::all_slice(ctx, wide, 1);
+  tprt::Tensor back = tprt::all_gather(ctx, cols, 1);
+  ok = cols.shape() == std::vector<int64_t>{2, 3} &&
+       back.shape() == wide.shape();
+  for (int i = 0; ok && i < 2 * 3 * n; ++i)
+    ok &= back.f32()[i] == wide.f32()[i];
+  check(ok, "all_slice then all_gather on the last dim");
+  // On the outermost dim the blocks go straight into place.
+  tprt::Tensor stacked = tprt::all_gather(ctx, cols, 0);
+  ok = stacked.shape() == std::vector<int64_t>{2 * n, 3};
+  for (int q = 0; ok && q < n; ++q)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        ok &= stacked.f32()[(q * 2 + i) * 3 + j] ==
+              wide.f32()[i * 3 * n + q * 3 + j];
+  check(ok, "all_gather on the first dim");
+}
 
-  // tp.linear_epilogue add_once: each rank's partial product, the residual
-  // added on rank 0 only, so the all-reduce carries it once. x [2, 3] and
-  // rank q's weight block w_q [2, 3] (a row-split projection's); against
-  // the sum over ranks of x w_q^T, plus the residual, in double.
-  {
-    tprt::Context ctx(r, n, "", "");
-    auto xAt = [](int i, int k) { return 0.25f * float(i + 1) - 0.5f * k; };
-    auto wAt = [](int q, int j, int k) {
-      return 0.125f * float(q + 1) * (j + 1) + 0.5f * k;
-    };
-    auto residualAt = [](int i, int j) { return 8.0f + i - 2.0f * j; };
-    tprt::Tensor x = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
-    tprt::Tensor w = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
-    tprt::Tensor residual =
-        tprt::Tensor::uninitialized(tprt::DType::F32, {2, 2});
-    for (int i = 0; i < 2; ++i)
-      for (int k = 0; k < 3; ++k) {
-        x.f32()[i * 3 + k] = xAt(i, k);
-        w.f32()[i * 3 + k] = wAt(r, i, k);
-      }
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 2; ++j)
-        residual.f32()[i * 2 + j] = residualAt(i, j);
-    auto carriesResidualOnce = [&](const tprt::Tensor &sum) {
-      bool same = sum.numel() == 4;
-      for (int i = 0; same && i < 2; ++i)
-        for (int j = 0; j < 2; ++j) {
-          double want = residualAt(i, j);
-          for (int q = 0; q < n; ++q)
-            for (int k = 0; k < 3; ++k)
-              want += double(xAt(i, k)) * wAt(q, j, k);
-          same &=
-              std::fabs(sum.f32()[i * 2 + j] - want) <= 1e-5 * std::fabs(want);
-        }
-      return same;
-    };
-    tprt::Tensor partial = tprt::linear_add_once(ctx, x, w, residual);
-    check(carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, partial)),
-          "linear_add_once: the residual once in the sum");
-    // The consuming forms take the residual on every rank (rank 0 may add
-    // the product into it), in both forms.
-    for (bool bmm : {false, true}) {
-      tprt::Tensor taken =
-          tprt::Tensor::uninitialized(tprt::DType::F32, {1, 2, 2});
-      std::copy_n(residual.f32(), 4, taken.f32());
-      tprt::Tensor x3 =
-          tprt::Tensor::uninitialized(tprt::DType::F32, {1, 2, 3});
-      std::copy_n(x.f32(), 6, x3.f32());
-      tprt::Tensor sum =
-          bmm ? tprt::linear_bmm_add_once_consuming(ctx, x3, w, taken)
-              : tprt::linear_add_once_consuming(ctx, x3, w, taken);
-      check(!taken.defined() &&
-                carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, sum)),
-            bmm ? "linear_bmm_add_once_consuming"
-                : "linear_add_once_consuming");
+// all_reduce_sum_consuming takes its input: the caller's tensor is left
+// empty and the sum is in its storage; a tensor whose storage a view
+// still shares is reduced in a copy, the view keeping its values.
+void checkConsumingAllReduce(tprt::Communicator *comm, int r, int n,
+                             const Check &check) {
+  bool ok = true;
+  tprt::Context ctx(r, n, "", "");
+  auto contribution = [&](int q, int i) { return float(q + 1) * (i + 1); };
+  auto filled = [&] {
+    tprt::Tensor t = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
+    for (int i = 0; i < 6; ++i)
+      t.f32()[i] = contribution(r, i);
+    return t;
+  };
+  auto isSum = [&](const tprt::Tensor &t) {
+    bool same = t.shape() == std::vector<int64_t>{2, 3};
+    for (int i = 0; same && i < 6; ++i) {
+      float sum = 0;
+      for (int q = 0; q < n; ++q)
+        sum += contribution(q, i);
+      same &= t.f32()[i] == sum;
     }
-  }
+    return same;
+  };
+  tprt::Tensor sole = filled();
+  const void *storage = sole.raw();
+  tprt::Tensor sum = tprt::all_reduce_sum_consuming(ctx, sole);
+  check(isSum(sum) && !sole.defined() && sum.raw() == storage,
+        "all_reduce_sum_consuming in the input's storage");
+  tprt::Tensor shared = filled();
+  tprt::Tensor view = tprt::Tensor::view(shared, 0, {6});
+  tprt::Tensor copied = tprt::all_reduce_sum_consuming(ctx, shared);
+  ok = isSum(copied) && !shared.defined() && copied.raw() != view.raw();
+  for (int i = 0; ok && i < 6; ++i)
+    ok &= view.f32()[i] == contribution(r, i);
+  check(ok, "all_reduce_sum_consuming of shared storage copies");
+}
 
-  // A bf16 parameter's gradients are reduced in FP32: rank 0 contributes
-  // 1 and every other rank 2^-9, whose sum a bf16 reduction would round
-  // back to 1 (bf16 keeps 8 significant bits), while the bucket must hold
-  // 1 + (n - 1) 2^-9 exactly.
-  {
-    tprt::Context ctx(r, n, "", "");
-    tprt::TrainOptions options;
-    tprt::TrainState state(options);
-    ctx.setTrainState(&state);
-    tprt::Tensor param(tprt::DType::BF16, {4});
-    tprt::Tensor grad = tprt::Tensor::uninitialized(tprt::DType::F32, {4});
-    for (int i = 0; i < 4; ++i)
-      grad.f32()[i] = r == 0 ? 1.0f : 1.0f / 512;
-    tprt::accumulate_grad(ctx, grad.to(tprt::DType::BF16), param, "w", -1,
-                          false);
+// tp.linear_epilogue add_once: each rank's partial product, the residual
+// added on rank 0 only, so the all-reduce carries it once. x [2, 3] and
+// rank q's weight block w_q [2, 3] (a row-split projection's); against
+// the sum over ranks of x w_q^T, plus the residual, in double.
+void checkEpilogueAddOnce(tprt::Communicator *comm, int r, int n,
+                          const Check &check) {
+  tprt::Context ctx(r, n, "", "");
+  auto xAt = [](int i, int k) { return 0.25f * float(i + 1) - 0.5f * k; };
+  auto wAt = [](int q, int j, int k) {
+    return 0.125f * float(q + 1) * (j + 1) + 0.5f * k;
+  };
+  auto residualAt = [](int i, int j) { return 8.0f + i - 2.0f * j; };
+  tprt::Tensor x = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
+  tprt::Tensor w = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 3});
+  tprt::Tensor residual = tprt::Tensor::uninitialized(tprt::DType::F32, {2, 2});
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 3; ++k) {
+      x.f32()[i * 3 + k] = xAt(i, k);
+      w.f32()[i * 3 + k] = wAt(r, i, k);
+    }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      residual.f32()[i * 2 + j] = residualAt(i, j);
+  auto carriesResidualOnce = [&](const tprt::Tensor &sum) {
+    bool same = sum.numel() == 4;
+    for (int i = 0; same && i < 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        double want = residualAt(i, j);
+        for (int q = 0; q < n; ++q)
+          for (int k = 0; k < 3; ++k)
+            want += double(xAt(i, k)) * wAt(q, j, k);
+        same &=
+            std::fabs(sum.f32()[i * 2 + j] - want) <= 1e-5 * std::fabs(want);
+      }
+    return same;
+  };
+  tprt::Tensor partial = tprt::linear_add_once(ctx, x, w, residual);
+  check(carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, partial)),
+        "linear_add_once: the residual once in the sum");
+  // The consuming forms take the residual on every rank (rank 0 may add
+  // the product into it), in both forms.
+  for (bool bmm : {false, true}) {
+    tprt::Tensor taken =
+        tprt::Tensor::uninitialized(tprt::DType::F32, {1, 2, 2});
+    std::copy_n(residual.f32(), 4, taken.f32());
+    tprt::Tensor x3 = tprt::Tensor::uninitialized(tprt::DType::F32, {1, 2, 3});
+    std::copy_n(x.f32(), 6, x3.f32());
+    tprt::Tensor sum =
+        bmm ? tprt::linear_bmm_add_once_consuming(ctx, x3, w, taken)
+            : tprt::linear_add_once_consuming(ctx, x3, w, taken);
+    check(!taken.defined() &&
+              carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, sum)),
+          bmm ? "linear_bmm_add_once_consuming" : "linear_add_once_consuming");
+  }
+}
+
+// A bf16 parameter's gradients are reduced in FP32: rank 0 contributes
+// 1 and every other rank 2^-9, whose sum a bf16 reduction would round
+// back to 1 (bf16 keeps 8 significant bits), while the bucket must hold
+// 1 + (n - 1) 2^-9 exactly.
+void checkBf16GradientReduction(tprt::Communicator *comm, int r, int n,
+                                const Check &check) {
+  bool ok = true;
+  tprt::Context ctx(r, n, "", "");
+  tprt::TrainOptions options;
+  tprt::TrainState state(options);
+  ctx.setTrainState(&state);
+  tprt::Tensor param(tprt::DType::BF16, {4});
+  tprt::Tensor grad = tprt::Tensor::uninitialized(tprt::DType::F32, {4});
+  for (int i = 0; i < 4; ++i)
+    grad.f32()[i] = r == 0 ? 1.0f : 1.0f / 512;
+  tprt::accumulate_grad(ctx, grad.to(tprt::DType::BF16), param, "w", -1, false);
+  tprt::optimizer_boundary(ctx);
+  tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/false, tprt::DType::BF16, "w",
+                               16, "tp");
+  const tprt::Tensor &sum = ctx.grads()["w"].grad;
+  ok = sum.dtype() == tprt::DType::F32;
+  for (int i = 0; ok && i < 4; ++i)
+    ok &= sum.f32()[i] == 1.0f + float(n - 1) / 512;
+  check(ok && (n == 1 || tprt::bf16ToFloat(tprt::floatToBf16(sum.f32()[0])) !=
+                             sum.f32()[0]),
+        "bf16 gradients reduced in FP32");
+  ctx.setTrainState(nullptr);
+}
+
+// The optimizer step's factors (the mean over the ranks, 1 / label
+// tokens, the clipping) stay pending on the buffer and are applied by
+// the norm and the update (train/boundary.cpp): two SGD steps (lr 1, no
+// momentum or decay: the parameter moves by minus the gradient) against
+// the formulas in double. The second step's gradient overwrites the
+// buffer, so its factors must not compound with the first's.
+void checkPendingFactors(tprt::Communicator *comm, int r, int n,
+                         const Check &check) {
+  bool ok = true;
+  tprt::Context ctx(r, n, "", "");
+  tprt::TrainOptions options;
+  options.lr = 1.0;
+  options.momentum = 0;
+  options.weightDecay = 0;
+  options.maxGradNorm = 0.5;
+  tprt::TrainState state(options);
+  ctx.setTrainState(&state);
+  tprt::Tensor param(tprt::DType::F32, {6});
+  ctx.cacheParam("w", param);
+  std::vector<double> want(6, 0.0);
+  ok = true;
+  for (int step = 1; step <= 2; ++step) {
+    for (auto &entry : ctx.grads())
+      entry.second.fresh = true;
+    tprt::Tensor grad(tprt::DType::F32, {6});
+    // Rank q's gradient: (q + 1) (i + 1) / step, as two micro-batches.
+    for (int half = 0; half < 2; ++half) {
+      for (int i = 0; i < 6; ++i)
+        grad.f32()[i] = 0.5f * float(r + 1) * float(i + 1) / float(step);
+      tprt::accumulate_grad(ctx, grad, param, "w", -1, false);
+    }
     tprt::optimizer_boundary(ctx);
-    tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/false, tprt::DType::BF16, "w",
-                                 16, "tp");
-    const tprt::Tensor &sum = ctx.grads()["w"].grad;
-    ok = sum.dtype() == tprt::DType::F32;
-    for (int i = 0; ok && i < 4; ++i)
-      ok &= sum.f32()[i] == 1.0f + float(n - 1) / 512;
-    check(ok && (n == 1 || tprt::bf16ToFloat(tprt::floatToBf16(sum.f32()[0])) !=
-                               sum.f32()[0]),
-          "bf16 gradients reduced in FP32");
-    ctx.setTrainState(nullptr);
+    tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/true, tprt::DType::F32, "w",
+                                 24, "tp");
+    state.labelTokens = 7 * step;
+    tprt::normalize_grads(ctx);
+    float norm = *tprt::grad_norm(ctx).f32();
+    tprt::clip_grads(ctx, tprt::Tensor());
+    tprt::optimizer_update(ctx, "sgd");
+    // The mean of the ranks' gradients over the label tokens.
+    double squares = 0, g[6];
+    for (int i = 0; i < 6; ++i) {
+      g[i] = double(n + 1) / 2 * (i + 1) / step / (7.0 * step);
+      squares += g[i] * g[i];
+    }
+    double wantNorm = std::sqrt(squares);
+    double clip = std::min(1.0, 0.5 / (wantNorm + 1e-6));
+    ok &= std::fabs(norm - wantNorm) <= 1e-6 * wantNorm;
+    for (int i = 0; i < 6; ++i) {
+      want[i] -= g[i] * clip;
+      ok &= std::fabs(param.f32()[i] - want[i]) <= 1e-6 * std::fabs(want[i]);
+    }
   }
+  check(ok, "normalization, mean and clipping applied by norm and update");
+  ctx.setTrainState(nullptr);
+}
 
-  // The optimizer step's factors (the mean over the ranks, 1 / label
-  // tokens, the clipping) stay pending on the buffer and are applied by
-  // the norm and the update (train/boundary.cpp): two SGD steps (lr 1, no
-  // momentum or decay: the parameter moves by minus the gradient) against
-  // the formulas in double. The second step's gradient overwrites the
-  // buffer, so its factors must not compound with the first's.
-  {
-    tprt::Context ctx(r, n, "", "");
-    tprt::TrainOptions options;
-    options.lr = 1.0;
-    options.momentum = 0;
-    options.weightDecay = 0;
-    options.maxGradNorm = 0.5;
-    tprt::TrainState state(options);
-    ctx.setTrainState(&state);
-    tprt::Tensor param(tprt::DType::F32, {6});
-    ctx.cacheParam("w", param);
-    std::vector<double> want(6, 0.0);
+// The shared-memory all-reduce (every rank of an mpirun on one machine
+// shares it): counts across its pieces and not a multiple of a vector,
+// calls enough to reuse both slots of each rank, each call's sums exact
+// in float (integers below 2^24) against the hand-derived sum.
+void checkSharedMemoryAllReduce(tprt::Communicator *comm, int r, int n,
+                                const Check &check) {
+  bool ok = true;
+  using tprt::comm::SharedMemoryAllReduce;
+  std::unique_ptr<SharedMemoryAllReduce> shared =
+      SharedMemoryAllReduce::create(MPI_COMM_WORLD);
+  check(n == 1 ? !shared : shared != nullptr,
+        "shared-memory all-reduce made on one node");
+  const int64_t counts[] = {1,
+                            5,
+                            2049,
+                            SharedMemoryAllReduce::kPieceFloats,
+                            2 * SharedMemoryAllReduce::kPieceFloats + 3,
+                            7};
+  for (int call = 0; shared && call < 6; ++call) {
+    int64_t count = counts[call];
+    std::vector<float> data(count);
+    for (int64_t i = 0; i < count; ++i)
+      data[i] = float((r + 1) * (i % 1000) + call);
+    shared->sum(data.data(), count);
     ok = true;
-    for (int step = 1; step <= 2; ++step) {
-      for (auto &entry : ctx.grads())
-        entry.second.fresh = true;
-      tprt::Tensor grad(tprt::DType::F32, {6});
-      // Rank q's gradient: (q + 1) (i + 1) / step, as two micro-batches.
-      for (int half = 0; half < 2; ++half) {
-        for (int i = 0; i < 6; ++i)
-          grad.f32()[i] = 0.5f * float(r + 1) * float(i + 1) / float(step);
-        tprt::accumulate_grad(ctx, grad, param, "w", -1, false);
-      }
-      tprt::optimizer_boundary(ctx);
-      tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/true, tprt::DType::F32, "w",
-                                   24, "tp");
-      state.labelTokens = 7 * step;
-      tprt::normalize_grads(ctx);
-      float norm = *tprt::grad_norm(ctx).f32();
-      tprt::clip_grads(ctx, tprt::Tensor());
-      tprt::optimizer_update(ctx, "sgd");
-      // The mean of the ranks' gradients over the label tokens.
-      double squares = 0, g[6];
-      for (int i = 0; i < 6; ++i) {
-        g[i] = double(n + 1) / 2 * (i + 1) / step / (7.0 * step);
-        squares += g[i] * g[i];
-      }
-      double wantNorm = std::sqrt(squares);
-      double clip = std::min(1.0, 0.5 / (wantNorm + 1e-6));
-      ok &= std::fabs(norm - wantNorm) <= 1e-6 * wantNorm;
-      for (int i = 0; i < 6; ++i) {
-        want[i] -= g[i] * clip;
-        ok &= std::fabs(param.f32()[i] - want[i]) <= 1e-6 * std::fabs(want[i]);
-      }
-    }
-    check(ok, "normalization, mean and clipping applied by norm and update");
-    ctx.setTrainState(nullptr);
+    for (int64_t i = 0; i < count; ++i)
+      ok &= data[i] == float(n * (n + 1) / 2 * (i % 1000) + n * call);
+    check(ok, "shared-memory all-reduce sums");
   }
-
-  // The shared-memory all-reduce (every rank of an mpirun on one machine
-  // shares it): counts across its pieces and not a multiple of a vector,
-  // calls enough to reuse both slots of each rank, each call's sums exact
-  // in float (integers below 2^24) against the hand-derived sum.
-  {
-    using tprt::comm::SharedMemoryAllReduce;
-    std::unique_ptr<SharedMemoryAllReduce> shared =
-        SharedMemoryAllReduce::create(MPI_COMM_WORLD);
-    check(n == 1 ? !shared : shared != nullptr,
-          "shared-memory all-reduce made on one node");
-    const int64_t counts[] = {1,
-                              5,
-                              2049,
-                              SharedMemoryAllReduce::kPieceFloats,
-                              2 * SharedMemoryAllReduce::kPieceFloats + 3,
-                              7};
-    for (int call = 0; shared && call < 6; ++call) {
-      int64_t count = counts[call];
-      std::vector<float> data(count);
-      for (int64_t i = 0; i < count; ++i)
-        data[i] = float((r + 1) * (i % 1000) + call);
-      shared->sum(data.data(), count);
-      ok = true;
-      for (int64_t i = 0; i < count; ++i)
-        ok &= data[i] == float(n * (n + 1) / 2 * (i % 1000) + n * call);
-      check(ok, "shared-memory all-reduce sums");
-    }
-    // Many calls in a row, no barrier between: a rank that rewrote a slot
-    // another still reads would change that rank's sum.
-    ok = true;
-    for (int call = 0; shared && call < 2000; ++call) {
-      int64_t count = 1 + (call * 37) % 4099;
-      std::vector<float> data(count);
-      for (int64_t i = 0; i < count; ++i)
-        data[i] = float((r + 1) * (call % 101) + i % 7);
-      shared->sum(data.data(), count);
-      for (int64_t i = 0; i < count; ++i)
-        ok &= data[i] == float(n * (n + 1) / 2 * (call % 101) + n * (i % 7));
-    }
-    check(ok, "shared-memory all-reduce: 2000 calls in a row");
-    // Inexact sums: every rank gets the same bits (the slots are summed in
-    // rank order everywhere), as MPI_Allreduce's ranks do.
-    if (shared) {
-      std::vector<float> data(3000), first(3000);
-      for (int i = 0; i < 3000; ++i)
-        data[i] = 0.1f * float(r + 1) * std::sin(0.01f * float(i));
-      shared->sum(data.data(), 3000);
-      first = data;
-      MPI_Bcast(first.data(), 3000, MPI_FLOAT, 0, MPI_COMM_WORLD);
-      check(first == data, "shared-memory all-reduce: one result everywhere");
-    }
+  // Many calls in a row, no barrier between: a rank that rewrote a slot
+  // another still reads would change that rank's sum.
+  ok = true;
+  for (int call = 0; shared && call < 2000; ++call) {
+    int64_t count = 1 + (call * 37) % 4099;
+    std::vector<float> data(count);
+    for (int64_t i = 0; i < count; ++i)
+      data[i] = float((r + 1) * (call % 101) + i % 7);
+    shared->sum(data.data(), count);
+    for (int64_t i = 0; i < count; ++i)
+      ok &= data[i] == float(n * (n + 1) / 2 * (call % 101) + n * (i % 7));
   }
-
-  // An all-reduce in two halves (TPRT_ALLREDUCE picks shared memory or
-  // MPI_Iallreduce): the rank writes other memory between them; a
-  // collective in between, or another start, completes the sum in flight
-  // first. One piece and several; sums against the hand-derived ones.
-  {
-    auto fill = [&](std::vector<float> &v, int salt) {
-      for (size_t i = 0; i < v.size(); ++i)
-        v[i] = float((r + 1) * int(i % 997) + salt);
-    };
-    auto summed = [&](const std::vector<float> &v, int salt) {
-      bool same = true;
-      for (size_t i = 0; i < v.size(); ++i)
-        same &= v[i] == float(n * (n + 1) / 2 * int(i % 997) + n * salt);
-      return same;
-    };
-    int64_t piece = tprt::comm::SharedMemoryAllReduce::kPieceFloats;
-    std::vector<float> a(2049), b(2 * piece + 5), c(7), local(4096);
-    fill(a, 1);
-    comm->startAllReduceSum(a.data(), int64_t(a.size()));
-    for (size_t i = 0; i < local.size(); ++i)
-      local[i] = float(i) * float(r); // work while the sum is in flight
-    comm->finishAllReduceSum();
-    check(summed(a, 1), "startAllReduceSum, finishAllReduceSum");
-
-    fill(b, 2);
-    comm->startAllReduceSum(b.data(), int64_t(b.size()));
-    std::vector<float> block = {float(r)}, gathered(n);
-    comm->allGather(block.data(), gathered.data(), 1);
-    bool gatheredOk = true;
-    for (int q = 0; q < n; ++q)
-      gatheredOk &= gathered[q] == float(q);
-    check(summed(b, 2) && gatheredOk,
-          "a collective completes the all-reduce in flight first");
-    comm->finishAllReduceSum(); // nothing left in flight
-
-    fill(a, 3);
-    fill(c, 4);
-    comm->startAllReduceSum(a.data(), int64_t(a.size()));
-    comm->startAllReduceSum(c.data(), int64_t(c.size()));
-    comm->finishAllReduceSum();
-    check(summed(a, 3) && summed(c, 4),
-          "a second start completes the first all-reduce");
+  check(ok, "shared-memory all-reduce: 2000 calls in a row");
+  // Inexact sums: every rank gets the same bits (the slots are summed in
+  // rank order everywhere), as MPI_Allreduce's ranks do.
+  if (shared) {
+    std::vector<float> data(3000), first(3000);
+    for (int i = 0; i < 3000; ++i)
+      data[i] = 0.1f * float(r + 1) * std::sin(0.01f * float(i));
+    shared->sum(data.data(), 3000);
+    first = data;
+    MPI_Bcast(first.data(), 3000, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    check(first == data, "shared-memory all-reduce: one result everywhere");
   }
+}
+
+// An all-reduce in two halves (TPRT_ALLREDUCE picks shared memory or
+// MPI_Iallreduce): the rank writes other memory between them; a
+// collective in between, or another start, completes the sum in flight
+// first. One piece and several; sums against the hand-derived ones.
+void checkSplitAllReduce(tprt::Communicator *comm, int r, int n,
+                         const Check &check) {
+  auto fill = [&](std::vector<float> &v, int salt) {
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = float((r + 1) * int(i % 997) + salt);
+  };
+  auto summed = [&](const std::vector<float> &v, int salt) {
+    bool same = true;
+    for (size_t i = 0; i < v.size(); ++i)
+      same &= v[i] == float(n * (n + 1) / 2 * int(i % 997) + n * salt);
+    return same;
+  };
+  int64_t piece = tprt::comm::SharedMemoryAllReduce::kPieceFloats;
+  std::vector<float> a(2049), b(2 * piece + 5), c(7), local(4096);
+  fill(a, 1);
+  comm->startAllReduceSum(a.data(), int64_t(a.size()));
+  for (size_t i = 0; i < local.size(); ++i)
+    local[i] = float(i) * float(r); // work while the sum is in flight
+  comm->finishAllReduceSum();
+  check(summed(a, 1), "startAllReduceSum, finishAllReduceSum");
+
+  fill(b, 2);
+  comm->startAllReduceSum(b.data(), int64_t(b.size()));
+  std::vector<float> block = {float(r)}, gathered(n);
+  comm->allGather(block.data(), gathered.data(), 1);
+  bool gatheredOk = true;
+  for (int q = 0; q < n; ++q)
+    gatheredOk &= gathered[q] == float(q);
+  check(summed(b, 2) && gatheredOk,
+        "a collective completes the all-reduce in flight first");
+  comm->finishAllReduceSum(); // nothing left in flight
+
+  fill(a, 3);
+  fill(c, 4);
+  comm->startAllReduceSum(a.data(), int64_t(a.size()));
+  comm->startAllReduceSum(c.data(), int64_t(c.size()));
+  comm->finishAllReduceSum();
+  check(summed(a, 3) && summed(c, 4),
+        "a second start completes the first all-reduce");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  std::unique_ptr<tprt::Communicator> comm = tprt::createMpiCommunicator(0);
+  int r = comm->rank(), n = comm->size();
+  int failures = 0, checks = 0;
+  auto check = [&](bool ok, const char *what) {
+    ++checks;
+    if (!ok) {
+      ++failures;
+      std::fprintf(stderr, "rank %d: %s failed\n", r, what);
+    }
+  };
+
+  checkCommunicator(comm.get(), r, n, check);
+  checkSequenceKernels(comm.get(), r, n, check);
+  checkConsumingAllReduce(comm.get(), r, n, check);
+  checkEpilogueAddOnce(comm.get(), r, n, check);
+  checkBf16GradientReduction(comm.get(), r, n, check);
+  checkPendingFactors(comm.get(), r, n, check);
+  checkSharedMemoryAllReduce(comm.get(), r, n, check);
+  checkSplitAllReduce(comm.get(), r, n, check);
 
   int total = 0;
   MPI_Reduce(&failures, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
