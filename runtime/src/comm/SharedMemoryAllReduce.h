@@ -6,9 +6,8 @@
 // its shared-memory transport, then sums what it received. Like
 // the CPU backends of DeepSpeed and vLLM, ranks that share a node instead
 // publish their contribution in a window of MPI-3 shared memory and every
-// rank sums all of them itself: on the 2-core machine of docs/runtime.md,
-// 0.28 against 0.37 to 0.40 ms per 1 MiB all-reduce of the forward, and
-// 256 MiB buckets 1.5x as fast.
+// rank sums all of them itself, which is cheaper for both sizes (the
+// measurements are in docs/runtime.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,8 +31,8 @@ class SharedMemoryAllReduce {
 public:
   /// 1 MiB: the forward's largest activation all-reduce (batch 4) in one
   /// piece, 2 MiB of /dev/shm per rank, and a tp=8 sum's eight pieces in
-  /// the cache. 256 MiB buckets ran no slower than in 4 MiB pieces
-  /// (bench/gradsync, 57 to 108 ms against 93 to 100).
+  /// the cache. 256 MiB buckets run no slower than in larger pieces
+  /// (bench/gradsync).
   static constexpr int64_t kPieceFloats = int64_t(1) << 18;
 
   /// Collective over `comm`. Null on every rank unless all of them share

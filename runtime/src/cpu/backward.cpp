@@ -524,8 +524,8 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
                                    const char *fqn, int64_t splitDim,
                                    bool owned) {
   // Only f32 on the host adds in the product. A bf16 product into the f32
-  // buffer writes twice the bytes of its bf16 result and measured slower
-  // than that result widened and added (AMX, 2026-12-02).
+  // buffer writes twice the bytes of its bf16 result and is slower than
+  // that result widened and added.
   if (ctx.device() != Device::CPU || dy.dtype() != DType::F32 ||
       x.dtype() != DType::F32)
     return accumulate_grad(ctx, linear_grad_weight(ctx, dy, x), param, fqn,

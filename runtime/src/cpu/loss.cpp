@@ -153,9 +153,9 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
 }
 
 /// Logits per block of tp.linear_cross_entropy: 4 MiB of f32, but at least
-/// 256 positions: each block reads and writes the whole dweight once, which
-/// 64-position blocks made 13% slower than the separate ops at a vocabulary
-/// of 32000 (bench/train/ab.sh; 256 measured 0.95 of their time).
+/// 256 positions: each block reads and writes the whole dweight once, so
+/// smaller blocks are slower than the separate ops at a large vocabulary
+/// (docs/training.md has the measurements).
 constexpr int64_t kLossBlockElements = int64_t(1) << 20;
 constexpr int64_t kLossBlockMinRows = 256;
 
