@@ -116,9 +116,21 @@ void mlir::tp::buildTPCompilePipeline(OpPassManager &pm,
 }
 
 void mlir::tp::registerTPCompilePipeline() {
-  PassPipelineRegistration<TPCompileOptions>(
+  registerPassPipeline(
       "tp-compile",
       "Compile raised ONNX to the EmitC program of one tensor-parallel rank "
       "(what tpc does up to C++)",
-      buildTPCompilePipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        TPCompileOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (llvm::Error e = checkTPCompileOptions(options))
+          return errorHandler("tp-compile: " + llvm::toString(std::move(e)));
+        buildTPCompilePipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) {
+        handler(TPCompileOptions());
+      });
 }

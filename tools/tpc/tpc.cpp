@@ -173,85 +173,18 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   return publish(tempExe, exe);
 }
 
-/// --lora-adapter DIR: PEFT's adapter_config.json is read (and refused
-/// early, by field) here; the plan pass reads it again when it adds LoRA.
-static LogicalResult checkLoRAAdapter(tp::TPCompileOptions &opts) {
-  if (opts.loraRank.getNumOccurrences() || opts.loraAlpha.getNumOccurrences() ||
-      opts.loraWeights.getNumOccurrences() ||
-      opts.loraTargets.getNumOccurrences()) {
-    llvm::errs() << "tpc: error: --lora-adapter takes rank, alpha, targets "
-                    "and weights from the adapter; do not also give "
-                    "--lora-rank/--lora-alpha/--lora-weights/--lora-targets\n";
-    return failure();
-  }
-  SmallString<256> config(opts.loraAdapter);
-  llvm::sys::path::append(config, "adapter_config.json");
-  llvm::Expected<tp::LoRAConfig> lora = tp::readPEFTConfig(config);
-  if (!lora) {
-    llvm::errs() << "tpc: error: --lora-adapter: "
-                 << llvm::toString(lora.takeError()) << "\n";
-    return failure();
-  }
-  return success();
-}
-
-/// Combinations of options the pipeline cannot run.
+/// The pipeline's option checks, and --arch.
 static LogicalResult checkOptions(tp::TPCompileOptions &opts) {
-  auto fail = [](const Twine &message) {
-    llvm::errs() << "tpc: error: " << message << "\n";
+  if (arch != "auto" && !tp::lookupArchitecture(arch)) {
+    llvm::errs() << "tpc: error: --arch " << arch
+                 << " is not an architecture tp-opt compiles (auto, "
+                 << tp::getArchitectureNames() << ")\n";
     return failure();
-  };
-  if (opts.tp < 1)
-    return fail("--tp must be at least 1");
-  if (arch != "auto" && !tp::lookupArchitecture(arch))
-    return fail("--arch " + arch +
-                " is not an architecture tp-opt compiles (auto, " +
-                tp::getArchitectureNames() + ")");
-  // AutoModel raises the same: async-TP fuses the matmuls with the
-  // sequence all-gathers and reduce-scatters.
-  if (opts.asyncTP && !opts.sp)
-    return fail("--async-tp requires sequence parallelism (--sp)");
-  if (opts.sp && opts.tp < 2)
-    return fail("--sp shards the sequence over the tensor-parallel ranks: it "
-                "needs --tp 2 or more");
-  if (!opts.loraAdapter.empty() && failed(checkLoRAAdapter(opts)))
-    return failure();
-  // An architecture tp-opt does not compile is named before raising fails
-  // somewhere inside it.
-  if (!opts.hfConfig.empty()) {
-    llvm::Expected<llvm::json::Object> config = tp::readHFConfig(opts.hfConfig);
-    if (!config)
-      return fail("--hf-config: " + llvm::toString(config.takeError()));
-    if (std::optional<StringRef> type = config->getString("model_type")) {
-      std::string why = tp::whyModelTypeIsUnsupported(*type);
-      if (!why.empty())
-        return fail("--hf-config '" + opts.hfConfig + "': " + why);
-    }
   }
-  if (opts.dtype != "auto" && opts.dtype != "f32" && opts.dtype != "bf16" &&
-      opts.dtype != "f16")
-    return fail("--dtype must be auto, f32, bf16 or f16, got '" + opts.dtype +
-                "'");
-  if (opts.optimizer != "adamw" && opts.optimizer != "sgd")
-    return fail("--optimizer must be adamw or sgd, got '" + opts.optimizer +
-                "'");
-  if (opts.optimizer.getNumOccurrences() && !opts.train)
-    return fail("--optimizer needs --train");
-  if (opts.bucketMib.getNumOccurrences() && !opts.train)
-    return fail("--bucket-mib needs --train");
-  if (opts.recompute && !opts.train)
-    return fail("--recompute needs --train");
-  if (opts.dp < 1)
-    return fail("--dp must be at least 1, got " + std::to_string(opts.dp));
-  if (opts.dp > 1 && !opts.train)
-    return fail("--dp needs --train (data parallelism splits a training "
-                "batch)");
-  if (!(opts.bucketMib > 0))
-    return fail("--bucket-mib must be positive, got " +
-                std::to_string(opts.bucketMib));
-  if (opts.loraRank < 0 || (opts.loraRank > 0) != !opts.loraWeights.empty())
-    return fail("LoRA needs both --lora-rank R (positive) and --lora-weights "
-                "adapter_model.safetensors");
+  if (llvm::Error e = tp::checkTPCompileOptions(opts)) {
+    llvm::errs() << "tpc: error: " << llvm::toString(std::move(e)) << "\n";
+    return failure();
+  }
   return success();
 }
 

@@ -13,6 +13,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
 
 namespace mlir::tp {
 
@@ -182,11 +183,18 @@ void buildTPDistributePipeline(OpPassManager &pm,
 /// `model-path`.
 void buildTPEmitPipeline(OpPassManager &pm, const TPCompileOptions &options);
 
+/// The combinations of options the pipeline cannot run (sequence
+/// parallelism on one rank, training options without --train, a PEFT
+/// adapter or HF config tp-opt refuses, ...), as the message both front
+/// ends print; success when there is none.
+llvm::Error checkTPCompileOptions(const TPCompileOptions &options);
+
 /// Raise, distribute, then emit: the module `tp-translate
 /// --mlir-to-cpp` prints as the rank's C++.
 void buildTPCompilePipeline(OpPassManager &pm, const TPCompileOptions &options);
 
-/// Registers `--tp-compile` (tp-opt's name for buildTPCompilePipeline).
+/// Registers `--tp-compile` (tp-opt's name for buildTPCompilePipeline),
+/// refusing what checkTPCompileOptions refuses.
 void registerTPCompilePipeline();
 
 } // namespace mlir::tp
