@@ -364,6 +364,7 @@ static bool isKnownOperator(NodeOp node) {
 }
 
 LogicalResult Raiser::visit(NodeOp node) {
+  layerTagger.layer = decoderLayerOfScope(scopeOf(node));
   if (!isKnownOperator(node))
     return nodeError(node) << "operator '" << node.getDomain()
                            << "::" << node.getOpType()
@@ -570,6 +571,7 @@ LogicalResult Raiser::run() {
 }
 
 LogicalResult Raiser::finish() {
+  layerTagger.layer.reset();
   auto ret = cast<func::ReturnOp>(source.getBody().front().getTerminator());
   SmallVector<Value> results;
   for (Value v : ret.getOperands()) {

@@ -179,6 +179,28 @@ inline std::optional<SmallVector<int64_t>> intsAttr(NodeOp node,
   return std::nullopt;
 }
 
+/// The decoder layer a module scope is in ("model.layers.3.mlp" -> 3).
+inline std::optional<int64_t> decoderLayerOfScope(StringRef scope) {
+  SmallVector<StringRef> parts;
+  scope.split(parts, '.');
+  int64_t layer;
+  for (size_t i = 0; i + 1 < parts.size(); ++i)
+    if ((parts[i] == "layers" || parts[i] == "h") &&
+        !parts[i + 1].getAsInteger(10, layer) && layer >= 0)
+      return layer;
+  return std::nullopt;
+}
+
+/// Tags the tp ops raising inserts with the decoder layer of the node being
+/// raised (TPDialect::kLayerAttrName).
+struct LayerTagger : public OpBuilder::Listener {
+  std::optional<int64_t> layer;
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (layer && isa<TPDialect>(op->getDialect()))
+      setDecoderLayer(op, layer);
+  }
+};
+
 /// The state of raising one onnx-level function: the abstract value of
 /// every ONNX value, the parameters as they are named and oriented, and
 /// the tp function being built. The driver (RaiseONNX.cpp) walks the nodes;
@@ -192,7 +214,10 @@ public:
       : source(source), ctx(source.getContext()), builder(ctx),
         probeBatch(probeBatch), probeSeq(probeSeq), trace(trace),
         configRope(configRope), configTheta(configTheta),
-        architecture(describeArchitecture(source, configModelType)) {}
+        architecture(describeArchitecture(source, configModelType)) {
+    builder.setListener(&layerTagger);
+  }
+  Raiser(const Raiser &) = delete;
 
   LogicalResult run();
 
@@ -408,6 +433,7 @@ public:
   func::FuncOp source;
   MLIRContext *ctx;
   OpBuilder builder;
+  LayerTagger layerTagger;
   int64_t probeBatch, probeSeq;
   /// Remarks saying which recogniser took each node.
   bool trace;

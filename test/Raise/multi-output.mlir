@@ -4,10 +4,10 @@
 // (opset 18's num_outputs): each part is a tp.feature_slice of the
 // projection's output.
 // CHECK-LABEL: func.func @forward
-// CHECK: %[[P:.*]] = tp.linear %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
-// CHECK-NEXT: %[[G:.*]] = tp.feature_slice %[[P]][0, 4] : tensor<?x?x8xf32> -> tensor<?x?x4xf32>
-// CHECK-NEXT: %[[U:.*]] = tp.feature_slice %[[P]][4, 4] : tensor<?x?x8xf32> -> tensor<?x?x4xf32>
-// CHECK-NEXT: tp.mul %[[G]], %[[U]] : tensor<?x?x4xf32>
+// CHECK: %[[P:.*]] = tp.linear %{{.*}}, %{{.*}} {tp.layer = {{[0-9]+}} : i64} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+// CHECK-NEXT: %[[G:.*]] = tp.feature_slice %[[P]][0, 4] {tp.layer = {{[0-9]+}} : i64} : tensor<?x?x8xf32> -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[U:.*]] = tp.feature_slice %[[P]][4, 4] {tp.layer = {{[0-9]+}} : i64} : tensor<?x?x8xf32> -> tensor<?x?x4xf32>
+// CHECK-NEXT: tp.mul %[[G]], %[[U]] {tp.layer = {{[0-9]+}} : i64} : tensor<?x?x4xf32>
 // CHECK-NOT: onnx.node
 func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x8xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 512, transposed = false>},
@@ -26,10 +26,10 @@ func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
 // end and a negative start cut the same way.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[P:.*]] = tp.linear
-// CHECK-NEXT: %[[A:.*]] = tp.feature_slice %[[P]][0, 5] : tensor<?x?x8xf32> -> tensor<?x?x5xf32>
-// CHECK-NEXT: %[[C:.*]] = tp.feature_slice %[[P]][5, 3] : tensor<?x?x8xf32> -> tensor<?x?x3xf32>
-// CHECK-NEXT: %[[T:.*]] = tp.feature_slice %[[P]][5, 3] : tensor<?x?x8xf32> -> tensor<?x?x3xf32>
-// CHECK-NEXT: tp.add %[[C]], %[[T]] : tensor<?x?x3xf32>
+// CHECK-NEXT: %[[A:.*]] = tp.feature_slice %[[P]][0, 5] {tp.layer = {{[0-9]+}} : i64} : tensor<?x?x8xf32> -> tensor<?x?x5xf32>
+// CHECK-NEXT: %[[C:.*]] = tp.feature_slice %[[P]][5, 3] {tp.layer = {{[0-9]+}} : i64} : tensor<?x?x8xf32> -> tensor<?x?x3xf32>
+// CHECK-NEXT: %[[T:.*]] = tp.feature_slice %[[P]][5, 3] {tp.layer = {{[0-9]+}} : i64} : tensor<?x?x8xf32> -> tensor<?x?x3xf32>
+// CHECK-NEXT: tp.add %[[C]], %[[T]] {tp.layer = {{[0-9]+}} : i64} : tensor<?x?x3xf32>
 func.func @main_graph(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x8xf32> {onnx.name = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 512, transposed = false>},
     %w: tensor<8x8xf32> {onnx.name = "w", tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 512, length = 256, transposed = false>}) -> (tensor<*xf32>, tensor<*xf32>) {

@@ -162,6 +162,15 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
              << "'" << attr.getName().getValue() << "' is a unit attribute";
     return success();
   }
+  if (attr.getName() == kLayerAttrName) {
+    auto layer = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!layer || !layer.getType().isInteger(64) || layer.getInt() < 0)
+      return op->emitOpError()
+             << "'" << kLayerAttrName
+             << "' must be a non-negative i64 (a decoder layer), got "
+             << attr.getValue();
+    return success();
+  }
   if (attr.getName() == kPlanSourceAttrName) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitOpError()

@@ -83,3 +83,18 @@ bool mlir::tp::reachesReturn(Operation *op) {
   }
   return false;
 }
+
+std::optional<int64_t> mlir::tp::decoderLayerOf(Operation *op) {
+  if (auto layer = op->getAttrOfType<IntegerAttr>(TPDialect::kLayerAttrName))
+    return layer.getInt();
+  return std::nullopt;
+}
+
+void mlir::tp::setDecoderLayer(Operation *op, std::optional<int64_t> layer) {
+  if (!layer) {
+    op->removeAttr(TPDialect::kLayerAttrName);
+    return;
+  }
+  op->setAttr(TPDialect::kLayerAttrName,
+              IntegerAttr::get(IntegerType::get(op->getContext(), 64), *layer));
+}

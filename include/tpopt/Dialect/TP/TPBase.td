@@ -79,6 +79,12 @@ def TP_Dialect : Dialect {
     /// result goes in.
     static constexpr llvm::StringLiteral kActivationSlotAttrName =
         "tp.activation_slot";
+    /// Op attribute (i64 >= 0): the decoder layer the op computes, set by
+    /// raising from the module scope of the ONNX node it came from and
+    /// carried by every op made from it (its backward, its recomputation,
+    /// its emitted call). Recomputation, the plan report and the layer
+    /// loops read it instead of names.
+    static constexpr llvm::StringLiteral kLayerAttrName = "tp.layer";
 
   private:
     void registerAttributes();

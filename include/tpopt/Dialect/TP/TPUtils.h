@@ -42,6 +42,15 @@ FailureOr<FunctionOpInterface> lookupEntry(ModuleOp module, StringRef role);
 /// final_logit_softcapping after lm_head).
 bool reachesReturn(Operation *op);
 
+/// The decoder layer `op` computes (TPDialect::kLayerAttrName), if any.
+std::optional<int64_t> decoderLayerOf(Operation *op);
+/// Sets (or, with nullopt, removes) the decoder layer of `op`.
+void setDecoderLayer(Operation *op, std::optional<int64_t> layer);
+/// `to` computes part of what `from` does: the same decoder layer.
+inline void inheritDecoderLayer(Operation *from, Operation *to) {
+  setDecoderLayer(to, decoderLayerOf(from));
+}
+
 /// The `role` entry point as a FuncOpT; when there is none, failure with
 /// `missing` as the error on the module (what the caller needs it for).
 template <typename FuncOpT>
