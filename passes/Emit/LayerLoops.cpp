@@ -24,7 +24,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "LayerLoops.h"
+
 #include "CppLiterals.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
@@ -46,23 +48,10 @@ emitc::CallOpaqueOp asLoadParam(Operation *op) {
   return call && call.getCallee() == kLoadParam ? call : emitc::CallOpaqueOp();
 }
 
-/// N of a parameter FQN `...layers.N...` (the FQN is load_param's first
-/// argument after the context, a quoted literal).
+/// The decoder layer of a load_param call: its parameter's (tp-to-emitc
+/// sets it from the layer of the ops that read the parameter).
 std::optional<int64_t> layerOf(emitc::CallOpaqueOp load) {
-  ArrayAttr args = load.getArgsAttr();
-  if (!args || args.size() < 2)
-    return std::nullopt;
-  auto fqn = dyn_cast<emitc::OpaqueAttr>(args[1]);
-  if (!fqn)
-    return std::nullopt;
-  SmallVector<StringRef> parts;
-  fqn.getValue().trim('"').split(parts, '.');
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    int64_t n;
-    if (parts[i] == "layers" && !parts[i + 1].getAsInteger(10, n))
-      return n;
-  }
-  return std::nullopt;
+  return tp::decoderLayerOf(load);
 }
 
 /// A comment of the first layer's calls for every layer: `layers.N` (the

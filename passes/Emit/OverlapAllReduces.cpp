@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -127,6 +128,8 @@ struct TPOverlapAllReduces
     builder.setInsertionPoint(waitPoint);
     auto wait =
         AllReduceWaitOp::create(builder, reduce.getLoc(), start.getPending());
+    inheritDecoderLayer(reduce, start);
+    inheritDecoderLayer(reduce, wait);
     reduce.getResult().replaceAllUsesWith(wait.getResult());
     reduce->erase();
   }

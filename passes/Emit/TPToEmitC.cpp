@@ -20,6 +20,8 @@
 #include "CppLiterals.h"
 #include "LayerLoops.h"
 
+#include <map>
+
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -366,11 +368,16 @@ void emitActivationArena(OpBuilder &b, func::FuncOp func, emitc::FuncOp entry,
 /// take only the context, -> tprt_model_optimizer_step, tprt_model_init);
 /// parameters become load_param calls at its start, inputs its arguments.
 struct EntryLowering : public OpConversionPattern<func::FuncOp> {
+  /// The decoder layer of each parameter (function, argument), read before
+  /// the conversion changes its users.
+  using ParamLayers = std::map<std::pair<Operation *, unsigned>, int64_t>;
+
   EntryLowering(const TypeConverter &converter, MLIRContext *ctx,
-                bool reducedPrecision)
-      : OpConversionPattern(converter, ctx),
-        reducedPrecision(reducedPrecision) {}
+                bool reducedPrecision, const ParamLayers &paramLayers)
+      : OpConversionPattern(converter, ctx), reducedPrecision(reducedPrecision),
+        paramLayers(paramLayers) {}
   bool reducedPrecision;
+  const ParamLayers &paramLayers;
 
   LogicalResult
   matchAndRewrite(func::FuncOp func, OpAdaptor,
@@ -399,8 +406,13 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
       FailureOr<RuntimeCall> call = loadParamCall(func, i, reducedPrecision);
       if (failed(call))
         return failure();
-      replacements.push_back(
-          emitCall(rewriter, *call, {}, body->getArgument(0), tensor)[0]);
+      Value param =
+          emitCall(rewriter, *call, {}, body->getArgument(0), tensor)[0];
+      // The layer loops group calls by the layer of the parameters they
+      // read.
+      if (auto layer = paramLayers.find({func, i}); layer != paramLayers.end())
+        setDecoderLayer(param.getDefiningOp(), layer->second);
+      replacements.push_back(param);
     }
     if (auto buffers = func->getAttrOfType<DenseI64ArrayAttr>(
             TPDialect::kActivationBuffersAttrName))
@@ -572,7 +584,26 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     target.addLegalOp<ModuleOp, shard::GridOp>();
     RewritePatternSet patterns(ctx);
     patterns.add<RuntimeCallLowering>(converter, ctx);
-    patterns.add<EntryLowering>(converter, ctx, reduced);
+    // A parameter's layer is where its readers are (in the forward and
+    // the training step); the init and the optimizer step, which only
+    // broadcast or update it, take it by FQN.
+    llvm::StringMap<int64_t> layerOfFqn;
+    module.walk([&](func::FuncOp func) {
+      for (BlockArgument arg : func.getArguments())
+        if (auto fqn = func.getArgAttrOfType<StringAttr>(
+                arg.getArgNumber(), TPDialect::kFqnAttrName))
+          if (std::optional<int64_t> layer = decoderLayerOfUsers(arg))
+            layerOfFqn.try_emplace(fqn.getValue(), *layer);
+    });
+    EntryLowering::ParamLayers paramLayers;
+    module.walk([&](func::FuncOp func) {
+      for (BlockArgument arg : func.getArguments())
+        if (auto fqn = func.getArgAttrOfType<StringAttr>(
+                arg.getArgNumber(), TPDialect::kFqnAttrName))
+          if (auto it = layerOfFqn.find(fqn.getValue()); it != layerOfFqn.end())
+            paramLayers[{func, arg.getArgNumber()}] = it->second;
+    });
+    patterns.add<EntryLowering>(converter, ctx, reduced, paramLayers);
     patterns.add<ReturnLowering>(converter, ctx);
     if (failed(applyFullConversion(module, target, std::move(patterns))))
       return signalPassFailure();
@@ -669,9 +700,12 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     func.walk([&](Block *block) { blocks.push_back(block); });
     for (Block *block : blocks)
       releaseDeadTensors(*block);
+    // What the emitter does not print: the consuming forms decided above
+    // and the decoder layers the layer loops read.
     func.walk([](emitc::CallOpaqueOp call) {
       call->removeAttr(kConsumingCalleeAttr);
       call->removeAttr(kConsumedOperandAttr);
+      call->removeAttr(TPDialect::kLayerAttrName);
     });
   }
 

@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,6 +56,7 @@ void fuse(Operation *op, LinearOp linear, Value other, Epilogue epilogue,
       b, linear.getLoc(), op->getResult(0).getType(), linear.getX(),
       linear.getWeight(), other, EpilogueAttr::get(b.getContext(), epilogue),
       linear.getFormAttr());
+  inheritDecoderLayer(linear, fused);
   op->getResult(0).replaceAllUsesWith(fused.getResult());
   op->erase();
   if (between)
@@ -81,6 +83,7 @@ bool fuseBeforeReduction(AddOp add, Value sum, Value other,
       b, linear.getLoc(), linear.getType(), linear.getX(), linear.getWeight(),
       other, EpilogueAttr::get(b.getContext(), Epilogue::AddOnce),
       linear.getFormAttr());
+  inheritDecoderLayer(linear, fused);
   reduce.getInputMutable().assign(fused.getResult());
   linear.erase();
   add.getResult().replaceAllUsesWith(sum);
@@ -106,6 +109,7 @@ bool fuseSwiglu(MulOp mul, Value product, Value other) {
       b, siblings.getLoc(), mul.getType(), siblings.getX(),
       siblings.getWeights()[gate], siblings.getWeights()[1 - gate],
       siblings.getFormAttr());
+  inheritDecoderLayer(siblings, fused);
   mul.getResult().replaceAllUsesWith(fused.getResult());
   mul.erase();
   silu.erase();

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,10 +37,11 @@ struct TPFuseGradAccumulation
       if (!grad || !grad->hasOneUse())
         continue;
       OpBuilder b(acc);
-      AccumulateLinearGradWeightOp::create(
+      auto fused = AccumulateLinearGradWeightOp::create(
           b, acc.getLoc(), grad.getDy(), grad.getX(), acc.getParam(),
           acc.getFqnAttr(), acc.getSplitDimAttr(), acc.getReductionAttr(),
           acc.getDerivedReductionAttr(), acc.getOwnedAttr());
+      inheritDecoderLayer(acc, fused);
       acc.erase();
       grad.erase();
     }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -95,6 +96,7 @@ struct TPFuseLinearCrossEntropy
           ops->gradWeight.getResult().getType(), ops->projection.getX(),
           ops->projection.getWeight(), loss.getIds(), loss.getMask(),
           loss.getVocabParallel());
+      inheritDecoderLayer(ops->projection, fused);
       loss.getLoss().replaceAllUsesWith(fused.getLoss());
       ops->gradInput.getResult().replaceAllUsesWith(fused.getDx());
       ops->gradWeight.getResult().replaceAllUsesWith(fused.getDweight());

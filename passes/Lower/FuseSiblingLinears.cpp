@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -62,6 +63,7 @@ void fuse(ArrayRef<LinearOp> linears, DominanceInfo &dominance) {
   OpBuilder b(first);
   auto fused = LinearSiblingsOp::create(b, first.getLoc(), types, first.getX(),
                                         weights, first.getFormAttr());
+  inheritDecoderLayer(first, fused);
   for (auto [i, linear] : llvm::enumerate(linears)) {
     LinearOp op = linear;
     op.getResult().replaceAllUsesWith(fused.getResult(i));

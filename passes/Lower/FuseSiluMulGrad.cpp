@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -81,6 +82,7 @@ struct TPFuseSiluMulGrad
         OpBuilder b(first);
         auto fused = SiluMulGradOp::create(b, grad.getLoc(), gate.getType(),
                                            gate.getType(), gate, up, dy);
+        inheritDecoderLayer(grad, fused);
         auto silu = otherOperand(dup, dy).getDefiningOp<SiluOp>();
         grad.getResult().replaceAllUsesWith(fused.getDgate());
         dup.getResult().replaceAllUsesWith(fused.getDup());

@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -73,6 +74,7 @@ void splitOffBias(LinearOp linear) {
   OpBuilder b(after->getContext());
   b.setInsertionPointAfter(after);
   auto add = BiasAddOp::create(b, linear.getLoc(), output, bias);
+  inheritDecoderLayer(linear, add);
   output.replaceAllUsesExcept(add.getResult(), add);
 }
 

@@ -33,14 +33,6 @@ using namespace mlir::tp;
 
 namespace {
 
-/// "model.layers.3.mlp.up_proj.weight" -> "layer 3"; others by module.
-std::string layerOf(StringRef fqn) {
-  size_t pos = fqn.find("layers.");
-  if (pos == StringRef::npos)
-    return fqn.rsplit('.').first.str();
-  return "layer " + fqn.drop_front(pos + 7).split('.').first.str();
-}
-
 /// The parameter whose op produced `v` (a collective's input); through a
 /// sum, that of its first operand (a module's base linear under LoRA).
 StringRef producerParam(func::FuncOp func, Value v) {
@@ -56,6 +48,30 @@ StringRef producerParam(func::FuncOp func, Value v) {
     v = op->getOperand(0);
   }
   return "";
+}
+
+/// Where a collective's input is computed: the decoder layer of the op
+/// that read its parameter ("layer 3"), else that parameter's module
+/// ("lm_head").
+std::string whereOf(func::FuncOp func, Value v) {
+  StringRef fqn = producerParam(func, v);
+  for (int depth = 0; depth < 4 && v.getDefiningOp(); ++depth) {
+    Operation *op = v.getDefiningOp();
+    bool readsParam = llvm::any_of(op->getOperands(), [&](Value operand) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      return arg &&
+             func.getArgAttr(arg.getArgNumber(), TPDialect::kFqnAttrName);
+    });
+    if (readsParam) {
+      if (std::optional<int64_t> layer = decoderLayerOf(op))
+        return "layer " + std::to_string(*layer);
+      break;
+    }
+    if (op->getNumOperands() == 0)
+      break;
+    v = op->getOperand(0);
+  }
+  return fqn.rsplit('.').first.str();
 }
 
 /// A trained parameter's gradient sink in the training step, by FQN.
@@ -169,7 +185,7 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
     if (kind.empty())
       return;
     auto type = cast<ShapedType>(op->getResult(0).getType());
-    std::string layer = layerOf(producerParam(func, op->getOperand(0)));
+    std::string layer = whereOf(func, op->getOperand(0));
     auto &entry = perLayer[kind.str() + ", " + layer];
     entry.first++;
     entry.second += type.getShape().back() * 4;

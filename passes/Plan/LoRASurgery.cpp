@@ -14,6 +14,7 @@
 #include "tpopt/Plan/LoRAAdapter.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -210,6 +211,11 @@ LogicalResult LoRAInserter::addBranch(LinearOp linear, StringRef module,
   shape.back() = rank;
   Location loc = linear.getLoc();
   builder.setInsertionPointAfter(linear);
+  // The branch is in its linear's decoder layer.
+  DecoderLayerListener layer;
+  layer.layer = decoderLayerOf(linear);
+  builder.setListener(&layer);
+  auto restore = llvm::make_scope_exit([&] { builder.setListener(nullptr); });
   auto down = LinearOp::create(
       builder, loc, RankedTensorType::get(shape, xType.getElementType()),
       linear.getX(), factors[0], Value(), LinearFormAttr());

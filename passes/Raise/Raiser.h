@@ -191,16 +191,6 @@ inline std::optional<int64_t> decoderLayerOfScope(StringRef scope) {
   return std::nullopt;
 }
 
-/// Tags the tp ops raising inserts with the decoder layer of the node being
-/// raised (TPDialect::kLayerAttrName).
-struct LayerTagger : public OpBuilder::Listener {
-  std::optional<int64_t> layer;
-  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-    if (layer && isa<TPDialect>(op->getDialect()))
-      setDecoderLayer(op, layer);
-  }
-};
-
 /// The state of raising one onnx-level function: the abstract value of
 /// every ONNX value, the parameters as they are named and oriented, and
 /// the tp function being built. The driver (RaiseONNX.cpp) walks the nodes;
@@ -433,7 +423,9 @@ public:
   func::FuncOp source;
   MLIRContext *ctx;
   OpBuilder builder;
-  LayerTagger layerTagger;
+  /// Tags the ops raising inserts with the decoder layer of the node being
+  /// raised.
+  DecoderLayerListener layerTagger;
   int64_t probeBatch, probeSeq;
   /// Remarks saying which recogniser took each node.
   bool trace;

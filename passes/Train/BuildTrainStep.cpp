@@ -212,10 +212,14 @@ struct TPBuildTrainStepPass
       if (!inserted)
         it->second = AddOp::create(b, grad.getLoc(), it->second, grad);
     };
+    // An op's backward is in its decoder layer.
+    DecoderLayerListener backwardLayer;
+    b.setListener(&backwardLayer);
     for (Operation *op : llvm::reverse(forwardOps)) {
       if (!llvm::any_of(op->getOperands(),
                         [&](Value v) { return needsGrad.contains(v); }))
         continue;
+      backwardLayer.layer = decoderLayerOf(op);
       SmallVector<Value> resultGrads;
       for (Value r : op->getResults())
         resultGrads.push_back(cotangents.lookup(r));
@@ -250,6 +254,7 @@ struct TPBuildTrainStepPass
           addCotangent(operand, grad);
     }
 
+    b.setListener(nullptr);
     // nn.Embedding(padding_idx=pad_token_id) never trains that row.
     if (padTokenId >= 0)
       step.walk([&](EmbeddingGradOp grad) {
@@ -264,12 +269,14 @@ struct TPBuildTrainStepPass
         continue;
       OpBuilder::InsertionGuard afterGrad(b);
       b.setInsertionPointAfterValue(grad);
-      AccumulateGradOp::create(
+      auto accumulate = AccumulateGradOp::create(
           b, loc, grad, param,
           step.getArgAttrOfType<StringAttr>(param.getArgNumber(),
                                             TPDialect::kFqnAttrName),
           /*split_dim=*/-1, /*reduction=*/nullptr,
           /*derived_reduction=*/nullptr);
+      if (Operation *def = grad.getDefiningOp())
+        inheritDecoderLayer(def, accumulate);
     }
     func::ReturnOp::create(b, loc, loss.getLoss());
     ret.erase();
@@ -296,19 +303,23 @@ struct TPBuildTrainStepPass
     return success();
   }
 
-  /// The decoder layer an op's location names ("/model/layers.3/..." or
-  /// "model.layers.3...."), or -1.
+  /// The decoder layer of an op (tp.layer), or -1. A layout annotation
+  /// is in the layer of what it annotates: a value's producer, or the ops
+  /// reading an annotated parameter (its sharding, with its annotation).
   static int64_t layerOf(Operation *op) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    op->getLoc()->print(os);
-    size_t pos = text.find("layers.");
-    if (pos == std::string::npos)
-      return -1;
-    int64_t layer = -1;
-    if (StringRef(text).drop_front(pos + 7).consumeInteger(10, layer))
-      return -1;
-    return layer;
+    if (auto sharding = dyn_cast<shard::ShardingOp>(op)) {
+      auto users = sharding->getUsers();
+      if (users.empty())
+        return -1;
+      op = *users.begin();
+    }
+    if (auto annotated = dyn_cast<shard::ShardOp>(op)) {
+      Value src = annotated.getSrc();
+      return (src.getDefiningOp() ? decoderLayerOf(src.getDefiningOp())
+                                  : decoderLayerOfUsers(annotated.getResult()))
+          .value_or(-1);
+    }
+    return decoderLayerOf(op).value_or(-1);
   }
 
   /// Per decoder layer: the forward ops whose results the backward reads

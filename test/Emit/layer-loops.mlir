@@ -65,17 +65,17 @@ module attributes {onnx.file = "m.onnx"} {
       %w3: tensor<4x4xf32> {tp.fqn = "model.layers.3.mlp.up_proj.weight", tp.source = #tp.source<initializer = "w3", file = "m.onnx", offset = 512, length = 64, transposed = false>},
       %nf: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.source = #tp.source<initializer = "model.norm.weight", file = "m.onnx", offset = 576, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
     %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32> loc("/model/embed_tokens/Gather")
-    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_0")
-    %u0 = tp.linear %r0, %w0 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_0")
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_0")
+    %u0 = tp.linear %r0, %w0 {tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_0")
     %h1 = tp.add %h0, %u0 : tensor<?x?x4xf32>
-    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-5 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_1")
-    %u1 = tp.linear %r1, %w1 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_1")
+    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-5 : f64, weight_offset = 0.0 : f64, tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_1")
+    %u1 = tp.linear %r1, %w1 {tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_1")
     %h2 = tp.add %h1, %u1 : tensor<?x?x4xf32>
-    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_2")
-    %u2 = tp.linear %r2, %w2 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_2")
+    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_2")
+    %u2 = tp.linear %r2, %w2 {tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_2")
     %h3 = tp.add %h2, %u2 : tensor<?x?x4xf32>
-    %r3 = tp.rms_norm %h3, %n3 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_3")
-    %u3 = tp.linear %r3, %w3 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_3")
+    %r3 = tp.rms_norm %h3, %n3 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 3 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32> loc("norm_3")
+    %u3 = tp.linear %r3, %w3 {tp.layer = 3 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("up_3")
     %g3 = tp.gelu %u3 tanh : tensor<?x?x4xf32>
     %h4 = tp.add %h3, %g3 : tensor<?x?x4xf32>
     %o = tp.rms_norm %h4, %nf {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
@@ -107,11 +107,11 @@ module attributes {onnx.file = "m.onnx"} {
       %n1: tensor<4xf32> {tp.fqn = "model.layers.1.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.1.input_layernorm.weight", file = "m.onnx", offset = 272, length = 16, transposed = false>},
       %n2: tensor<4xf32> {tp.fqn = "model.layers.2.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.2.input_layernorm.weight", file = "m.onnx", offset = 288, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
     %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
-    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h1 = tp.add %h0, %r0 : tensor<?x?x4xf32>
-    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h2 = tp.add %h1, %r1 : tensor<?x?x4xf32>
-    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h3 = tp.add %h2, %r2 : tensor<?x?x4xf32>
     %y = tp.add %h3, %r0 : tensor<?x?x4xf32>
     return %y : tensor<?x?x4xf32>
@@ -152,20 +152,20 @@ module attributes {onnx.file = "m.onnx"} {
       %n2: tensor<4xf32> {tp.fqn = "model.layers.2.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.2.input_layernorm.weight", file = "m.onnx", offset = 288, length = 16, transposed = false>},
       %nf: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.source = #tp.source<initializer = "model.norm.weight", file = "m.onnx", offset = 304, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
     %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
-    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h1 = tp.add %h0, %r0 : tensor<?x?x4xf32>
-    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h2 = tp.add %h1, %r1 : tensor<?x?x4xf32>
-    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h3 = tp.add %h2, %r2 : tensor<?x?x4xf32>
     %g3 = tp.rms_norm %h3, %nf {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
-    %b2 = tp.rms_norm %r2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b2 = tp.rms_norm %r2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %c2 = tp.mul %b2, %h2 : tensor<?x?x4xf32>
     %g2 = tp.add %g3, %c2 : tensor<?x?x4xf32>
-    %b1 = tp.rms_norm %r1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b1 = tp.rms_norm %r1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %c1 = tp.mul %b1, %h1 : tensor<?x?x4xf32>
     %g1 = tp.add %g2, %c1 : tensor<?x?x4xf32>
-    %b0 = tp.rms_norm %r0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b0 = tp.rms_norm %r0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %c0 = tp.mul %b0, %h0 : tensor<?x?x4xf32>
     %g0 = tp.add %g1, %c0 : tensor<?x?x4xf32>
     return %g0 : tensor<?x?x4xf32>
@@ -186,11 +186,11 @@ module attributes {onnx.file = "m.onnx"} {
       %n1: tensor<4xf32> {tp.fqn = "model.layers.1.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.1.input_layernorm.weight", file = "m.onnx", offset = 272, length = 16, transposed = false>},
       %n2: tensor<4xf32> {tp.fqn = "model.layers.2.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.2.input_layernorm.weight", file = "m.onnx", offset = 288, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
     %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
-    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %a0 = tp.add %h0, %r0 : tensor<?x?x4xf32>
-    %r2 = tp.rms_norm %h0, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r2 = tp.rms_norm %h0, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %a2 = tp.add %a0, %r2 : tensor<?x?x4xf32>
-    %r1 = tp.rms_norm %h0, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r1 = tp.rms_norm %h0, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %a1 = tp.add %a2, %r1 : tensor<?x?x4xf32>
     return %a1 : tensor<?x?x4xf32>
   }
@@ -219,20 +219,20 @@ module attributes {onnx.file = "m.onnx"} {
       %n2: tensor<4xf32> {tp.fqn = "model.layers.2.input_layernorm.weight", tp.source = #tp.source<initializer = "model.layers.2.input_layernorm.weight", file = "m.onnx", offset = 288, length = 16, transposed = false>},
       %nf: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.source = #tp.source<initializer = "model.norm.weight", file = "m.onnx", offset = 304, length = 16, transposed = false>}) -> tensor<?x?x4xf32> {
     %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
-    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r0 = tp.rms_norm %h0, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h1 = tp.add %h0, %r0 : tensor<?x?x4xf32>
-    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r1 = tp.rms_norm %h1, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h2 = tp.add %h1, %r1 : tensor<?x?x4xf32>
-    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %r2 = tp.rms_norm %h2, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %h3 = tp.add %h2, %r2 : tensor<?x?x4xf32>
     %g3 = tp.rms_norm %h3, %nf {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
-    %b2 = tp.rms_norm %g3, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b2 = tp.rms_norm %g3, %n2 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %c2 = tp.mul %b2, %r1 : tensor<?x?x4xf32>
     %g2 = tp.add %g3, %c2 : tensor<?x?x4xf32>
-    %b1 = tp.rms_norm %g2, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b1 = tp.rms_norm %g2, %n1 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %c1 = tp.mul %b1, %r1 : tensor<?x?x4xf32>
     %g1 = tp.add %g2, %c1 : tensor<?x?x4xf32>
-    %b0 = tp.rms_norm %g1, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+    %b0 = tp.rms_norm %g1, %n0 {epsilon = 1.0e-6 : f64, weight_offset = 0.0 : f64, tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
     %c0 = tp.mul %b0, %r1 : tensor<?x?x4xf32>
     %g0 = tp.add %g1, %c0 : tensor<?x?x4xf32>
     return %g0 : tensor<?x?x4xf32>
@@ -258,13 +258,13 @@ module attributes {onnx.file = "m.onnx"} {
       %w1: tensor<4x4xf32> {tp.fqn = "model.layers.1.mlp.down_proj.weight", tp.source = #tp.source<initializer = "w1", file = "m.onnx", offset = 320, length = 64, transposed = false>},
       %w2: tensor<4x4xf32> {tp.fqn = "model.layers.2.mlp.down_proj.weight", tp.source = #tp.source<initializer = "w2", file = "m.onnx", offset = 384, length = 64, transposed = false>}) -> tensor<?x?x4xf32> {
     %h0 = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
-    %p0 = tp.linear %h0, %w0 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_0")
+    %p0 = tp.linear %h0, %w0 {tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_0")
     %s0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
     %h1 = tp.add %h0, %s0 : tensor<?x?x4xf32>
-    %p1 = tp.linear %h1, %w1 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_1")
+    %p1 = tp.linear %h1, %w1 {tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_1")
     %s1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
     %h2 = tp.add %h1, %s1 : tensor<?x?x4xf32>
-    %p2 = tp.linear %h2, %w2 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_2")
+    %p2 = tp.linear %h2, %w2 {tp.layer = 2 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("down_2")
     %s2 = shard.all_reduce %p2 on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
     %h3 = tp.add %h2, %s2 : tensor<?x?x4xf32>
     return %h3 : tensor<?x?x4xf32>

@@ -18,11 +18,11 @@ module {
       %up: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.up_proj.weight", tp.placement = #tp.placement<split(0), blocks = 2, key = "model.layers.*.mlp.up_proj">},
       %down: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.down_proj.weight", tp.placement = #tp.placement<split(1), blocks = 2, key = "model.layers.*.mlp.down_proj">},
       %nw: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.placement = #tp.placement<replicated, grad = sum>}) -> tensor<?x?x8xf32> {
-    %a = tp.linear %x, %up : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
-    %d = tp.linear %a, %down : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+    %a = tp.linear %x, %up {tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+    %d = tp.linear %a, %down {tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
     %r = shard.all_reduce %d on @tp grid_axes = [0] : tensor<?x?x4xf32> -> tensor<?x?x4xf32>
     %n = tp.rms_norm %r, %nw {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
-    %u = tp.linear %n, %up : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+    %u = tp.linear %n, %up {tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
     %g = shard.all_gather %u on @tp grid_axes = [0] gather_axis = 2 : tensor<?x?x4xf32> -> tensor<?x?x8xf32>
     return %g : tensor<?x?x8xf32>
   }

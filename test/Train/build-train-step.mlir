@@ -245,30 +245,30 @@ module attributes {tp.config = {architecture = "llama"}} {
 }
 
 //--- recompute.mlir
-// Two decoder layers (their ops' locations name layers.0 and layers.1).
+// Two decoder layers (their ops' tp.layer is 0 and 1).
 // With recompute the forward keeps what enters each layer (the embedding,
 // layer 0's output) and what follows them (the final norm, the head); each
 // layer's backward starts by recomputing the layer's values it reads, from
 // the kept input, and reads the clones. Layer 1's backward runs first.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[H:.*]] = tp.embedding {{.*}}{tp.saved}
-// CHECK-NEXT: %[[A0:.*]] = tp.linear %[[H]], %{{[^ ]*}} :
-// CHECK-NEXT: %[[S0:.*]] = tp.silu %[[A0]] :
-// CHECK-NEXT: %[[X1:.*]] = tp.add %[[H]], %[[S0]] {tp.saved}
-// CHECK-NEXT: %[[A1:.*]] = tp.linear %[[X1]], %{{[^ ]*}} :
-// CHECK-NEXT: %[[S1:.*]] = tp.silu %[[A1]] :
-// CHECK-NEXT: %[[X2:.*]] = tp.add %[[X1]], %[[S1]] {tp.saved}
+// CHECK-NEXT: %[[A0:.*]] = tp.linear %[[H]], %{{[^ ]*}} {tp.layer = 0 : i64} :
+// CHECK-NEXT: %[[S0:.*]] = tp.silu %[[A0]] {tp.layer = 0 : i64} :
+// CHECK-NEXT: %[[X1:.*]] = tp.add %[[H]], %[[S0]] {tp.layer = 0 : i64, tp.saved}
+// CHECK-NEXT: %[[A1:.*]] = tp.linear %[[X1]], %{{[^ ]*}} {tp.layer = 1 : i64} :
+// CHECK-NEXT: %[[S1:.*]] = tp.silu %[[A1]] {tp.layer = 1 : i64} :
+// CHECK-NEXT: %[[X2:.*]] = tp.add %[[X1]], %[[S1]] {tp.layer = 1 : i64, tp.saved}
 // CHECK: tp.cross_entropy {{.*}}{tp.saved}
 // CHECK: tp.cross_entropy_grad
-// CHECK: %[[RA1:.*]] = tp.linear %[[X1]], %{{[^ ]*}} {tp.recomputed}
+// CHECK: %[[RA1:.*]] = tp.linear %[[X1]], %{{[^ ]*}} {tp.layer = 1 : i64, tp.recomputed}
 // CHECK-NEXT: tp.silu_grad %[[RA1]],
 // CHECK: tp.linear_grad_weight %{{.*}}, %[[X1]]
-// CHECK: %[[RA0:.*]] = tp.linear %[[H]], %{{[^ ]*}} {tp.recomputed}
+// CHECK: %[[RA0:.*]] = tp.linear %[[H]], %{{[^ ]*}} {tp.layer = 0 : i64, tp.recomputed}
 // CHECK-NEXT: tp.silu_grad %[[RA0]],
 // CHECK: return
 // Without recompute the backward reads the layers' own values.
 // KEEP-LABEL: func.func @train_step
-// KEEP: tp.linear %{{.*}} {tp.saved}
+// KEEP: tp.linear %{{.*}} {tp.layer = {{[01]}} : i64, tp.saved}
 // KEEP-NOT: tp.recomputed
 module attributes {tp.config = {architecture = "llama"}} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
@@ -278,12 +278,12 @@ module attributes {tp.config = {architecture = "llama"}} {
       %w1: tensor<4x4xf32> {tp.fqn = "model.layers.1.mlp.weight"},
       %head: tensor<16x4xf32> {tp.fqn = "lm_head.weight"}) -> tensor<?x?x16xf32> {
     %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32> loc("/model/embed_tokens/Gather")
-    %a0 = tp.linear %h, %w0 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("/model/layers.0/mlp/MatMul")
-    %s0 = tp.silu %a0 : tensor<?x?x4xf32> loc("/model/layers.0/mlp/Silu")
-    %x1 = tp.add %h, %s0 : tensor<?x?x4xf32> loc("/model/layers.0/Add")
-    %a1 = tp.linear %x1, %w1 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("/model/layers.1/mlp/MatMul")
-    %s1 = tp.silu %a1 : tensor<?x?x4xf32> loc("/model/layers.1/mlp/Silu")
-    %x2 = tp.add %x1, %s1 : tensor<?x?x4xf32> loc("/model/layers.1/Add")
+    %a0 = tp.linear %h, %w0 {tp.layer = 0 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("/model/layers.0/mlp/MatMul")
+    %s0 = tp.silu %a0 {tp.layer = 0 : i64} : tensor<?x?x4xf32> loc("/model/layers.0/mlp/Silu")
+    %x1 = tp.add %h, %s0 {tp.layer = 0 : i64} : tensor<?x?x4xf32> loc("/model/layers.0/Add")
+    %a1 = tp.linear %x1, %w1 {tp.layer = 1 : i64} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32> loc("/model/layers.1/mlp/MatMul")
+    %s1 = tp.silu %a1 {tp.layer = 1 : i64} : tensor<?x?x4xf32> loc("/model/layers.1/mlp/Silu")
+    %x2 = tp.add %x1, %s1 {tp.layer = 1 : i64} : tensor<?x?x4xf32> loc("/model/layers.1/Add")
     %l = tp.linear %x2, %head : (tensor<?x?x4xf32>, tensor<16x4xf32>) -> tensor<?x?x16xf32> loc("/lm_head/MatMul")
     return %l : tensor<?x?x16xf32>
   }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
@@ -467,6 +468,7 @@ LogicalResult AccumulateGradOp::partition(PartitionState &state) {
     Value sum = ReplicaSumOp::create(
         state.getBuilder(), getLoc(), getGrad(),
         state.getBuilder().getI64IntegerAttr(placement.getReplicas()));
+    inheritDecoderLayer(*this, sum.getDefiningOp());
     state.setParamSplitDim(sum, d);
     getGradMutable().assign(sum);
   }

@@ -98,3 +98,20 @@ void mlir::tp::setDecoderLayer(Operation *op, std::optional<int64_t> layer) {
   op->setAttr(TPDialect::kLayerAttrName,
               IntegerAttr::get(IntegerType::get(op->getContext(), 64), *layer));
 }
+
+std::optional<int64_t> mlir::tp::decoderLayerOfValue(Value v) {
+  if (Operation *def = v.getDefiningOp())
+    return decoderLayerOf(def);
+  return decoderLayerOfUsers(v);
+}
+
+std::optional<int64_t> mlir::tp::decoderLayerOfUsers(Value v) {
+  std::optional<int64_t> layer;
+  for (Operation *user : v.getUsers()) {
+    std::optional<int64_t> l = decoderLayerOf(user);
+    if (!l || (layer && *layer != *l))
+      return std::nullopt;
+    layer = l;
+  }
+  return layer;
+}

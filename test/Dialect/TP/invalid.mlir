@@ -854,3 +854,19 @@ func.func @feature_slice_grad_offset(%dy: tensor<2x5x32xf32>) {
   %y = tp.feature_slice_grad %dy [-1] width 96 : tensor<2x5x32xf32> -> tensor<2x5x96xf32>
   return
 }
+
+// -----
+
+func.func @layer_negative(%x: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{'tp.layer' must be a non-negative i64 (a decoder layer), got -1 : i64}}
+  %y = tp.silu %x {tp.layer = -1 : i64} : tensor<2x5x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_not_integer(%x: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{'tp.layer' must be a non-negative i64 (a decoder layer), got "0"}}
+  %y = tp.silu %x {tp.layer = "0"} : tensor<2x5x8xf32>
+  return
+}

@@ -31,6 +31,11 @@ def TP_Dialect : Dialect {
     fully qualified name in the `tp.fqn` argument attribute and, when it comes
     from a file, where its bytes are in the `tp.source` argument attribute
     (`#tp.source<...>`). The compiler never loads weight bytes.
+
+    Ops of a decoder layer carry its index in the `tp.layer` attribute
+    (`i64`, set by raising from the module scope of the ONNX node and kept
+    by every op made from one): recomputation, the plan report and the
+    layer loops group by it, never by names.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasRegionArgAttrVerify = 1;

@@ -3,6 +3,7 @@
 #ifndef TPOPT_DIALECT_TP_TPUTILS_H
 #define TPOPT_DIALECT_TP_TPUTILS_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -44,12 +45,27 @@ bool reachesReturn(Operation *op);
 
 /// The decoder layer `op` computes (TPDialect::kLayerAttrName), if any.
 std::optional<int64_t> decoderLayerOf(Operation *op);
+/// The decoder layer all users of `v` are in, if they are in one.
+std::optional<int64_t> decoderLayerOfUsers(Value v);
+/// The decoder layer of a value: its producer's, or a block argument's
+/// (a parameter's) users'.
+std::optional<int64_t> decoderLayerOfValue(Value v);
 /// Sets (or, with nullopt, removes) the decoder layer of `op`.
 void setDecoderLayer(Operation *op, std::optional<int64_t> layer);
 /// `to` computes part of what `from` does: the same decoder layer.
 inline void inheritDecoderLayer(Operation *from, Operation *to) {
   setDecoderLayer(to, decoderLayerOf(from));
 }
+
+/// Gives every op a builder inserts the decoder layer `layer`, when set:
+/// the ops made from one op (raising's for a node, autodiff's for an op).
+struct DecoderLayerListener : public OpBuilder::Listener {
+  std::optional<int64_t> layer;
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (layer)
+      setDecoderLayer(op, layer);
+  }
+};
 
 /// The `role` entry point as a FuncOpT; when there is none, failure with
 /// `missing` as the error on the module (what the caller needs it for).
