@@ -25,6 +25,7 @@
 // RUN: tp-opt %t/jsonerr2.mlir "--tp-apply-plan=plan=file:%t/plan_layout.json" --verify-diagnostics
 // RUN: tp-opt %t/jsonerr3.mlir "--tp-apply-plan=plan=file:%t/plan_style.json" --verify-diagnostics
 // RUN: tp-opt %t/sp.mlir "--tp-apply-plan=plan=nemotron_h sp=true" --verify-diagnostics
+// RUN: tp-opt %t/fused.mlir "--tp-apply-plan=plan=file:%t/plan_fused.json tp=4" --verify-diagnostics | FileCheck %t/fused.mlir
 
 //--- ok.mlir
 // q/k/v column-split, o row-split, the norm replicated; keys of the llama
@@ -370,4 +371,33 @@ module {
   func.func @forward() {
     return
   }
+}
+
+//--- plan_fused.json
+{"model.layers.*.self_attn.qkv_proj": "colwise_gather_output",
+ "model.layers.*.self_attn.o_proj": {"style": "rowwise", "input_layouts": "replicate"}}
+//--- fused.mlir
+// Transformers' Phi-3 plan as JSON: the fused projection's output is
+// gathered; the row-split o_proj takes its block of a replicated input
+// (input_layouts replicate: an annotation for the linear, split on the
+// features). The attention reads parts of the fused output, so its heads
+// decide no KV replication of the fused weight.
+// CHECK: %arg1: tensor<128x64xf32> {tp.fqn = "model.layers.0.self_attn.qkv_proj.weight", tp.placement = #tp.placement<split(0), key = "model.layers.*.self_attn.qkv_proj">}
+// CHECK-SAME: %arg2: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.o_proj.weight", tp.placement = #tp.placement<split(1), key = "model.layers.*.self_attn.o_proj">}
+// CHECK: %[[REP:.*]] = shard.sharding @tp split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[QKV:.*]] = shard.shard %{{.*}} to %[[REP]] : tensor<?x?x128xf32>
+// CHECK: %[[A:.*]] = tp.attention
+// CHECK-NEXT: %[[SPLIT:.*]] = shard.sharding @tp split_axes = {{\[\[}}], [], [0]] : !shard.sharding
+// CHECK-NEXT: %[[X:.*]] = shard.shard %[[A]] to %[[SPLIT]] annotate_for_users : tensor<?x?x64xf32>
+// CHECK-NEXT: tp.linear %[[X]], %{{.*}} :
+func.func @forward(%x: tensor<?x?x64xf32>,
+    %wqkv: tensor<128x64xf32> {tp.fqn = "model.layers.0.self_attn.qkv_proj.weight"},
+    %wo: tensor<64x64xf32> {tp.fqn = "model.layers.0.self_attn.o_proj.weight"}) -> tensor<?x?x64xf32> {
+  %qkv = tp.linear %x, %wqkv : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
+  %q = tp.feature_slice %qkv [0, 64] : tensor<?x?x128xf32> -> tensor<?x?x64xf32>
+  %k = tp.feature_slice %qkv [64, 32] : tensor<?x?x128xf32> -> tensor<?x?x32xf32>
+  %v = tp.feature_slice %qkv [96, 32] : tensor<?x?x128xf32> -> tensor<?x?x32xf32>
+  %a = tp.attention %q, %k, %v {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+  %o = tp.linear %a, %wo : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  return %o : tensor<?x?x64xf32>
 }
