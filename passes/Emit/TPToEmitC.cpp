@@ -20,8 +20,6 @@
 #include "CppLiterals.h"
 #include "LayerLoops.h"
 
-#include <map>
-
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -368,9 +366,9 @@ void emitActivationArena(OpBuilder &b, func::FuncOp func, emitc::FuncOp entry,
 /// take only the context, -> tprt_model_optimizer_step, tprt_model_init);
 /// parameters become load_param calls at its start, inputs its arguments.
 struct EntryLowering : public OpConversionPattern<func::FuncOp> {
-  /// The decoder layer of each parameter (function, argument), read before
-  /// the conversion changes its users.
-  using ParamLayers = std::map<std::pair<Operation *, unsigned>, int64_t>;
+  /// The decoder layer of each parameter by FQN, read before the
+  /// conversion changes its users.
+  using ParamLayers = llvm::StringMap<int64_t>;
 
   EntryLowering(const TypeConverter &converter, MLIRContext *ctx,
                 bool reducedPrecision, const ParamLayers &paramLayers)
@@ -410,8 +408,11 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
           emitCall(rewriter, *call, {}, body->getArgument(0), tensor)[0];
       // The layer loops group calls by the layer of the parameters they
       // read.
-      if (auto layer = paramLayers.find({func, i}); layer != paramLayers.end())
-        setDecoderLayer(param.getDefiningOp(), layer->second);
+      if (auto fqn =
+              func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName))
+        if (auto layer = paramLayers.find(fqn.getValue());
+            layer != paramLayers.end())
+          setDecoderLayer(param.getDefiningOp(), layer->second);
       replacements.push_back(param);
     }
     if (auto buffers = func->getAttrOfType<DenseI64ArrayAttr>(
@@ -587,21 +588,13 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     // A parameter's layer is where its readers are (in the forward and
     // the training step); the init and the optimizer step, which only
     // broadcast or update it, take it by FQN.
-    llvm::StringMap<int64_t> layerOfFqn;
-    module.walk([&](func::FuncOp func) {
-      for (BlockArgument arg : func.getArguments())
-        if (auto fqn = func.getArgAttrOfType<StringAttr>(
-                arg.getArgNumber(), TPDialect::kFqnAttrName))
-          if (std::optional<int64_t> layer = decoderLayerOfUsers(arg))
-            layerOfFqn.try_emplace(fqn.getValue(), *layer);
-    });
     EntryLowering::ParamLayers paramLayers;
     module.walk([&](func::FuncOp func) {
       for (BlockArgument arg : func.getArguments())
         if (auto fqn = func.getArgAttrOfType<StringAttr>(
                 arg.getArgNumber(), TPDialect::kFqnAttrName))
-          if (auto it = layerOfFqn.find(fqn.getValue()); it != layerOfFqn.end())
-            paramLayers[{func, arg.getArgNumber()}] = it->second;
+          if (std::optional<int64_t> layer = decoderLayerOfUsers(arg))
+            paramLayers.try_emplace(fqn.getValue(), *layer);
     });
     patterns.add<EntryLowering>(converter, ctx, reduced, paramLayers);
     patterns.add<ReturnLowering>(converter, ctx);

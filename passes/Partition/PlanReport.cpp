@@ -33,9 +33,11 @@ using namespace mlir::tp;
 
 namespace {
 
-/// The parameter whose op produced `v` (a collective's input); through a
-/// sum, that of its first operand (a module's base linear under LoRA).
-StringRef producerParam(func::FuncOp func, Value v) {
+/// Where a collective's input is computed: the decoder layer of the op
+/// that read a parameter to produce it ("layer 3"), else that parameter's
+/// module ("lm_head"); through a sum, its first operand (a module's base
+/// linear under LoRA).
+std::string whereOf(func::FuncOp func, Value v) {
   for (int depth = 0; depth < 4; ++depth) {
     Operation *op = v.getDefiningOp();
     if (!op || op->getNumOperands() == 0)
@@ -43,35 +45,14 @@ StringRef producerParam(func::FuncOp func, Value v) {
     for (Value operand : op->getOperands())
       if (auto arg = dyn_cast<BlockArgument>(operand))
         if (auto fqn = func.getArgAttrOfType<StringAttr>(
-                arg.getArgNumber(), TPDialect::kFqnAttrName))
-          return fqn.getValue();
+                arg.getArgNumber(), TPDialect::kFqnAttrName)) {
+          if (std::optional<int64_t> layer = decoderLayerOf(op))
+            return "layer " + std::to_string(*layer);
+          return fqn.getValue().rsplit('.').first.str();
+        }
     v = op->getOperand(0);
   }
   return "";
-}
-
-/// Where a collective's input is computed: the decoder layer of the op
-/// that read its parameter ("layer 3"), else that parameter's module
-/// ("lm_head").
-std::string whereOf(func::FuncOp func, Value v) {
-  StringRef fqn = producerParam(func, v);
-  for (int depth = 0; depth < 4 && v.getDefiningOp(); ++depth) {
-    Operation *op = v.getDefiningOp();
-    bool readsParam = llvm::any_of(op->getOperands(), [&](Value operand) {
-      auto arg = dyn_cast<BlockArgument>(operand);
-      return arg &&
-             func.getArgAttr(arg.getArgNumber(), TPDialect::kFqnAttrName);
-    });
-    if (readsParam) {
-      if (std::optional<int64_t> layer = decoderLayerOf(op))
-        return "layer " + std::to_string(*layer);
-      break;
-    }
-    if (op->getNumOperands() == 0)
-      break;
-    v = op->getOperand(0);
-  }
-  return fqn.rsplit('.').first.str();
 }
 
 /// A trained parameter's gradient sink in the training step, by FQN.

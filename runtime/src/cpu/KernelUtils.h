@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -232,6 +233,16 @@ inline int64_t requireFeatureRange(const Tensor &x, int64_t offset,
   for (int d = 0; d + 1 < x.rank(); ++d)
     rows *= x.dim(d);
   return rows;
+}
+
+/// `rows` runs of `run` bytes, `srcPitch` and `dstPitch` bytes apart, on
+/// the host (the feature slices and their gradients, any element type).
+inline void copyByteRuns(void *dst, size_t dstPitch, const void *src,
+                         size_t srcPitch, size_t run, int64_t rows) {
+  auto *d = static_cast<unsigned char *>(dst);
+  const auto *s = static_cast<const unsigned char *>(src);
+  for (int64_t r = 0; run && r < rows; ++r)
+    std::memcpy(d + r * dstPitch, s + r * srcPitch, run);
 }
 
 /// What a reduce-scatter's indivisible dimension usually means.

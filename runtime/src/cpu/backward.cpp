@@ -124,11 +124,8 @@ Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
   shape.back() = width;
   Tensor out(dy.dtype(), shape);
   size_t element = dtypeSize(dy.dtype());
-  const auto *in = static_cast<const unsigned char *>(dy.raw());
-  auto *o = static_cast<unsigned char *>(out.raw());
-  for (int64_t r = 0; size && r < rows; ++r)
-    std::memcpy(o + (r * width + offset) * element, in + r * size * element,
-                size * element);
+  copyByteRuns(static_cast<unsigned char *>(out.raw()) + offset * element,
+               width * element, dy.raw(), size * element, size * element, rows);
   return out;
 }
 

@@ -954,11 +954,9 @@ Tensor feature_slice(Context &ctx, const Tensor &x, int64_t offset,
   shape.back() = size;
   Tensor out = resultTensor(&ctx, slot, x.dtype(), shape);
   size_t element = dtypeSize(x.dtype());
-  const auto *in = static_cast<const unsigned char *>(x.raw());
-  auto *o = static_cast<unsigned char *>(out.raw());
-  for (int64_t r = 0; size && r < rows; ++r)
-    std::memcpy(o + r * size * element, in + (r * width + offset) * element,
-                size * element);
+  copyByteRuns(out.raw(), size * element,
+               static_cast<const unsigned char *>(x.raw()) + offset * element,
+               width * element, size * element, rows);
   return out;
 }
 
