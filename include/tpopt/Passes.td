@@ -313,6 +313,26 @@ def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
     (`group = "dp"`), the loss being normalized by the global batch's
     label tokens.
 
+    With `zero = 1` as well, the data-parallel buckets are
+    `tp.grad_bucket_reduce_scatter` ops instead (each padded to equal runs
+    per data-parallel rank), the norm and the update are marked
+    `dp_sharded` (a rank reads and updates only its runs, and holds the
+    optimizer state of only those), and one `tp.param_bucket_all_gather`
+    per data-parallel bucket follows the update:
+
+    ```mlir
+    tp.optimizer_boundary
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 1536 : i64,
+        dtype = f32, fqns = ["model.norm.weight", ...],
+        padded_bytes = 2048 : i64}
+    tp.normalize_grads
+    %norm = tp.grad_norm {dp_sharded} : tensor<f32>
+    tp.clip_grads %norm : tensor<f32>
+    tp.optimizer_update {dp_sharded, optimizer = "adamw"}
+    tp.param_bucket_all_gather {bucket = 0 : i64, bytes = 2048 : i64,
+        dtype = f32, fqns = ["model.norm.weight", ...]}
+    ```
+
     ```mlir
     tp.optimizer_boundary
     tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 512 : i64,
@@ -327,6 +347,11 @@ def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
     Option<"dp", "dp", "int64_t", /*default=*/"1",
            "Data-parallel groups: with more than one, every gradient is "
            "then summed over them in buckets (group \"dp\")">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage over the data-parallel group: 0 sums every gradient "
+           "over it (all-reduce); 1 reduce-scatters the data-parallel "
+           "buckets, updates each rank's run of them and all-gathers the "
+           "parameters">,
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }

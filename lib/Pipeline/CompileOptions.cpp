@@ -67,6 +67,18 @@ static llvm::Error checkTrainingOptions(const TPCompileOptions &opts) {
   if (opts.dp > 1 && !opts.train)
     return fail("--dp needs --train (data parallelism splits a training "
                 "batch)");
+  if (opts.zero.getNumOccurrences() && !opts.train)
+    return fail("--zero needs --train");
+  if (opts.zero == 2 || opts.zero == 3)
+    return fail("--zero " + Twine(opts.zero) +
+                ": only stages 0 and 1 are built (gradients and parameters "
+                "sharded over data parallelism are not)");
+  if (opts.zero < 0 || opts.zero > 3)
+    return fail("--zero must be 0, 1, 2 or 3, got " + Twine(opts.zero));
+  if (opts.zero > 0 && opts.dp < 2)
+    return fail("--zero " + Twine(opts.zero) +
+                " shards the optimizer state over data-parallel ranks: it "
+                "needs --dp 2 or more");
   if (!(opts.bucketMib > 0))
     return fail("--bucket-mib must be positive, got " +
                 std::to_string(opts.bucketMib));

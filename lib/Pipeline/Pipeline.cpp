@@ -75,6 +75,7 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     TPReplicaGradSyncOptions sync;
     sync.bucketMib = options.bucketMib;
     sync.dp = options.dp;
+    sync.zero = options.zero;
     pm.addPass(createTPReplicaGradSync(sync));
     TPBroadcastReplicasOptions broadcast;
     broadcast.dp = options.dp;

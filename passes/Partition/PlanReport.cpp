@@ -227,6 +227,34 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
             "|---|---|---|---|---|\n"
          << rows;
   }
+  if (*update) {
+    std::string rows;
+    llvm::raw_string_ostream shardedOs(rows);
+    int64_t ranks = 0;
+    if (auto grid = module.lookupSymbol<shard::GridOp>("dp"))
+      ranks = grid.getShape()[0];
+    update->getOperation()->walk([&](GradBucketReduceScatterOp bucket) {
+      int64_t padded = bucket.getPaddedBytesAttr().getInt();
+      shardedOs << "| " << bucket.getBucketAttr().getInt() << " | "
+                << bucket.getDtype() << " | ";
+      llvm::interleave(
+          bucket.getFqns(), shardedOs,
+          [&](Attribute fqn) {
+            shardedOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
+          },
+          ", ");
+      shardedOs << " | " << bucket.getBytesAttr().getInt() << " | " << padded
+                << " | " << padded / std::max<int64_t>(ranks, 1) << " |\n";
+    });
+    if (!rows.empty())
+      os << "\nData-parallel sharded buckets (--zero 1: one reduce-scatter of "
+            "the gradients and one all-gather of the parameters each per "
+            "optimizer step; each rank updates, and holds the optimizer "
+            "state of, its run):\n\n"
+            "| bucket | dtype | gradients | bytes (FP32) | padded | run per "
+            "rank |\n|---|---|---|---|---|---|\n"
+         << rows;
+  }
 
   PlanReport report;
   report.summary =

@@ -43,6 +43,10 @@ struct TPReplicaGradSyncPass
     : public tp::impl::TPReplicaGradSyncBase<TPReplicaGradSyncPass> {
   using Base::Base;
 
+  /// (class, dtype order) -> gradients.
+  using Groups =
+      std::map<std::pair<GradReduction, unsigned>, SmallVector<ReplicaGrad>>;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!(bucketMib > 0)) {
@@ -72,6 +76,13 @@ struct TPReplicaGradSyncPass
     }
     if (dp < 1) {
       module.emitError("tp-replica-grad-sync: dp must be at least 1, got ")
+          << static_cast<int64_t>(dp);
+      return signalPassFailure();
+    }
+    if (zero < 0 || zero > 1 || (zero == 1 && dp < 2)) {
+      module.emitError("tp-replica-grad-sync: zero must be 0, or 1 with dp "
+                       "of 2 or more; got zero ")
+          << static_cast<int64_t>(zero) << " at dp "
           << static_cast<int64_t>(dp);
       return signalPassFailure();
     }
@@ -124,39 +135,92 @@ struct TPReplicaGradSyncPass
       OpBuilder top = OpBuilder::atBlockBegin(module.getBody());
       if (!module.lookupSymbol<shard::GridOp>("dp"))
         shard::GridOp::create(top, loc, "dp", ArrayRef<int64_t>{dp});
-      emitBuckets(builder, loc, dpGroups, "dp", bucket);
+      if (zero == 0)
+        emitBuckets(builder, loc, dpGroups, "dp", bucket);
+      else if (failed(shardOverDataParallel(*update, builder, loc, dpGroups,
+                                            bucket)))
+        return signalPassFailure();
     }
   }
 
-  using Groups =
-      std::map<std::pair<GradReduction, unsigned>, SmallVector<ReplicaGrad>>;
+  /// ZeRO stage 1: each data-parallel bucket reduce-scattered (padded to
+  /// equal runs), the norm and the update on this rank's runs, then each
+  /// bucket's parameters all-gathered after the update.
+  LogicalResult shardOverDataParallel(func::FuncOp update, OpBuilder &builder,
+                                      Location loc, Groups &groups,
+                                      int64_t &bucket) {
+    auto norms = update.getOps<GradNormOp>();
+    auto updates = update.getOps<OptimizerUpdateOp>();
+    if (!llvm::hasSingleElement(norms) || !llvm::hasSingleElement(updates))
+      return update.emitError("tp-replica-grad-sync: zero needs exactly one "
+                              "tp.grad_norm and one tp.optimizer_update in "
+                              "the optimizer step");
+    OptimizerUpdateOp optimizerUpdate = *updates.begin();
+    (*norms.begin()).setDpSharded(true);
+    optimizerUpdate.setDpSharded(true);
+    OpBuilder after(optimizerUpdate);
+    after.setInsertionPointAfter(optimizerUpdate);
+    forEachBucket(
+        builder, groups,
+        [&](ArrayRef<ReplicaGrad> grads, GradReduction, int64_t bytes) {
+          SmallVector<Attribute> fqns;
+          for (const ReplicaGrad &grad : grads)
+            fqns.push_back(builder.getStringAttr(grad.fqn));
+          int64_t padded = tprt::shardedBucketElements(bytes / 4, dp);
+          Type dtype = grads.front().dtype;
+          GradBucketReduceScatterOp::create(
+              builder, loc, builder.getI64IntegerAttr(bucket),
+              TypeAttr::get(dtype), builder.getArrayAttr(fqns),
+              builder.getI64IntegerAttr(bytes),
+              builder.getI64IntegerAttr(padded * 4));
+          ParamBucketAllGatherOp::create(
+              after, loc, builder.getI64IntegerAttr(bucket++),
+              TypeAttr::get(dtype), builder.getArrayAttr(fqns),
+              builder.getI64IntegerAttr(padded *
+                                        (dtype.getIntOrFloatBitWidth() / 8)));
+        });
+    return success();
+  }
 
-  /// One tp.grad_bucket_all_reduce per bucket of each group, in FQN order.
-  void emitBuckets(OpBuilder &builder, Location loc, Groups &groups,
-                   StringRef group, int64_t &bucket) {
+  /// Calls fn(gradients, class, FP32 bytes) for each bucket of each group:
+  /// greedy in FQN order, as the runtime's planBuckets fills them.
+  template <typename Fn>
+  void forEachBucket(OpBuilder &builder, Groups &groups, Fn fn) {
     auto limit = static_cast<int64_t>(bucketMib * 1024 * 1024);
     for (auto &[key, grads] : groups) {
       llvm::sort(grads, [](const ReplicaGrad &a, const ReplicaGrad &b) {
         return a.fqn < b.fqn;
       });
-      // Greedy in FQN order, as the runtime's planBuckets fills them.
       std::vector<int64_t> sizes;
       for (const ReplicaGrad &grad : grads)
         sizes.push_back(grad.bytes);
       for (auto [begin, end] : tprt::planBuckets(sizes, limit)) {
-        SmallVector<Attribute> fqns;
+        ArrayRef<ReplicaGrad> bucket(grads.begin() + begin,
+                                     grads.begin() + end);
         int64_t bytes = 0;
-        for (size_t i = begin; i < end; ++i) {
-          fqns.push_back(builder.getStringAttr(grads[i].fqn));
-          bytes += grads[i].bytes;
-        }
-        GradBucketAllReduceOp::create(
-            builder, loc, builder.getI64IntegerAttr(bucket++),
-            GradReductionAttr::get(builder.getContext(), key.first),
-            TypeAttr::get(grads.front().dtype), builder.getArrayAttr(fqns),
-            builder.getI64IntegerAttr(bytes), builder.getStringAttr(group));
+        for (const ReplicaGrad &grad : bucket)
+          bytes += grad.bytes;
+        fn(bucket, key.first, bytes);
       }
     }
+  }
+
+  /// One tp.grad_bucket_all_reduce per bucket of each group, in FQN order.
+  void emitBuckets(OpBuilder &builder, Location loc, Groups &groups,
+                   StringRef group, int64_t &bucket) {
+    forEachBucket(
+        builder, groups,
+        [&](ArrayRef<ReplicaGrad> grads, GradReduction reduction,
+            int64_t bytes) {
+          SmallVector<Attribute> fqns;
+          for (const ReplicaGrad &grad : grads)
+            fqns.push_back(builder.getStringAttr(grad.fqn));
+          GradBucketAllReduceOp::create(
+              builder, loc, builder.getI64IntegerAttr(bucket++),
+              GradReductionAttr::get(builder.getContext(), reduction),
+              TypeAttr::get(grads.front().dtype), builder.getArrayAttr(fqns),
+              builder.getI64IntegerAttr(bytes), builder.getStringAttr(group));
+        });
   }
 };
 

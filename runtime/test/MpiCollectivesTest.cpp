@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "comm/SharedMemoryAllReduce.h"
+#include "tprt/Buckets.h"
 #include "tprt/Train.h"
 #include "tprt/tprt.h"
 
@@ -293,9 +294,9 @@ void checkPendingFactors(tprt::Communicator *comm, int r, int n,
                                  24, "tp");
     state.labelTokens = 7 * step;
     tprt::normalize_grads(ctx);
-    float norm = *tprt::grad_norm(ctx).f32();
+    float norm = *tprt::grad_norm(ctx, /*dpSharded=*/false).f32();
     tprt::clip_grads(ctx, tprt::Tensor());
-    tprt::optimizer_update(ctx, "sgd");
+    tprt::optimizer_update(ctx, "sgd", /*dpSharded=*/false);
     // The mean of the ranks' gradients over the label tokens.
     double squares = 0, g[6];
     for (int i = 0; i < 6; ++i) {
@@ -311,6 +312,98 @@ void checkPendingFactors(tprt::Communicator *comm, int r, int n,
     }
   }
   check(ok, "normalization, mean and clipping applied by norm and update");
+  ctx.setTrainState(nullptr);
+}
+
+// --zero 1's optimizer step (train/boundary.cpp) on a data-parallel group
+// of all the ranks: a bucket of two parameters (f32 "a" of 200 elements,
+// which the runs of two ranks split, and "b" of 100) reduce-scattered, the
+// norm from each rank's run, clipped, an AdamW step of each rank's run,
+// the parameters all-gathered; then a second step through the bound
+// bucket. Against AdamW's formulas in double on the summed gradients,
+// which every rank computes whole. The state saved is each rank's run.
+void checkShardedBucket(int r, int n, const Check &check) {
+  tprt::Context ctx(r, n, "", "");
+  ctx.setGrid(/*tp=*/1, /*dp=*/n);
+  tprt::TrainOptions options;
+  options.maxGradNorm = 0.05;
+  tprt::TrainState state(options);
+  ctx.setTrainState(&state);
+  const char *names[] = {"a", "b"};
+  const int64_t sizes[] = {200, 100};
+  tprt::Tensor params[2];
+  std::vector<double> want[2], m[2], v[2];
+  for (int k = 0; k < 2; ++k) {
+    params[k] = tprt::Tensor(tprt::DType::F32, {sizes[k]});
+    for (int64_t i = 0; i < sizes[k]; ++i)
+      params[k].f32()[i] = 0.01f * float(i % 17) - 0.05f * float(k);
+    want[k].assign(params[k].f32(), params[k].f32() + sizes[k]);
+    m[k].assign(sizes[k], 0.0);
+    v[k].assign(sizes[k], 0.0);
+    ctx.cacheParam(names[k], params[k]);
+  }
+  // Rank q's gradient element i of parameter k at step t.
+  auto gradOf = [](int q, int k, int64_t i, int t) {
+    return 0.001 * double((q + 1) * (i % 13 + 1)) * (k ? -1.0 : 1.0) / t;
+  };
+  bool ok = true, normOk = true;
+  int64_t padded = tprt::shardedBucketElements(300, n);
+  for (int t = 1; t <= 2; ++t) {
+    for (auto &entry : ctx.grads())
+      entry.second.fresh = true;
+    for (int k = 0; k < 2; ++k) {
+      tprt::Tensor grad(tprt::DType::F32, {sizes[k]});
+      for (int64_t i = 0; i < sizes[k]; ++i)
+        grad.f32()[i] = static_cast<float>(gradOf(r, k, i, t));
+      tprt::accumulate_grad(ctx, grad, params[k], names[k], -1, false);
+    }
+    tprt::optimizer_boundary(ctx);
+    tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, "a\nb", 1200,
+                                     padded * 4);
+    state.labelTokens = 3;
+    tprt::normalize_grads(ctx);
+    float norm = *tprt::grad_norm(ctx, /*dpSharded=*/true).f32();
+    tprt::clip_grads(ctx, tprt::Tensor());
+    tprt::optimizer_update(ctx, "adamw", /*dpSharded=*/true);
+    tprt::param_bucket_all_gather(ctx, 0, tprt::DType::F32, "a\nb", padded * 4);
+    // The reference: the ranks' sum over 3 label tokens, clipped.
+    double squares = 0;
+    std::vector<double> g[2];
+    for (int k = 0; k < 2; ++k)
+      for (int64_t i = 0; i < sizes[k]; ++i) {
+        double sum = 0;
+        for (int q = 0; q < n; ++q)
+          sum += gradOf(q, k, i, t);
+        g[k].push_back(sum / 3);
+        squares += g[k].back() * g[k].back();
+      }
+    double wantNorm = std::sqrt(squares);
+    double clip = std::min(1.0, options.maxGradNorm / (wantNorm + 1e-6));
+    normOk &= std::fabs(norm - wantNorm) <= 1e-6 * wantNorm;
+    double c1 = 1 - std::pow(options.beta1, t),
+           c2 = 1 - std::pow(options.beta2, t);
+    for (int k = 0; k < 2; ++k)
+      for (int64_t i = 0; i < sizes[k]; ++i) {
+        double gi = g[k][i] * clip;
+        want[k][i] *= 1 - options.lr * options.weightDecay;
+        m[k][i] = options.beta1 * m[k][i] + (1 - options.beta1) * gi;
+        v[k][i] = options.beta2 * v[k][i] + (1 - options.beta2) * gi * gi;
+        want[k][i] -= options.lr / c1 * m[k][i] /
+                      (std::sqrt(v[k][i]) / std::sqrt(c2) + options.eps);
+        ok &= std::fabs(params[k].f32()[i] - want[k][i]) <= 2e-6;
+      }
+  }
+  check(normOk, "sharded buckets: the norm summed over the runs");
+  check(ok, "sharded buckets: each run's AdamW update, all-gathered");
+  // Each rank holds the state of its run only.
+  int64_t held = 0;
+  for (const char *name : names)
+    for (const auto &entry : state.optimizer->stateOf(name))
+      if (entry.first == "exp_avg")
+        held += entry.second->numel();
+  check(held == std::min<int64_t>(padded / n,
+                                  std::max<int64_t>(0, 300 - r * padded / n)),
+        "sharded buckets: the state of this rank's run only");
   ctx.setTrainState(nullptr);
 }
 
@@ -435,6 +528,7 @@ int main(int argc, char **argv) {
   checkEpilogueAddOnce(comm.get(), r, n, check);
   checkBf16GradientReduction(comm.get(), r, n, check);
   checkPendingFactors(comm.get(), r, n, check);
+  checkShardedBucket(r, n, check);
   checkSharedMemoryAllReduce(comm.get(), r, n, check);
   checkSplitAllReduce(comm.get(), r, n, check);
 

@@ -102,7 +102,7 @@
 // EMITC-NEXT: call_opaque "tprt::normalize_grads"(%[[CTX]])
 // EMITC-NEXT: %[[NORM:.*]] = call_opaque "tprt::grad_norm"(%[[CTX]])
 // EMITC-NEXT: call_opaque "tprt::clip_grads"(%[[CTX]], %[[NORM]])
-// EMITC-NEXT: call_opaque "tprt::optimizer_update"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22adamw\22">]}
+// EMITC-NEXT: call_opaque "tprt::optimizer_update"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22adamw\22">, false]}
 // EMITC-NEXT: return %[[NORM]]
 module attributes {onnx.file = "m.onnx", tp.config = {architecture = "llama"}} {
   shard.grid @tp(shape = 2)

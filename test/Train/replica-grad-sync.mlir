@@ -7,6 +7,9 @@
 // RUN: not tp-opt %t/onerank.mlir --tp-replica-grad-sync="dp=0" 2>&1 | FileCheck %t/onerank.mlir --check-prefix=DP0
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-replica-grad-sync --verify-diagnostics
 // RUN: not tp-opt %t/onerank.mlir --tp-replica-grad-sync="bucket-mib=0" 2>&1 | FileCheck %t/onerank.mlir --check-prefix=LIMIT
+// RUN: tp-opt %t/shapes70b.mlir --tp-replica-grad-sync="dp=3 zero=1 bucket-mib=0.0625" | FileCheck %t/shapes70b.mlir --check-prefix=ZERO
+// RUN: not tp-opt %t/onerank.mlir --tp-replica-grad-sync="zero=1" 2>&1 | FileCheck %t/onerank.mlir --check-prefix=ZERODP
+// RUN: tp-opt %t/zero-errors.mlir --split-input-file --tp-replica-grad-sync="dp=2 zero=1" --verify-diagnostics
 
 //--- shapes70b.mlir
 // Llama-3-70B's replicated parameters at tp=8 (8192-wide norms, 32 KiB
@@ -37,6 +40,30 @@
 // DP-NEXT: tp.grad_bucket_all_reduce {bucket = 9 : i64, bytes = 65536 : i64, {{.*}}group = "dp"
 // DP-NEXT: tp.grad_bucket_all_reduce {bucket = 10 : i64, bytes = 32768 : i64, dtype = bf16, {{.*}}group = "dp"
 // DP-NEXT: tp.normalize_grads
+// ZeRO stage 1 (zero=1) over dp=3: the replica buckets over tp as before,
+// then each data-parallel bucket a reduce-scatter padded to a multiple of
+// lcm(3, 128) = 384 FP32 elements (the 128-element q_norm to 384, the
+// embedding already a multiple), the norm and the update on this rank's
+// runs, and each bucket's parameters all-gathered after the update, in
+// its parameters' type (the bf16 norm's 8448 elements: 16896 bytes).
+// ZERO: tp.grad_bucket_all_reduce {bucket = 4 : i64, {{.*}}reduction = #tp.grad_reduction<sum>}
+// ZERO-NEXT: tp.grad_bucket_reduce_scatter {bucket = 5 : i64, bytes = 4202692608 : i64, dtype = f32, fqns = ["model.embed_tokens.weight"], padded_bytes = 4202692608 : i64}
+// ZERO-NEXT: tp.grad_bucket_reduce_scatter {bucket = 6 : i64, bytes = 512 : i64, dtype = f32, fqns = ["model.layers.0.self_attn.q_norm.weight"], padded_bytes = 1536 : i64}
+// ZERO-NEXT: tp.grad_bucket_reduce_scatter {bucket = 7 : i64, bytes = 33554432 : i64, dtype = f32, fqns = ["model.layers.0.self_attn.q_proj.weight"], padded_bytes = 33555456 : i64}
+// ZERO-NEXT: tp.grad_bucket_reduce_scatter {bucket = 8 : i64, bytes = 65536 : i64, {{.*}}padded_bytes = 66048 : i64}
+// ZERO-NEXT: tp.grad_bucket_reduce_scatter {bucket = 9 : i64, bytes = 65536 : i64, {{.*}}padded_bytes = 66048 : i64}
+// ZERO-NEXT: tp.grad_bucket_reduce_scatter {bucket = 10 : i64, bytes = 32768 : i64, dtype = bf16, fqns = ["model.layers.3.input_layernorm.weight"], padded_bytes = 33792 : i64}
+// ZERO-NEXT: tp.normalize_grads
+// ZERO-NEXT: %[[NORM:.*]] = tp.grad_norm {dp_sharded} : tensor<f32>
+// ZERO-NEXT: tp.clip_grads %[[NORM]]
+// ZERO-NEXT: tp.optimizer_update {dp_sharded, optimizer = "adamw"}
+// ZERO-NEXT: tp.param_bucket_all_gather {bucket = 5 : i64, bytes = 4202692608 : i64, dtype = f32, fqns = ["model.embed_tokens.weight"]}
+// ZERO-NEXT: tp.param_bucket_all_gather {bucket = 6 : i64, bytes = 1536 : i64,
+// ZERO-NEXT: tp.param_bucket_all_gather {bucket = 7 : i64, bytes = 33555456 : i64,
+// ZERO-NEXT: tp.param_bucket_all_gather {bucket = 8 : i64, bytes = 66048 : i64,
+// ZERO-NEXT: tp.param_bucket_all_gather {bucket = 9 : i64, bytes = 66048 : i64,
+// ZERO-NEXT: tp.param_bucket_all_gather {bucket = 10 : i64, bytes = 16896 : i64, dtype = bf16, fqns = ["model.layers.3.input_layernorm.weight"]}
+// ZERO-NEXT: return
 // With the default 256 MiB: every norm in one bucket, the embedding alone.
 // DEFAULT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 4202692608 : i64, {{.*}}fqns = ["model.embed_tokens.weight"]
 // DEFAULT-NEXT: tp.grad_bucket_all_reduce {bucket = 1 : i64, bytes = 131072 : i64, {{.*}}fqns = ["model.layers.10.input_layernorm.weight", "model.layers.2.input_layernorm.weight", "model.layers.2.post_attention_layernorm.weight", "model.norm.weight"]
@@ -85,6 +112,7 @@ module {
 // DP1: tp.optimizer_boundary
 // DP1-NEXT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 32 : i64, dtype = f32, fqns = ["w"], group = "dp", reduction = #tp.grad_reduction<sum>}
 // DP0: error: tp-replica-grad-sync: dp must be at least 1, got 0
+// ZERODP: error: tp-replica-grad-sync: zero must be 0, or 1 with dp of 2 or more; got zero 1 at dp 1
 module {
   func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
     tp.accumulate_grad %w into %w {fqn = "w"} : tensor<8xf32>
@@ -164,6 +192,21 @@ module {
   }
   func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
     tp.optimizer_boundary
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}
+
+//--- zero-errors.mlir
+module {
+  func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
+    tp.accumulate_grad %w into %w {fqn = "w"} : tensor<8xf32>
+    return
+  }
+  // expected-error @+1 {{tp-replica-grad-sync: zero needs exactly one tp.grad_norm and one tp.optimizer_update in the optimizer step}}
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    tp.normalize_grads
     %n = tp.grad_norm : tensor<f32>
     return %n : tensor<f32>
   }

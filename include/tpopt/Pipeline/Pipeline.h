@@ -92,6 +92,14 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: data-parallel copies of the "
                      "tensor-parallel group (mpirun -np dp x tp)"),
       llvm::cl::init(1)};
+  Option<int64_t> zero{
+      *this, "zero",
+      llvm::cl::desc("With --train --dp D > 1: 0 keeps the optimizer state "
+                     "of every parameter on every data-parallel rank; 1 "
+                     "shards it over them (ZeRO stage 1: gradients "
+                     "reduce-scattered, each rank updating its 1/D, "
+                     "parameters all-gathered)"),
+      llvm::cl::init(0)};
   Option<double> bucketMib{
       *this, "bucket-mib",
       llvm::cl::desc("With --train: the largest replica-gradient bucket, in "

@@ -2,6 +2,7 @@
 
 #include "tpopt/Dialect/TP/TPOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -767,6 +768,29 @@ LogicalResult AccumulateLinearGradWeightOp::verify() {
   return verifyAccumulation(*this);
 }
 
+/// A bucket's FQNs: at least one, none twice.
+template <typename BucketOp>
+static LogicalResult verifyBucketFqns(BucketOp op) {
+  if (op.getFqns().empty())
+    return op.emitOpError("a bucket holds at least one gradient");
+  llvm::StringSet<> seen;
+  for (Attribute fqn : op.getFqns())
+    if (!seen.insert(cast<StringAttr>(fqn).getValue()).second)
+      return op.emitOpError("gradient '")
+             << cast<StringAttr>(fqn).getValue() << "' is in the bucket twice";
+  return success();
+}
+
+/// The size of the data-parallel grid a sharded bucket is split over.
+static FailureOr<int64_t> dataParallelRanks(Operation *op) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      op, StringAttr::get(op->getContext(), "dp"));
+  if (!grid || grid.getRank() != 1 || grid.getShape()[0] < 2)
+    return op->emitOpError("needs a one-dimensional shard.grid @dp of at "
+                           "least 2 ranks");
+  return grid.getShape()[0];
+}
+
 LogicalResult GradBucketAllReduceOp::verify() {
   if (failed(verifyGroup(*this, getGroup())))
     return failure();
@@ -776,11 +800,44 @@ LogicalResult GradBucketAllReduceOp::verify() {
   if (bucket < 0 || bytes <= 0)
     return emitOpError("bucket must be at least 0 and bytes positive, got ")
            << bucket << " and " << bytes;
-  llvm::StringSet<> seen;
-  for (Attribute fqn : getFqns())
-    if (!seen.insert(cast<StringAttr>(fqn).getValue()).second)
-      return emitOpError("gradient '")
-             << cast<StringAttr>(fqn).getValue() << "' is in the bucket twice";
+  return verifyBucketFqns(*this);
+}
+
+LogicalResult GradBucketReduceScatterOp::verify() {
+  if (failed(verifyBucketFqns(*this)))
+    return failure();
+  int64_t bytes = getBytesAttr().getInt(),
+          padded = getPaddedBytesAttr().getInt();
+  if (getBucketAttr().getInt() < 0 || bytes <= 0 || bytes % 4 ||
+      padded < bytes || padded % 4)
+    return emitOpError("bucket must be at least 0, bytes (FP32) positive and "
+                       "padded_bytes at least as many, both multiples of 4; "
+                       "got ")
+           << getBucketAttr().getInt() << ", " << bytes << " and " << padded;
+  FailureOr<int64_t> ranks = dataParallelRanks(*this);
+  if (failed(ranks))
+    return failure();
+  if ((padded / 4) % *ranks)
+    return emitOpError("padded_bytes must split into ")
+           << *ranks << " equal runs of FP32 elements, got " << padded;
+  return success();
+}
+
+LogicalResult ParamBucketAllGatherOp::verify() {
+  if (failed(verifyBucketFqns(*this)))
+    return failure();
+  FailureOr<int64_t> ranks = dataParallelRanks(*this);
+  if (failed(ranks))
+    return failure();
+  int64_t bytes = getBytesAttr().getInt();
+  int64_t element = getDtype().getIntOrFloatBitWidth() / 8;
+  if (getBucketAttr().getInt() < 0)
+    return emitOpError("bucket must be at least 0, got ")
+           << getBucketAttr().getInt();
+  if (bytes <= 0 || bytes % (element * *ranks))
+    return emitOpError("bytes must split into ")
+           << *ranks << " equal runs of " << getDtype() << " elements, got "
+           << bytes;
   return success();
 }
 

@@ -767,28 +767,80 @@ ArrayRef<RuntimeSignature> GradBucketAllReduceOp::getRuntimeSignatures() {
   return kGradBucketAllReduce;
 }
 
-LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
-  Type type = getDtype();
-  StringRef dtype = type.isF32()    ? "tprt::DType::F32"
-                    : type.isF16()  ? "tprt::DType::F16"
-                    : type.isBF16() ? "tprt::DType::BF16"
-                                    : "";
-  if (dtype.empty())
-    return emitOpError("no runtime dtype for ") << type;
-  // FQNs have no newline: one string, split by the runtime.
-  std::string fqns;
-  for (Attribute fqn : getFqns()) {
-    if (!fqns.empty())
-      fqns += '\n';
-    fqns += cast<StringAttr>(fqn).getValue();
+/// A bucket's parameter type as the runtime's DType (empty: none).
+static StringRef bucketDType(Type type) {
+  return type.isF32()    ? "tprt::DType::F32"
+         : type.isF16()  ? "tprt::DType::F16"
+         : type.isBF16() ? "tprt::DType::BF16"
+                         : "";
+}
+
+/// A bucket's FQNs as one string, split by the runtime (FQNs have no
+/// newline).
+static std::string joinedFqns(ArrayAttr fqns) {
+  std::string joined;
+  for (Attribute fqn : fqns) {
+    if (!joined.empty())
+      joined += '\n';
+    joined += cast<StringAttr>(fqn).getValue();
   }
+  return joined;
+}
+
+LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
+  StringRef dtype = bucketDType(getDtype());
+  if (dtype.empty())
+    return emitOpError("no runtime dtype for ") << getDtype();
   call.callee(kGradBucketAllReduce[0])
       .i64(getBucket())
       .flag(getReduction() == GradReduction::Mean)
       .str(dtype)
-      .str(fqns)
+      .str(joinedFqns(getFqns()))
       .i64(getBytes())
       .str(getGroup());
+  return success();
+}
+
+static constexpr RuntimeArg kReduceScatterParams[] = {
+    kI64, RuntimeArg::DType, RuntimeArg::CString, kI64, kI64};
+static constexpr RuntimeSignature kGradBucketReduceScatter[] = {
+    {"tprt::grad_bucket_reduce_scatter", kReduceScatterParams, 0}};
+
+ArrayRef<RuntimeSignature> GradBucketReduceScatterOp::getRuntimeSignatures() {
+  return kGradBucketReduceScatter;
+}
+
+LogicalResult GradBucketReduceScatterOp::buildRuntimeCall(RuntimeCall &call) {
+  StringRef dtype = bucketDType(getDtype());
+  if (dtype.empty())
+    return emitOpError("no runtime dtype for ") << getDtype();
+  call.callee(kGradBucketReduceScatter[0])
+      .i64(getBucket())
+      .str(dtype)
+      .str(joinedFqns(getFqns()))
+      .i64(getBytes())
+      .i64(getPaddedBytes());
+  return success();
+}
+
+static constexpr RuntimeArg kAllGatherParams[] = {kI64, RuntimeArg::DType,
+                                                  RuntimeArg::CString, kI64};
+static constexpr RuntimeSignature kParamBucketAllGather[] = {
+    {"tprt::param_bucket_all_gather", kAllGatherParams, 0}};
+
+ArrayRef<RuntimeSignature> ParamBucketAllGatherOp::getRuntimeSignatures() {
+  return kParamBucketAllGather;
+}
+
+LogicalResult ParamBucketAllGatherOp::buildRuntimeCall(RuntimeCall &call) {
+  StringRef dtype = bucketDType(getDtype());
+  if (dtype.empty())
+    return emitOpError("no runtime dtype for ") << getDtype();
+  call.callee(kParamBucketAllGather[0])
+      .i64(getBucket())
+      .str(dtype)
+      .str(joinedFqns(getFqns()))
+      .i64(getBytes());
   return success();
 }
 
@@ -804,14 +856,15 @@ LogicalResult NormalizeGradsOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kGradNorm[] = {{"tprt::grad_norm", {}}};
+static constexpr RuntimeArg kOneBool[] = {kBool};
+static constexpr RuntimeSignature kGradNorm[] = {{"tprt::grad_norm", kOneBool}};
 
 ArrayRef<RuntimeSignature> GradNormOp::getRuntimeSignatures() {
   return kGradNorm;
 }
 
 LogicalResult GradNormOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kGradNorm[0]);
+  call.callee(kGradNorm[0]).flag(getDpSharded());
   return success();
 }
 
@@ -827,16 +880,16 @@ LogicalResult ClipGradsOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kCString[] = {RuntimeArg::CString};
+static constexpr RuntimeArg kCStringAndBool[] = {RuntimeArg::CString, kBool};
 static constexpr RuntimeSignature kOptimizerUpdate[] = {
-    {"tprt::optimizer_update", kCString, 0}};
+    {"tprt::optimizer_update", kCStringAndBool, 0}};
 
 ArrayRef<RuntimeSignature> OptimizerUpdateOp::getRuntimeSignatures() {
   return kOptimizerUpdate;
 }
 
 LogicalResult OptimizerUpdateOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kOptimizerUpdate[0]).str(getOptimizer());
+  call.callee(kOptimizerUpdate[0]).str(getOptimizer()).flag(getDpSharded());
   return success();
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,16 @@ planBuckets(const std::vector<int64_t> &bytes, int64_t limit) {
   if (begin < bytes.size())
     buckets.push_back({begin, bytes.size()});
   return buckets;
+}
+
+/// The elements of a bucket of `elements` gradients sharded over `shards`
+/// data-parallel ranks (--zero): padded at the end to a multiple of
+/// lcm(shards, 128), as Megatron-LM's distributed optimizer pads its
+/// buckets, so that every rank owns an equal, 128-element aligned run
+/// (rank r: [r * padded / shards, (r + 1) * padded / shards)).
+inline int64_t shardedBucketElements(int64_t elements, int64_t shards) {
+  int64_t multiple = std::lcm(shards, int64_t{128});
+  return (elements + multiple - 1) / multiple * multiple;
 }
 
 } // namespace tprt

@@ -11,6 +11,8 @@
 
 #include "tprt/tprt.h"
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +64,35 @@ struct ResumePoint {
   std::map<std::string, SafetensorsEntry> state;
 };
 
+/// A gradient bucket sharded over the data-parallel group (--zero 1,
+/// grad_bucket_reduce_scatter): its padded FP32 buffer, which the bucket's
+/// gradient buffers are views of when they can be, and this rank's run of
+/// the reduced sums.
+struct ShardedBucket {
+  Tensor flat, shard;
+  /// This rank's run is [shardBegin, shardBegin + shard.numel()) of flat.
+  int64_t shardBegin = 0;
+  DType dtype = DType::F32;
+  /// The newline-separated FQNs, as the program passes them.
+  std::string fqns;
+  /// Each gradient's FQN, offset in `flat` and elements.
+  struct Member {
+    std::string fqn;
+    int64_t offset, numel;
+  };
+  std::vector<Member> members;
+  /// Reduced in this optimizer step.
+  bool reduced = false;
+
+  /// The part of `m` in this rank's run, as [begin, end) of its elements.
+  std::pair<int64_t, int64_t> ownedRange(const Member &m) const {
+    int64_t lo = std::max(m.offset, shardBegin),
+            hi = std::min(m.offset + m.numel, shardBegin + shard.numel());
+    return hi > lo ? std::make_pair(lo - m.offset, hi - m.offset)
+                   : std::make_pair(int64_t{0}, int64_t{0});
+  }
+};
+
 /// The optimizer state of every trainable parameter, by FQN.
 class Optimizer {
 public:
@@ -72,6 +103,11 @@ public:
   /// buffer times its pending scale (1 / label tokens, the mean's and the
   /// clipping's factors), which it resets.
   void step(Context &ctx);
+  /// The same update of this rank's runs of the data-parallel sharded
+  /// buckets only (--zero 1), whose state it holds; the parameters' other
+  /// elements are left to param_bucket_all_gather.
+  void stepSharded(Context &ctx,
+                   const std::map<int64_t, ShardedBucket> &buckets);
   /// Continues from `point`: its step count, and each parameter's state
   /// read (this rank's block) when the parameter is first updated.
   void resumeFrom(const ResumePoint *point);
@@ -84,21 +120,34 @@ public:
   stateOf(const std::string &fqn) const;
   /// The names of the state tensors of each parameter.
   std::vector<std::string> stateNames() const;
+  /// With --zero: where `fqn`'s state tensors start in its parameter (this
+  /// rank's block, flattened); they hold the elements from there on. None
+  /// when the state is the whole block.
+  std::optional<int64_t> stateBegin(const std::string &fqn) const;
+  /// Whether the state is sharded over data parallelism (--zero): a rank
+  /// may hold the state of a part of a parameter, or none.
+  bool sharded() const { return sharded_; }
 
 private:
   /// One parameter's update, on its f32 values (a bf16 one in f32 blocks),
   /// with the gradient grad * gradScale.
+  /// `param` may be a run of the parameter's elements from `begin` on
+  /// (--zero).
   void update(Context &ctx, const std::string &fqn, Tensor &param, Tensor &grad,
-              float gradScale);
+              float gradScale, std::optional<int64_t> begin = std::nullopt);
   /// `fqn`'s state tensor `name` as the update first needs it: zeros, or
-  /// this rank's block of it from the checkpoint resumed from.
+  /// this rank's block of it from the checkpoint resumed from (its run of
+  /// `param`'s elements from `begin` on, when given).
   Tensor initialState(Context &ctx, const std::string &fqn,
-                      const std::string &name, const Tensor &param);
+                      const std::string &name, const Tensor &param,
+                      std::optional<int64_t> begin);
 
   const TrainOptions &options_;
   std::string name_; ///< "adamw" or "sgd"
   int64_t step_ = 0;
   std::map<std::string, Tensor> first_, second_;
+  std::map<std::string, int64_t> begins_;
+  bool sharded_ = false;
   const ResumePoint *resume_ = nullptr;
 };
 
@@ -119,6 +168,10 @@ struct TrainState {
   /// Each bucket's FP32 buffer, by group and number: the gradients of the
   /// bucket are views of it after the first step.
   std::map<std::string, Tensor> buckets;
+  /// The data-parallel sharded buckets (--zero 1), by number, and the
+  /// reduce-scatters and all-gathers of the last step with their bytes.
+  std::map<int64_t, ShardedBucket> shardedBuckets;
+  int64_t shardedCollectives = 0, shardedBytes = 0;
   /// Made by the first update (the program names the optimizer).
   std::unique_ptr<Optimizer> optimizer;
   /// --resume: where the run continues from (null: a new run).

@@ -734,17 +734,31 @@ void optimizer_boundary(Context &ctx);
 void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
                             DType dtype, const char *fqns, int64_t bytes,
                             const char *group);
+/// tp.grad_bucket_reduce_scatter (--zero 1): the gradient buffers `fqns`
+/// (`bytes` at FP32 size) packed into one FP32 buffer of `paddedBytes`,
+/// reduce-scattered (sum) over the data-parallel group: this rank keeps
+/// the sums of its equal run of it, which the norm and the update read.
+void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
+                                const char *fqns, int64_t bytes,
+                                int64_t paddedBytes);
+/// tp.param_bucket_all_gather (--zero 1): the parameters of a sharded
+/// bucket, each rank's updated run all-gathered over the data-parallel
+/// group (`bytes`: the padded bucket in `dtype`).
+void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
+                             const char *fqns, int64_t bytes);
 /// tp.normalize_grads: every gradient divided by the step's label tokens.
 void normalize_grads(Context &ctx);
 /// tp.grad_norm: the global norm (L2, or inf with --norm-type inf), FP64
 /// accumulation, split gradients summed over the ranks, replicated ones
-/// counted once; a 0-d f32 tensor.
-Tensor grad_norm(Context &ctx);
+/// counted once; a 0-d f32 tensor. `dpSharded`: from this rank's runs of
+/// the sharded buckets, summed over the data-parallel group too.
+Tensor grad_norm(Context &ctx, bool dpSharded);
 /// tp.clip_grads: clip_grad_norm_'s scaling to --max-grad-norm; a norm that
 /// is not finite skips this step's update.
 void clip_grads(Context &ctx, const Tensor &norm);
-/// tp.optimizer_update: "adamw" or "sgd" with the run's hyper-parameters.
-void optimizer_update(Context &ctx, const char *optimizer);
+/// tp.optimizer_update: "adamw" or "sgd" with the run's hyper-parameters;
+/// `dpSharded`: this rank's runs of the sharded buckets only.
+void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded);
 
 //===----------------------------------------------------------------------===//
 // Sequence padding (sequence parallelism)

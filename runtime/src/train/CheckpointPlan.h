@@ -27,6 +27,10 @@ struct CheckpointTensor {
   int64_t shards, replicas;
   /// Each rank's own copy (a plan's exclude): rank 0's is written.
   bool owned = false;
+  /// A rank's local tensor is the run of its block's elements (row-major)
+  /// from here on, not the whole block (optimizer state under --zero: each
+  /// data-parallel rank writes its own run); -1: the whole block.
+  int64_t runBegin = -1;
 
   uint64_t bytes() const {
     uint64_t n = dtypeSize(dtype);

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -48,12 +49,21 @@ void copyFloats(float *dst, const float *src, int64_t n, Device device) {
   std::copy_n(src, n, dst);
 }
 
-/// A gradient buffer's sum of squares (`inf` false) or largest magnitude.
-double normPart(const Tensor &grad, bool inf) {
-  const float *g = grad.f32();
-  int64_t n = grad.numel();
+/// `bytes` from `src` to `dst`, both on `device`.
+void copyBytes(void *dst, const void *src, int64_t bytes, Device device) {
 #ifdef TPRT_WITH_CUDA
-  if (grad.onGpu()) {
+  if (device == Device::CUDA)
+    return cuda::copy(dst, Device::CUDA, src, Device::CUDA, bytes);
+#endif
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+/// The sum of squares (`inf` false) or the largest magnitude of `n`
+/// gradient elements at `g`, on the GPU when `onGpu`.
+double normPart(const float *g, int64_t n, bool onGpu, bool inf) {
+  (void)onGpu;
+#ifdef TPRT_WITH_CUDA
+  if (onGpu) {
     auto [squares, largest] = cuda::normParts(g, n);
     return inf ? largest : squares;
   }
@@ -72,6 +82,54 @@ double normPart(const Tensor &grad, bool inf) {
   for (double block : blocks)
     squares += block;
   return squares;
+}
+
+double normPart(const Tensor &grad, bool inf) {
+  return normPart(grad.f32(), grad.numel(), grad.onGpu(), inf);
+}
+
+/// The norm's parts of this rank's runs of the sharded buckets: [split,
+/// replicated] as grad_norm sorts them. Every gradient must be in one.
+void shardedNormParts(Context &ctx, TrainState &state, bool inf,
+                      double parts[2]) {
+  size_t members = 0;
+  for (auto &[number, bucket] : state.shardedBuckets) {
+    if (!bucket.reduced)
+      fatal("grad_norm: sharded bucket " + std::to_string(number) +
+            " was not reduce-scattered in this step");
+    for (const ShardedBucket::Member &m : bucket.members) {
+      ++members;
+      Context::GradBuffer &buffer = ctx.grads().at(m.fqn);
+      auto [lo, hi] = bucket.ownedRange(m);
+      if (hi == lo)
+        continue;
+      double scale = std::fabs(static_cast<double>(buffer.pendingScale));
+      const float *g = bucket.shard.f32() + (m.offset + lo - bucket.shardBegin);
+      double part = normPart(g, hi - lo, bucket.shard.onGpu(), inf) *
+                    (inf ? scale : scale * scale);
+      auto layout = ctx.paramLayouts().find(m.fqn);
+      if (!inf && layout != ctx.paramLayouts().end())
+        part /= static_cast<double>(layout->second.replicas);
+      double &into = parts[buffer.splitDim >= 0 || buffer.owned ? 0 : 1];
+      into = inf ? maxMagnitude(into, part) : into + part;
+    }
+  }
+  if (members != ctx.grads().size())
+    fatal("grad_norm: " + std::to_string(ctx.grads().size() - members) +
+          " gradients are in no sharded bucket (the program shards "
+          "the optimizer state over data parallelism)");
+  // Each data-parallel rank holds the sums of its runs only.
+  if (inf) {
+    float both[2];
+    for (int i = 0; i < 2; ++i)
+      both[i] = std::isnan(parts[i]) ? std::numeric_limits<float>::infinity()
+                                     : static_cast<float>(parts[i]);
+    ctx.dp().allReduceMax(both, 2);
+    parts[0] = both[0];
+    parts[1] = both[1];
+  } else {
+    ctx.dp().allReduceSumF64(parts, 2);
+  }
 }
 
 /// The gradient buffers of a bucket's newline-separated FQNs, in order;
@@ -107,6 +165,10 @@ void optimizer_boundary(Context &ctx) {
   state.skipped = false;
   state.bucketCollectives = 0;
   state.bucketBytes = 0;
+  state.shardedCollectives = 0;
+  state.shardedBytes = 0;
+  for (auto &entry : state.shardedBuckets)
+    entry.second.reduced = false;
 }
 
 #ifdef TPRT_WITH_CUDA
@@ -230,7 +292,7 @@ void normalize_grads(Context &ctx) {
         static_cast<float>(perToken * entry.second.pendingScale);
 }
 
-Tensor grad_norm(Context &ctx) {
+Tensor grad_norm(Context &ctx, bool dpSharded) {
   TrainState &state = trainState(ctx, "grad_norm");
   ctx.waitForAsyncCollectives();
   bool inf = std::isinf(state.options.normType);
@@ -238,7 +300,14 @@ Tensor grad_norm(Context &ctx) {
   // the ranks, a replicated one (equal on all after synchronization) is
   // counted once.
   double parts[2] = {0, 0};
+  if (dpSharded)
+    shardedNormParts(ctx, state, inf, parts);
+  else if (!state.shardedBuckets.empty())
+    fatal("grad_norm: the gradients were reduce-scattered over data "
+          "parallelism, but the norm reads whole buffers");
   for (auto &[fqn, buffer] : ctx.grads()) {
+    if (dpSharded)
+      break;
     double scale = std::fabs(static_cast<double>(buffer.pendingScale));
     double part = normPart(buffer.grad, inf) * (inf ? scale : scale * scale);
     // A block that several ranks hold (KV heads fewer than the ranks):
@@ -282,7 +351,7 @@ void clip_grads(Context &ctx, const Tensor &) {
   }
 }
 
-void optimizer_update(Context &ctx, const char *optimizer) {
+void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded) {
   TrainState &state = trainState(ctx, "optimizer_update");
   ctx.waitForAsyncCollectives();
   if (state.skipped)
@@ -294,7 +363,129 @@ void optimizer_update(Context &ctx, const char *optimizer) {
   } else if (state.optimizer->name() != optimizer)
     fatal(std::string("optimizer_update: the optimizer changed from ") +
           state.optimizer->name() + " to " + optimizer);
-  state.optimizer->step(ctx);
+  if (dpSharded != !state.shardedBuckets.empty())
+    fatal(dpSharded ? "optimizer_update: no bucket was reduce-scattered"
+                    : "optimizer_update: the gradients were reduce-scattered "
+                      "over data parallelism, but the update reads whole "
+                      "buffers");
+  if (dpSharded)
+    state.optimizer->stepSharded(ctx, state.shardedBuckets);
+  else
+    state.optimizer->step(ctx);
+}
+
+void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
+                                const char *fqns, int64_t bytes,
+                                int64_t paddedBytes) {
+  TrainState &state = trainState(ctx, "grad_bucket_reduce_scatter");
+  std::string what =
+      "grad_bucket_reduce_scatter: bucket " + std::to_string(bucket);
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    fatal(what + ": gradients of a float type only");
+  Communicator &dp = ctx.dp();
+  int64_t ranks = dp.size(), padded = paddedBytes / 4;
+  if (paddedBytes % 4 || padded % ranks || paddedBytes < bytes)
+    fatal(what + ": " + std::to_string(paddedBytes) +
+          " padded bytes do not split into " + std::to_string(ranks) +
+          " equal runs of FP32 elements");
+  std::vector<Context::GradBuffer *> buffers = bucketGrads(ctx, fqns, what);
+  ShardedBucket &b = state.shardedBuckets[bucket];
+  if (!b.flat.defined()) {
+    int64_t offset = 0;
+    // The layout, fixed by the first step.
+    for (const char *begin = fqns; *begin;) {
+      const char *end = std::strchr(begin, '\n');
+      if (!end)
+        end = begin + std::strlen(begin);
+      std::string fqn(begin, end);
+      int64_t numel = ctx.grads().at(fqn).grad.numel();
+      b.members.push_back({fqn, offset, numel});
+      offset += numel;
+      begin = *end ? end + 1 : end;
+    }
+    if (offset * 4 != bytes)
+      fatal(what + " holds " + std::to_string(offset * 4) +
+            " bytes of gradients; the program was compiled for " +
+            std::to_string(bytes));
+    Device device = buffers.front()->grad.device();
+    b.dtype = dtype;
+    b.fqns = fqns;
+    b.flat = Tensor::uninitialized(DType::F32, {padded}, device);
+    b.shard = Tensor::uninitialized(DType::F32, {padded / ranks}, device);
+    b.shardBegin = dp.rank() * (padded / ranks);
+    // The padding is summed too: zeros.
+    Tensor zeros(DType::F32, {padded - offset});
+    if (padded > offset)
+      copyBytes(b.flat.f32() + offset, zeros.f32(), (padded - offset) * 4,
+                device);
+  }
+  std::vector<Tensor *> grads;
+  for (Context::GradBuffer *buffer : buffers)
+    grads.push_back(&buffer->grad);
+  // As grad_bucket_all_reduce: the first step makes the gradient buffers
+  // views of the bucket, so that later steps accumulate into it; a
+  // gradient already in another bucket (a tensor-parallel replica bucket)
+  // is packed every step.
+  if (grads.front()->raw() != b.flat.raw()) {
+    ctx.waitForAsyncCollectives();
+    packBucket(grads, b.flat.f32());
+    bool bindable = true;
+    for (Context::GradBuffer *buffer : buffers)
+      bindable &= !buffer->inBucket;
+    if (bindable)
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        buffers[i]->grad =
+            Tensor::view(b.flat, b.members[i].offset, buffers[i]->grad.shape());
+        buffers[i]->inBucket = true;
+      }
+  }
+  dp.reduceScatterSum(b.flat.f32(), b.shard.f32(), padded / ranks);
+  b.reduced = true;
+  ++state.shardedCollectives;
+  state.shardedBytes += paddedBytes;
+}
+
+void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
+                             const char *fqns, int64_t bytes) {
+  TrainState &state = trainState(ctx, "param_bucket_all_gather");
+  std::string what =
+      "param_bucket_all_gather: bucket " + std::to_string(bucket);
+  auto found = state.shardedBuckets.find(bucket);
+  if (found == state.shardedBuckets.end() || found->second.fqns != fqns)
+    fatal(what + ": no reduce-scattered bucket of these parameters");
+  ShardedBucket &b = found->second;
+  int64_t element = static_cast<int64_t>(dtypeSize(dtype)),
+          padded = b.flat.numel(), ranks = ctx.dp().size();
+  if (dtype != b.dtype || bytes != padded * element)
+    fatal(what + ": " + std::to_string(bytes) + " bytes of " +
+          dtypeName(dtype) + " do not hold the bucket's " +
+          std::to_string(padded) + " elements");
+  // A skipped update changed nothing anywhere (every rank has the norm).
+  if (state.skipped)
+    return;
+  Device device = b.flat.device();
+  Tensor gathered = Tensor::uninitialized(dtype, {padded}, device);
+  auto *out = static_cast<char *>(gathered.raw());
+  for (const ShardedBucket::Member &m : b.members) {
+    auto [lo, hi] = b.ownedRange(m);
+    Tensor *param = ctx.cachedParam(m.fqn);
+    if (!param || param->dtype() != dtype || param->numel() != m.numel)
+      fatal(what + ": parameter '" + m.fqn + "' does not match its gradient");
+    if (hi > lo)
+      copyBytes(out + (m.offset + lo) * element,
+                static_cast<const char *>(param->raw()) + lo * element,
+                (hi - lo) * element, device);
+  }
+  // Runs of 128 elements: whole floats in any parameter type.
+  int64_t run = padded / ranks * element / 4;
+  ctx.dp().allGatherOthers(
+      reinterpret_cast<const float *>(out + b.shardBegin * element),
+      reinterpret_cast<float *>(out), run);
+  for (const ShardedBucket::Member &m : b.members)
+    copyBytes(ctx.cachedParam(m.fqn)->raw(), out + m.offset * element,
+              m.numel * element, device);
+  ++state.shardedCollectives;
+  state.shardedBytes += bytes;
 }
 
 } // namespace tprt

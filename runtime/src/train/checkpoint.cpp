@@ -67,6 +67,38 @@ void writeWhole(const std::string &path, const std::string &text) {
     fatal("cannot write '" + path + "': " + std::strerror(errno));
 }
 
+/// This rank's block `index` of `item` (held in `host`; the whole tensor
+/// when it is not split), or the run of it from item.runBegin, into the
+/// file at `offset`: one write per row of a block split on a later
+/// dimension.
+void writeBlock(int fd, const std::string &path, const CheckpointTensor &item,
+                const Tensor &host, uint64_t offset, uint64_t index) {
+  const char *data = static_cast<const char *>(host.raw());
+  uint64_t elem = dtypeSize(item.dtype), outer = 1, inner = 1;
+  int dim = std::max(item.shardDim, 0);
+  for (int d = 0; d < dim; ++d)
+    outer *= static_cast<uint64_t>(item.shape[d]);
+  for (size_t d = dim + 1; d < item.shape.size(); ++d)
+    inner *= static_cast<uint64_t>(item.shape[d]);
+  uint64_t dimLen = item.shape.empty() ? 1 : item.shape[dim];
+  uint64_t extent =
+      item.shardDim < 0 ? dimLen : dimLen / static_cast<uint64_t>(item.shards);
+  uint64_t start = item.shardDim < 0 ? 0 : index * extent;
+  uint64_t row = extent * inner, blockElems = outer * row;
+  uint64_t begin = item.runBegin < 0 ? 0 : item.runBegin,
+           count = host.bytes() / elem;
+  if (item.runBegin < 0 ? count != blockElems : begin + count > blockElems)
+    fatal("--save: '" + item.name + "' on this rank is " + host.describe() +
+          ", not its block of " + jsonShape(item.shape));
+  // Element k of the block is in row k / row at column k % row.
+  for (uint64_t k = begin; k < begin + count;) {
+    uint64_t o = k / row, take = std::min(begin + count, (o + 1) * row) - k;
+    writeAt(fd, data + (k - begin) * elem, take * elem,
+            offset + ((o * dimLen + start) * inner + k % row) * elem, path);
+    k += take;
+  }
+}
+
 /// The files of `plan` in `dir` under temporary names, every rank writing
 /// its blocks. Collective; rank 0 renames them (publishFiles) later.
 void writeFiles(Context &ctx, const std::string &dir,
@@ -91,7 +123,14 @@ void writeFiles(Context &ctx, const std::string &dir,
   std::vector<int> fds(plan.names.size(), -1);
   for (size_t i = 0; i < items.size(); ++i) {
     const CheckpointTensor &item = items[i];
-    bool mine = item.owned ? ctx.rank() == 0
+    // A run (--zero's optimizer state) is written by whichever
+    // data-parallel rank holds it: tensor-parallel rank 0's for a
+    // replicated tensor, each block's first holder's for a split one.
+    bool mine = item.runBegin >= 0
+                    ? locals[i] && (item.owned || item.shardDim < 0
+                                        ? tpRank == 0
+                                        : tpRank % item.replicas == 0)
+                : item.owned ? ctx.rank() == 0
                 : item.shardDim < 0
                     ? ctx.rank() == writers.rank[i]
                     : dpRank == writers.group[i] && tpRank % item.replicas == 0;
@@ -108,27 +147,8 @@ void writeFiles(Context &ctx, const std::string &dir,
     Tensor host = locals[i]->to(Device::CPU);
     if (host.dtype() != item.dtype)
       host = host.to(item.dtype);
-    const char *data = static_cast<const char *>(host.raw());
-    if (item.shardDim < 0) {
-      writeAt(fds[at.file], data, host.bytes(), at.offset, path);
-      continue;
-    }
-    // Block b of `shards` along shardDim: one run per outer index.
-    uint64_t elem = dtypeSize(item.dtype), outer = 1, inner = 1;
-    for (int d = 0; d < item.shardDim; ++d)
-      outer *= static_cast<uint64_t>(item.shape[d]);
-    for (size_t d = item.shardDim + 1; d < item.shape.size(); ++d)
-      inner *= static_cast<uint64_t>(item.shape[d]);
-    uint64_t dimLen = static_cast<uint64_t>(item.shape[item.shardDim]);
-    uint64_t extent = dimLen / static_cast<uint64_t>(item.shards);
-    uint64_t start = static_cast<uint64_t>(tpRank / item.replicas) * extent;
-    if (host.bytes() != outer * extent * inner * elem)
-      fatal("--save: '" + item.name + "' on this rank is " + host.describe() +
-            ", not its block of " + jsonShape(item.shape));
-    uint64_t run = extent * inner * elem;
-    for (uint64_t o = 0; o < outer; ++o)
-      writeAt(fds[at.file], data + o * run, run,
-              at.offset + (o * dimLen + start) * inner * elem, path);
+    writeBlock(fds[at.file], path, item, host, at.offset,
+               static_cast<uint64_t>(tpRank / item.replicas));
   }
   // A test hook: TPRT_TEST_INTERRUPT_SAVE=R stops rank R once it wrote its
   // blocks of the first file set, as a crash would (what is left must not
@@ -271,9 +291,14 @@ std::string trainerState(Context &ctx, const TrainOptions &o,
   bool first = true;
   for (const auto &[fqn, layout] : ctx.paramLayouts()) {
     std::string state;
-    if (optimizer)
+    if (optimizer && optimizer->sharded()) {
+      if (ctx.grads().count(fqn))
+        for (const std::string &name : optimizer->stateNames())
+          state += (state.empty() ? "" : ", ") + jsonString(name);
+    } else if (optimizer) {
       for (const auto &entry : optimizer->stateOf(fqn))
         state += (state.empty() ? "" : ", ") + jsonString(entry.first);
+    }
     text += std::string(first ? "" : ",") + "\n    " + jsonString(fqn) +
             ": {\"shape\": " + jsonShape(layout.shape) +
             ", \"placement\": " + jsonString(placementText(layout)) +
@@ -328,7 +353,20 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
     }
     set.tensors.push_back(tensor);
     set.locals.push_back(local);
-    if (optimizer)
+    if (optimizer && optimizer->sharded() && ctx.grads().count(fqn)) {
+      // Every rank lists every state tensor; it writes its run, if any.
+      std::vector<std::pair<std::string, const Tensor *>> held =
+          optimizer->stateOf(fqn);
+      std::vector<std::string> names = optimizer->stateNames();
+      for (size_t k = 0; k < names.size(); ++k) {
+        CheckpointTensor s = tensor;
+        s.name = fqn + "." + names[k];
+        s.dtype = DType::F32;
+        s.runBegin = optimizer->stateBegin(fqn).value_or(0);
+        state.tensors.push_back(s);
+        state.locals.push_back(k < held.size() ? held[k].second : nullptr);
+      }
+    } else if (optimizer) {
       for (const auto &[name, value] : optimizer->stateOf(fqn)) {
         CheckpointTensor s = tensor;
         s.name = fqn + "." + name;
@@ -336,6 +374,7 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
         state.tensors.push_back(s);
         state.locals.push_back(value);
       }
+    }
   }
   auto maxBytes = static_cast<uint64_t>(options.saveShardMiB * 1048576.0);
   base.files = planCheckpointFiles(base.tensors, maxBytes, "model", "");

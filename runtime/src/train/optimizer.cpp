@@ -91,6 +91,54 @@ void Optimizer::step(Context &ctx) {
   }
 }
 
+void Optimizer::stepSharded(Context &ctx,
+                            const std::map<int64_t, ShardedBucket> &buckets) {
+  ++step_;
+  sharded_ = true;
+  for (const auto &entry : buckets) {
+    const ShardedBucket &bucket = entry.second;
+    for (const ShardedBucket::Member &m : bucket.members) {
+      Context::GradBuffer &buffer = ctx.grads().at(m.fqn);
+      float scale = buffer.pendingScale;
+      buffer.pendingScale = 1.0f;
+      auto [lo, hi] = bucket.ownedRange(m);
+      if (hi == lo)
+        continue;
+      Tensor *param = ctx.cachedParam(m.fqn);
+      if (!param || param->dtype() == DType::I64 || param->numel() != m.numel)
+        fatal("optimizer: parameter '" + m.fqn +
+              "' does not match its gradient");
+      // This rank's run of the parameter and of the reduced gradient.
+      Tensor run = Tensor::view(*param, lo, {hi - lo});
+      Tensor grad = Tensor::view(bucket.shard,
+                                 m.offset + lo - bucket.shardBegin, {hi - lo});
+      begins_[m.fqn] = lo;
+      if (param->dtype() == DType::F32 || param->dtype() == DType::BF16) {
+        update(ctx, m.fqn, run, grad, scale, lo);
+        continue;
+      }
+      Tensor work = run.to(DType::F32);
+      update(ctx, m.fqn, work, grad, scale, lo);
+      Tensor narrow = work.to(run.dtype());
+#ifdef TPRT_WITH_CUDA
+      if (run.onGpu()) {
+        cuda::copy(run.raw(), Device::CUDA, narrow.raw(), Device::CUDA,
+                   narrow.bytes());
+        continue;
+      }
+#endif
+      std::memcpy(run.raw(), narrow.raw(), narrow.bytes());
+    }
+  }
+}
+
+std::optional<int64_t> Optimizer::stateBegin(const std::string &fqn) const {
+  auto it = begins_.find(fqn);
+  if (it == begins_.end())
+    return std::nullopt;
+  return it->second;
+}
+
 void Optimizer::resumeFrom(const ResumePoint *point) {
   resume_ = point;
   step_ = point->optimizerStep;
@@ -116,7 +164,8 @@ Optimizer::stateOf(const std::string &fqn) const {
 }
 
 Tensor Optimizer::initialState(Context &ctx, const std::string &fqn,
-                               const std::string &name, const Tensor &param) {
+                               const std::string &name, const Tensor &param,
+                               std::optional<int64_t> begin) {
   if (!resume_)
     return zeros(param.shape(), param.device());
   std::string key = fqn + "." + name;
@@ -141,6 +190,16 @@ Tensor Optimizer::initialState(Context &ctx, const std::string &fqn,
       entry->second.offset, entry->second.end - entry->second.begin,
       entry->second.dtype, l.shape, /*transposed=*/false, l.shardDim, l.shards,
       index);
+  if (begin) {
+    // --zero: this rank's run of the block.
+    if (*begin + param.numel() > block.numel())
+      fatal("--resume: optimizer state '" + key +
+            "' does not fit the block of its parameter on this rank");
+    Tensor host = block.to(Device::CPU),
+           run = Tensor::uninitialized(DType::F32, param.shape());
+    std::memcpy(run.raw(), host.f32() + *begin, run.bytes());
+    return run.to(param.device());
+  }
   if (block.shape() != param.shape())
     fatal("--resume: optimizer state '" + key +
           "' does not fit the block of "
@@ -149,7 +208,8 @@ Tensor Optimizer::initialState(Context &ctx, const std::string &fqn,
 }
 
 void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
-                       Tensor &grad, float gradScale) {
+                       Tensor &grad, float gradScale,
+                       std::optional<int64_t> begin) {
   const TrainOptions &o = options_;
 #ifdef TPRT_WITH_CUDA
   // The GPU's update kernels read a scaled gradient: the scale is applied
@@ -162,7 +222,7 @@ void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
   const float *g = grad.f32();
   Tensor &m = first_[fqn];
   if (!m.defined())
-    m = initialState(ctx, fqn, stateNames()[0], param);
+    m = initialState(ctx, fqn, stateNames()[0], param, begin);
   float *mp = m.f32();
   if (name_ == "sgd") {
     // torch.optim.SGD: weight decay into the gradient, the momentum
@@ -188,7 +248,7 @@ void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
   }
   Tensor &v = second_[fqn];
   if (!v.defined())
-    v = initialState(ctx, fqn, stateNames()[1], param);
+    v = initialState(ctx, fqn, stateNames()[1], param, begin);
   float *vp = v.f32();
   float decay = static_cast<float>(1.0 - o.lr * o.weightDecay);
   float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);

@@ -276,6 +276,12 @@ int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
                 "per optimizer step\n",
                 static_cast<long long>(state.bucketCollectives),
                 state.bucketBytes / 1048576.0);
+    if (state.shardedCollectives)
+      std::printf("data-parallel sharded buckets (--zero): %lld "
+                  "reduce-scatters and all-gathers of %.3f MiB per "
+                  "optimizer step\n",
+                  static_cast<long long>(state.shardedCollectives),
+                  state.shardedBytes / 1048576.0);
   }
   if (!o.save.empty()) {
     position.step = lastStep;

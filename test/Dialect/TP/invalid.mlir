@@ -569,6 +569,69 @@ func.func @grad_bucket_twice() {
 
 // -----
 
+func.func @reduce_scatter_no_grid() {
+  // expected-error @+1 {{needs a one-dimensional shard.grid @dp of at least 2 ranks}}
+  tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], padded_bytes = 1024 : i64}
+  return
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 3)
+  func.func @reduce_scatter_runs() {
+    // expected-error @+1 {{padded_bytes must split into 3 equal runs of FP32 elements, got 1024}}
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], padded_bytes = 1024 : i64}
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @reduce_scatter_padding() {
+    // expected-error @+1 {{bucket must be at least 0, bytes (FP32) positive and padded_bytes at least as many, both multiples of 4; got 0, 2048 and 1024}}
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 2048 : i64, dtype = f32, fqns = ["a"], padded_bytes = 1024 : i64}
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @reduce_scatter_twice() {
+    // expected-error @+1 {{gradient 'a' is in the bucket twice}}
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a", "a"], padded_bytes = 1024 : i64}
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @all_gather_runs() {
+    // expected-error @+1 {{bytes must split into 2 equal runs of 'bf16' elements, got 6}}
+    tp.param_bucket_all_gather {bucket = 0 : i64, bytes = 6 : i64, dtype = bf16, fqns = ["a"]}
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @all_gather_empty() {
+    // expected-error @+1 {{a bucket holds at least one gradient}}
+    tp.param_bucket_all_gather {bucket = 0 : i64, bytes = 8 : i64, dtype = f32, fqns = []}
+    return
+  }
+}
+
+// -----
+
 func.func @optimizer_name() {
   // expected-error @+1 {{optimizer must be adamw or sgd, got 'adam'}}
   tp.optimizer_update {optimizer = "adam"}

@@ -126,3 +126,26 @@ func.func @feature_slices(%qkv: tensor<?x?x128xbf16>) -> tensor<?x?x128xbf16> {
   %dqkv = tp.feature_slice_grad %v [96] width 128 : tensor<?x?x32xbf16> -> tensor<?x?x128xbf16>
   return %dqkv : tensor<?x?x128xbf16>
 }
+
+// --zero 1's optimizer step: a reduce-scatter over @dp padded to equal
+// runs, the norm and update of this rank's runs, the all-gather.
+// CHECK-LABEL: module @zero
+// CHECK: tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 400 : i64, dtype = bf16, fqns = ["a", "b"], padded_bytes = 1024 : i64}
+// CHECK-NEXT: tp.normalize_grads
+// CHECK-NEXT: %[[N:.*]] = tp.grad_norm {dp_sharded} : tensor<f32>
+// CHECK-NEXT: tp.clip_grads %[[N]] : tensor<f32>
+// CHECK-NEXT: tp.optimizer_update {dp_sharded, optimizer = "adamw"}
+// CHECK-NEXT: tp.param_bucket_all_gather {bucket = 1 : i64, bytes = 512 : i64, dtype = bf16, fqns = ["a", "b"]}
+module @zero {
+  shard.grid @dp(shape = 2)
+  func.func @optimizer_step() -> tensor<f32> {
+    tp.optimizer_boundary
+    tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 400 : i64, dtype = bf16, fqns = ["a", "b"], padded_bytes = 1024 : i64}
+    tp.normalize_grads
+    %norm = tp.grad_norm {dp_sharded} : tensor<f32>
+    tp.clip_grads %norm : tensor<f32>
+    tp.optimizer_update {dp_sharded, optimizer = "adamw"}
+    tp.param_bucket_all_gather {bucket = 1 : i64, bytes = 512 : i64, dtype = bf16, fqns = ["a", "b"]}
+    return %norm : tensor<f32>
+  }
+}

@@ -590,6 +590,57 @@ def TP_GradBucketAllReduceOp : TP_Op<"grad_bucket_all_reduce",
   let hasVerifier = 1;
 }
 
+def TP_GradBucketReduceScatterOp : TP_Op<"grad_bucket_reduce_scatter",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "One reduce-scatter of a bucket of gradients over the "
+                "data-parallel group (ZeRO)";
+  let description = [{
+    With `tpc --zero 1`: the gradient buffers `fqns` (in that order; `bytes`
+    at FP32 size in all) are packed into one FP32 buffer of `padded_bytes`
+    (zeros after the gradients, up to a multiple of `lcm(D, 128)` elements
+    for `@dp` of size D: `tprt::shardedBucketElements`), which is
+    reduce-scattered (sum) over `@dp`: data-parallel rank `r` keeps the
+    sum of the `r`-th of D equal runs of it and owns the optimizer state
+    of those elements (Megatron-LM's distributed optimizer, ZeRO stage 1).
+    `tp.grad_norm {dp_sharded}` and `tp.optimizer_update {dp_sharded}` then
+    read only this rank's run, and `tp.param_bucket_all_gather` of the same
+    `bucket` brings every rank the updated parameters. `dtype` is the
+    parameters' type. Written by `tp-replica-grad-sync` in place of the
+    data-parallel `tp.grad_bucket_all_reduce`.
+
+    ```mlir
+    tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 4096 : i64,
+        dtype = f32, fqns = ["lm_head.weight"], padded_bytes = 4096 : i64}
+    ```
+  }];
+  let arguments = (ins I64Attr:$bucket, TypeAttrOf<AnyFloat>:$dtype,
+                   StrArrayAttr:$fqns, I64Attr:$bytes, I64Attr:$padded_bytes);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
+def TP_ParamBucketAllGatherOp : TP_Op<"param_bucket_all_gather",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "The parameters of a data-parallel sharded bucket, "
+                "all-gathered after their update";
+  let description = [{
+    After `tp.optimizer_update {dp_sharded}`: each rank of `@dp` updated
+    the run of the parameters `fqns` it owns (the runs of
+    `tp.grad_bucket_reduce_scatter` with the same `bucket`); one
+    all-gather over `@dp` of `bytes` (the padded bucket's elements in the
+    parameters' `dtype`) gives every rank all of them again.
+
+    ```mlir
+    tp.param_bucket_all_gather {bucket = 1 : i64, bytes = 4096 : i64,
+        dtype = f32, fqns = ["lm_head.weight"]}
+    ```
+  }];
+  let arguments = (ins I64Attr:$bucket, TypeAttrOf<AnyFloat>:$dtype,
+                   StrArrayAttr:$fqns, I64Attr:$bytes);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
 def TP_NormalizeGradsOp : TP_Op<"normalize_grads",
     [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "Divides every gradient by the step's label tokens";
@@ -623,7 +674,13 @@ def TP_GradNormOp : TP_Op<"grad_norm",
     ```mlir
     %norm = tp.grad_norm : tensor<f32>
     ```
+
+    With `dp_sharded` (`tpc --zero 1`) each rank holds the reduced
+    gradients only of its runs of the data-parallel buckets
+    (`tp.grad_bucket_reduce_scatter`): its parts of the sums are added
+    over `@dp` as well, so every element still counts once.
   }];
+  let arguments = (ins UnitAttr:$dp_sharded);
   let results = (outs 0DTensorOf<[F32]>:$norm);
   let assemblyFormat = "attr-dict `:` type($norm)";
 }
@@ -659,8 +716,12 @@ def TP_OptimizerUpdateOp : TP_Op<"optimizer_update",
     ```mlir
     tp.optimizer_update {optimizer = "adamw"}
     ```
+
+    With `dp_sharded` (`tpc --zero 1`) a rank updates, and holds the
+    optimizer state of, only its runs of the data-parallel buckets; the
+    `tp.param_bucket_all_gather` ops after it complete the parameters.
   }];
-  let arguments = (ins StrAttr:$optimizer);
+  let arguments = (ins StrAttr:$optimizer, UnitAttr:$dp_sharded);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
