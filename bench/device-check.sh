@@ -107,9 +107,10 @@ prepare)
     cp "$dir/work/${name}_train/model.cpp" "$dir/programs/${name}_train.cpp"
     printf '%s\t%s\t%s\tf32\n' "${name}_train" "$model/$export" "$model/train" >>"$dir/train.tsv"
     # Trained in bf16 too where PyTorch's bf16 run is recorded
-    # (test/models/NAME/train_bf16).
+    # (test/models/NAME/train_bf16: model.to(bfloat16), so the program
+    # updates its bf16 parameters itself, without FP32 masters).
     [ -d "$root/$model/train_bf16" ] || continue
-    "$tpc" "$root/$model/$export" --train --dtype bf16 --emit cpp -o "$dir/work/${name}_train_bf16" >/dev/null
+    "$tpc" "$root/$model/$export" --train --dtype bf16 --master-weights none --emit cpp -o "$dir/work/${name}_train_bf16" >/dev/null
     cp "$dir/work/${name}_train_bf16/model.cpp" "$dir/programs/${name}_train_bf16.cpp"
     printf '%s\t%s\t%s\tbf16\n' "${name}_train_bf16" "$model/$export" "$model/train_bf16" >>"$dir/train.tsv"
   done

@@ -210,7 +210,9 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
 
     Trainable are all parameters, or only the LoRA factors (`lora_A`,
     `lora_B`) when the program has them, as PEFT trains; the others get no
-    gradient. Training needs f32 parameters; an op without a backward
+    gradient. With `master-weights` f32 (the default `auto` when a
+    trainable parameter is held in bf16 or f16) the update is marked
+    `master_weights`. Training needs f32 parameters; an op without a backward
     (`tp.mamba2_mixer`) or an activation annotation of sequence parallelism
     is refused, naming it.
   }];
@@ -222,6 +224,12 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
            "Activation recomputation per layer: the backward of each "
            "decoder layer recomputes the layer's forward from its input "
            "instead of keeping its activations">,
+    Option<"masterWeights", "master-weights", "std::string",
+           /*default=*/"\"auto\"",
+           "FP32 master weights for parameters held in bf16 or f16: f32 "
+           "(the update on an f32 copy, rounded once into the parameter), "
+           "none (the update on the parameter itself) or auto (f32 when a "
+           "trainable parameter is held in bf16 or f16)">,
   ];
 }
 

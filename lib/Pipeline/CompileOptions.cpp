@@ -60,6 +60,12 @@ static llvm::Error checkTrainingOptions(const TPCompileOptions &opts) {
     return fail("--optimizer needs --train");
   if (opts.bucketMib.getNumOccurrences() && !opts.train)
     return fail("--bucket-mib needs --train");
+  if (opts.masterWeights != "auto" && opts.masterWeights != "f32" &&
+      opts.masterWeights != "none")
+    return fail("--master-weights must be auto, f32 or none, got '" +
+                opts.masterWeights + "'");
+  if (opts.masterWeights.getNumOccurrences() && !opts.train)
+    return fail("--master-weights needs --train");
   if (opts.recompute && !opts.train)
     return fail("--recompute needs --train");
   if (opts.dp < 1)

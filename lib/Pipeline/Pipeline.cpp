@@ -65,6 +65,7 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     TPBuildTrainStepOptions step;
     step.optimizer = options.optimizer;
     step.recompute = options.recompute;
+    step.masterWeights = options.masterWeights;
     pm.addPass(createTPBuildTrainStep(step));
   }
   if (options.isDistributed())

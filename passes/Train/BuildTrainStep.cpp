@@ -61,6 +61,13 @@ struct TPBuildTrainStepPass
           << optimizer << "'";
       return signalPassFailure();
     }
+    if (masterWeights != "auto" && masterWeights != "f32" &&
+        masterWeights != "none") {
+      module.emitError("tp-build-train-step: master-weights must be auto, "
+                       "f32 or none, got '")
+          << masterWeights << "'";
+      return signalPassFailure();
+    }
     FailureOr<func::FuncOp> forward = requireEntry<func::FuncOp>(
         module, kForwardEntry, "tp-build-train-step: no func.func @forward");
     if (failed(forward))
@@ -114,7 +121,14 @@ struct TPBuildTrainStepPass
     NormalizeGradsOp::create(b, loc);
     Value norm = GradNormOp::create(b, loc, scalar);
     ClipGradsOp::create(b, loc, norm);
-    OptimizerUpdateOp::create(b, loc, optimizer);
+    auto update = OptimizerUpdateOp::create(b, loc, optimizer);
+    // auto: masters when a trainable parameter is narrower than f32.
+    bool narrow = false;
+    step.walk([&](AccumulateGradOp acc) {
+      narrow |= !getElementTypeOrSelf(acc.getParam().getType()).isF32();
+    });
+    update.setMasterWeights(masterWeights == "f32" ||
+                            (masterWeights == "auto" && narrow));
     func::ReturnOp::create(b, loc, norm);
   }
 

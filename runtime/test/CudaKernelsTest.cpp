@@ -319,7 +319,8 @@ void testOptimizer() {
       TrainOptions options;
       options.momentum = 0.9;
       options.weightDecay = 0.1;
-      Optimizer onCpu(options, name), onGpu(options, name);
+      Optimizer onCpu(options, name, /*masterWeights=*/false),
+          onGpu(options, name, /*masterWeights=*/false);
       Tensor w = randomTensor({33, 65}, 120).to(type);
       c.cacheParam("opt.w", w);
       g.cacheParam("opt.w", gpu(w));

@@ -296,7 +296,8 @@ void checkPendingFactors(tprt::Communicator *comm, int r, int n,
     tprt::normalize_grads(ctx);
     float norm = *tprt::grad_norm(ctx, /*dpSharded=*/false).f32();
     tprt::clip_grads(ctx, tprt::Tensor());
-    tprt::optimizer_update(ctx, "sgd", /*dpSharded=*/false);
+    tprt::optimizer_update(ctx, "sgd", /*dpSharded=*/false,
+                           /*masterWeights=*/false);
     // The mean of the ranks' gradients over the label tokens.
     double squares = 0, g[6];
     for (int i = 0; i < 6; ++i) {
@@ -364,7 +365,8 @@ void checkShardedBucket(int r, int n, const Check &check) {
     tprt::normalize_grads(ctx);
     float norm = *tprt::grad_norm(ctx, /*dpSharded=*/true).f32();
     tprt::clip_grads(ctx, tprt::Tensor());
-    tprt::optimizer_update(ctx, "adamw", /*dpSharded=*/true);
+    tprt::optimizer_update(ctx, "adamw", /*dpSharded=*/true,
+                           /*masterWeights=*/false);
     tprt::param_bucket_all_gather(ctx, 0, tprt::DType::F32, "a\nb", padded * 4);
     // The reference: the ranks' sum over 3 label tokens, clipped.
     double squares = 0;

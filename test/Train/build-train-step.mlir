@@ -10,6 +10,10 @@
 // RUN: tp-opt %t/recompute.mlir --tp-build-train-step | FileCheck %t/recompute.mlir --check-prefix=KEEP
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-build-train-step --verify-diagnostics
 // RUN: tp-opt %t/slices.mlir --tp-build-train-step | FileCheck %t/slices.mlir
+// RUN: tp-opt %t/bf16.mlir --tp-build-train-step | FileCheck %t/bf16.mlir
+// RUN: tp-opt %t/bf16.mlir --tp-build-train-step="master-weights=none" | FileCheck %t/bf16.mlir --check-prefix=NONE
+// RUN: tp-opt %t/lora.mlir --tp-build-train-step="master-weights=f32" | FileCheck %t/bf16.mlir --check-prefix=FORCED
+// RUN: not tp-opt %t/bf16.mlir --tp-build-train-step="master-weights=bf16" 2>&1 | FileCheck %t/bf16.mlir --check-prefix=BAD
 
 //--- block.mlir
 // A vocabulary-parallel embedding tied to a column-split head, a column /
@@ -102,7 +106,7 @@
 // EMITC-NEXT: call_opaque "tprt::normalize_grads"(%[[CTX]])
 // EMITC-NEXT: %[[NORM:.*]] = call_opaque "tprt::grad_norm"(%[[CTX]])
 // EMITC-NEXT: call_opaque "tprt::clip_grads"(%[[CTX]], %[[NORM]])
-// EMITC-NEXT: call_opaque "tprt::optimizer_update"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22adamw\22">, false]}
+// EMITC-NEXT: call_opaque "tprt::optimizer_update"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22adamw\22">, false, false]}
 // EMITC-NEXT: return %[[NORM]]
 module attributes {onnx.file = "m.onnx", tp.config = {architecture = "llama"}} {
   shard.grid @tp(shape = 2)
@@ -358,5 +362,25 @@ module attributes {tp.config = {architecture = "llama"}} {
     %b = tp.feature_slice %y [4, 4] : tensor<?x?x8xf32> -> tensor<?x?x4xf32>
     %m = tp.mul %a, %b : tensor<?x?x4xf32>
     return %m : tensor<?x?x4xf32>
+  }
+}
+
+//--- bf16.mlir
+// Parameters held in bf16: FP32 master weights by default (auto), none
+// when asked; forced (f32) on an f32 program, where the runtime has no
+// narrower parameter to keep a master of.
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK: tp.optimizer_update {master_weights, optimizer = "adamw"}
+// NONE: tp.optimizer_update {optimizer = "adamw"}
+// FORCED: tp.optimizer_update {master_weights, optimizer = "adamw"}
+// BAD: error: tp-build-train-step: master-weights must be auto, f32 or none, got 'bf16'
+module attributes {tp.config = {architecture = "llama", pad_token_id = 0 : i64}} {
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %emb: tensor<16x4xbf16> {tp.fqn = "model.embed_tokens.weight"},
+      %w: tensor<16x4xbf16> {tp.fqn = "lm_head.weight"}) -> tensor<?x?x16xbf16> {
+    %h = tp.embedding %ids, %emb : (tensor<?x?xi64>, tensor<16x4xbf16>) -> tensor<?x?x4xbf16>
+    %logits = tp.linear %h, %w : (tensor<?x?x4xbf16>, tensor<16x4xbf16>) -> tensor<?x?x16xbf16>
+    return %logits : tensor<?x?x16xbf16>
   }
 }

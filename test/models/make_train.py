@@ -29,7 +29,14 @@ the unchanged base weights), and for Llama the same run with
     .venv/bin/python test/models/make_train.py [--out test/models] [--arch A ...] [--dtype bf16]
 
 With --dtype bf16 (default arch: llama) only the plain run, with the model
-converted by model.to(torch.bfloat16), into ARCH/train_bf16/. With --seq L
+converted by model.to(torch.bfloat16), into ARCH/train_bf16/. With
+--master-weights as well, the run FSDP2 makes of float32 parameters under
+MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), into
+ARCH/train_bf16_master/: each step computes forward and backward on a bf16
+copy of the float32 parameters (rounded once per step), adds each
+micro-batch's bf16 gradients into float32 ones, and AdamW updates the
+float32 parameters; the saved weights are their bf16 rounding, what the
+program holds. With --seq L
 (default arch: llama) only the plain run, on sequences of length L, into
 ARCH/train_sL/ (L = 11: sequence parallelism pads to a multiple of tp).
 
@@ -37,6 +44,7 @@ Needs the model tools (scripts/setup.sh --models).
 """
 
 import argparse
+import copy
 import json
 import os
 import warnings
@@ -60,6 +68,7 @@ REDUCED = ["llama_bf16", "llama_rope_llama3_short", "gemma3_softcap",
 LORA_ARCHS = ["llama", "qwen2"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}
+TYPE_NAMES = {v: k for k, v in TYPES.items()}
 
 
 def data(seq=SEQ):
@@ -100,8 +109,11 @@ def rebuild(arch, out):
     return upcast
 
 
-def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ):
+def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ,
+          master=False):
     hf = rebuild(arch, out)
+    if master:
+        return train_master(arch, out, hf, TYPES[dtype])
     if dtype is not None:
         # Trained in that type as a user of PyTorch does: model.to(dtype),
         # AdamW on the bf16 parameters (its moments in their type).
@@ -168,6 +180,62 @@ def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ):
     print(arch, "lora" if lora else "", [round(s["loss"], 6) for s in steps])
 
 
+def train_master(arch, out, hf, dtype):
+    """The bf16 run with float32 master weights (see the module doc)."""
+    work = copy.deepcopy(hf).to(dtype)
+    hf.train()
+    work.train()
+    ids, mask = data()
+    labels = ids.masked_fill(mask == 0, -100)
+    pairs = list(zip(hf.parameters(), work.parameters()))
+    params = [m for m, _ in pairs]
+    opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01,
+                            betas=(0.9, 0.999), eps=1e-8)
+
+    def round_into_work():
+        with torch.no_grad():
+            for m, w in pairs:
+                w.copy_(m)
+
+    steps = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        round_into_work()
+        rows = slice(step * ACCUM * BATCH, (step + 1) * ACCUM * BATCH)
+        tokens = int((labels[rows, 1:] != -100).sum())
+        loss = 0.0
+        for k in range(ACCUM):
+            r = slice(rows.start + k * BATCH, rows.start + (k + 1) * BATCH)
+            out_k = work(input_ids=ids[r], attention_mask=mask[r],
+                         labels=labels[r], num_items_in_batch=tokens,
+                         use_cache=False)
+            out_k.loss.backward()
+            loss += out_k.loss.item()
+            # Each micro-batch's bf16 gradient into the float32 one.
+            for m, w in pairs:
+                g = w.grad.float()
+                m.grad = g if m.grad is None else m.grad + g
+                w.grad = None
+        norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params))
+        opt.step()
+        steps.append({"step": step + 1, "loss": loss,
+                      "grad_norm": float(norm), "label_tokens": tokens})
+    round_into_work()
+    d = os.path.join(out, arch, f"train_{TYPE_NAMES[dtype]}_master")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "tokens.npy"), ids.numpy())
+    np.save(os.path.join(d, "mask.npy"), mask.numpy())
+    with open(os.path.join(d, "reference.json"), "w") as f:
+        json.dump({"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01,
+                   "micro_batch": BATCH, "grad_accum": ACCUM,
+                   "master_weights": "f32", "steps": steps}, f, indent=1)
+        f.write("\n")
+    save_file({n: p.detach().float().contiguous()
+               for n, p in work.named_parameters()},
+              os.path.join(d, "final.safetensors"))
+    print(arch, "bf16 + f32 master", [round(s["loss"], 6) for s in steps])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(__file__))
@@ -175,6 +243,9 @@ def main():
     parser.add_argument("--dtype", choices=list(TYPES),
                         help="only the plain run, trained in this type "
                              "(ARCH/train_DTYPE)")
+    parser.add_argument("--master-weights", action="store_true",
+                        help="with --dtype: float32 master weights "
+                             "(ARCH/train_DTYPE_master)")
     parser.add_argument("--seq", type=int, default=SEQ,
                         help="only the plain run, on sequences of this "
                              "length (ARCH/train_sSEQ)")
@@ -183,9 +254,12 @@ def main():
         for arch in args.arch or ["llama"]:
             train(arch, args.out, seq=args.seq)
         return
+    if args.master_weights and not args.dtype:
+        parser.error("--master-weights needs --dtype")
     if args.dtype:
         for arch in args.arch or ["llama"]:
-            train(arch, args.out, dtype=args.dtype)
+            train(arch, args.out, dtype=args.dtype,
+                  master=args.master_weights)
         return
     for arch in args.arch or ARCHS:
         train(arch, args.out)

@@ -82,6 +82,15 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: adamw (torch.optim.AdamW) or sgd "
                      "(torch.optim.SGD with momentum)"),
       llvm::cl::init("adamw")};
+  Option<std::string> masterWeights{
+      *this, "master-weights",
+      llvm::cl::desc("With --train: f32 keeps an FP32 master copy of each "
+                     "parameter held in bf16 or f16, updated and rounded "
+                     "once into it (FSDP2 with f32 parameters under a bf16 "
+                     "MixedPrecisionPolicy); none updates the parameter "
+                     "itself; auto (default): f32 when the program holds "
+                     "parameters in bf16 or f16"),
+      llvm::cl::init("auto")};
   Option<bool> recompute{
       *this, "recompute",
       llvm::cl::desc("With --train: recompute each decoder layer's forward "

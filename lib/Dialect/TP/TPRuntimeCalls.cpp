@@ -880,16 +880,20 @@ LogicalResult ClipGradsOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kCStringAndBool[] = {RuntimeArg::CString, kBool};
+static constexpr RuntimeArg kOptimizerUpdateParams[] = {RuntimeArg::CString,
+                                                        kBool, kBool};
 static constexpr RuntimeSignature kOptimizerUpdate[] = {
-    {"tprt::optimizer_update", kCStringAndBool, 0}};
+    {"tprt::optimizer_update", kOptimizerUpdateParams, 0}};
 
 ArrayRef<RuntimeSignature> OptimizerUpdateOp::getRuntimeSignatures() {
   return kOptimizerUpdate;
 }
 
 LogicalResult OptimizerUpdateOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kOptimizerUpdate[0]).str(getOptimizer()).flag(getDpSharded());
+  call.callee(kOptimizerUpdate[0])
+      .str(getOptimizer())
+      .flag(getDpSharded())
+      .flag(getMasterWeights());
   return success();
 }
 

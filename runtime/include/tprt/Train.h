@@ -96,9 +96,12 @@ struct ShardedBucket {
 /// The optimizer state of every trainable parameter, by FQN.
 class Optimizer {
 public:
-  Optimizer(const TrainOptions &options, std::string name)
-      : options_(options), name_(std::move(name)) {}
+  /// `masterWeights`: parameters held in bf16 or f16 are updated through
+  /// an FP32 master copy (state `master_weight`), rounded once into them.
+  Optimizer(const TrainOptions &options, std::string name, bool masterWeights)
+      : options_(options), name_(std::move(name)), masters_(masterWeights) {}
   const std::string &name() const { return name_; }
+  bool masterWeights() const { return masters_; }
   /// One update of every parameter with a gradient buffer in `ctx`, on the
   /// buffer times its pending scale (1 / label tokens, the mean's and the
   /// clipping's factors), which it resets.
@@ -118,8 +121,10 @@ public:
   /// blocks, FP32.
   std::vector<std::pair<std::string, const Tensor *>>
   stateOf(const std::string &fqn) const;
-  /// The names of the state tensors of each parameter.
-  std::vector<std::string> stateNames() const;
+  /// The names of the state tensors of a parameter held as `param`
+  /// (AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer; and master_weight
+  /// for a bf16 or f16 one with master weights).
+  std::vector<std::string> stateNames(const Tensor &param) const;
   /// With --zero: where `fqn`'s state tensors start in its parameter (this
   /// rank's block, flattened); they hold the elements from there on. None
   /// when the state is the whole block.
@@ -129,6 +134,16 @@ public:
   bool sharded() const { return sharded_; }
 
 private:
+  /// The update of `param` (a parameter, or the run of its elements from
+  /// `begin` on) through the path its type takes: in place (f32, bf16
+  /// without masters), through its FP32 master, or through an f32 copy
+  /// (f16 without masters).
+  void updateHeld(Context &ctx, const std::string &fqn, Tensor &param,
+                  Tensor &grad, float gradScale, std::optional<int64_t> begin);
+  /// Whether a parameter held as `param` has an FP32 master.
+  bool hasMaster(const Tensor &param) const {
+    return masters_ && param.dtype() != DType::F32;
+  }
   /// One parameter's update, on its f32 values (a bf16 one in f32 blocks),
   /// with the gradient grad * gradScale.
   /// `param` may be a run of the parameter's elements from `begin` on
@@ -144,8 +159,9 @@ private:
 
   const TrainOptions &options_;
   std::string name_; ///< "adamw" or "sgd"
+  bool masters_ = false;
   int64_t step_ = 0;
-  std::map<std::string, Tensor> first_, second_;
+  std::map<std::string, Tensor> first_, second_, master_;
   std::map<std::string, int64_t> begins_;
   bool sharded_ = false;
   const ResumePoint *resume_ = nullptr;

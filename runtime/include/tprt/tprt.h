@@ -313,6 +313,14 @@ public:
     int64_t shards = 1, replicas = 1;
     /// The file it was read from.
     std::string file;
+    /// Where in it, as load_param read it: what readParamF32 reads again
+    /// (FP32 master weights start from the stored values, not from the
+    /// parameter's rounding).
+    std::string initializer;
+    uint64_t offset = 0, length = 0;
+    DType storedDtype = DType::F32;
+    bool transposed = false;
+    double storedOffset = 0.0;
   };
   const std::map<std::string, ParamLayout> &paramLayouts() const {
     return layouts_;
@@ -444,6 +452,10 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   bool transposed, int shardDim = -1, int64_t shards = 1,
                   int64_t replicas = 1, DType dtype = DType::F32,
                   double storedOffset = 0.0);
+/// This rank's block of the parameter `fqn` (read by load_param before)
+/// in f32, as stored in its source file (a stored offset undone), before
+/// any rounding to the program's type.
+Tensor readParamF32(Context &ctx, const std::string &fqn);
 /// tp.broadcast_replica: `param` (a replicated parameter, the cached
 /// tensor load_param returned) overwritten in place with the copy of rank 0
 /// of `group` ("tp" or "dp").
@@ -757,8 +769,10 @@ Tensor grad_norm(Context &ctx, bool dpSharded);
 /// is not finite skips this step's update.
 void clip_grads(Context &ctx, const Tensor &norm);
 /// tp.optimizer_update: "adamw" or "sgd" with the run's hyper-parameters;
-/// `dpSharded`: this rank's runs of the sharded buckets only.
-void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded);
+/// `dpSharded`: this rank's runs of the sharded buckets only;
+/// `masterWeights`: bf16 and f16 parameters updated through FP32 masters.
+void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded,
+                      bool masterWeights);
 
 //===----------------------------------------------------------------------===//
 // Sequence padding (sequence parallelism)

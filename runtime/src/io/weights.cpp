@@ -245,6 +245,17 @@ static std::string joinDims(const std::vector<int64_t> &shape) {
   return out;
 }
 
+/// A stored offset undone (a folded norm weight `1 + w` read back as `w`), in
+/// f32, where w + 1 - 1 is exact for the norm weights this serves.
+static void subtractStoredOffset(Tensor &value, double storedOffset) {
+  if (storedOffset == 0.0)
+    return;
+  auto shift = static_cast<float>(storedOffset);
+  float *v = value.f32();
+  for (int64_t i = 0; i < value.numel(); ++i)
+    v[i] -= shift;
+}
+
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
@@ -285,13 +296,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   Tensor value =
       readParamBlock(ctx, fqn, initializer, file, offset, length, storedDtype,
                      shape, transposed, shardDim, shards, shardIndex);
-  // In f32, where w + 1 - 1 is exact for the norm weights this serves.
-  if (storedOffset != 0.0) {
-    float shift = static_cast<float>(storedOffset);
-    float *v = value.f32();
-    for (int64_t i = 0; i < value.numel(); ++i)
-      v[i] -= shift;
-  }
+  subtractStoredOffset(value, storedOffset);
   // A test hook: TPRT_TEST_PERTURB_REPLICAS=R makes rank R's copies of the
   // replicated parameters differ from the others' (what the init's
   // broadcast must undo).
@@ -304,8 +309,29 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   // the kernels run.
   value = value.to(dtype).to(ctx.device());
   ctx.cacheParam(fqn, value);
-  ctx.setParamLayout(fqn,
-                     {shape, shardDim, shards, replicas, ctx.resolve(file)});
+  Context::ParamLayout layout{shape, shardDim, shards, replicas,
+                              ctx.resolve(file)};
+  layout.initializer = initializer;
+  layout.offset = offset;
+  layout.length = length;
+  layout.storedDtype = storedDtype;
+  layout.transposed = transposed;
+  layout.storedOffset = storedOffset;
+  ctx.setParamLayout(fqn, std::move(layout));
+  return value;
+}
+
+Tensor readParamF32(Context &ctx, const std::string &fqn) {
+  auto found = ctx.paramLayouts().find(fqn);
+  if (found == ctx.paramLayouts().end())
+    fatal("parameter '" + fqn + "' was not read");
+  const Context::ParamLayout &l = found->second;
+  int64_t index = l.shardDim >= 0 ? ctx.tp().rank() / l.replicas : 0;
+  Tensor value =
+      readParamBlock(ctx, fqn.c_str(), l.initializer.c_str(), l.file.c_str(),
+                     l.offset, l.length, l.storedDtype, l.shape, l.transposed,
+                     l.shardDim, l.shards, index);
+  subtractStoredOffset(value, l.storedOffset);
   return value;
 }
 

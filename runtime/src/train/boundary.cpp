@@ -351,18 +351,23 @@ void clip_grads(Context &ctx, const Tensor &) {
   }
 }
 
-void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded) {
+void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded,
+                      bool masterWeights) {
   TrainState &state = trainState(ctx, "optimizer_update");
   ctx.waitForAsyncCollectives();
   if (state.skipped)
     return;
   if (!state.optimizer) {
-    state.optimizer = std::make_unique<Optimizer>(state.options, optimizer);
+    state.optimizer =
+        std::make_unique<Optimizer>(state.options, optimizer, masterWeights);
     if (state.resume)
       state.optimizer->resumeFrom(state.resume);
-  } else if (state.optimizer->name() != optimizer)
+  } else if (state.optimizer->name() != optimizer ||
+             state.optimizer->masterWeights() != masterWeights) {
     fatal(std::string("optimizer_update: the optimizer changed from ") +
-          state.optimizer->name() + " to " + optimizer);
+          state.optimizer->name() + " to " + optimizer +
+          " or its master weights changed");
+  }
   if (dpSharded != !state.shardedBuckets.empty())
     fatal(dpSharded ? "optimizer_update: no bucket was reduce-scattered"
                     : "optimizer_update: the gradients were reduce-scattered "

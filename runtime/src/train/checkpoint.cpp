@@ -293,7 +293,8 @@ std::string trainerState(Context &ctx, const TrainOptions &o,
     std::string state;
     if (optimizer && optimizer->sharded()) {
       if (ctx.grads().count(fqn))
-        for (const std::string &name : optimizer->stateNames())
+        for (const std::string &name :
+             optimizer->stateNames(*ctx.cachedParam(fqn)))
           state += (state.empty() ? "" : ", ") + jsonString(name);
     } else if (optimizer) {
       for (const auto &entry : optimizer->stateOf(fqn))
@@ -357,7 +358,8 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
       // Every rank lists every state tensor; it writes its run, if any.
       std::vector<std::pair<std::string, const Tensor *>> held =
           optimizer->stateOf(fqn);
-      std::vector<std::string> names = optimizer->stateNames();
+      std::vector<std::string> names =
+          optimizer->stateNames(*ctx.cachedParam(fqn));
       for (size_t k = 0; k < names.size(); ++k) {
         CheckpointTensor s = tensor;
         s.name = fqn + "." + names[k];

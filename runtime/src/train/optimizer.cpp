@@ -70,25 +70,41 @@ void Optimizer::step(Context &ctx) {
     // for each); the buffer is overwritten by the next step.
     float scale = buffer.pendingScale;
     buffer.pendingScale = 1.0f;
-    if (param->dtype() == DType::F32 || param->dtype() == DType::BF16) {
-      update(ctx, fqn, *param, buffer.grad, scale);
-      continue;
-    }
-    // An f16 parameter (tpc --dtype f16) is updated in an f32 copy, with
-    // f32 moments, and rounded back once, into the storage every handle
-    // shares.
-    Tensor work = param->to(DType::F32);
-    update(ctx, fqn, work, buffer.grad, scale);
-    Tensor narrow = work.to(param->dtype());
-#ifdef TPRT_WITH_CUDA
-    if (param->onGpu()) {
-      cuda::copy(param->raw(), Device::CUDA, narrow.raw(), Device::CUDA,
-                 narrow.bytes());
-      continue;
-    }
-#endif
-    std::memcpy(param->raw(), narrow.raw(), narrow.bytes());
+    updateHeld(ctx, fqn, *param, buffer.grad, scale, std::nullopt);
   }
+}
+
+/// `from`'s values rounded into `to`'s storage, which every handle of the
+/// parameter shares.
+static void narrowInto(const Tensor &from, Tensor &to) {
+  Tensor narrow = from.to(to.dtype());
+#ifdef TPRT_WITH_CUDA
+  if (to.onGpu())
+    return cuda::copy(to.raw(), Device::CUDA, narrow.raw(), Device::CUDA,
+                      narrow.bytes());
+#endif
+  std::memcpy(to.raw(), narrow.raw(), narrow.bytes());
+}
+
+void Optimizer::updateHeld(Context &ctx, const std::string &fqn, Tensor &param,
+                           Tensor &grad, float gradScale,
+                           std::optional<int64_t> begin) {
+  if (hasMaster(param)) {
+    // The update applies to the FP32 master; the parameter is its rounding.
+    Tensor &master = master_[fqn];
+    if (!master.defined())
+      master = initialState(ctx, fqn, "master_weight", param, begin);
+    update(ctx, fqn, master, grad, gradScale, begin);
+    narrowInto(master, param);
+    return;
+  }
+  if (param.dtype() == DType::F32 || param.dtype() == DType::BF16)
+    return update(ctx, fqn, param, grad, gradScale, begin);
+  // An f16 parameter (tpc --dtype f16) without masters is updated in an
+  // f32 copy, with f32 moments, and rounded back once.
+  Tensor work = param.to(DType::F32);
+  update(ctx, fqn, work, grad, gradScale, begin);
+  narrowInto(work, param);
 }
 
 void Optimizer::stepSharded(Context &ctx,
@@ -113,21 +129,7 @@ void Optimizer::stepSharded(Context &ctx,
       Tensor grad = Tensor::view(bucket.shard,
                                  m.offset + lo - bucket.shardBegin, {hi - lo});
       begins_[m.fqn] = lo;
-      if (param->dtype() == DType::F32 || param->dtype() == DType::BF16) {
-        update(ctx, m.fqn, run, grad, scale, lo);
-        continue;
-      }
-      Tensor work = run.to(DType::F32);
-      update(ctx, m.fqn, work, grad, scale, lo);
-      Tensor narrow = work.to(run.dtype());
-#ifdef TPRT_WITH_CUDA
-      if (run.onGpu()) {
-        cuda::copy(run.raw(), Device::CUDA, narrow.raw(), Device::CUDA,
-                   narrow.bytes());
-        continue;
-      }
-#endif
-      std::memcpy(run.raw(), narrow.raw(), narrow.bytes());
+      updateHeld(ctx, m.fqn, run, grad, scale, lo);
     }
   }
 }
@@ -144,33 +146,61 @@ void Optimizer::resumeFrom(const ResumePoint *point) {
   step_ = point->optimizerStep;
 }
 
-std::vector<std::string> Optimizer::stateNames() const {
-  if (name_ == "sgd")
-    return {"momentum_buffer"};
-  return {"exp_avg", "exp_avg_sq"};
+std::vector<std::string> Optimizer::stateNames(const Tensor &param) const {
+  std::vector<std::string> names = {"momentum_buffer"};
+  if (name_ != "sgd")
+    names = {"exp_avg", "exp_avg_sq"};
+  if (hasMaster(param))
+    names.push_back("master_weight");
+  return names;
 }
 
 std::vector<std::pair<std::string, const Tensor *>>
 Optimizer::stateOf(const std::string &fqn) const {
   std::vector<std::pair<std::string, const Tensor *>> out;
-  std::vector<std::string> names = stateNames();
-  const std::map<std::string, Tensor> *maps[] = {&first_, &second_};
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto it = maps[i]->find(fqn);
-    if (it != maps[i]->end() && it->second.defined())
-      out.emplace_back(names[i], &it->second);
+  std::pair<const char *, const std::map<std::string, Tensor> *> maps[] = {
+      {name_ == "sgd" ? "momentum_buffer" : "exp_avg", &first_},
+      {"exp_avg_sq", &second_},
+      {"master_weight", &master_}};
+  for (auto [name, map] : maps) {
+    auto it = map->find(fqn);
+    if (it != map->end() && it->second.defined())
+      out.emplace_back(name, &it->second);
   }
   return out;
+}
+
+/// --zero: the run of `block` (a parameter's block, f32) from `begin` with
+/// `param`'s elements, a tensor of its own on the host.
+static Tensor runOf(const Tensor &block, int64_t begin, const Tensor &param) {
+  if (begin + param.numel() > block.numel())
+    fatal("--resume: optimizer state does not fit the block of its "
+          "parameter on this rank");
+  Tensor host = block.to(Device::CPU),
+         run = Tensor::uninitialized(DType::F32, param.shape());
+  std::memcpy(run.raw(), host.f32() + begin, run.bytes());
+  return run;
 }
 
 Tensor Optimizer::initialState(Context &ctx, const std::string &fqn,
                                const std::string &name, const Tensor &param,
                                std::optional<int64_t> begin) {
+  std::string key = fqn + "." + name;
+  auto entry = resume_
+                   ? resume_->state.find(key)
+                   : std::map<std::string, SafetensorsEntry>::const_iterator();
+  bool saved = resume_ && entry != resume_->state.end();
+  if (name == "master_weight" && !saved) {
+    // The stored values in f32 (a checkpoint saved without masters: its
+    // weights, which --resume read).
+    Tensor block = readParamF32(ctx, fqn);
+    if (!begin)
+      return block.to(param.device());
+    return runOf(block, *begin, param).to(param.device());
+  }
   if (!resume_)
     return zeros(param.shape(), param.device());
-  std::string key = fqn + "." + name;
-  auto entry = resume_->state.find(key);
-  if (entry == resume_->state.end())
+  if (!saved)
     fatal("--resume '" + resume_->dir +
           "': the optimizer state has no tensor '" + key + "'");
   auto layout = ctx.paramLayouts().find(fqn);
@@ -190,16 +220,8 @@ Tensor Optimizer::initialState(Context &ctx, const std::string &fqn,
       entry->second.offset, entry->second.end - entry->second.begin,
       entry->second.dtype, l.shape, /*transposed=*/false, l.shardDim, l.shards,
       index);
-  if (begin) {
-    // --zero: this rank's run of the block.
-    if (*begin + param.numel() > block.numel())
-      fatal("--resume: optimizer state '" + key +
-            "' does not fit the block of its parameter on this rank");
-    Tensor host = block.to(Device::CPU),
-           run = Tensor::uninitialized(DType::F32, param.shape());
-    std::memcpy(run.raw(), host.f32() + *begin, run.bytes());
-    return run.to(param.device());
-  }
+  if (begin)
+    return runOf(block, *begin, param).to(param.device());
   if (block.shape() != param.shape())
     fatal("--resume: optimizer state '" + key +
           "' does not fit the block of "
@@ -222,7 +244,8 @@ void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
   const float *g = grad.f32();
   Tensor &m = first_[fqn];
   if (!m.defined())
-    m = initialState(ctx, fqn, stateNames()[0], param, begin);
+    m = initialState(ctx, fqn, name_ == "sgd" ? "momentum_buffer" : "exp_avg",
+                     param, begin);
   float *mp = m.f32();
   if (name_ == "sgd") {
     // torch.optim.SGD: weight decay into the gradient, the momentum
@@ -248,7 +271,7 @@ void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
   }
   Tensor &v = second_[fqn];
   if (!v.defined())
-    v = initialState(ctx, fqn, stateNames()[1], param, begin);
+    v = initialState(ctx, fqn, "exp_avg_sq", param, begin);
   float *vp = v.f32();
   float decay = static_cast<float>(1.0 - o.lr * o.weightDecay);
   float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2);

@@ -720,8 +720,18 @@ def TP_OptimizerUpdateOp : TP_Op<"optimizer_update",
     With `dp_sharded` (`tpc --zero 1`) a rank updates, and holds the
     optimizer state of, only its runs of the data-parallel buckets; the
     `tp.param_bucket_all_gather` ops after it complete the parameters.
+
+    With `master_weights` (`tpc --master-weights f32`, the default for
+    bf16 training) each parameter held in bf16 or f16 has an FP32 master
+    copy, part of the optimizer state (`master_weight`, sharded with it
+    under `dp_sharded`), first read in f32 from the parameter's source: the
+    update applies to the master, which is then rounded once into the
+    parameter (FSDP2's f32 parameters under a bf16 `MixedPrecisionPolicy`),
+    so updates smaller than the parameter type's resolution accumulate
+    instead of vanishing.
   }];
-  let arguments = (ins StrAttr:$optimizer, UnitAttr:$dp_sharded);
+  let arguments = (ins StrAttr:$optimizer, UnitAttr:$dp_sharded,
+                   UnitAttr:$master_weights);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
