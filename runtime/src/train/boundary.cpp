@@ -210,6 +210,33 @@ void unpackBucket(const float *in, const std::vector<Tensor *> &grads) {
   }
 }
 
+/// Makes each gradient buffer of a bucket a view of the bucket's FP32
+/// buffer `flat` at its offset, or, for one that already is a view of
+/// another bucket, copies it in. Returns whether every buffer is a view of
+/// `flat` (nothing to copy back after a reduction).
+static bool bindToBucket(Context &ctx, Tensor &flat,
+                         const std::vector<Context::GradBuffer *> &buffers,
+                         const std::vector<int64_t> &offsets) {
+  bool allViews = true;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    float *slot = flat.f32() + offsets[i];
+    Context::GradBuffer &buffer = *buffers[i];
+    if (buffer.grad.f32() == slot)
+      continue;
+    // (It may be a view of a bucket still being reduced.)
+    ctx.waitForAsyncCollectives();
+    copyFloats(slot, buffer.grad.f32(), buffer.grad.numel(),
+               buffer.grad.device());
+    if (buffer.inBucket) {
+      allViews = false;
+      continue;
+    }
+    buffer.grad = Tensor::view(flat, offsets[i], buffer.grad.shape());
+    buffer.inBucket = true;
+  }
+  return allViews;
+}
+
 void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
                             DType dtype, const char *fqns, int64_t bytes,
                             const char *group) {
@@ -234,45 +261,33 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
   if (mean)
     for (Context::GradBuffer *b : buffers)
       b->pendingScale /= static_cast<float>(comm.size());
-  // The buffers are FP32 whatever the parameters' dtype: packing is the
-  // cast (a bf16 reduction would round every partial sum). The first step
-  // packs the gradients into the bucket's own buffer and makes theirs
-  // views of it (PyTorch DDP's gradient_as_bucket_view): later steps
-  // accumulate into the bucket and reduce it in place, with no copy. A
-  // gradient already in another bucket (a replicated one's data-parallel
-  // sum) is packed every step.
-  // The reduction of a bucket's own buffer is started, not waited for
-  // (Communicator::allReduceSumAsync: on the GPU it runs beside the
-  // optimizer step's work on the gradients outside buckets); the step's
-  // later calls wait before they touch a bucket.
+  // The buffers are FP32 whatever the parameters' dtype (a bf16 reduction
+  // would round every partial sum). The bucket has its own FP32 buffer,
+  // which the gradients become views of (PyTorch DDP's
+  // gradient_as_bucket_view): later steps accumulate into the bucket and
+  // reduce it in place, with no copy. A gradient already a view of another
+  // bucket (a replicated one's data-parallel sum) is copied in and back.
+  // The reduction of a bucket whose gradients are all its views is
+  // started, not waited for (Communicator::allReduceSumAsync: on the GPU
+  // it runs beside the optimizer step's work on the gradients outside
+  // buckets); the step's later calls wait before they touch a bucket.
   Tensor &flat = state.buckets[std::string(group) + std::to_string(bucket)];
-  if (flat.defined() && flat.numel() == total &&
-      grads.front()->raw() == flat.raw()) {
+  if (!flat.defined())
+    flat = Tensor::uninitialized(DType::F32, {total}, grads.front()->device());
+  std::vector<int64_t> offsets;
+  int64_t offset = 0;
+  for (Tensor *g : grads) {
+    offsets.push_back(offset);
+    offset += g->numel();
+  }
+  if (bindToBucket(ctx, flat, buffers, offsets)) {
     comm.allReduceSumAsync(flat.f32(), total);
   } else {
-    bool bindable = !flat.defined();
-    for (Context::GradBuffer *b : buffers)
-      bindable &= !b->inBucket;
-    // A gradient here may be a view of a bucket still being reduced.
-    ctx.waitForAsyncCollectives();
-    Tensor packed =
-        Tensor::uninitialized(DType::F32, {total}, grads.front()->device());
-    packBucket(grads, packed.f32());
-    if (bindable)
-      comm.allReduceSumAsync(packed.f32(), total);
-    else
-      comm.allReduceSum(packed.f32(), total);
-    if (bindable) {
-      int64_t offset = 0;
-      for (Context::GradBuffer *b : buffers) {
-        b->grad = Tensor::view(packed, offset, b->grad.shape());
-        b->inBucket = true;
-        offset += b->grad.numel();
-      }
-      flat = packed;
-    } else {
-      unpackBucket(packed.f32(), grads);
-    }
+    comm.allReduceSum(flat.f32(), total);
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (buffers[i]->grad.f32() != flat.f32() + offsets[i])
+        copyFloats(buffers[i]->grad.f32(), flat.f32() + offsets[i],
+                   buffers[i]->grad.numel(), flat.device());
   }
   ++state.bucketCollectives;
   state.bucketBytes += bytes;
@@ -424,26 +439,10 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
       copyBytes(b.flat.f32() + offset, zeros.f32(), (padded - offset) * 4,
                 device);
   }
-  std::vector<Tensor *> grads;
-  for (Context::GradBuffer *buffer : buffers)
-    grads.push_back(&buffer->grad);
-  // As grad_bucket_all_reduce: the first step makes the gradient buffers
-  // views of the bucket, so that later steps accumulate into it; a
-  // gradient already in another bucket (a tensor-parallel replica bucket)
-  // is packed every step.
-  if (grads.front()->raw() != b.flat.raw()) {
-    ctx.waitForAsyncCollectives();
-    packBucket(grads, b.flat.f32());
-    bool bindable = true;
-    for (Context::GradBuffer *buffer : buffers)
-      bindable &= !buffer->inBucket;
-    if (bindable)
-      for (size_t i = 0; i < buffers.size(); ++i) {
-        buffers[i]->grad =
-            Tensor::view(b.flat, b.members[i].offset, buffers[i]->grad.shape());
-        buffers[i]->inBucket = true;
-      }
-  }
+  std::vector<int64_t> offsets;
+  for (const ShardedBucket::Member &m : b.members)
+    offsets.push_back(m.offset);
+  bindToBucket(ctx, b.flat, buffers, offsets);
   dp.reduceScatterSum(b.flat.f32(), b.shard.f32(), padded / ranks);
   b.reduced = true;
   ++state.shardedCollectives;
