@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -126,6 +127,91 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
   }
 }
 
+/// The size of the one-dimensional grid `name`, 1 without one.
+int64_t gridSizeOf(ModuleOp module, StringRef name) {
+  auto grid = module.lookupSymbol<shard::GridOp>(name);
+  return grid && grid.getShape().size() == 1 ? grid.getShape()[0] : 1;
+}
+
+/// What a training program holds per rank besides activations, as the
+/// runtime allocates it (train/boundary.cpp, train/optimizer.cpp), for the
+/// rank that holds the most (data-parallel rank 0 under --zero: its runs
+/// are never padding).
+struct MemoryPlan {
+  uint64_t parameters = 0, masters = 0, gradients = 0, state = 0, gather = 0;
+  uint64_t total() const {
+    return parameters + masters + gradients + state + gather;
+  }
+};
+
+MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
+                      uint64_t parameterBytes) {
+  MemoryPlan plan;
+  plan.parameters = parameterBytes;
+  OptimizerUpdateOp optimizer;
+  update.walk([&](OptimizerUpdateOp op) { optimizer = op; });
+  bool masters = optimizer && optimizer.getMasterWeights();
+  uint64_t perElement = optimizer && optimizer.getOptimizer() == "sgd" ? 4 : 8;
+  // Each trainable parameter's elements and whether it has a master.
+  llvm::StringMap<std::pair<uint64_t, bool>> trainable;
+  step.walk([&](AccumulateGradOp acc) {
+    auto type = cast<RankedTensorType>(acc.getParam().getType());
+    trainable[acc.getFqn()] = {static_cast<uint64_t>(type.getNumElements()),
+                               masters && !type.getElementType().isF32()};
+  });
+  // Gradient buffers: each bucket's FP32 buffer (a gradient is a view of the
+  // first that binds it; another bucket holding it has a slot of its own),
+  // and the buffers of gradients in none.
+  llvm::StringSet<> bucketed;
+  update.walk([&](GradBucketAllReduceOp bucket) {
+    plan.gradients += bucket.getBytesAttr().getInt();
+    for (Attribute fqn : bucket.getFqns())
+      bucketed.insert(cast<StringAttr>(fqn).getValue());
+  });
+  int64_t dpRanks = gridSizeOf(module, "dp");
+  llvm::StringSet<> sharded;
+  update.walk([&](GradBucketReduceScatterOp bucket) {
+    uint64_t elements = bucket.getBytesAttr().getInt() / 4,
+             padded = bucket.getPaddedBytesAttr().getInt() / 4,
+             run = padded / dpRanks, owned = std::min(run, elements);
+    plan.gradients += (padded + run) * 4;
+    plan.state += owned * perElement;
+    if (masters && !bucket.getDtype().isF32())
+      plan.masters += owned * 4;
+    plan.gather = std::max<uint64_t>(
+        plan.gather, padded * (bucket.getDtype().getIntOrFloatBitWidth() / 8));
+    for (Attribute fqn : bucket.getFqns()) {
+      bucketed.insert(cast<StringAttr>(fqn).getValue());
+      sharded.insert(cast<StringAttr>(fqn).getValue());
+    }
+  });
+  for (auto &entry : trainable) {
+    auto [elements, master] = entry.second;
+    if (!bucketed.contains(entry.getKey()))
+      plan.gradients += elements * 4;
+    if (sharded.contains(entry.getKey()))
+      continue;
+    plan.state += elements * perElement;
+    if (master)
+      plan.masters += elements * 4;
+  }
+  return plan;
+}
+
+void writeMemoryPlan(const MemoryPlan &plan, bool zero, raw_ostream &os) {
+  os << "\nMemory per rank besides activations (bytes; "
+     << (zero ? "data-parallel rank 0, the largest runs" : "every rank")
+     << "):\n\n| held | bytes |\n|---|---|\n"
+     << "| parameters | " << plan.parameters << " |\n"
+     << "| FP32 master weights | " << plan.masters << " |\n"
+     << "| gradient buffers (FP32, with the buckets') | " << plan.gradients
+     << " |\n"
+     << "| optimizer state | " << plan.state << " |\n"
+     << "| parameter all-gather (the largest sharded bucket, while it runs) | "
+     << plan.gather << " |\n"
+     << "| total | " << plan.total() << " |\n";
+}
+
 } // namespace
 
 FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
@@ -230,9 +316,7 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   if (*update) {
     std::string rows;
     llvm::raw_string_ostream shardedOs(rows);
-    int64_t ranks = 0;
-    if (auto grid = module.lookupSymbol<shard::GridOp>("dp"))
-      ranks = grid.getShape()[0];
+    int64_t dpRanks = gridSizeOf(module, "dp");
     update->getOperation()->walk([&](GradBucketReduceScatterOp bucket) {
       int64_t padded = bucket.getPaddedBytesAttr().getInt();
       shardedOs << "| " << bucket.getBucketAttr().getInt() << " | "
@@ -244,7 +328,7 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
           },
           ", ");
       shardedOs << " | " << bucket.getBytesAttr().getInt() << " | " << padded
-                << " | " << padded / std::max<int64_t>(ranks, 1) << " |\n";
+                << " | " << padded / dpRanks << " |\n";
     });
     if (!rows.empty())
       os << "\nData-parallel sharded buckets (--zero 1: one reduce-scatter of "
@@ -254,6 +338,14 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
             "| bucket | dtype | gradients | bytes (FP32) | padded | run per "
             "rank |\n|---|---|---|---|---|---|\n"
          << rows;
+  }
+
+  if (*step && *update) {
+    auto stepFunc = cast<func::FuncOp>(step->getOperation());
+    auto updateFunc = cast<func::FuncOp>(update->getOperation());
+    writeMemoryPlan(planMemory(module, stepFunc, updateFunc, localBytes),
+                    !updateFunc.getOps<GradBucketReduceScatterOp>().empty(),
+                    os);
   }
 
   PlanReport report;

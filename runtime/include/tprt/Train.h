@@ -121,6 +121,9 @@ public:
   /// blocks, FP32.
   std::vector<std::pair<std::string, const Tensor *>>
   stateOf(const std::string &fqn) const;
+  /// The bytes of the state this rank holds: [FP32 master weights, the
+  /// rest].
+  std::pair<uint64_t, uint64_t> stateBytes() const;
   /// The names of the state tensors of a parameter held as `param`
   /// (AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer; and master_weight
   /// for a bf16 or f16 one with master weights).
@@ -188,6 +191,8 @@ struct TrainState {
   /// reduce-scatters and all-gathers of the last step with their bytes.
   std::map<int64_t, ShardedBucket> shardedBuckets;
   int64_t shardedCollectives = 0, shardedBytes = 0;
+  /// The largest parameter all-gather buffer allocated (bytes).
+  int64_t largestGather = 0;
   /// Made by the first update (the program names the optimizer).
   std::unique_ptr<Optimizer> optimizer;
   /// --resume: where the run continues from (null: a new run).

@@ -469,6 +469,7 @@ void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
     return;
   Device device = b.flat.device();
   Tensor gathered = Tensor::uninitialized(dtype, {padded}, device);
+  state.largestGather = std::max(state.largestGather, bytes);
   auto *out = static_cast<char *>(gathered.raw());
   for (const ShardedBucket::Member &m : b.members) {
     auto [lo, hi] = b.ownedRange(m);

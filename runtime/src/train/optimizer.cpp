@@ -134,6 +134,16 @@ void Optimizer::stepSharded(Context &ctx,
   }
 }
 
+std::pair<uint64_t, uint64_t> Optimizer::stateBytes() const {
+  std::pair<uint64_t, uint64_t> bytes{0, 0};
+  for (const auto &entry : master_)
+    bytes.first += entry.second.bytes();
+  for (const auto *map : {&first_, &second_})
+    for (const auto &entry : *map)
+      bytes.second += entry.second.bytes();
+  return bytes;
+}
+
 std::optional<int64_t> Optimizer::stateBegin(const std::string &fqn) const {
   auto it = begins_.find(fqn);
   if (it == begins_.end())

@@ -169,6 +169,36 @@ void reportStep(std::ofstream &log, int64_t step, double loss, double norm,
 
 } // namespace
 
+/// What this rank holds besides activations, by kind, as the plan report
+/// predicts it (its "Memory per rank" table): every buffer counted once.
+static void reportMemoryHeld(Context &ctx, const TrainState &state) {
+  uint64_t parameters = 0, gradients = 0;
+  for (const auto &entry : ctx.paramLayouts())
+    parameters += ctx.cachedParam(entry.first)->bytes();
+  for (const auto &entry : state.buckets)
+    gradients += entry.second.bytes();
+  for (const auto &entry : state.shardedBuckets)
+    gradients += entry.second.flat.bytes() + entry.second.shard.bytes();
+  for (const auto &entry : ctx.grads())
+    if (!entry.second.inBucket)
+      gradients += entry.second.grad.bytes();
+  auto [masters, moments] = state.optimizer
+                                ? state.optimizer->stateBytes()
+                                : std::pair<uint64_t, uint64_t>{0, 0};
+  uint64_t total = parameters + masters + gradients + moments +
+                   static_cast<uint64_t>(state.largestGather);
+  std::printf("memory held by rank 0 besides activations: parameters %llu, "
+              "FP32 master weights %llu, gradient buffers %llu, optimizer "
+              "state %llu, parameter all-gather %llu: total %llu bytes "
+              "(%.1f MiB)\n",
+              static_cast<unsigned long long>(parameters),
+              static_cast<unsigned long long>(masters),
+              static_cast<unsigned long long>(gradients),
+              static_cast<unsigned long long>(moments),
+              static_cast<unsigned long long>(state.largestGather),
+              static_cast<unsigned long long>(total), total / 1048576.0);
+}
+
 int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
   if (!tprt_model_train_step || !tprt_model_optimizer_step)
     fatal("this program was compiled for inference only: compile it with "
@@ -272,6 +302,7 @@ int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (ctx.rank() == 0) {
     std::printf("peak RSS %.1f MiB (the largest rank)\n", rss);
+    reportMemoryHeld(ctx, state);
     std::printf("replica gradient sync: %lld all-reduces of %.3f MiB (FP32) "
                 "per optimizer step\n",
                 static_cast<long long>(state.bucketCollectives),
