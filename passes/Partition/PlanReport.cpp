@@ -174,7 +174,7 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
     uint64_t elements = bucket.getBytesAttr().getInt() / 4,
              padded = bucket.getPaddedBytesAttr().getInt() / 4,
              run = padded / dpRanks, owned = std::min(run, elements);
-    plan.gradients += (padded + run) * 4;
+    plan.gradients += padded * 4;
     plan.state += owned * perElement;
     if (masters && !bucket.getDtype().isF32())
       plan.masters += owned * 4;

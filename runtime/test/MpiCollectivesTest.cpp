@@ -59,6 +59,14 @@ void checkCommunicator(tprt::Communicator *comm, int r, int n,
   for (int i = 0; i < 3; ++i)
     ok &= part[i] == float(n * (3 * r + i) + n * (n - 1) / 2);
   check(ok, "reduceScatterSum");
+  // In place: this rank's block of the buffer itself.
+  for (int i = 0; i < 3 * n; ++i)
+    blocks[i] = float(i + r);
+  comm->reduceScatterSum(blocks.data(), blocks.data() + 3 * r, 3);
+  ok = true;
+  for (int i = 0; i < 3; ++i)
+    ok &= blocks[3 * r + i] == float(n * (3 * r + i) + n * (n - 1) / 2);
+  check(ok, "reduceScatterSum in place");
 
   double value = r == 1 ? 42.5 : 0.0;
   comm->broadcast(&value, sizeof(value), 1 % n);

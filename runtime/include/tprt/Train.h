@@ -67,10 +67,11 @@ struct ResumePoint {
 /// A gradient bucket sharded over the data-parallel group (--zero 1,
 /// grad_bucket_reduce_scatter): its padded FP32 buffer, which the bucket's
 /// gradient buffers are views of when they can be, and this rank's run of
-/// the reduced sums.
+/// it, where the reduce-scatter leaves the reduced sums.
 struct ShardedBucket {
   Tensor flat, shard;
-  /// This rank's run is [shardBegin, shardBegin + shard.numel()) of flat.
+  /// This rank's run is [shardBegin, shardBegin + shard.numel()) of flat
+  /// (`shard` is a view of it).
   int64_t shardBegin = 0;
   DType dtype = DType::F32;
   /// The newline-separated FQNs, as the program passes them.

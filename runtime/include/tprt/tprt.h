@@ -151,6 +151,8 @@ public:
     allGather(in, out, count);
   }
   /// `in` holds size() * count elements; rank r gets the sum of block r.
+  /// In place when `out` is `in + rank() * count` (block r of `in` itself;
+  /// the other blocks are left undefined).
   virtual void reduceScatterSum(const float *in, float *out, int64_t count) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   /// allReduceSum of `data`, which the caller neither reads nor writes nor

@@ -142,9 +142,20 @@ public:
     finishAllReduceSum();
     if (count > kChunk)
       fatal("reduceScatter: blocks over 2^30 elements are not supported");
-    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT,
-                                   MPI_SUM, comm_),
+    if (out != in + rank_ * count) {
+      check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count),
+                                     MPI_FLOAT, MPI_SUM, comm_),
+            "MPI_Reduce_scatter_block");
+      return;
+    }
+    // In place: MPI leaves this rank's block at the start of the buffer.
+    float *buffer = const_cast<float *>(in);
+    check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer,
+                                   static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                   comm_),
           "MPI_Reduce_scatter_block");
+    if (rank_ != 0)
+      std::memmove(out, buffer, static_cast<size_t>(count) * sizeof(float));
   }
 
   void broadcast(void *data, int64_t bytes, int root) override {

@@ -431,8 +431,11 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
     b.dtype = dtype;
     b.fqns = fqns;
     b.flat = Tensor::uninitialized(DType::F32, {padded}, device);
-    b.shard = Tensor::uninitialized(DType::F32, {padded / ranks}, device);
+    // This rank's run of the bucket itself: the reduce-scatter sums in
+    // place (the bucket's other runs hold no gradient after it, and the
+    // next step's first gradients overwrite them).
     b.shardBegin = dp.rank() * (padded / ranks);
+    b.shard = Tensor::view(b.flat, b.shardBegin, {padded / ranks});
     // The padding is summed too: zeros.
     Tensor zeros(DType::F32, {padded - offset});
     if (padded > offset)

@@ -178,7 +178,7 @@ static void reportMemoryHeld(Context &ctx, const TrainState &state) {
   for (const auto &entry : state.buckets)
     gradients += entry.second.bytes();
   for (const auto &entry : state.shardedBuckets)
-    gradients += entry.second.flat.bytes() + entry.second.shard.bytes();
+    gradients += entry.second.flat.bytes(); // the run is a view of it
   for (const auto &entry : ctx.grads())
     if (!entry.second.inBucket)
       gradients += entry.second.grad.bytes();
