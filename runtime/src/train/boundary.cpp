@@ -436,7 +436,9 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
     // next step's first gradients overwrite them).
     b.shardBegin = dp.rank() * (padded / ranks);
     b.shard = Tensor::view(b.flat, b.shardBegin, {padded / ranks});
-    // The padding is summed too: zeros.
+    // The padding is summed too but never read (the norm, the update and
+    // the all-gather take the gradients' elements only): zeros, so that
+    // its sums are defined.
     Tensor zeros(DType::F32, {padded - offset});
     if (padded > offset)
       copyBytes(b.flat.f32() + offset, zeros.f32(), (padded - offset) * 4,
