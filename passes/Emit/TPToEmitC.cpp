@@ -310,15 +310,6 @@ struct RuntimeCallLowering
   }
 };
 
-/// The ranks along grid `name` (shard.grid @tp, @dp of a training program
-/// with data parallelism), 1 without it.
-int64_t gridSize(ModuleOp module, StringRef name) {
-  if (auto grid = module.lookupSymbol<shard::GridOp>(name))
-    if (grid.getShape().size() == 1 && grid.getShape()[0] > 0)
-      return grid.getShape()[0];
-  return 1;
-}
-
 /// The C++ function of each entry point, by its role.
 StringRef entryFunctionName(func::FuncOp func) {
   auto role = func->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);

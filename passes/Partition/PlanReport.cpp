@@ -127,12 +127,6 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
   }
 }
 
-/// The size of the one-dimensional grid `name`, 1 without one.
-int64_t gridSizeOf(ModuleOp module, StringRef name) {
-  auto grid = module.lookupSymbol<shard::GridOp>(name);
-  return grid && grid.getShape().size() == 1 ? grid.getShape()[0] : 1;
-}
-
 /// What a training program holds per rank besides activations, as the
 /// runtime allocates it (train/boundary.cpp, train/optimizer.cpp), for the
 /// rank that holds the most (data-parallel rank 0 under --zero: its runs
@@ -168,7 +162,7 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
     for (Attribute fqn : bucket.getFqns())
       bucketed.insert(cast<StringAttr>(fqn).getValue());
   });
-  int64_t dpRanks = gridSizeOf(module, "dp");
+  int64_t dpRanks = gridSize(module, "dp");
   llvm::StringSet<> sharded;
   update.walk([&](GradBucketReduceScatterOp bucket) {
     uint64_t elements = bucket.getBytesAttr().getInt() / 4,
@@ -316,7 +310,7 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   if (*update) {
     std::string rows;
     llvm::raw_string_ostream shardedOs(rows);
-    int64_t dpRanks = gridSizeOf(module, "dp");
+    int64_t dpRanks = gridSize(module, "dp");
     update->getOperation()->walk([&](GradBucketReduceScatterOp bucket) {
       int64_t padded = bucket.getPaddedBytesAttr().getInt();
       shardedOs << "| " << bucket.getBucketAttr().getInt() << " | "

@@ -109,6 +109,19 @@ def rebuild(arch, out):
     return upcast
 
 
+def write_run(d, ids, mask, steps, extra):
+    """A run's data and reference.json (the optimizer's settings, `extra`,
+    the per-step losses and grad norms) into `d`."""
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "tokens.npy"), ids.numpy())
+    np.save(os.path.join(d, "mask.npy"), mask.numpy())
+    with open(os.path.join(d, "reference.json"), "w") as f:
+        json.dump({"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01,
+                   "micro_batch": BATCH, "grad_accum": ACCUM, **extra,
+                   "steps": steps}, f, indent=1)
+        f.write("\n")
+
+
 def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ,
           master=False):
     hf = rebuild(arch, out)
@@ -154,15 +167,8 @@ def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ,
                      else f"train_{dtype}" if dtype
                      else f"train_s{seq}" if seq != SEQ else "train")
     os.makedirs(d, exist_ok=True)
-    np.save(os.path.join(d, "tokens.npy"), ids.numpy())
-    np.save(os.path.join(d, "mask.npy"), mask.numpy())
-    with open(os.path.join(d, "reference.json"), "w") as f:
-        extra = {} if max_grad_norm is None else {"max_grad_norm":
-                                                  max_grad_norm}
-        json.dump({"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01,
-                   "micro_batch": BATCH, "grad_accum": ACCUM, **extra,
-                   "steps": steps}, f, indent=1)
-        f.write("\n")
+    write_run(d, ids, mask, steps, {} if max_grad_norm is None
+              else {"max_grad_norm": max_grad_norm})
     # The trained model's logits at generate.py's padded reference inputs
     # (a checkpoint reloaded at any tp must give them).
     model.eval()
@@ -223,13 +229,7 @@ def train_master(arch, out, hf, dtype):
     round_into_work()
     d = os.path.join(out, arch, f"train_{TYPE_NAMES[dtype]}_master")
     os.makedirs(d, exist_ok=True)
-    np.save(os.path.join(d, "tokens.npy"), ids.numpy())
-    np.save(os.path.join(d, "mask.npy"), mask.numpy())
-    with open(os.path.join(d, "reference.json"), "w") as f:
-        json.dump({"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01,
-                   "micro_batch": BATCH, "grad_accum": ACCUM,
-                   "master_weights": "f32", "steps": steps}, f, indent=1)
-        f.write("\n")
+    write_run(d, ids, mask, steps, {"master_weights": "f32"})
     save_file({n: p.detach().float().contiguous()
                for n, p in work.named_parameters()},
               os.path.join(d, "final.safetensors"))

@@ -6,6 +6,7 @@
 #include "tpopt/Dialect/TP/TPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/MathExtras.h"
@@ -103,6 +104,13 @@ std::optional<int64_t> mlir::tp::decoderLayerOfValue(Value v) {
   if (Operation *def = v.getDefiningOp())
     return decoderLayerOf(def);
   return decoderLayerOfUsers(v);
+}
+
+int64_t mlir::tp::gridSize(ModuleOp module, StringRef name) {
+  if (auto grid = module.lookupSymbol<shard::GridOp>(name))
+    if (grid.getShape().size() == 1 && grid.getShape()[0] > 0)
+      return grid.getShape()[0];
+  return 1;
 }
 
 std::optional<int64_t> mlir::tp::decoderLayerOfUsers(Value v) {

@@ -84,8 +84,21 @@ double normPart(const float *g, int64_t n, bool onGpu, bool inf) {
   return squares;
 }
 
-double normPart(const Tensor &grad, bool inf) {
-  return normPart(grad.f32(), grad.numel(), grad.onGpu(), inf);
+/// Adds `n` elements at `g` of the gradient of `fqn` (held in `buffer`,
+/// times its pending scale) into the norm's parts: [split (or each rank's
+/// own), replicated], sums of squares or largest magnitudes (`inf`). A
+/// block that several ranks hold (KV heads fewer than the ranks) has each
+/// of its copies counted once.
+void addNormPart(Context &ctx, const std::string &fqn,
+                 const Context::GradBuffer &buffer, const float *g, int64_t n,
+                 bool onGpu, bool inf, double parts[2]) {
+  double scale = std::fabs(static_cast<double>(buffer.pendingScale));
+  double part = normPart(g, n, onGpu, inf) * (inf ? scale : scale * scale);
+  auto layout = ctx.paramLayouts().find(fqn);
+  if (!inf && layout != ctx.paramLayouts().end())
+    part /= static_cast<double>(layout->second.replicas);
+  double &into = parts[buffer.splitDim >= 0 || buffer.owned ? 0 : 1];
+  into = inf ? maxMagnitude(into, part) : into + part;
 }
 
 /// The norm's parts of this rank's runs of the sharded buckets: [split,
@@ -99,19 +112,11 @@ void shardedNormParts(Context &ctx, TrainState &state, bool inf,
             " was not reduce-scattered in this step");
     for (const ShardedBucket::Member &m : bucket.members) {
       ++members;
-      Context::GradBuffer &buffer = ctx.grads().at(m.fqn);
       auto [lo, hi] = bucket.ownedRange(m);
-      if (hi == lo)
-        continue;
-      double scale = std::fabs(static_cast<double>(buffer.pendingScale));
-      const float *g = bucket.shard.f32() + (m.offset + lo - bucket.shardBegin);
-      double part = normPart(g, hi - lo, bucket.shard.onGpu(), inf) *
-                    (inf ? scale : scale * scale);
-      auto layout = ctx.paramLayouts().find(m.fqn);
-      if (!inf && layout != ctx.paramLayouts().end())
-        part /= static_cast<double>(layout->second.replicas);
-      double &into = parts[buffer.splitDim >= 0 || buffer.owned ? 0 : 1];
-      into = inf ? maxMagnitude(into, part) : into + part;
+      if (hi > lo)
+        addNormPart(ctx, m.fqn, ctx.grads().at(m.fqn),
+                    bucket.shard.f32() + (m.offset + lo - bucket.shardBegin),
+                    hi - lo, bucket.shard.onGpu(), inf, parts);
     }
   }
   if (members != ctx.grads().size())
@@ -132,21 +137,30 @@ void shardedNormParts(Context &ctx, TrainState &state, bool inf,
   }
 }
 
-/// The gradient buffers of a bucket's newline-separated FQNs, in order;
-/// one missing is an error prefixed with `what`.
-std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
-                                               const std::string &what) {
-  std::vector<Context::GradBuffer *> grads;
+/// A bucket's newline-separated FQNs (as the program passes them), in
+/// order.
+std::vector<std::string> splitFqns(const char *fqns) {
+  std::vector<std::string> out;
   for (const char *begin = fqns; *begin;) {
     const char *end = begin;
     while (*end && *end != '\n')
       ++end;
-    std::string fqn(begin, end);
+    out.emplace_back(begin, end);
+    begin = *end ? end + 1 : end;
+  }
+  return out;
+}
+
+/// The gradient buffers of a bucket's FQNs, in order; one missing is an
+/// error prefixed with `what`.
+std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
+                                               const std::string &what) {
+  std::vector<Context::GradBuffer *> grads;
+  for (const std::string &fqn : splitFqns(fqns)) {
     auto it = ctx.grads().find(fqn);
     if (it == ctx.grads().end())
       fatal(what + ": parameter '" + fqn + "' has no gradient");
     grads.push_back(&it->second);
-    begin = *end ? end + 1 : end;
   }
   return grads;
 }
@@ -320,19 +334,10 @@ Tensor grad_norm(Context &ctx, bool dpSharded) {
   else if (!state.shardedBuckets.empty())
     fatal("grad_norm: the gradients were reduce-scattered over data "
           "parallelism, but the norm reads whole buffers");
-  for (auto &[fqn, buffer] : ctx.grads()) {
-    if (dpSharded)
-      break;
-    double scale = std::fabs(static_cast<double>(buffer.pendingScale));
-    double part = normPart(buffer.grad, inf) * (inf ? scale : scale * scale);
-    // A block that several ranks hold (KV heads fewer than the ranks):
-    // each of its copies counted once.
-    auto layout = ctx.paramLayouts().find(fqn);
-    if (!inf && layout != ctx.paramLayouts().end())
-      part /= static_cast<double>(layout->second.replicas);
-    double &into = parts[buffer.splitDim >= 0 || buffer.owned ? 0 : 1];
-    into = inf ? maxMagnitude(into, part) : into + part;
-  }
+  if (!dpSharded)
+    for (auto &[fqn, buffer] : ctx.grads())
+      addNormPart(ctx, fqn, buffer, buffer.grad.f32(), buffer.grad.numel(),
+                  buffer.grad.onGpu(), inf, parts);
   double norm;
   if (inf) {
     // (MPI's maximum of a NaN is unspecified: it travels as infinity.)
@@ -411,17 +416,13 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
   std::vector<Context::GradBuffer *> buffers = bucketGrads(ctx, fqns, what);
   ShardedBucket &b = state.shardedBuckets[bucket];
   if (!b.flat.defined()) {
-    int64_t offset = 0;
     // The layout, fixed by the first step.
-    for (const char *begin = fqns; *begin;) {
-      const char *end = std::strchr(begin, '\n');
-      if (!end)
-        end = begin + std::strlen(begin);
-      std::string fqn(begin, end);
-      int64_t numel = ctx.grads().at(fqn).grad.numel();
-      b.members.push_back({fqn, offset, numel});
+    std::vector<std::string> names = splitFqns(fqns);
+    int64_t offset = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      int64_t numel = buffers[i]->grad.numel();
+      b.members.push_back({names[i], offset, numel});
       offset += numel;
-      begin = *end ? end + 1 : end;
     }
     if (offset * 4 != bytes)
       fatal(what + " holds " + std::to_string(offset * 4) +

@@ -38,6 +38,10 @@ bool isEntryRole(StringRef role);
 /// none; failure (an error on the module) when two are marked alike.
 FailureOr<FunctionOpInterface> lookupEntry(ModuleOp module, StringRef role);
 
+/// The ranks along the one-dimensional grid `name` (shard.grid @tp, @dp of
+/// a training program with data parallelism), 1 without it.
+int64_t gridSize(ModuleOp module, StringRef name);
+
 /// Whether `op`'s result is an output of its function: returned, or
 /// returned after elementwise soft-capping or scaling only (Gemma's
 /// final_logit_softcapping after lm_head).
