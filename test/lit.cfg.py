@@ -43,7 +43,8 @@ else:
 # counterparts do.
 import shutil
 import subprocess
-if (os.path.exists(os.path.join(config.tp_obj_root, "lib", "libtprt.a"))
+if (any(os.path.exists(os.path.join(config.tp_obj_root, "lib", lib))
+         for lib in ("libtprt.a", "libtprt.so"))
         and shutil.which("nvidia-smi")
         and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0):
     config.available_features.add("gpu")

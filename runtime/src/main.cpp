@@ -443,12 +443,13 @@ int runTraining(RunOptions &o, const char *argv0, int rank, int size) {
     if (o.weightsGiven)
       tprt::fatal("--resume reads the weights from '" + o.train.resume +
                   "'; do not also give --weights");
-    resume = tprt::readResumePoint(o.train.resume, o.train);
+    resume = tprt::readResumePoint(o.train.resume, o.train, tprt_model_params);
     o.weights = o.train.resume;
   }
   std::unique_ptr<tprt::Context> ctx =
       makeContext(rank, size, o.weights, o.device);
-  int status = tprt::train(*ctx, o.train, resume.get());
+  int status =
+      tprt::train(*ctx, o.train, tprt_model_sequence_multiple, resume.get());
   if (o.reportReads)
     reportReads(*ctx, rank, size);
   return status;

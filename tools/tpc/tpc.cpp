@@ -135,7 +135,6 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   std::string include = std::string("-I") + TPC_RUNTIME_INCLUDE_DIR;
   std::string runtimeMain =
       std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt_main.a";
-  std::string runtime = std::string(TPC_RUNTIME_LIB_DIR) + "/libtprt.a";
   const char *cxxEnv = std::getenv("TPC_CXX");
   std::string cxx = cxxEnv ? cxxEnv : TPC_CXX;
   auto program = llvm::sys::findProgramByName(cxx);
@@ -149,9 +148,12 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   // loop), whose kernels are compiled optimized in libtprt.a. Optimizing
   // the calls gained nothing measurable on the medium Llama's forward
   // (docs/runtime.md, bench/compile).
-  SmallVector<StringRef> args = {*program,    "-std=c++17", "-O0", "-fopenmp",
-                                 include,     cpp,          "-o",  tempExe,
-                                 runtimeMain, runtime};
+  SmallVector<StringRef> args = {*program,   "-std=c++17", "-O0",
+                                 "-fopenmp", include,      cpp,
+                                 "-o",       tempExe,      runtimeMain};
+  SmallVector<StringRef> runtimeLink;
+  StringRef(TPC_RUNTIME_LINK).split(runtimeLink, ' ', -1, /*KeepEmpty=*/false);
+  args.append(runtimeLink.begin(), runtimeLink.end());
   SmallVector<StringRef> gemmLink;
   StringRef(TPC_GEMM_LINK).split(gemmLink, ' ', -1, /*KeepEmpty=*/false);
   args.append(gemmLink.begin(), gemmLink.end());

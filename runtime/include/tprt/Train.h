@@ -224,14 +224,18 @@ void saveCheckpoint(Context &ctx, const std::string &dir,
 /// Reads DIR/trainer_state.json and the optimizer state's index, and checks
 /// them against the program (its parameters and their global shapes, its
 /// optimizer) and the run's options (--seed): an error names the file and
-/// the tensor or field. Every rank, before the first collective.
+/// the tensor or field. Every rank, before the first collective. `params`
+/// is the program's tprt_model_params: the library takes what the program
+/// defines from main, so that it links as a shared library too.
 std::unique_ptr<ResumePoint> readResumePoint(const std::string &dir,
-                                             const TrainOptions &options);
+                                             const TrainOptions &options,
+                                             const ParamSpec *params);
 
 /// The training loop: `options.steps` optimizer steps of
 /// `options.gradAccum` micro-batches, after those of `resume` when given.
-/// Returns the exit status.
-int train(Context &ctx, const TrainOptions &options,
+/// Rows are padded to a multiple of `sequenceMultiple` (the program's
+/// tprt_model_sequence_multiple). Returns the exit status.
+int train(Context &ctx, const TrainOptions &options, int64_t sequenceMultiple,
           const ResumePoint *resume = nullptr);
 
 } // namespace tprt

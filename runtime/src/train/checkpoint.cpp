@@ -556,7 +556,8 @@ std::string dims(const std::vector<int64_t> &shape) {
 } // namespace
 
 std::unique_ptr<ResumePoint> readResumePoint(const std::string &given,
-                                             const TrainOptions &options) {
+                                             const TrainOptions &options,
+                                             const ParamSpec *params) {
   auto point = std::make_unique<ResumePoint>();
   // Absolute: the state's files are read by path while the program runs.
   char real[PATH_MAX];
@@ -575,7 +576,7 @@ std::unique_ptr<ResumePoint> readResumePoint(const std::string &given,
 
   // The program's parameters, each in the checkpoint with its shape.
   std::map<std::string, std::vector<int64_t>> program;
-  for (const ParamSpec *p = tprt_model_params; p->fqn; ++p)
+  for (const ParamSpec *p = params; p->fqn; ++p)
     program[p->fqn] = std::vector<int64_t>(p->shape, p->shape + p->rank);
   for (const auto &[fqn, shape] : program) {
     auto saved = shapes.find(fqn);

@@ -199,7 +199,8 @@ static void reportMemoryHeld(Context &ctx, const TrainState &state) {
               static_cast<unsigned long long>(total), total / 1048576.0);
 }
 
-int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
+int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
+          const ResumePoint *resume) {
   if (!tprt_model_train_step || !tprt_model_optimizer_step)
     fatal("this program was compiled for inference only: compile it with "
           "tpc --train to use --train");
@@ -231,8 +232,8 @@ int train(Context &ctx, const TrainOptions &o, const ResumePoint *resume) {
   // rank: rows are padded to a multiple (mask 0: out of attention and of
   // the loss), as NeMo AutoModel pads them.
   int64_t length = data.dim(1);
-  data = padSequence(data, tprt_model_sequence_multiple);
-  mask = padSequence(mask, tprt_model_sequence_multiple);
+  data = padSequence(data, sequenceMultiple);
+  mask = padSequence(mask, sequenceMultiple);
   if (data.dim(1) != length)
     ctx.setUnpaddedSequence(length);
   if (!o.save.empty() && ctx.rank() == 0)
