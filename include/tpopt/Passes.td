@@ -525,8 +525,8 @@ def TPFuseSiblingLinears : Pass<"tp-fuse-sibling-linears", "func::FuncOp"> {
 }
 
 def TPFuseGradAccumulation : Pass<"tp-fuse-grad-accumulation", "func::FuncOp"> {
-  let summary = "A linear's weight gradient added into its buffer by the "
-                "product";
+  let summary = "Weight and embedding gradients added into their buffers "
+                "without a gradient tensor";
   let description = [{
     In a training step, a `tp.accumulate_grad` of a `tp.linear_grad_weight`
     that nothing else reads becomes one `tp.accumulate_linear_grad_weight`:
@@ -536,9 +536,21 @@ def TPFuseGradAccumulation : Pass<"tp-fuse-grad-accumulation", "func::FuncOp"> {
     buffer is not read and written again to add it (Megatron-LM's
     gradient-accumulation fusion). A gradient that goes through a
     collective or `tp.replica_sum` first (a k/v projection whose KV heads
-    several ranks hold) stays as it is. Runs on the partitioned program
-    after `tp-replica-grad-sync` (which rejects the fused op: it reads the
-    replica class of every `tp.accumulate_grad`), before `tp-to-emitc`.
+    several ranks hold) stays as it is. A `tp.embedding_grad` of the
+    accumulated table likewise becomes one `tp.accumulate_embedding_grad`,
+    which adds `dy`'s rows into the buffer: no `[vocab, hidden]` gradient.
+
+    First, an accumulation of a `tp.add` that nothing else reads (a
+    parameter used twice, as a tied embedding is by the embedding and the
+    LM head) becomes one accumulation of each operand, placed just after
+    the operand is made: the LM head's gradient is then added to the buffer
+    (or fused into its product) at the start of the backward instead of
+    being held until the embedding's is done, and the sum is never a tensor.
+    The buffer then sums the terms in another order (f32 rounding only).
+
+    Runs on the partitioned program after `tp-replica-grad-sync` (which
+    rejects the fused ops: it reads the replica class of every
+    `tp.accumulate_grad`, once per parameter), before `tp-to-emitc`.
 
     ```mlir
     %dw = tp.linear_grad_weight %dy, %x : (tensor<?x?x128xf32>,

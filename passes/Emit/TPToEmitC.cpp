@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -645,16 +646,25 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     }
     llvm::sort(lines.begin() + first, lines.end());
     first = lines.size();
+    // Every accumulation, fused or not; a parameter accumulated once per
+    // use (tp-fuse-grad-accumulation) is one line.
+    auto gradientLine = [&](auto acc) {
+      lines.push_back("gradient " + acc.getFqn().str() + " " +
+                      (acc.getReduction()
+                           ? stringifyGradReduction(*acc.getReduction())
+                       : acc.getOwned() ? StringRef("excluded")
+                                        : StringRef("sharded"))
+                          .str());
+    };
     if (train)
-      train.walk([&](AccumulateGradOp acc) {
-        lines.push_back("gradient " + acc.getFqn().str() + " " +
-                        (acc.getReduction()
-                             ? stringifyGradReduction(*acc.getReduction())
-                         : acc.getOwned() ? StringRef("excluded")
-                                          : StringRef("sharded"))
-                            .str());
+      train.walk([&](Operation *op) {
+        llvm::TypeSwitch<Operation *, void>(op)
+            .Case<AccumulateGradOp, AccumulateLinearGradWeightOp,
+                  AccumulateEmbeddingGradOp, AccumulateLinearCrossEntropyOp>(
+                gradientLine);
       });
     llvm::sort(lines.begin() + first, lines.end());
+    lines.erase(std::unique(lines.begin() + first, lines.end()), lines.end());
     if (update)
       update.walk([&](GradBucketAllReduceOp bucket) {
         std::string line =

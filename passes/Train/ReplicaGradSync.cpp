@@ -92,10 +92,13 @@ struct TPReplicaGradSyncPass
     // Over dp, every gradient is a partial sum of the global batch.
     Groups tpGroups, dpGroups;
     // A fused accumulation hides its class from the walk below.
-    WalkResult fused = step->walk([&](AccumulateLinearGradWeightOp acc) {
-      acc.emitError("tp-replica-grad-sync: run before "
+    WalkResult fused = step->walk([&](Operation *op) {
+      if (!isa<AccumulateLinearGradWeightOp, AccumulateEmbeddingGradOp,
+               AccumulateLinearCrossEntropyOp>(op))
+        return WalkResult::advance();
+      op->emitError("tp-replica-grad-sync: run before "
                     "tp-fuse-grad-accumulation, which fused the gradient of '")
-          << acc.getFqn() << "'";
+          << op->getAttrOfType<StringAttr>("fqn").getValue() << "'";
       return WalkResult::interrupt();
     });
     if (fused.wasInterrupted())

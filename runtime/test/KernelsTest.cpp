@@ -135,6 +135,88 @@ TEST(Kernels, WeightGradientAccumulatesIntoItsBuffer) {
   }
 }
 
+/// A gradient buffer of `shape` for `fqn`, NaN until the step's first
+/// accumulation overwrites it.
+static void freshNanBuffer(Context &c, const char *fqn,
+                           std::vector<int64_t> shape) {
+  c.grads().erase(fqn);
+  Context::GradBuffer &buffer = c.grads()[fqn];
+  buffer.grad = Tensor::uninitialized(DType::F32, std::move(shape));
+  std::fill_n(buffer.grad.f32(), buffer.grad.numel(),
+              std::numeric_limits<float>::quiet_NaN());
+}
+
+// accumulate_embedding_grad: dy's rows added into the buffer's rows, the
+// first micro-batch zeroing it (NaN before it here), the padding row never
+// touched. Against the sums written out here, and the separate ops.
+TEST(Kernels, EmbeddingGradientAccumulatesIntoItsBuffer) {
+  Context &c = ctx();
+  int64_t vocab = 6, hidden = 5;
+  Tensor table = randomTensor({vocab, hidden}, 90);
+  freshNanBuffer(c, "fused.e", {vocab, hidden});
+  freshNanBuffer(c, "separate.e", {vocab, hidden});
+  std::vector<double> want(vocab * hidden, 0.0);
+  int64_t batches[2][4] = {{1, 4, 1, 0}, {2, 4, 5, 5}};
+  for (int k = 0; k < 2; ++k) {
+    Tensor ids(DType::I64, {2, 2});
+    std::copy(batches[k], batches[k] + 4, ids.i64());
+    Tensor dy = randomTensor({2, 2, hidden}, 91 + k);
+    accumulate_embedding_grad(c, ids, dy, table, "fused.e", -1, false, false,
+                              /*paddingIdx=*/0);
+    accumulate_grad(c, embedding_grad(c, ids, dy, table, false, 0), table,
+                    "separate.e", -1, false);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t h = 0; h < hidden; ++h)
+        if (batches[k][i] != 0)
+          want[batches[k][i] * hidden + h] += dy.f32()[i * hidden + h];
+  }
+  const Tensor &fused = c.grads()["fused.e"].grad;
+  const Tensor &separate = c.grads()["separate.e"].grad;
+  for (int64_t i = 0; i < vocab * hidden; ++i) {
+    EXPECT_NEAR(fused.f32()[i], want[i], 1e-6) << i;
+    EXPECT_EQ(fused.f32()[i], separate.f32()[i]) << i;
+  }
+  c.grads().erase("fused.e");
+  c.grads().erase("separate.e");
+}
+
+// accumulate_linear_cross_entropy: the loss and dx of linear_cross_entropy,
+// its dw added into the buffer by the products. Over two micro-batches
+// (the first overwriting the NaN buffer), more positions than one block,
+// against the separate ops.
+TEST(Kernels, LossWeightGradientAccumulatesIntoItsBuffer) {
+  Context &c = ctx();
+  int64_t seq = 150, hidden = 8, vocab = 4096;
+  Tensor w = randomTensor({vocab, hidden}, 100, -1.0f, 1.0f);
+  freshNanBuffer(c, "fused.lm", {vocab, hidden});
+  freshNanBuffer(c, "separate.lm", {vocab, hidden});
+  for (int k = 0; k < 2; ++k) {
+    Tensor x = randomTensor({2, seq, hidden}, 101 + k, -1.0f, 1.0f);
+    Tensor ids(DType::I64, {2, seq}), mask(DType::I64, {2, seq});
+    for (int64_t i = 0; i < 2 * seq; ++i) {
+      ids.i64()[i] = (i * 131 + 7 * k) % vocab;
+      mask.i64()[i] = i % 9 != 8;
+    }
+    Tensors fused = accumulate_linear_cross_entropy(c, x, w, ids, mask,
+                                                    "fused.lm", -1, false,
+                                                    /*vocabParallel=*/false);
+    Tensors separate = linear_cross_entropy(c, x, w, ids, mask);
+    accumulate_grad(c, separate[2], w, "separate.lm", -1, false);
+    ASSERT_EQ(fused.size(), 2u);
+    EXPECT_EQ(fused[0].f32()[0], separate[0].f32()[0]);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_EQ(fused[1].f32()[i], separate[1].f32()[i]) << "dx " << i;
+  }
+  const Tensor &fused = c.grads()["fused.lm"].grad;
+  const Tensor &separate = c.grads()["separate.lm"].grad;
+  for (int64_t i = 0; i < vocab * hidden; ++i)
+    ASSERT_NEAR(fused.f32()[i], separate.f32()[i],
+                1e-5 * std::max(1.0f, std::fabs(separate.f32()[i])))
+        << "dw " << i;
+  c.grads().erase("fused.lm");
+  c.grads().erase("separate.lm");
+}
+
 // A bf16 program's weight gradients take the separate ops (their bf16
 // product widened and added measured faster than a product into the f32
 // buffer): the same buffer, bit for bit.

@@ -197,6 +197,22 @@ module {
   }
 }
 
+// -----
+
+module {
+  shard.grid @tp(shape = 2)
+  func.func @train_step(%ids: tensor<?x?xi64>, %dy: tensor<?x?x4xf32>, %e: tensor<8x4xf32> {tp.fqn = "e"}) attributes {tp.entry = "train_step"} {
+    // expected-error @+1 {{tp-replica-grad-sync: run before tp-fuse-grad-accumulation, which fused the gradient of 'e'}}
+    tp.accumulate_embedding_grad %ids, %dy into %e {fqn = "e", split_dim = 0 : i64} : tensor<?x?xi64>, tensor<?x?x4xf32>, tensor<8x4xf32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}
+
 //--- zero-errors.mlir
 module {
   func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {

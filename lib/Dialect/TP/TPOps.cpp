@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -621,23 +622,31 @@ LogicalResult CrossEntropyOp::verify() {
   return success();
 }
 
-LogicalResult LinearCrossEntropyOp::verify() {
-  auto x = getX().getType();
-  auto ids = getIds().getType();
-  auto mask = cast<RankedTensorType>(getMask().getType());
+/// x [batch, seq, hidden], ids and mask [batch, seq], weight [vocab, hidden].
+static LogicalResult verifyLinearCrossEntropy(Operation *op, Value xValue,
+                                              Value idsValue, Value maskValue,
+                                              Value weightValue) {
+  auto x = cast<RankedTensorType>(xValue.getType());
+  auto ids = cast<RankedTensorType>(idsValue.getType());
+  auto mask = cast<RankedTensorType>(maskValue.getType());
   if (x.getRank() != 3 || ids.getRank() != 2 || mask.getRank() != 2)
-    return emitOpError("expected x [batch, seq, hidden], ids and mask "
-                       "[batch, seq]");
+    return op->emitOpError("expected x [batch, seq, hidden], ids and mask "
+                           "[batch, seq]");
   for (int64_t d = 0; d < 2; ++d)
     if (!dimsAgree(x.getDimSize(d), ids.getDimSize(d)) ||
         !dimsAgree(ids.getDimSize(d), mask.getDimSize(d)))
-      return emitOpError("dimension ") << d << " of x, ids and mask differ";
-  auto weight = getWeight().getType();
+      return op->emitOpError("dimension ") << d << " of x, ids and mask differ";
+  auto weight = cast<RankedTensorType>(weightValue.getType());
   if (weight.getRank() != 2 ||
       !dimsAgree(weight.getDimSize(1), x.getDimSize(2)))
-    return emitOpError("weight must be [vocab, ")
+    return op->emitOpError("weight must be [vocab, ")
            << dimStr(x.getDimSize(2)) << "], got " << weight;
   return success();
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  return verifyLinearCrossEntropy(*this, getX(), getIds(), getMask(),
+                                  getWeight());
 }
 
 LogicalResult LinearGradInputOp::verify() {
@@ -765,6 +774,32 @@ LogicalResult AccumulateLinearGradWeightOp::verify() {
     return emitOpError("dy, x and the parameter must have one element type");
   if (failed(verifyWeightGradShapes(*this, dy, x, w, "parameter")))
     return failure();
+  return verifyAccumulation(*this);
+}
+
+LogicalResult AccumulateLinearCrossEntropyOp::verify() {
+  if (getX().getType().getElementType() !=
+      getParam().getType().getElementType())
+    return emitOpError("x and the parameter must have one element type");
+  if (failed(verifyLinearCrossEntropy(*this, getX(), getIds(), getMask(),
+                                      getParam())))
+    return failure();
+  return verifyAccumulation(*this);
+}
+
+LogicalResult AccumulateEmbeddingGradOp::verify() {
+  auto dy = getDy().getType();
+  auto table = getParam().getType();
+  if (table.getRank() != 2)
+    return emitOpError("the parameter must be a [vocab, hidden] table");
+  if (dy.getElementType() != table.getElementType())
+    return emitOpError("dy and the parameter must have one element type");
+  if (failed(verifyCompatibleShape(dy.getShape().drop_back(),
+                                   getIds().getType().getShape())) ||
+      failed(verifyCompatibleShape(dy.getShape().take_back(),
+                                   table.getShape().take_back())))
+    return emitOpError("dy must be [ids..., hidden] for ")
+           << getIds().getType() << " and a table of " << table;
   return verifyAccumulation(*this);
 }
 

@@ -721,6 +721,54 @@ AccumulateLinearGradWeightOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeArg kAccumulateLinearCrossEntropyParams[] = {
+    kTensor, kTensor, kTensor, kTensor, RuntimeArg::CString,
+    kI64,    kBool,   kBool};
+static constexpr RuntimeSignature kAccumulateLinearCrossEntropy[] = {
+    {"tprt::accumulate_linear_cross_entropy",
+     kAccumulateLinearCrossEntropyParams, 2}};
+
+ArrayRef<RuntimeSignature>
+AccumulateLinearCrossEntropyOp::getRuntimeSignatures() {
+  return kAccumulateLinearCrossEntropy;
+}
+
+LogicalResult
+AccumulateLinearCrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAccumulateLinearCrossEntropy[0])
+      .tensor(getX())
+      .tensor(getParam())
+      .tensor(getIds())
+      .tensor(getMask())
+      .str(getFqn())
+      .i64(getSplitDim())
+      .flag(getOwned())
+      .flag(getVocabParallel());
+  return success();
+}
+
+static constexpr RuntimeArg kAccumulateEmbeddingGradParams[] = {
+    kTensor, kTensor, kTensor, RuntimeArg::CString, kI64, kBool, kBool, kI64};
+static constexpr RuntimeSignature kAccumulateEmbeddingGrad[] = {
+    {"tprt::accumulate_embedding_grad", kAccumulateEmbeddingGradParams, 0}};
+
+ArrayRef<RuntimeSignature> AccumulateEmbeddingGradOp::getRuntimeSignatures() {
+  return kAccumulateEmbeddingGrad;
+}
+
+LogicalResult AccumulateEmbeddingGradOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAccumulateEmbeddingGrad[0])
+      .tensor(getIds())
+      .tensor(getDy())
+      .tensor(getParam())
+      .str(getFqn())
+      .i64(getSplitDim())
+      .flag(getOwned())
+      .flag(getVocabParallel())
+      .i64(getPaddingIdx().value_or(-1));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Program start and optimizer boundary
 //===----------------------------------------------------------------------===//

@@ -367,6 +367,9 @@ public:
     }
   };
   std::map<std::string, GradBuffer> &grads() { return grads_; }
+  /// Parameter `fqn`'s gradient buffer (made, uninitialized, on first use),
+  /// checked against `param`'s shape: where an accumulation writes.
+  GradBuffer &gradBuffer(const Tensor &param, const char *fqn);
 
   /// Where a kernel puts its result: in buffer `slot` of the activation
   /// plan of the entry function running now (ActivationArena), or, for slot
@@ -668,6 +671,15 @@ Tensors linear_cross_entropy(Context &ctx, const Tensor &x, const Tensor &w,
 Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
                                             const Tensor &w, const Tensor &ids,
                                             const Tensor &mask);
+/// {loss sum, dx} of linear_cross_entropy, its dw added into the f32
+/// gradient buffer of parameter `fqn` (`w`) by the products themselves
+/// (tp.accumulate_linear_cross_entropy): no [V, H] gradient tensor. f32 on
+/// the host; elsewhere linear_cross_entropy then accumulate_grad.
+Tensors accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
+                                        const Tensor &w, const Tensor &ids,
+                                        const Tensor &mask, const char *fqn,
+                                        int64_t splitDim, bool owned,
+                                        bool vocabParallel);
 /// dy [.., out], w [out, in] -> dy w [.., in].
 Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w);
 /// dy [.., out], x [.., in] -> sum over rows of dy^T x [out, in].
@@ -731,6 +743,13 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
                                    const Tensor &x, const Tensor &param,
                                    const char *fqn, int64_t splitDim,
                                    bool owned);
+/// accumulate_grad of embedding_grad(ids, dy, param, ...), dy's rows added
+/// into the f32 buffer's rows (tp.accumulate_embedding_grad): no
+/// [vocab, hidden] gradient tensor. On the host; on the GPU the two calls.
+void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
+                               const Tensor &dy, const Tensor &param,
+                               const char *fqn, int64_t splitDim, bool owned,
+                               bool vocabParallel, int64_t paddingIdx);
 
 //===----------------------------------------------------------------------===//
 // The optimizer step (tprt_model_optimizer_step), once per optimizer step;

@@ -129,6 +129,31 @@ Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
   return out;
 }
 
+namespace {
+
+/// Adds f32 `dy` row i into row ids[i] - start of `out` ([rows, hidden]),
+/// for the ids in [start, start + rows) other than `paddingIdx`.
+void scatterAddEmbeddingRows(const Tensor &ids, const Tensor &dy, float *out,
+                             int64_t rows, int64_t hidden, int64_t start,
+                             int64_t paddingIdx, const char *name) {
+  requireF32(dy, name, "dy");
+  if (ids.dtype() != DType::I64 || dy.numel() != ids.numel() * hidden)
+    fatal(std::string(name) + ": ids " + ids.describe() + " and dy " +
+          dy.describe() + " do not match a table of " + std::to_string(hidden) +
+          " features");
+  int64_t n = ids.numel();
+  const int64_t *id = ids.i64();
+  const float *d = dy.f32();
+  // Threads own features: a token repeated in the batch adds into one row.
+#pragma omp parallel for schedule(static)
+  for (int64_t h = 0; h < hidden; ++h)
+    for (int64_t i = 0; i < n; ++i)
+      if (id[i] >= start && id[i] < start + rows && id[i] != paddingIdx)
+        out[(id[i] - start) * hidden + h] += d[i * hidden + h];
+}
+
+} // namespace
+
 Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                       const Tensor &table, bool vocabParallel,
                       int64_t paddingIdx) {
@@ -138,23 +163,13 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
   if (reducedType(dy) != DType::F32)
     return embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
                           paddingIdx);
-  requireF32(dy, "embedding_grad", "dy");
-  if (ids.dtype() != DType::I64 || table.rank() != 2 ||
-      dy.numel() != ids.numel() * table.dim(1))
-    fatal("embedding_grad: ids " + ids.describe() + ", dy " + dy.describe() +
-          " and table " + table.describe() + " do not match");
-  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
-  int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
+  if (table.rank() != 2)
+    fatal("embedding_grad: the table " + table.describe() + " is not 2-D");
+  int64_t rows = table.dim(0), hidden = table.dim(1);
   Tensor out(DType::F32, table.shape());
-  const int64_t *id = ids.i64();
-  const float *d = dy.f32();
-  float *o = out.f32();
-  // Threads own features: a token repeated in the batch adds into one row.
-#pragma omp parallel for schedule(static)
-  for (int64_t h = 0; h < hidden; ++h)
-    for (int64_t i = 0; i < n; ++i)
-      if (id[i] >= start && id[i] < start + rows && id[i] != paddingIdx)
-        o[(id[i] - start) * hidden + h] += d[i * hidden + h];
+  scatterAddEmbeddingRows(ids, dy, out.f32(), rows, hidden,
+                          vocabParallel ? ctx.tp().rank() * rows : 0,
+                          paddingIdx, "embedding_grad");
   return narrowed(out, reducedType(table));
 }
 
@@ -465,12 +480,8 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
   return out;
 }
 
-namespace {
-/// Parameter `fqn`'s gradient buffer (made, uninitialized, on first use),
-/// checked against `param`'s shape.
-Context::GradBuffer &gradBuffer(Context &ctx, const Tensor &param,
-                                const char *fqn) {
-  Context::GradBuffer &buffer = ctx.grads()[fqn];
+Context::GradBuffer &Context::gradBuffer(const Tensor &param, const char *fqn) {
+  GradBuffer &buffer = grads_[fqn];
   if (!buffer.grad.defined())
     buffer.grad = Tensor::uninitialized(DType::F32, param.shape());
   if (buffer.grad.shape() != param.shape())
@@ -478,8 +489,6 @@ Context::GradBuffer &gradBuffer(Context &ctx, const Tensor &param,
           buffer.grad.describe() + ", the parameter " + param.describe());
   return buffer;
 }
-
-} // namespace
 
 void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
                      const char *fqn, int64_t splitDim, bool owned) {
@@ -495,7 +504,7 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
           grad.describe() + ", the parameter " + param.describe());
-  Context::GradBuffer &buffer = gradBuffer(ctx, param, fqn);
+  Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
   bool first = buffer.takeFirst(splitDim, owned);
   float *acc = buffer.grad.f32();
   cpu::parallelBlocks(
@@ -533,7 +542,7 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
     fatal(std::string("accumulate_linear_grad_weight: dy ") + dy.describe() +
           " and x " + x.describe() + " do not give the gradient of '" + fqn +
           "', " + param.describe());
-  Context::GradBuffer &buffer = gradBuffer(ctx, param, fqn);
+  Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
   float *acc = buffer.grad.f32();
   bool first = buffer.takeFirst(splitDim, owned);
   if (rows > 0)
@@ -542,6 +551,31 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
                           /*accumulate=*/!first);
   else if (first)
     std::fill_n(acc, buffer.grad.numel(), 0.0f);
+}
+
+void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
+                               const Tensor &dy, const Tensor &param,
+                               const char *fqn, int64_t splitDim, bool owned,
+                               bool vocabParallel, int64_t paddingIdx) {
+  if (ctx.device() != Device::CPU)
+    return accumulate_grad(
+        ctx, embedding_grad(ctx, ids, dy, param, vocabParallel, paddingIdx),
+        param, fqn, splitDim, owned);
+  if (reducedType(dy) != DType::F32)
+    return accumulate_embedding_grad(ctx, ids, widened(dy), param, fqn,
+                                     splitDim, owned, vocabParallel,
+                                     paddingIdx);
+  if (param.rank() != 2)
+    fatal(std::string("accumulate_embedding_grad: the parameter '") + fqn +
+          "' is " + param.describe() + ", not a table");
+  Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
+  float *acc = buffer.grad.f32();
+  if (buffer.takeFirst(splitDim, owned))
+    std::fill_n(acc, buffer.grad.numel(), 0.0f);
+  int64_t rows = param.dim(0);
+  scatterAddEmbeddingRows(ids, dy, acc, rows, param.dim(1),
+                          vocabParallel ? ctx.tp().rank() * rows : 0,
+                          paddingIdx, "accumulate_embedding_grad");
 }
 
 } // namespace tprt

@@ -166,9 +166,12 @@ constexpr int64_t kLossBlockMinRows = 256;
 /// block's rows of dx and its share of dw (two products, dw accumulated).
 /// The same arithmetic per row as the separate ops, the loss summed in the
 /// same order; only dw's sum over positions is grouped by block.
+/// With `dwInto`, dw is added into that [V, H] f32 buffer (overwriting it
+/// when `overwrite`) and not returned.
 Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                            const Tensor &ids, const Tensor &mask,
-                           bool vocabParallel) {
+                           bool vocabParallel, float *dwInto = nullptr,
+                           bool overwrite = false) {
   const char *op = vocabParallel ? "linear_cross_entropy_vocab_parallel"
                                  : "linear_cross_entropy";
   requireF32(x, op, "x");
@@ -191,7 +194,12 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
   int64_t blockRows = std::min(
       positions, std::max(kLossBlockMinRows,
                           kLossBlockElements / std::max<int64_t>(vocab, 1)));
-  Tensor dx(DType::F32, x.shape()), dw(DType::F32, w.shape());
+  Tensor dx(DType::F32, x.shape()), dw;
+  if (!dwInto)
+    dw = Tensor(DType::F32, w.shape());
+  float *dwOut = dwInto ? dwInto : dw.f32();
+  if (dwInto && overwrite && (positions == 0 || vocab == 0 || hidden == 0))
+    std::fill_n(dwInto, w.numel(), 0.0f);
   std::vector<float> logits(blockRows * vocab), lse(blockRows), sums(blockRows),
       targets(blockRows);
   double loss = 0;
@@ -253,12 +261,14 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
     if (vocab > 0 && hidden > 0) {
       cpu::linearGradInput(l, w.f32(), dx.f32() + first * hidden, rows, hidden,
                            vocab, bf16Operands);
-      cpu::linearGradWeight(l, xb, dw.f32(), rows, hidden, vocab, bf16Operands,
-                            /*accumulate=*/first > 0);
+      cpu::linearGradWeight(l, xb, dwOut, rows, hidden, vocab, bf16Operands,
+                            /*accumulate=*/first > 0 || (dwInto && !overwrite));
     }
   }
   Tensor total = Tensor::uninitialized(DType::F32, {});
   *total.f32() = static_cast<float>(loss);
+  if (dwInto)
+    return {total, dx};
   return {total, dx, dw};
 }
 
@@ -293,6 +303,24 @@ Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
   if (x.onGpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32)
     return linearCrossEntropyUnfused(ctx, x, w, ids, mask, true);
   return linearCrossEntropy(ctx, x, w, ids, mask, true);
+}
+
+Tensors accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
+                                        const Tensor &w, const Tensor &ids,
+                                        const Tensor &mask, const char *fqn,
+                                        int64_t splitDim, bool owned,
+                                        bool vocabParallel) {
+  if (x.onGpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32) {
+    Tensors r = vocabParallel
+                    ? linear_cross_entropy_vocab_parallel(ctx, x, w, ids, mask)
+                    : linear_cross_entropy(ctx, x, w, ids, mask);
+    accumulate_grad(ctx, r[2], w, fqn, splitDim, owned);
+    return {r[0], r[1]};
+  }
+  Context::GradBuffer &buffer = ctx.gradBuffer(w, fqn);
+  bool first = buffer.takeFirst(splitDim, owned);
+  return linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel,
+                            buffer.grad.f32(), first);
 }
 
 Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,

@@ -704,6 +704,62 @@ func.func @accumulate_linear_grad_weight_types(%dy: tensor<2x3x8xbf16>, %x: tens
 
 // -----
 
+func.func @accumulate_embedding_grad_rows(%ids: tensor<2x3xi64>, %dy: tensor<2x5x4xf32>, %t: tensor<8x4xf32> {tp.fqn = "e.weight"}) {
+  // expected-error @+1 {{dy must be [ids..., hidden] for 'tensor<2x3xi64>' and a table of 'tensor<8x4xf32>'}}
+  tp.accumulate_embedding_grad %ids, %dy into %t {fqn = "e.weight"} : tensor<2x3xi64>, tensor<2x5x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_embedding_grad_hidden(%ids: tensor<2x3xi64>, %dy: tensor<2x3x6xf32>, %t: tensor<8x4xf32> {tp.fqn = "e.weight"}) {
+  // expected-error @+1 {{dy must be [ids..., hidden]}}
+  tp.accumulate_embedding_grad %ids, %dy into %t {fqn = "e.weight"} : tensor<2x3xi64>, tensor<2x3x6xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_embedding_grad_fqn(%ids: tensor<2x3xi64>, %dy: tensor<2x3x4xf32>, %t: tensor<8x4xf32> {tp.fqn = "e.weight"}) {
+  // expected-error @+1 {{'other.weight'}}
+  tp.accumulate_embedding_grad %ids, %dy into %t {fqn = "other.weight"} : tensor<2x3xi64>, tensor<2x3x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_embedding_grad_split_class(%ids: tensor<2x3xi64>, %dy: tensor<2x3x4xf32>, %t: tensor<8x4xf32> {tp.fqn = "e.weight"}) {
+  // expected-error @+1 {{a split parameter's gradient has no replica class}}
+  tp.accumulate_embedding_grad %ids, %dy into %t {fqn = "e.weight", split_dim = 0 : i64, reduction = #tp.grad_reduction<sum>} : tensor<2x3xi64>, tensor<2x3x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_linear_cross_entropy_weight(%x: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>, %w: tensor<8x6xf32> {tp.fqn = "lm_head.weight"}) {
+  // expected-error @+1 {{weight must be [vocab, 4], got 'tensor<8x6xf32>'}}
+  %loss, %dx = tp.accumulate_linear_cross_entropy %x, %ids, %ids into %w {fqn = "lm_head.weight"} : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<8x6xf32>) -> (tensor<f32>, tensor<2x3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @accumulate_linear_cross_entropy_types(%x: tensor<2x3x4xbf16>, %ids: tensor<2x3xi64>, %w: tensor<8x4xf32> {tp.fqn = "lm_head.weight"}) {
+  // expected-error @+1 {{x and the parameter must have one element type}}
+  %loss, %dx = tp.accumulate_linear_cross_entropy %x, %ids, %ids into %w {fqn = "lm_head.weight"} : (tensor<2x3x4xbf16>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<8x4xf32>) -> (tensor<f32>, tensor<2x3x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @accumulate_linear_cross_entropy_owned_class(%x: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>, %w: tensor<8x4xf32> {tp.fqn = "lm_head.weight"}) {
+  // expected-error @+1 {{an owned (excluded) parameter's gradient has no replica class}}
+  %loss, %dx = tp.accumulate_linear_cross_entropy %x, %ids, %ids into %w {fqn = "lm_head.weight", owned, reduction = #tp.grad_reduction<mean>} : (tensor<2x3x4xf32>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<8x4xf32>) -> (tensor<f32>, tensor<2x3x4xf32>)
+  return
+}
+
+// -----
+
 func.func @accumulate_linear_grad_weight_fqn(%dy: tensor<2x3x8xf32>, %x: tensor<2x3x4xf32>, %w: tensor<8x4xf32> {tp.fqn = "a.weight"}) {
   // expected-error @+1 {{the parameter must be the argument of the function whose tp.fqn is 'b.weight'}}
   tp.accumulate_linear_grad_weight %dy, %x into %w {fqn = "b.weight"} : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<8x4xf32>

@@ -509,6 +509,83 @@ def TP_AccumulateLinearGradWeightOp : TP_Op<"accumulate_linear_grad_weight",
   let hasVerifier = 1;
 }
 
+def TP_AccumulateLinearCrossEntropyOp
+    : TP_Op<"accumulate_linear_cross_entropy",
+            [TP_RuntimeCalled, AllTypesMatch<["x", "dx"]>,
+             MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "tp.linear_cross_entropy with its weight gradient added into the buffer";
+  let description = [{
+    `tp.linear_cross_entropy %x, %param, %ids, %mask` whose `dweight` only a
+    `tp.accumulate_grad` into `param` reads, in one step: each block's
+    share of `dweight` is added to the runtime's f32 gradient buffer of
+    `fqn` by its product (the step's first micro-batch overwrites it), so
+    no `[vocab, hidden]` gradient is made: for a large vocabulary that
+    tensor is the largest of the backward. Results `loss` and `dx` are
+    `tp.linear_cross_entropy`'s; `vocab_parallel` is its attribute, the
+    others `tp.accumulate_grad`'s.
+
+    `tp-fuse-grad-accumulation` makes it, after `tp-replica-grad-sync`: it
+    has no partition rule or derivative. The runtime fuses f32 on the host;
+    in bf16 and f16 and on the GPU it runs the two ops.
+
+    ```mlir
+    %loss, %dx = tp.accumulate_linear_cross_entropy %x, %ids, %mask
+        into %w {fqn = "lm_head.weight"}
+        : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<?x?xi64>,
+           tensor<256x64xf32>) -> (tensor<f32>, tensor<?x?x64xf32>)
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$x, TP_IndexTensor:$ids,
+                   TP_MaskTensor:$mask, TP_FloatTensor:$param, StrAttr:$fqn,
+                   DefaultValuedAttr<I64Attr, "-1">:$split_dim,
+                   OptionalAttr<TP_GradReductionAttr>:$reduction,
+                   OptionalAttr<TP_GradReductionAttr>:$derived_reduction,
+                   UnitAttr:$owned, UnitAttr:$vocab_parallel);
+  let results = (outs 0DTensorOf<[F32]>:$loss, TP_FloatTensor:$dx);
+  let assemblyFormat = [{
+    $x `,` $ids `,` $mask `into` $param attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_AccumulateEmbeddingGradOp : TP_Op<"accumulate_embedding_grad",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "An embedding table's gradient, its rows added into the buffer";
+  let description = [{
+    `tp.accumulate_grad` of `tp.embedding_grad %ids, %dy, %param` in one
+    step: each `dy[i]` is added to row `ids[i]` of the runtime's f32
+    gradient buffer of `fqn` (the step's first micro-batch zeroes the
+    buffer first), skipping `padding_idx` and, with `vocab_parallel`, the
+    ids outside this rank's block of the vocabulary. No `[vocab, hidden]`
+    gradient is made: for a large vocabulary that tensor is the largest of
+    the backward. `ids` and `dy` are `tp.embedding_grad`'s; the other
+    attributes are `tp.accumulate_grad`'s.
+
+    `tp-fuse-grad-accumulation` makes it, after `tp-replica-grad-sync`: it
+    has no partition rule or derivative. On the GPU the runtime runs the
+    two ops.
+
+    ```mlir
+    tp.accumulate_embedding_grad %ids, %dy into %table
+        {fqn = "model.embed_tokens.weight", padding_idx = 0 : i64}
+        : tensor<?x?xi64>, tensor<?x?x64xf32>, tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$dy,
+                   TP_FloatTensor:$param, StrAttr:$fqn,
+                   DefaultValuedAttr<I64Attr, "-1">:$split_dim,
+                   OptionalAttr<TP_GradReductionAttr>:$reduction,
+                   OptionalAttr<TP_GradReductionAttr>:$derived_reduction,
+                   UnitAttr:$owned, UnitAttr:$vocab_parallel,
+                   OptionalAttr<I64Attr>:$padding_idx);
+  let assemblyFormat = [{
+    $ids `,` $dy `into` $param attr-dict `:` type($ids) `,` type($dy) `,`
+    type($param)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Program start (func.func @init)
 //===----------------------------------------------------------------------===//
