@@ -45,8 +45,10 @@ def ours(tp, zero):
                              check=True).stdout
         steps = [json.loads(line) for line in open(log)]
     held = int(re.search(r"total ([0-9]+) bytes", out).group(1))
+    predicted = int(re.search(r"activation arenas [0-9]+ = ([0-9]+) bytes",
+                              out).group(1))
     return {"rss": float(re.search(r"peak RSS ([0-9.]+) MiB", out).group(1)),
-            "held": held / 2**20,
+            "held": held / 2**20, "predicted": predicted / 2**20,
             "seconds": DP * B * SEQ / steps[-1]["tokens_per_s"],
             "loss": steps[0]["loss"]}
 
@@ -69,8 +71,9 @@ print(f"bench/memory: 0.5 B Qwen2.5-shaped model (494 M parameters, f32), "
       f"{args.steps} AdamW steps of micro-batch {B} x {SEQ} tokens per "
       f"data-parallel rank, 1 thread per rank")
 print("| grid | program | peak RSS per rank (MiB) | held besides activations, "
-      "plan report (MiB) | last step (s) | step-1 loss |")
-print("|---|---|---|---|---|---|")
+      "plan report (MiB) | predicted with the activation arenas (MiB) | "
+      "peak / predicted | last step (s) | step-1 loss |")
+print("|---|---|---|---|---|---|---|---|")
 ratios = []
 for tp in args.tp or (1, 2):
     z0, z1, fsdp = ours(tp, 0), ours(tp, 1), peer(tp)
@@ -78,11 +81,16 @@ for tp in args.tp or (1, 2):
     for name, r in (("tpc --zero 0", z0), ("tpc --zero 1", z1),
                     ("PyTorch FSDP2" + (" + TP" if tp > 1 else ""), fsdp)):
         if r is None:
-            print(f"| {grid} | {name} | failed (see stderr) | - | - | - |")
+            print(f"| {grid} | {name} | failed (see stderr) | - | - | - | - "
+                  "| - |")
             continue
         held = f"{r['held']:.0f}" if "held" in r else "-"
-        print(f"| {grid} | {name} | {r['rss']:.0f} | {held} | "
-              f"{r['seconds']:.2f} | {r['loss']:.6f} |")
+        predicted, ratio = "-", "-"
+        if "predicted" in r:
+            predicted = f"{r['predicted']:.0f}"
+            ratio = f"{r['rss'] / r['predicted']:.3f}"
+        print(f"| {grid} | {name} | {r['rss']:.0f} | {held} | {predicted} | "
+              f"{ratio} | {r['seconds']:.2f} | {r['loss']:.6f} |")
     ratios.append((grid, z1["rss"] / z0["rss"],
                    z1["rss"] / fsdp["rss"] if fsdp else float("nan"),
                    z1["seconds"] / fsdp["seconds"] if fsdp else float("nan")))

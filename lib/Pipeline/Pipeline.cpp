@@ -87,7 +87,7 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createTPFuseSiblingLinears());
 }
 
-void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
+void mlir::tp::buildTPFusePipeline(OpPassManager &pm,
                                    const TPCompileOptions &options) {
   // On the rank's whole program: what the backward reads stays unfused.
   if (options.fuseLinearCrossEntropy)
@@ -104,10 +104,20 @@ void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
   // Last: the layout is of the program the emitter prints.
   if (options.planActivations)
     pm.addNestedPass<func::FuncOp>(createTPPlanActivations());
+}
+
+void mlir::tp::buildTPToEmitCPipeline(OpPassManager &pm,
+                                      const TPCompileOptions &options) {
   TPToEmitCOptions emit;
   emit.modelPath = options.modelPath;
   emit.layerLoops = options.layerLoops;
   pm.addPass(createTPToEmitC(emit));
+}
+
+void mlir::tp::buildTPEmitPipeline(OpPassManager &pm,
+                                   const TPCompileOptions &options) {
+  buildTPFusePipeline(pm, options);
+  buildTPToEmitCPipeline(pm, options);
 }
 
 void mlir::tp::buildTPCompilePipeline(OpPassManager &pm,

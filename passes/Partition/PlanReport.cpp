@@ -393,3 +393,21 @@ struct TPPlanReportPass : public tp::impl::TPPlanReportBase<TPPlanReportPass> {
 };
 
 } // namespace
+
+std::string mlir::tp::writeActivationPlan(ModuleOp module) {
+  std::string rows;
+  llvm::raw_string_ostream os(rows);
+  for (auto func : module.getOps<func::FuncOp>())
+    if (auto bytes = func->getAttrOfType<IntegerAttr>(
+            TPDialect::kActivationBytesAttrName))
+      os << "| " << func.getSymName() << " | " << bytes.getInt() << " |\n";
+  if (rows.empty())
+    return rows;
+  return "\nActivation arenas per rank (tp-plan-activations: each entry "
+         "point's results laid out by lifetime in one buffer; a call's arena "
+         "is the bytes per token times the tokens of its input, micro-batch x "
+         "sequence. Training holds the memory above plus the training step's "
+         "arena; kernels' scratch and results larger than their slot are "
+         "outside it):\n\n| function | bytes per token |\n|---|---|\n" +
+         rows;
+}

@@ -68,6 +68,13 @@ ActivationArena::ActivationArena(Context &ctx, const PlannedBuffer *plan,
 
 ActivationArena::~ActivationArena() { ctx_.plan_ = std::move(outer_); }
 
+uint64_t Context::activationArenaBytes() const {
+  uint64_t bytes = 0;
+  for (const auto &entry : arenaBytes_)
+    bytes += entry.second;
+  return bytes;
+}
+
 Tensor Context::placed(int64_t slot, DType dtype, std::vector<int64_t> shape) {
   if (slot < 0 || !plan_.arena)
     return Tensor::uninitialized(dtype, std::move(shape));

@@ -37,6 +37,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <optional>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -264,24 +266,34 @@ static LogicalResult run(MLIRContext &context) {
         return success();
       })))
     return failure();
-  if (report) {
-    FailureOr<tp::PlanReport> planReport =
-        tp::buildPlanReport(*module, opts.tp);
+  // The report reads the partitioned program; its activation section, the
+  // fused one (written once the fusions ran, or without it for --emit mlir).
+  std::optional<tp::PlanReport> planReport;
+  auto writeReport = [&](StringRef activations) {
     SmallString<256> reportPath(outputDir);
     llvm::sys::path::append(reportPath, "plan-report.md");
-    if (failed(planReport) ||
-        failed(writeFile(reportPath, [&](raw_ostream &os) {
-          os << planReport->markdown;
-          return success();
-        })))
+    return writeFile(reportPath, [&](raw_ostream &os) {
+      os << planReport->markdown << activations;
+      return success();
+    });
+  };
+  if (report) {
+    FailureOr<tp::PlanReport> built = tp::buildPlanReport(*module, opts.tp);
+    if (failed(built))
       return failure();
+    planReport = std::move(*built);
     llvm::outs() << planReport->summary << "\n";
   }
   if (emit == Emit::Mlir)
-    return success();
+    return planReport ? writeReport("") : success();
 
+  PassManager fuse(&context);
+  tp::buildTPFusePipeline(fuse, opts);
+  if (failed(fuse.run(*module)) ||
+      (planReport && failed(writeReport(tp::writeActivationPlan(*module)))))
+    return failure();
   PassManager lower(&context);
-  tp::buildTPEmitPipeline(lower, opts);
+  tp::buildTPToEmitCPipeline(lower, opts);
   if (failed(lower.run(*module)))
     return failure();
   if (failed(writeFile(cppPath, [&](raw_ostream &os) {

@@ -23,6 +23,12 @@ struct PlanReport {
 /// a diagnostic) when it has none.
 FailureOr<PlanReport> buildPlanReport(ModuleOp module, int64_t ranks);
 
+/// The report's section on activations, of `module` after
+/// tp-plan-activations: each entry point's arena in bytes per token (its
+/// planned results, laid out by lifetime), which a call multiplies by the
+/// tokens of its input. Empty when no function has an arena.
+std::string writeActivationPlan(ModuleOp module);
+
 } // namespace mlir::tp
 
 #endif // TPOPT_PARTITION_PLANREPORT_H

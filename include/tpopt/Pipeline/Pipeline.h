@@ -189,15 +189,23 @@ void buildTPRaisePipeline(OpPassManager &pm, const TPCompileOptions &options);
 void buildTPDistributePipeline(OpPassManager &pm,
                                const TPCompileOptions &options);
 
-/// The rank's program to EmitC: the training step's loss fused with the
-/// output projection (tp-fuse-linear-cross-entropy, with
-/// `fuse-linear-cross-entropy`), a gated MLP's gradients in one pass
-/// (tp-fuse-silu-mul-grad, with `fuse-silu-mul-grad`), epilogues fused
-/// into their products (tp-fuse-epilogues, with `fuse-epilogues`), weight
-/// gradients added into
-/// their buffers by the product (tp-fuse-grad-accumulation, with
-/// `fuse-grad-accumulation`), then tp-to-emitc reading weights from
-/// `model-path`.
+/// The rank's program as the runtime will run it, still in tp ops: the
+/// training step's loss fused with the output projection
+/// (tp-fuse-linear-cross-entropy, with `fuse-linear-cross-entropy`), a
+/// gated MLP's gradients in one pass (tp-fuse-silu-mul-grad, with
+/// `fuse-silu-mul-grad`), epilogues fused into their products
+/// (tp-fuse-epilogues, with `fuse-epilogues`), gradients added into their
+/// buffers where they are made (tp-fuse-grad-accumulation, with
+/// `fuse-grad-accumulation`), the all-reduces overlapped
+/// (tp-overlap-all-reduces) and the activation arenas laid out
+/// (tp-plan-activations, with `plan-activations`).
+void buildTPFusePipeline(OpPassManager &pm, const TPCompileOptions &options);
+
+/// tp-to-emitc, reading weights from `model-path`.
+void buildTPToEmitCPipeline(OpPassManager &pm, const TPCompileOptions &options);
+
+/// The fuse pipeline, then the EmitC one (tpc runs them apart: the plan
+/// report's activations are read between them).
 void buildTPEmitPipeline(OpPassManager &pm, const TPCompileOptions &options);
 
 /// The combinations of options the pipeline cannot run (sequence

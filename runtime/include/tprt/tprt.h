@@ -376,6 +376,9 @@ public:
   /// -1, without a plan, or for a result larger than its buffer, in memory
   /// of its own (Tensor::uninitialized). On the host.
   Tensor placed(int64_t slot, DType dtype, std::vector<int64_t> shape);
+  /// The bytes of the activation arenas this context keeps (each entry
+  /// point's, as large as its largest call so far).
+  uint64_t activationArenaBytes() const;
 
   /// What `model --train` keeps across the optimizer boundary (Train.h);
   /// null outside training.

@@ -170,8 +170,10 @@ void reportStep(std::ofstream &log, int64_t step, double loss, double norm,
 } // namespace
 
 /// What this rank holds besides activations, by kind, as the plan report
-/// predicts it (its "Memory per rank" table): every buffer counted once.
-static void reportMemoryHeld(Context &ctx, const TrainState &state) {
+/// predicts it (its "Memory per rank" table): every buffer counted once;
+/// then with the activation arenas, against the peak resident memory.
+static void reportMemoryHeld(Context &ctx, const TrainState &state,
+                             double peakMiB) {
   uint64_t parameters = 0, gradients = 0;
   for (const auto &entry : ctx.paramLayouts())
     parameters += ctx.cachedParam(entry.first)->bytes();
@@ -197,6 +199,17 @@ static void reportMemoryHeld(Context &ctx, const TrainState &state) {
               static_cast<unsigned long long>(moments),
               static_cast<unsigned long long>(state.largestGather),
               static_cast<unsigned long long>(total), total / 1048576.0);
+  // On the GPU what is held lives in device memory, not in the RSS.
+  if (ctx.device() != Device::CPU)
+    return;
+  uint64_t arenas = ctx.activationArenaBytes();
+  double predicted = (total + arenas) / 1048576.0;
+  std::printf("memory predicted for rank 0: held %llu + activation arenas "
+              "%llu = %llu bytes (%.1f MiB); peak RSS %.1f MiB is %.3fx it\n",
+              static_cast<unsigned long long>(total),
+              static_cast<unsigned long long>(arenas),
+              static_cast<unsigned long long>(total + arenas), predicted,
+              peakMiB, predicted > 0 ? peakMiB / predicted : 0.0);
 }
 
 int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
@@ -303,7 +316,7 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (ctx.rank() == 0) {
     std::printf("peak RSS %.1f MiB (the largest rank)\n", rss);
-    reportMemoryHeld(ctx, state);
+    reportMemoryHeld(ctx, state, rss);
     std::printf("replica gradient sync: %lld all-reduces of %.3f MiB (FP32) "
                 "per optimizer step\n",
                 static_cast<long long>(state.bucketCollectives),
