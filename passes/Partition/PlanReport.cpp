@@ -206,6 +206,118 @@ void writeMemoryPlan(const MemoryPlan &plan, bool zero, raw_ostream &os) {
      << "| total | " << plan.total() << " |\n";
 }
 
+/// Collectives per layer of the forward, in bytes per token (f32
+/// activations); returns how many there are.
+int writeCollectives(func::FuncOp func, raw_ostream &os) {
+  std::map<std::string, std::pair<int, uint64_t>> perLayer;
+  int collectives = 0;
+  func.walk([&](Operation *op) {
+    StringRef kind =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case([](shard::AllReduceOp) { return "all_reduce"; })
+            .Case([](shard::AllGatherOp) { return "all_gather"; })
+            .Case([](shard::ReduceScatterOp) { return "reduce_scatter"; })
+            .Default([](Operation *) { return ""; });
+    if (kind.empty())
+      return;
+    auto type = cast<ShapedType>(op->getResult(0).getType());
+    std::string layer = whereOf(func, op->getOperand(0));
+    auto &entry = perLayer[kind.str() + ", " + layer];
+    entry.first++;
+    entry.second += type.getShape().back() * 4;
+    collectives++;
+  });
+  os << "\n| collective, where | count | bytes per token |\n|---|---|---|\n";
+  for (auto &[where, v] : perLayer)
+    os << "| " << where << " | " << v.first << " | " << v.second << " |\n";
+  return collectives;
+}
+
+/// The projections each rank computes as one product.
+void writeSiblingProducts(func::FuncOp func, raw_ostream &os) {
+  int siblingProducts = 0;
+  std::string siblingRows;
+  llvm::raw_string_ostream siblingOs(siblingRows);
+  func.walk([&](LinearSiblingsOp op) {
+    ++siblingProducts;
+    siblingOs << "| ";
+    int64_t total = 0;
+    SmallVector<std::string> widths;
+    llvm::interleaveComma(op.getWeights(), siblingOs, [&](Value weight) {
+      auto arg = dyn_cast<BlockArgument>(weight);
+      auto fqn = arg ? func.getArgAttrOfType<StringAttr>(
+                           arg.getArgNumber(), TPDialect::kFqnAttrName)
+                     : StringAttr();
+      siblingOs << "`" << (fqn ? fqn.getValue() : "(computed)") << "`";
+      int64_t out = cast<ShapedType>(weight.getType()).getDimSize(0);
+      widths.push_back(std::to_string(out));
+      total += out;
+    });
+    siblingOs << " | " << llvm::join(widths, " + ") << " = " << total << " |\n";
+  });
+  if (siblingProducts)
+    os << "\nSibling projections computed as one product per rank "
+          "(tp-fuse-sibling-linears): "
+       << siblingProducts
+       << "\n\n| parameters | output features per rank |\n|---|---|\n"
+       << siblingRows;
+}
+
+/// The replica gradients' buckets (one all-reduce each per optimizer step).
+void writeReplicaBuckets(Operation *update, raw_ostream &os) {
+  int buckets = 0;
+  std::string rows;
+  llvm::raw_string_ostream bucketOs(rows);
+  update->walk([&](GradBucketAllReduceOp bucket) {
+    ++buckets;
+    bucketOs << "| " << bucket.getBucketAttr().getInt() << " | "
+             << stringifyGradReduction(bucket.getReduction()) << " | "
+             << bucket.getDtype() << " | ";
+    llvm::interleave(
+        bucket.getFqns(), bucketOs,
+        [&](Attribute fqn) {
+          bucketOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
+        },
+        ", ");
+    bucketOs << " | " << bucket.getBytesAttr().getInt() << " |\n";
+  });
+  os << "\nReplica-gradient buckets (one all-reduce each per optimizer "
+        "step, FP32): "
+     << buckets << "\n";
+  if (buckets)
+    os << "\n| bucket | class | dtype | gradients | bytes |\n"
+          "|---|---|---|---|---|\n"
+       << rows;
+}
+
+/// The data-parallel sharded buckets (--zero 1).
+void writeShardedBuckets(ModuleOp module, Operation *update, raw_ostream &os) {
+  std::string rows;
+  llvm::raw_string_ostream shardedOs(rows);
+  int64_t dpRanks = gridSize(module, "dp");
+  update->walk([&](GradBucketReduceScatterOp bucket) {
+    int64_t padded = bucket.getPaddedBytesAttr().getInt();
+    shardedOs << "| " << bucket.getBucketAttr().getInt() << " | "
+              << bucket.getDtype() << " | ";
+    llvm::interleave(
+        bucket.getFqns(), shardedOs,
+        [&](Attribute fqn) {
+          shardedOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
+        },
+        ", ");
+    shardedOs << " | " << bucket.getBytesAttr().getInt() << " | " << padded
+              << " | " << padded / dpRanks << " |\n";
+  });
+  if (!rows.empty())
+    os << "\nData-parallel sharded buckets (--zero 1: one reduce-scatter of "
+          "the gradients and one all-gather of the parameters each per "
+          "optimizer step; each rank updates, and holds the optimizer "
+          "state of, its run):\n\n"
+          "| bucket | dtype | gradients | bytes (FP32) | padded | run per "
+          "rank |\n|---|---|---|---|---|---|\n"
+       << rows;
+}
+
 } // namespace
 
 FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
@@ -233,105 +345,11 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   writeParameters(func, sinks, static_cast<bool>(*step), os, localBytes,
                   globalBytes, sharded, replicated);
 
-  // Collectives per layer, in bytes per token (f32 activations).
-  std::map<std::string, std::pair<int, uint64_t>> perLayer;
-  int collectives = 0;
-  func.walk([&](Operation *op) {
-    StringRef kind =
-        llvm::TypeSwitch<Operation *, StringRef>(op)
-            .Case([](shard::AllReduceOp) { return "all_reduce"; })
-            .Case([](shard::AllGatherOp) { return "all_gather"; })
-            .Case([](shard::ReduceScatterOp) { return "reduce_scatter"; })
-            .Default([](Operation *) { return ""; });
-    if (kind.empty())
-      return;
-    auto type = cast<ShapedType>(op->getResult(0).getType());
-    std::string layer = whereOf(func, op->getOperand(0));
-    auto &entry = perLayer[kind.str() + ", " + layer];
-    entry.first++;
-    entry.second += type.getShape().back() * 4;
-    collectives++;
-  });
-  os << "\n| collective, where | count | bytes per token |\n|---|---|---|\n";
-  for (auto &[where, v] : perLayer)
-    os << "| " << where << " | " << v.first << " | " << v.second << " |\n";
-  // Projections each rank computes as one product.
-  int siblingProducts = 0;
-  std::string siblingRows;
-  llvm::raw_string_ostream siblingOs(siblingRows);
-  func.walk([&](LinearSiblingsOp op) {
-    ++siblingProducts;
-    siblingOs << "| ";
-    int64_t total = 0;
-    SmallVector<std::string> widths;
-    llvm::interleaveComma(op.getWeights(), siblingOs, [&](Value weight) {
-      auto arg = dyn_cast<BlockArgument>(weight);
-      auto fqn = arg ? func.getArgAttrOfType<StringAttr>(
-                           arg.getArgNumber(), TPDialect::kFqnAttrName)
-                     : StringAttr();
-      siblingOs << "`" << (fqn ? fqn.getValue() : "(computed)") << "`";
-      int64_t out = cast<ShapedType>(weight.getType()).getDimSize(0);
-      widths.push_back(std::to_string(out));
-      total += out;
-    });
-    siblingOs << " | " << llvm::join(widths, " + ") << " = " << total << " |\n";
-  });
-  if (siblingProducts)
-    os << "\nSibling projections computed as one product per rank "
-          "(tp-fuse-sibling-linears): "
-       << siblingProducts
-       << "\n\n| parameters | output features per rank |\n|---|---|\n"
-       << siblingRows;
+  int collectives = writeCollectives(func, os);
+  writeSiblingProducts(func, os);
   if (*update) {
-    int buckets = 0;
-    std::string rows;
-    llvm::raw_string_ostream bucketOs(rows);
-    update->getOperation()->walk([&](GradBucketAllReduceOp bucket) {
-      ++buckets;
-      bucketOs << "| " << bucket.getBucketAttr().getInt() << " | "
-               << stringifyGradReduction(bucket.getReduction()) << " | "
-               << bucket.getDtype() << " | ";
-      llvm::interleave(
-          bucket.getFqns(), bucketOs,
-          [&](Attribute fqn) {
-            bucketOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
-          },
-          ", ");
-      bucketOs << " | " << bucket.getBytesAttr().getInt() << " |\n";
-    });
-    os << "\nReplica-gradient buckets (one all-reduce each per optimizer "
-          "step, FP32): "
-       << buckets << "\n";
-    if (buckets)
-      os << "\n| bucket | class | dtype | gradients | bytes |\n"
-            "|---|---|---|---|---|\n"
-         << rows;
-  }
-  if (*update) {
-    std::string rows;
-    llvm::raw_string_ostream shardedOs(rows);
-    int64_t dpRanks = gridSize(module, "dp");
-    update->getOperation()->walk([&](GradBucketReduceScatterOp bucket) {
-      int64_t padded = bucket.getPaddedBytesAttr().getInt();
-      shardedOs << "| " << bucket.getBucketAttr().getInt() << " | "
-                << bucket.getDtype() << " | ";
-      llvm::interleave(
-          bucket.getFqns(), shardedOs,
-          [&](Attribute fqn) {
-            shardedOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
-          },
-          ", ");
-      shardedOs << " | " << bucket.getBytesAttr().getInt() << " | " << padded
-                << " | " << padded / dpRanks << " |\n";
-    });
-    if (!rows.empty())
-      os << "\nData-parallel sharded buckets (--zero 1: one reduce-scatter of "
-            "the gradients and one all-gather of the parameters each per "
-            "optimizer step; each rank updates, and holds the optimizer "
-            "state of, its run):\n\n"
-            "| bucket | dtype | gradients | bytes (FP32) | padded | run per "
-            "rank |\n|---|---|---|---|---|---|\n"
-         << rows;
+    writeReplicaBuckets(update->getOperation(), os);
+    writeShardedBuckets(module, update->getOperation(), os);
   }
 
   if (*step && *update) {
