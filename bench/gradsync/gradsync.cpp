@@ -155,13 +155,13 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
   for (size_t i : order)
     sortedBytes.push_back(bytes[i]);
   auto limit = static_cast<int64_t>(bucketMib * 1024 * 1024);
-  std::vector<std::string> buckets;
+  std::vector<std::vector<std::string>> buckets;
   std::vector<int64_t> bucketBytes;
   for (auto [begin, end] : tprt::planBuckets(sortedBytes, limit)) {
-    std::string fqns;
+    std::vector<std::string> fqns;
     int64_t b = 0;
     for (size_t i = begin; i < end; ++i) {
-      fqns += (fqns.empty() ? "" : "\n") + set.fqns[order[i]];
+      fqns.push_back(set.fqns[order[i]]);
       b += sortedBytes[i];
     }
     buckets.push_back(fqns);
@@ -188,7 +188,7 @@ void run(tprt::Context &ctx, const GradSet &set, double bucketMib, int rounds) {
     double s = timed(device, [&] {
       for (size_t b = 0; b < buckets.size(); ++b)
         tprt::grad_bucket_all_reduce(ctx, static_cast<int64_t>(b), true,
-                                     tprt::DType::F32, buckets[b].c_str(),
+                                     tprt::DType::F32, buckets[b],
                                      bucketBytes[b], "tp");
       // The buckets' all-reduces run beside the stream on the GPU.
       ctx.waitForAsyncCollectives();

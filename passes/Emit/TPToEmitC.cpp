@@ -145,6 +145,11 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
     } else if (auto *s = std::get_if<std::string>(&arg)) {
       attr = emitc::OpaqueAttr::get(
           ctx, kind == RuntimeArg::CString ? quoted(*s) : *s);
+    } else if (auto *strings = std::get_if<SmallVector<std::string>>(&arg)) {
+      std::string list = "{";
+      for (auto [k, str] : llvm::enumerate(*strings))
+        list += (k ? ", " : "") + quoted(str);
+      attr = emitc::OpaqueAttr::get(ctx, list + "}");
     } else if (auto *reals = std::get_if<SmallVector<double>>(&arg)) {
       // Round-trip precision: the runtime gets the attribute's doubles.
       std::string list = "{";

@@ -295,7 +295,7 @@ void testBucketSync() {
       accumulate_grad(*ctx, here(b), here(b), "sync.b", -1, false);
       optimizer_boundary(*ctx);
       grad_bucket_all_reduce(*ctx, 0, /*mean=*/true, DType::F32,
-                             "sync.a\nsync.b", (300 + 35) * 4, "tp");
+                             {"sync.a", "sync.b"}, (300 + 35) * 4, "tp");
       state.labelTokens = 4;
       normalize_grads(*ctx);
     }

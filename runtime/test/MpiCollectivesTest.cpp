@@ -254,7 +254,7 @@ void checkBf16GradientReduction(tprt::Communicator *comm, int r, int n,
     grad.f32()[i] = r == 0 ? 1.0f : 1.0f / 512;
   tprt::accumulate_grad(ctx, grad.to(tprt::DType::BF16), param, "w", -1, false);
   tprt::optimizer_boundary(ctx);
-  tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/false, tprt::DType::BF16, "w",
+  tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/false, tprt::DType::BF16, {"w"},
                                16, "tp");
   const tprt::Tensor &sum = ctx.grads()["w"].grad;
   ok = sum.dtype() == tprt::DType::F32;
@@ -298,7 +298,7 @@ void checkPendingFactors(tprt::Communicator *comm, int r, int n,
       tprt::accumulate_grad(ctx, grad, param, "w", -1, false);
     }
     tprt::optimizer_boundary(ctx);
-    tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/true, tprt::DType::F32, "w",
+    tprt::grad_bucket_all_reduce(ctx, 0, /*mean=*/true, tprt::DType::F32, {"w"},
                                  24, "tp");
     state.labelTokens = 7 * step;
     tprt::normalize_grads(ctx);
@@ -367,7 +367,7 @@ void checkShardedBucket(int r, int n, const Check &check) {
       tprt::accumulate_grad(ctx, grad, params[k], names[k], -1, false);
     }
     tprt::optimizer_boundary(ctx);
-    tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, "a\nb", 1200,
+    tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, {"a", "b"}, 1200,
                                      padded * 4);
     state.labelTokens = 3;
     tprt::normalize_grads(ctx);
@@ -375,7 +375,8 @@ void checkShardedBucket(int r, int n, const Check &check) {
     tprt::clip_grads(ctx, tprt::Tensor());
     tprt::optimizer_update(ctx, "adamw", /*dpSharded=*/true,
                            /*masterWeights=*/false);
-    tprt::param_bucket_all_gather(ctx, 0, tprt::DType::F32, "a\nb", padded * 4);
+    tprt::param_bucket_all_gather(ctx, 0, tprt::DType::F32, {"a", "b"},
+                                  padded * 4);
     // The reference: the ranks' sum over 3 label tokens, clipped.
     double squares = 0;
     std::vector<double> g[2];

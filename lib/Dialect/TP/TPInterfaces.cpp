@@ -167,6 +167,8 @@ StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
     return "std::vector<int64_t>";
   case RuntimeArg::Reals:
     return "std::vector<double>";
+  case RuntimeArg::Strings:
+    return "std::vector<std::string>";
   }
   return "";
 }
@@ -200,6 +202,8 @@ static bool matches(const RuntimeCall::Arg &arg, RuntimeArg kind) {
     return std::holds_alternative<SmallVector<int64_t>>(arg);
   case RuntimeArg::Reals:
     return std::holds_alternative<SmallVector<double>>(arg);
+  case RuntimeArg::Strings:
+    return std::holds_alternative<SmallVector<std::string>>(arg);
   case RuntimeArg::Slot:
     return false;
   }

@@ -805,7 +805,7 @@ LogicalResult OptimizerBoundaryOp::buildRuntimeCall(RuntimeCall &call) {
 static constexpr RuntimeArg kGradBucketParams[] = {kI64,
                                                    kBool,
                                                    RuntimeArg::DType,
-                                                   RuntimeArg::CString,
+                                                   RuntimeArg::Strings,
                                                    kI64,
                                                    RuntimeArg::CString};
 static constexpr RuntimeSignature kGradBucketAllReduce[] = {
@@ -823,16 +823,12 @@ static StringRef bucketDType(Type type) {
                          : "";
 }
 
-/// A bucket's FQNs as one string, split by the runtime (FQNs have no
-/// newline).
-static std::string joinedFqns(ArrayAttr fqns) {
-  std::string joined;
-  for (Attribute fqn : fqns) {
-    if (!joined.empty())
-      joined += '\n';
-    joined += cast<StringAttr>(fqn).getValue();
-  }
-  return joined;
+/// A bucket's FQNs, a table the runtime reads by name.
+static SmallVector<std::string> bucketFqns(ArrayAttr fqns) {
+  SmallVector<std::string> names;
+  for (Attribute fqn : fqns)
+    names.push_back(cast<StringAttr>(fqn).getValue().str());
+  return names;
 }
 
 LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
@@ -843,14 +839,14 @@ LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
       .i64(getBucket())
       .flag(getReduction() == GradReduction::Mean)
       .str(dtype)
-      .str(joinedFqns(getFqns()))
+      .strings(bucketFqns(getFqns()))
       .i64(getBytes())
       .str(getGroup());
   return success();
 }
 
 static constexpr RuntimeArg kReduceScatterParams[] = {
-    kI64, RuntimeArg::DType, RuntimeArg::CString, kI64, kI64};
+    kI64, RuntimeArg::DType, RuntimeArg::Strings, kI64, kI64};
 static constexpr RuntimeSignature kGradBucketReduceScatter[] = {
     {"tprt::grad_bucket_reduce_scatter", kReduceScatterParams, 0}};
 
@@ -865,14 +861,14 @@ LogicalResult GradBucketReduceScatterOp::buildRuntimeCall(RuntimeCall &call) {
   call.callee(kGradBucketReduceScatter[0])
       .i64(getBucket())
       .str(dtype)
-      .str(joinedFqns(getFqns()))
+      .strings(bucketFqns(getFqns()))
       .i64(getBytes())
       .i64(getPaddedBytes());
   return success();
 }
 
 static constexpr RuntimeArg kAllGatherParams[] = {kI64, RuntimeArg::DType,
-                                                  RuntimeArg::CString, kI64};
+                                                  RuntimeArg::Strings, kI64};
 static constexpr RuntimeSignature kParamBucketAllGather[] = {
     {"tprt::param_bucket_all_gather", kAllGatherParams, 0}};
 
@@ -887,7 +883,7 @@ LogicalResult ParamBucketAllGatherOp::buildRuntimeCall(RuntimeCall &call) {
   call.callee(kParamBucketAllGather[0])
       .i64(getBucket())
       .str(dtype)
-      .str(joinedFqns(getFqns()))
+      .strings(bucketFqns(getFqns()))
       .i64(getBytes());
   return success();
 }

@@ -74,8 +74,8 @@ struct ShardedBucket {
   /// (`shard` is a view of it).
   int64_t shardBegin = 0;
   DType dtype = DType::F32;
-  /// The newline-separated FQNs, as the program passes them.
-  std::string fqns;
+  /// The FQNs, as the program passes them.
+  std::vector<std::string> fqns;
   /// Each gradient's FQN, offset in `flat` and elements.
   struct Member {
     std::string fqn;

@@ -762,26 +762,26 @@ void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
 /// tp.optimizer_boundary: the step's micro-batches have accumulated; every
 /// gradient buffer exists.
 void optimizer_boundary(Context &ctx);
-/// tp.grad_bucket_all_reduce: the gradient buffers `fqns` (separated by
-/// newlines; `bytes` at FP32 size in all) packed into one FP32 buffer,
+/// tp.grad_bucket_all_reduce: the gradient buffers `fqns` (in order;
+/// `bytes` at FP32 size in all) packed into one FP32 buffer,
 /// all-reduced (sum) over `group` ("tp" or "dp"), divided by its ranks
 /// when `mean`, unpacked; `dtype` is the parameters' (the buffers are
 /// FP32).
 void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
-                            DType dtype, const char *fqns, int64_t bytes,
-                            const char *group);
+                            DType dtype, std::vector<std::string> fqns,
+                            int64_t bytes, const char *group);
 /// tp.grad_bucket_reduce_scatter (--zero 1): the gradient buffers `fqns`
 /// (`bytes` at FP32 size) packed into one FP32 buffer of `paddedBytes`,
 /// reduce-scattered (sum) over the data-parallel group: this rank keeps
 /// the sums of its equal run of it, which the norm and the update read.
 void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
-                                const char *fqns, int64_t bytes,
+                                std::vector<std::string> fqns, int64_t bytes,
                                 int64_t paddedBytes);
 /// tp.param_bucket_all_gather (--zero 1): the parameters of a sharded
 /// bucket, each rank's updated run all-gathered over the data-parallel
 /// group (`bytes`: the padded bucket in `dtype`).
 void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
-                             const char *fqns, int64_t bytes);
+                             std::vector<std::string> fqns, int64_t bytes);
 /// tp.normalize_grads: every gradient divided by the step's label tokens.
 void normalize_grads(Context &ctx);
 /// tp.grad_norm: the global norm (L2, or inf with --norm-type inf), FP64

@@ -137,26 +137,13 @@ void shardedNormParts(Context &ctx, TrainState &state, bool inf,
   }
 }
 
-/// A bucket's newline-separated FQNs (as the program passes them), in
-/// order.
-std::vector<std::string> splitFqns(const char *fqns) {
-  std::vector<std::string> out;
-  for (const char *begin = fqns; *begin;) {
-    const char *end = begin;
-    while (*end && *end != '\n')
-      ++end;
-    out.emplace_back(begin, end);
-    begin = *end ? end + 1 : end;
-  }
-  return out;
-}
-
 /// The gradient buffers of a bucket's FQNs, in order; one missing is an
 /// error prefixed with `what`.
-std::vector<Context::GradBuffer *> bucketGrads(Context &ctx, const char *fqns,
-                                               const std::string &what) {
+std::vector<Context::GradBuffer *>
+bucketGrads(Context &ctx, const std::vector<std::string> &fqns,
+            const std::string &what) {
   std::vector<Context::GradBuffer *> grads;
-  for (const std::string &fqn : splitFqns(fqns)) {
+  for (const std::string &fqn : fqns) {
     auto it = ctx.grads().find(fqn);
     if (it == ctx.grads().end())
       fatal(what + ": parameter '" + fqn + "' has no gradient");
@@ -252,8 +239,8 @@ static bool bindToBucket(Context &ctx, Tensor &flat,
 }
 
 void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
-                            DType dtype, const char *fqns, int64_t bytes,
-                            const char *group) {
+                            DType dtype, std::vector<std::string> fqns,
+                            int64_t bytes, const char *group) {
   TrainState &state = trainState(ctx, "grad_bucket_all_reduce");
   std::string what = "grad_bucket_all_reduce: bucket " + std::to_string(bucket);
   if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
@@ -400,7 +387,7 @@ void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded,
 }
 
 void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
-                                const char *fqns, int64_t bytes,
+                                std::vector<std::string> fqns, int64_t bytes,
                                 int64_t paddedBytes) {
   TrainState &state = trainState(ctx, "grad_bucket_reduce_scatter");
   std::string what =
@@ -417,11 +404,10 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
   ShardedBucket &b = state.shardedBuckets[bucket];
   if (!b.flat.defined()) {
     // The layout, fixed by the first step.
-    std::vector<std::string> names = splitFqns(fqns);
     int64_t offset = 0;
-    for (size_t i = 0; i < names.size(); ++i) {
+    for (size_t i = 0; i < fqns.size(); ++i) {
       int64_t numel = buffers[i]->grad.numel();
-      b.members.push_back({names[i], offset, numel});
+      b.members.push_back({fqns[i], offset, numel});
       offset += numel;
     }
     if (offset * 4 != bytes)
@@ -456,7 +442,7 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
 }
 
 void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
-                             const char *fqns, int64_t bytes) {
+                             std::vector<std::string> fqns, int64_t bytes) {
   TrainState &state = trainState(ctx, "param_bucket_all_gather");
   std::string what =
       "param_bucket_all_gather: bucket " + std::to_string(bucket);

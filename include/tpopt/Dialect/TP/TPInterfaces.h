@@ -127,6 +127,8 @@ enum class RuntimeArg {
   Shape,
   /// `std::vector<double>` (per-frequency factors).
   Reals,
+  /// `std::vector<std::string>` (a table of names: a bucket's FQNs).
+  Strings,
   /// `int64_t`, the buffer of the entry function's activation plan the
   /// result goes in (the op's `tp.activation_slot` from
   /// tp-plan-activations; -1: none). A signature's last parameter; the
@@ -165,7 +167,8 @@ StringRef getRuntimeReturnCppType(const RuntimeSignature &signature);
 class RuntimeCall {
 public:
   using Arg = std::variant<Value, int64_t, double, bool, std::string,
-                           SmallVector<int64_t>, SmallVector<double>>;
+                           SmallVector<int64_t>, SmallVector<double>,
+                           SmallVector<std::string>>;
 
   explicit RuntimeCall(Operation *op) : op(op) {}
 
@@ -185,6 +188,10 @@ public:
   }
   RuntimeCall &reals(ArrayRef<double> v) {
     return push(SmallVector<double>(v));
+  }
+  /// A table of strings (each quoted and escaped when emitted).
+  RuntimeCall &strings(ArrayRef<std::string> v) {
+    return push(SmallVector<std::string>(v));
   }
 
   Operation *getOp() const { return op; }
