@@ -456,6 +456,29 @@ void testLoss(Context &c, Context &g) {
       "cross_entropy_grad",
       cross_entropy_grad(c, logits, ids, mask, cpu[1], false),
       cross_entropy_grad(g, gpu(logits), gpu(ids), gpu(mask), dev[1], false));
+
+  // The accumulating forms (tp-fuse-grad-accumulation): on the GPU the
+  // separate calls, into the FP32 buffer as the host's fused ones, over
+  // two micro-batches.
+  Tensor x = randomTensor({2, 10, 16}, 32), w = randomTensor({300, 16}, 33);
+  Tensor dy = randomTensor({2, 10, 16}, 34);
+  for (int micro = 0; micro < 2; ++micro) {
+    Tensors lossCpu = accumulate_linear_cross_entropy(
+        c, x, w, ids, mask, "loss.weight", -1, false, false);
+    Tensors lossDev =
+        accumulate_linear_cross_entropy(g, gpu(x), gpu(w), gpu(ids), gpu(mask),
+                                        "loss.weight", -1, false, false);
+    expectClose("accumulate_linear_cross_entropy loss", lossCpu[0], lossDev[0]);
+    expectClose("accumulate_linear_cross_entropy dx", lossCpu[1], lossDev[1]);
+    accumulate_embedding_grad(c, ids, dy, w, "embed.weight", -1, false, false,
+                              0);
+    accumulate_embedding_grad(g, gpu(ids), gpu(dy), gpu(w), "embed.weight", -1,
+                              false, false, 0);
+  }
+  expectClose("accumulate_linear_cross_entropy dweight in FP32",
+              c.grads()["loss.weight"].grad, g.grads()["loss.weight"].grad);
+  expectClose("accumulate_embedding_grad in FP32",
+              c.grads()["embed.weight"].grad, g.grads()["embed.weight"].grad);
 }
 
 void testMamba2(Context &c, Context &g) {
