@@ -570,8 +570,12 @@ void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
           "' is " + param.describe() + ", not a table");
   Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
   float *acc = buffer.grad.f32();
+  // The table's whole buffer, zeroed by all threads.
   if (buffer.takeFirst(splitDim, owned))
-    std::fill_n(acc, buffer.grad.numel(), 0.0f);
+    cpu::parallelBlocks(buffer.grad.numel(), kElementBlock,
+                        [&](int64_t begin, int64_t count) {
+                          std::fill_n(acc + begin, count, 0.0f);
+                        });
   int64_t rows = param.dim(0);
   scatterAddEmbeddingRows(ids, dy, acc, rows, param.dim(1),
                           vocabParallel ? ctx.tp().rank() * rows : 0,
