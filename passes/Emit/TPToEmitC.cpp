@@ -91,11 +91,10 @@ std::optional<unsigned> inputIndex(func::FuncOp func, unsigned index) {
   return std::nullopt;
 }
 
-/// On a call whose signature has a consuming form, that form's callee and
-/// the call operand it consumes, until `releaseDeadTensors` knows whether
-/// the call is that operand's last reader.
-constexpr StringLiteral kConsumingCalleeAttr = "tp.consuming_callee";
-constexpr StringLiteral kConsumedOperandAttr = "tp.consumed_operand";
+/// On a call whose signature has a consuming form, that form
+/// (#tp.consuming_form), until `releaseDeadTensors` knows whether the call
+/// is the consumed operand's last reader.
+constexpr StringLiteral kConsumingFormAttr = "tp.consuming_form";
 
 /// An `emitc.call_opaque` of `call` with the converted `operands` of its op;
 /// its results, one `tprt::Tensor` per result of the op (several are taken
@@ -182,10 +181,10 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
   auto callOp = emitc::CallOpaqueOp::create(
       b, op->getLoc(), types, call.getSignature()->callee, callOperands,
       plain ? ArrayAttr() : b.getArrayAttr(args));
-  if (consumedOperand) {
-    callOp->setAttr(kConsumingCalleeAttr, b.getStringAttr(consuming->callee));
-    callOp->setAttr(kConsumedOperandAttr, b.getIndexAttr(*consumedOperand));
-  }
+  if (consumedOperand)
+    callOp->setAttr(
+        kConsumingFormAttr,
+        ConsumingFormAttr::get(ctx, consuming->callee, *consumedOperand));
   if (results <= 1)
     return SmallVector<Value>(callOp.getResults());
   SmallVector<Value> taken;
@@ -713,8 +712,7 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
     // What the emitter does not print: the consuming forms decided above
     // and the decoder layers the layer loops read.
     func.walk([](emitc::CallOpaqueOp call) {
-      call->removeAttr(kConsumingCalleeAttr);
-      call->removeAttr(kConsumedOperandAttr);
+      call->removeAttr(kConsumingFormAttr);
       call->removeAttr(TPDialect::kLayerAttrName);
     });
   }
@@ -723,12 +721,12 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
   /// form, when it has one and `v` is the operand it consumes (and no
   /// other of its operands).
   static bool consumes(emitc::CallOpaqueOp reader, Value v) {
-    auto callee = reader->getAttrOfType<StringAttr>(kConsumingCalleeAttr);
-    auto operand = reader->getAttrOfType<IntegerAttr>(kConsumedOperandAttr);
-    if (!callee || !operand || reader.getOperand(operand.getInt()) != v ||
+    auto form = reader->getAttrOfType<ConsumingFormAttr>(kConsumingFormAttr);
+    if (!form || form.getOperand() >= reader.getNumOperands() ||
+        reader.getOperand(form.getOperand()) != v ||
         llvm::count(reader.getOperands(), v) != 1)
       return false;
-    reader.setCallee(callee.getValue());
+    reader.setCallee(form.getCallee());
     return true;
   }
 

@@ -1,4 +1,6 @@
 // RUN: tp-opt %s --split-input-file --tp-to-emitc | tp-translate --mlir-to-cpp | FileCheck %s
+// RUN: tp-opt %s --split-input-file --tp-to-emitc | FileCheck %s --check-prefix=IR
+// IR-NOT: tp.consuming_form
 
 // An all-reduce that is its input's last reader takes the input (and may
 // sum in its storage); one whose input is read afterwards copies it, and
@@ -13,7 +15,6 @@
 // CHECK-NEXT: tprt::Tensor [[U:v[0-9]+]] = tprt::add([[C]], [[Q]], [[T]], -1);
 // CHECK-NEXT: tprt::release([[T]]);
 // CHECK-NEXT: tprt::release([[Q]]);
-// CHECK-NOT: consuming_callee
 module {
   shard.grid @tp(shape = 2)
   func.func @forward(%x: tensor<4x8xf32> {onnx.name = "input_ids"},

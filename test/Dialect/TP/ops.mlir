@@ -149,3 +149,10 @@ module @zero {
     return %norm : tensor<f32>
   }
 }
+
+// The consuming form tp-to-emitc keeps on a call until it chooses.
+// CHECK-LABEL: func.func @consuming_form
+// CHECK: tp.consuming_form = #tp.consuming_form<callee = "tprt::all_reduce_sum_consuming", operand = 1>
+func.func @consuming_form() attributes {tp.consuming_form = #tp.consuming_form<callee = "tprt::all_reduce_sum_consuming", operand = 1>} {
+  return
+}

@@ -108,6 +108,27 @@ def TP_PlacementAttr : TP_Attr<"Placement", "placement"> {
   let genVerifyDecl = 1;
 }
 
+def TP_ConsumingFormAttr : TP_Attr<"ConsumingForm", "consuming_form"> {
+  let summary = "The consuming form of a runtime call, until tp-to-emitc chooses";
+  let description = [{
+    On an `emitc.call_opaque` whose runtime signature has a consuming form
+    (`RuntimeSignature::consuming`): that form's `callee` and the call
+    operand (`operand`, an index into the call's operands) it takes over.
+    `tp-to-emitc` sets it when it emits the call and, once it knows the
+    call is that operand's last reader, calls the consuming form instead;
+    it removes the attribute before the program is printed. It travels with
+    the call when the layer loops clone it.
+
+    Example: `#tp.consuming_form<callee = "tprt::all_reduce_sum_consuming",
+    operand = 1>`
+  }];
+  let parameters = (ins StringRefParameter<"the consuming form's callee">:$callee,
+                        "unsigned":$operand);
+  let assemblyFormat = [{
+    `<` `callee` `=` $callee `,` `operand` `=` $operand `>`
+  }];
+}
+
 def TP_SourceAttr : TP_Attr<"Source", "source"> {
   let summary = "Where a parameter's bytes are stored";
   let description = [{
