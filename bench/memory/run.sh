@@ -9,13 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=${BENCH_DIR:-$root/build/bench/memory}
-"$root/scripts/setup.sh" --models
-ninja -C "$root/build" tpc tprt tprt_main >/dev/null
-mkdir -p "$work"
-[ -f "$work/model/model.safetensors.index.json" ] ||
-  "$root/.venv/bin/python" "$root/bench/checkpoint/make_model.py" "$work/model"
-[ -f "$work/graph.onnx" ] ||
-  "$root/tools/tp-export/tp-export" "$work/model" -o "$work/graph.onnx"
+"$root/bench/checkpoint/prepare.sh" "$work"
 for tp in 1 2; do
   for zero in 0 1; do
     "$root/build/bin/tpc" "$work/graph.onnx" --weights "$work/model" --train \

@@ -263,6 +263,16 @@ void writeSiblingProducts(func::FuncOp func, raw_ostream &os) {
        << siblingRows;
 }
 
+/// A bucket's FQNs, quoted as code, comma-separated.
+void writeFqns(ArrayAttr fqns, raw_ostream &os) {
+  llvm::interleave(
+      fqns, os,
+      [&](Attribute fqn) {
+        os << "`" << cast<StringAttr>(fqn).getValue() << "`";
+      },
+      ", ");
+}
+
 /// The replica gradients' buckets (one all-reduce each per optimizer step).
 void writeReplicaBuckets(Operation *update, raw_ostream &os) {
   int buckets = 0;
@@ -273,12 +283,7 @@ void writeReplicaBuckets(Operation *update, raw_ostream &os) {
     bucketOs << "| " << bucket.getBucketAttr().getInt() << " | "
              << stringifyGradReduction(bucket.getReduction()) << " | "
              << bucket.getDtype() << " | ";
-    llvm::interleave(
-        bucket.getFqns(), bucketOs,
-        [&](Attribute fqn) {
-          bucketOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
-        },
-        ", ");
+    writeFqns(bucket.getFqns(), bucketOs);
     bucketOs << " | " << bucket.getBytesAttr().getInt() << " |\n";
   });
   os << "\nReplica-gradient buckets (one all-reduce each per optimizer "
@@ -299,12 +304,7 @@ void writeShardedBuckets(ModuleOp module, Operation *update, raw_ostream &os) {
     int64_t padded = bucket.getPaddedBytesAttr().getInt();
     shardedOs << "| " << bucket.getBucketAttr().getInt() << " | "
               << bucket.getDtype() << " | ";
-    llvm::interleave(
-        bucket.getFqns(), shardedOs,
-        [&](Attribute fqn) {
-          shardedOs << "`" << cast<StringAttr>(fqn).getValue() << "`";
-        },
-        ", ");
+    writeFqns(bucket.getFqns(), shardedOs);
     shardedOs << " | " << bucket.getBytesAttr().getInt() << " | " << padded
               << " | " << padded / dpRanks << " |\n";
   });

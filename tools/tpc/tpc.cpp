@@ -153,18 +153,11 @@ static LogicalResult compile(StringRef cpp, StringRef exe) {
   SmallVector<StringRef> args = {*program,   "-std=c++17", "-O0",
                                  "-fopenmp", include,      cpp,
                                  "-o",       tempExe,      runtimeMain};
-  SmallVector<StringRef> runtimeLink;
-  StringRef(TPC_RUNTIME_LINK).split(runtimeLink, ' ', -1, /*KeepEmpty=*/false);
-  args.append(runtimeLink.begin(), runtimeLink.end());
-  SmallVector<StringRef> gemmLink;
-  StringRef(TPC_GEMM_LINK).split(gemmLink, ' ', -1, /*KeepEmpty=*/false);
-  args.append(gemmLink.begin(), gemmLink.end());
-  SmallVector<StringRef> sanitize;
-  StringRef(TPC_SANITIZE_FLAGS).split(sanitize, ' ', -1, /*KeepEmpty=*/false);
-  args.append(sanitize.begin(), sanitize.end());
-  SmallVector<StringRef> cudaLink;
-  StringRef(TPC_CUDA_LINK).split(cudaLink, ' ', -1, /*KeepEmpty=*/false);
-  args.append(cudaLink.begin(), cudaLink.end());
+  // The build's flag lists (tpc-config.h), space-separated.
+  for (StringRef flags :
+       {StringRef(TPC_RUNTIME_LINK), StringRef(TPC_GEMM_LINK),
+        StringRef(TPC_SANITIZE_FLAGS), StringRef(TPC_CUDA_LINK)})
+    flags.split(args, ' ', -1, /*KeepEmpty=*/false);
   std::string message;
   int status = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, {}, 0, 0,
                                          &message);

@@ -74,9 +74,8 @@ struct ShardedBucket {
   /// (`shard` is a view of it).
   int64_t shardBegin = 0;
   DType dtype = DType::F32;
-  /// The FQNs, as the program passes them.
-  std::vector<std::string> fqns;
-  /// Each gradient's FQN, offset in `flat` and elements.
+  /// Each gradient's FQN, offset in `flat` and elements, in the program's
+  /// order.
   struct Member {
     std::string fqn;
     int64_t offset, numel;
@@ -84,6 +83,13 @@ struct ShardedBucket {
   std::vector<Member> members;
   /// Reduced in this optimizer step.
   bool reduced = false;
+
+  /// Whether the bucket holds exactly `fqns`, in that order.
+  bool holds(const std::vector<std::string> &fqns) const {
+    return std::equal(
+        members.begin(), members.end(), fqns.begin(), fqns.end(),
+        [](const Member &m, const std::string &fqn) { return m.fqn == fqn; });
+  }
 
   /// The part of `m` in this rank's run, as [begin, end) of its elements.
   std::pair<int64_t, int64_t> ownedRange(const Member &m) const {

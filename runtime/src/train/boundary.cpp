@@ -416,7 +416,6 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
             std::to_string(bytes));
     Device device = buffers.front()->grad.device();
     b.dtype = dtype;
-    b.fqns = fqns;
     b.flat = Tensor::uninitialized(DType::F32, {padded}, device);
     // This rank's run of the bucket itself: the reduce-scatter sums in
     // place (the bucket's other runs hold no gradient after it, and the
@@ -447,7 +446,7 @@ void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
   std::string what =
       "param_bucket_all_gather: bucket " + std::to_string(bucket);
   auto found = state.shardedBuckets.find(bucket);
-  if (found == state.shardedBuckets.end() || found->second.fqns != fqns)
+  if (found == state.shardedBuckets.end() || !found->second.holds(fqns))
     fatal(what + ": no reduce-scattered bucket of these parameters");
   ShardedBucket &b = found->second;
   int64_t element = static_cast<int64_t>(dtypeSize(dtype)),
