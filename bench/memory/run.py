@@ -2,7 +2,7 @@
 """bench/memory: peak resident memory per rank and step time of the
 0.5 B Qwen2.5-shaped model's training (2 AdamW steps, micro-batch 1 of 32
 tokens per data-parallel rank, 1 thread per rank) at dp=2 x tp=1 and
-dp=2 x tp=2: the tpc programs with --zero 0 and --zero 1 against PyTorch
+dp=2 x tp=2: the tpc programs with --zero 0, 1 and 2 against PyTorch
 FSDP2 (fully_shard per decoder layer, + DTensor TP on the decoder layers'
 projections; torch_fsdp.py) on the same model, data and rows, one after
 the other in one run.
@@ -76,9 +76,10 @@ print("| grid | program | peak RSS per rank (MiB) | held besides activations, "
 print("|---|---|---|---|---|---|---|---|")
 ratios = []
 for tp in args.tp or (1, 2):
-    z0, z1, fsdp = ours(tp, 0), ours(tp, 1), peer(tp)
+    z0, z1, z2, fsdp = ours(tp, 0), ours(tp, 1), ours(tp, 2), peer(tp)
     grid = f"dp=2 x tp={tp}"
     for name, r in (("tpc --zero 0", z0), ("tpc --zero 1", z1),
+                    ("tpc --zero 2", z2),
                     ("PyTorch FSDP2" + (" + TP" if tp > 1 else ""), fsdp)):
         if r is None:
             print(f"| {grid} | {name} | failed (see stderr) | - | - | - | - "
@@ -91,12 +92,14 @@ for tp in args.tp or (1, 2):
             ratio = f"{r['rss'] / r['predicted']:.3f}"
         print(f"| {grid} | {name} | {r['rss']:.0f} | {held} | {predicted} | "
               f"{ratio} | {r['seconds']:.2f} | {r['loss']:.6f} |")
-    ratios.append((grid, z1["rss"] / z0["rss"],
-                   z1["rss"] / fsdp["rss"] if fsdp else float("nan"),
-                   z1["seconds"] / fsdp["seconds"] if fsdp else float("nan")))
+    for stage, z in ((1, z1), (2, z2)):
+        ratios.append((grid, stage, z["rss"] / z0["rss"],
+                       z["rss"] / fsdp["rss"] if fsdp else float("nan"),
+                       z["seconds"] / fsdp["seconds"] if fsdp
+                       else float("nan")))
 print()
-print("| grid | peak RSS --zero 1 / --zero 0 | peak RSS --zero 1 / FSDP2 | "
-      "step time --zero 1 / FSDP2 |")
-print("|---|---|---|---|")
-for grid, a, b, c in ratios:
-    print(f"| {grid} | {a:.2f} | {b:.2f} | {c:.2f} |")
+print("| grid | stage | peak RSS / --zero 0 | peak RSS / FSDP2 | "
+      "step time / FSDP2 |")
+print("|---|---|---|---|---|")
+for grid, stage, a, b, c in ratios:
+    print(f"| {grid} | --zero {stage} | {a:.2f} | {b:.2f} | {c:.2f} |")

@@ -341,6 +341,16 @@ def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
         dtype = f32, fqns = ["model.norm.weight", ...]}
     ```
 
+    With `zero = 2`, the data-parallel buckets are formed per decoder
+    layer (`tp.layer` of the accumulations; the gradients outside the
+    layers form their own) and each `tp.grad_bucket_reduce_scatter
+    {micro_batch}` goes into `@train_step`, right after the last
+    accumulation of its gradients: a layer's gradients are reduced after
+    its backward, in every micro-batch, and a rank holds only its runs of
+    them between micro-batches and up to the update. The replica buckets
+    over `@tp` stay at the boundary (they sum the runs); the rest is
+    stage 1's.
+
     ```mlir
     tp.optimizer_boundary
     tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 512 : i64,
@@ -359,7 +369,8 @@ def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
            "ZeRO stage over the data-parallel group: 0 sums every gradient "
            "over it (all-reduce); 1 reduce-scatters the data-parallel "
            "buckets, updates each rank's run of them and all-gathers the "
-           "parameters">,
+           "parameters; 2 also reduce-scatters each decoder layer's "
+           "buckets in the training step after its backward">,
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }

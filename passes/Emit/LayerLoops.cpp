@@ -128,6 +128,11 @@ FailureOr<std::pair<Type, std::string>> columnType(Attribute attr) {
       return std::make_pair(Type(emitc::PointerType::get(
                                 emitc::OpaqueType::get(ctx, "const char"))),
                             std::string("const char *"));
+    // A list of strings (a bucket's FQNs, one decoder layer's per row).
+    if (s.starts_with("{\"") && s.ends_with("\"}"))
+      return std::make_pair(
+          Type(emitc::OpaqueType::get(ctx, "std::vector<std::string>")),
+          std::string("std::vector<std::string>"));
   }
   return failure();
 }

@@ -681,17 +681,16 @@ struct TPToEmitCPass : public tp::impl::TPToEmitCBase<TPToEmitCPass> {
           line += " " + cast<StringAttr>(fqn).getValue().str();
         lines.push_back(line);
       });
-    if (update)
-      update.walk([&](GradBucketReduceScatterOp bucket) {
-        std::string line = llvm::formatv(
-            "sharded bucket {0} over dp {1} {2} bytes padded to {3}:",
-            bucket.getBucketAttr().getInt(), print(bucket.getDtype()),
-            bucket.getBytesAttr().getInt(),
-            bucket.getPaddedBytesAttr().getInt());
-        for (Attribute fqn : bucket.getFqns())
-          line += " " + cast<StringAttr>(fqn).getValue().str();
-        lines.push_back(line);
-      });
+    module.walk([&](GradBucketReduceScatterOp bucket) {
+      std::string line = llvm::formatv(
+          "sharded bucket {0} over dp{4} {1} {2} bytes padded to {3}:",
+          bucket.getBucketAttr().getInt(), print(bucket.getDtype()),
+          bucket.getBytesAttr().getInt(), bucket.getPaddedBytesAttr().getInt(),
+          bucket.getMicroBatch() ? " per micro-batch" : "");
+      for (Attribute fqn : bucket.getFqns())
+        line += " " + cast<StringAttr>(fqn).getValue().str();
+      lines.push_back(line);
+    });
     std::string table = "const char *const tprt_model_summary[] = {";
     for (const std::string &line : lines)
       table += quoted(line) + ", ";

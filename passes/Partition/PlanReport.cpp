@@ -138,6 +138,50 @@ struct MemoryPlan {
   }
 };
 
+/// Calls fn(op, fqn, param) for each gradient accumulation of `step`,
+/// fused (tp-fuse-grad-accumulation and the fused loss) or not, in order.
+template <typename Fn> void forEachAccumulation(func::FuncOp step, Fn fn) {
+  step.walk([&](Operation *op) {
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<AccumulateGradOp, AccumulateLinearGradWeightOp,
+              AccumulateEmbeddingGradOp, AccumulateLinearCrossEntropyOp>(
+            [&](auto acc) { fn(op, acc.getFqn(), acc.getParam()); });
+  });
+}
+
+/// The most bytes of whole buffers of buckets reduced per micro-batch held
+/// at once (--zero 2): the runtime takes a bucket's buffer at the first
+/// accumulation of one of its gradients and frees it at its
+/// reduce-scatter, in the training step's order.
+uint64_t microBatchBucketPeak(func::FuncOp step) {
+  llvm::StringMap<GradBucketReduceScatterOp> bucketOf;
+  step.walk([&](GradBucketReduceScatterOp bucket) {
+    for (Attribute fqn : bucket.getFqns())
+      bucketOf[cast<StringAttr>(fqn).getValue()] = bucket;
+  });
+  DenseSet<Operation *> held;
+  uint64_t now = 0, peak = 0;
+  step.walk([&](Operation *op) {
+    if (auto bucket = dyn_cast<GradBucketReduceScatterOp>(op)) {
+      if (held.erase(op))
+        now -= bucket.getPaddedBytesAttr().getInt();
+      return;
+    }
+    auto fqn = op->getAttrOfType<StringAttr>("fqn");
+    auto bucket =
+        fqn && isa<AccumulateGradOp, AccumulateLinearGradWeightOp,
+                   AccumulateEmbeddingGradOp, AccumulateLinearCrossEntropyOp>(
+                   op)
+            ? bucketOf.lookup(fqn.getValue())
+            : GradBucketReduceScatterOp();
+    if (bucket && held.insert(bucket).second) {
+      now += bucket.getPaddedBytesAttr().getInt();
+      peak = std::max(peak, now);
+    }
+  });
+  return peak;
+}
+
 MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
                       uint64_t parameterBytes) {
   MemoryPlan plan;
@@ -148,27 +192,25 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
   uint64_t perElement = optimizer && optimizer.getOptimizer() == "sgd" ? 4 : 8;
   // Each trainable parameter's elements and whether it has a master.
   llvm::StringMap<std::pair<uint64_t, bool>> trainable;
-  step.walk([&](AccumulateGradOp acc) {
-    auto type = cast<RankedTensorType>(acc.getParam().getType());
-    trainable[acc.getFqn()] = {static_cast<uint64_t>(type.getNumElements()),
-                               masters && !type.getElementType().isF32()};
+  forEachAccumulation(step, [&](Operation *, StringRef fqn, Value param) {
+    auto type = cast<RankedTensorType>(param.getType());
+    trainable[fqn] = {static_cast<uint64_t>(type.getNumElements()),
+                      masters && !type.getElementType().isF32()};
   });
   // Gradient buffers: each bucket's FP32 buffer (a gradient is a view of the
   // first that binds it; another bucket holding it has a slot of its own),
-  // and the buffers of gradients in none.
-  llvm::StringSet<> bucketed;
-  update.walk([&](GradBucketAllReduceOp bucket) {
-    plan.gradients += bucket.getBytesAttr().getInt();
-    for (Attribute fqn : bucket.getFqns())
-      bucketed.insert(cast<StringAttr>(fqn).getValue());
-  });
+  // and the buffers of gradients in none. Buckets reduced per micro-batch
+  // hold their runs, and their whole buffers while a micro-batch fills
+  // them; the replica buckets then sum the runs in a passing buffer.
   int64_t dpRanks = gridSize(module, "dp");
-  llvm::StringSet<> sharded;
-  update.walk([&](GradBucketReduceScatterOp bucket) {
+  llvm::StringSet<> bucketed, sharded;
+  bool perMicroBatch = false;
+  module.walk([&](GradBucketReduceScatterOp bucket) {
     uint64_t elements = bucket.getBytesAttr().getInt() / 4,
              padded = bucket.getPaddedBytesAttr().getInt() / 4,
              run = padded / dpRanks, owned = std::min(run, elements);
-    plan.gradients += padded * 4;
+    perMicroBatch |= bucket.getMicroBatch();
+    plan.gradients += (bucket.getMicroBatch() ? run : padded) * 4;
     plan.state += owned * perElement;
     if (masters && !bucket.getDtype().isF32())
       plan.masters += owned * 4;
@@ -178,6 +220,13 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
       bucketed.insert(cast<StringAttr>(fqn).getValue());
       sharded.insert(cast<StringAttr>(fqn).getValue());
     }
+  });
+  plan.gradients += microBatchBucketPeak(step);
+  update.walk([&](GradBucketAllReduceOp bucket) {
+    if (!perMicroBatch)
+      plan.gradients += bucket.getBytesAttr().getInt();
+    for (Attribute fqn : bucket.getFqns())
+      bucketed.insert(cast<StringAttr>(fqn).getValue());
   });
   for (auto &entry : trainable) {
     auto [elements, master] = entry.second;
@@ -192,7 +241,7 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
   return plan;
 }
 
-void writeMemoryPlan(const MemoryPlan &plan, bool zero, raw_ostream &os) {
+void writeMemoryTable(const MemoryPlan &plan, bool zero, raw_ostream &os) {
   os << "\nMemory per rank besides activations (bytes; "
      << (zero ? "data-parallel rank 0, the largest runs" : "every rank")
      << "):\n\n| held | bytes |\n|---|---|\n"
@@ -295,26 +344,32 @@ void writeReplicaBuckets(Operation *update, raw_ostream &os) {
        << rows;
 }
 
-/// The data-parallel sharded buckets (--zero 1).
-void writeShardedBuckets(ModuleOp module, Operation *update, raw_ostream &os) {
+/// The data-parallel sharded buckets (--zero 1 and 2).
+void writeShardedBuckets(ModuleOp module, raw_ostream &os) {
   std::string rows;
   llvm::raw_string_ostream shardedOs(rows);
   int64_t dpRanks = gridSize(module, "dp");
-  update->walk([&](GradBucketReduceScatterOp bucket) {
+  module.walk([&](GradBucketReduceScatterOp bucket) {
     int64_t padded = bucket.getPaddedBytesAttr().getInt();
-    shardedOs << "| " << bucket.getBucketAttr().getInt() << " | "
-              << bucket.getDtype() << " | ";
+    std::optional<int64_t> layer = decoderLayerOf(bucket);
+    std::string when =
+        !bucket.getMicroBatch() ? "optimizer step"
+        : layer ? "micro-batch, after layer " + std::to_string(*layer)
+                : std::string("micro-batch, outside the layers");
+    shardedOs << "| " << bucket.getBucketAttr().getInt() << " | " << when
+              << " | " << bucket.getDtype() << " | ";
     writeFqns(bucket.getFqns(), shardedOs);
     shardedOs << " | " << bucket.getBytesAttr().getInt() << " | " << padded
               << " | " << padded / dpRanks << " |\n";
   });
   if (!rows.empty())
     os << "\nData-parallel sharded buckets (--zero 1: one reduce-scatter of "
-          "the gradients and one all-gather of the parameters each per "
-          "optimizer step; each rank updates, and holds the optimizer "
-          "state of, its run):\n\n"
-          "| bucket | dtype | gradients | bytes (FP32) | padded | run per "
-          "rank |\n|---|---|---|---|---|---|\n"
+          "the gradients per optimizer step; --zero 2: one per micro-batch, "
+          "after the bucket's last gradient; then one all-gather of the "
+          "parameters per optimizer step; each rank updates, and holds the "
+          "optimizer state of, its run):\n\n"
+          "| bucket | reduced per | dtype | gradients | bytes (FP32) | padded "
+          "| run per rank |\n|---|---|---|---|---|---|---|\n"
        << rows;
 }
 
@@ -349,15 +404,7 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   writeSiblingProducts(func, os);
   if (*update) {
     writeReplicaBuckets(update->getOperation(), os);
-    writeShardedBuckets(module, update->getOperation(), os);
-  }
-
-  if (*step && *update) {
-    auto stepFunc = cast<func::FuncOp>(step->getOperation());
-    auto updateFunc = cast<func::FuncOp>(update->getOperation());
-    writeMemoryPlan(planMemory(module, stepFunc, updateFunc, localBytes),
-                    !updateFunc.getOps<GradBucketReduceScatterOp>().empty(),
-                    os);
+    writeShardedBuckets(module, os);
   }
 
   PlanReport report;
@@ -405,12 +452,47 @@ struct TPPlanReportPass : public tp::impl::TPPlanReportBase<TPPlanReportPass> {
     FailureOr<PlanReport> report = buildPlanReport(module, ranks);
     if (failed(report))
       return signalPassFailure();
-    llvm::outs() << report->markdown;
+    llvm::outs() << report->markdown << writeMemoryPlan(module);
     markAllAnalysesPreserved();
   }
 };
 
 } // namespace
+
+std::string mlir::tp::writeMemoryPlan(ModuleOp module) {
+  std::string held;
+  llvm::raw_string_ostream heldOs(held);
+  FailureOr<FunctionOpInterface> forward = lookupEntry(module, kForwardEntry);
+  FailureOr<FunctionOpInterface> step = lookupEntry(module, kTrainStepEntry);
+  FailureOr<FunctionOpInterface> update =
+      lookupEntry(module, kOptimizerStepEntry);
+  auto forwardFunc =
+      succeeded(forward)
+          ? dyn_cast_or_null<func::FuncOp>(forward->getOperation())
+          : func::FuncOp();
+  auto stepFunc = succeeded(step)
+                      ? dyn_cast_or_null<func::FuncOp>(step->getOperation())
+                      : func::FuncOp();
+  auto updateFunc = succeeded(update)
+                        ? dyn_cast_or_null<func::FuncOp>(update->getOperation())
+                        : func::FuncOp();
+  if (forwardFunc && stepFunc && updateFunc) {
+    uint64_t parameterBytes = 0;
+    for (unsigned i = 0; i < forwardFunc.getNumArguments(); ++i)
+      if (forwardFunc.getArgAttrOfType<StringAttr>(i,
+                                                   TPDialect::kFqnAttrName)) {
+        auto type =
+            cast<RankedTensorType>(forwardFunc.getArgument(i).getType());
+        parameterBytes += type.getNumElements() *
+                          (type.getElementType().getIntOrFloatBitWidth() / 8);
+      }
+    bool zero = false;
+    module.walk([&](GradBucketReduceScatterOp) { zero = true; });
+    writeMemoryTable(planMemory(module, stepFunc, updateFunc, parameterBytes),
+                     zero, heldOs);
+  }
+  return held + writeActivationPlan(module);
+}
 
 std::string mlir::tp::writeActivationPlan(ModuleOp module) {
   std::string rows;

@@ -37,15 +37,22 @@ struct ReplicaGrad {
   Type dtype;
   /// At FP32 size: what the reduction moves.
   int64_t bytes;
+  /// The last accumulation of it in the training step's body (per
+  /// micro-batch reduction goes after it).
+  Operation *lastAccumulation = nullptr;
 };
+
+/// A group of gradients bucketed together: the decoder layer they are
+/// accumulated in (--zero 2 reduces each layer's buckets after its
+/// backward; -1 outside the layers, and for every gradient otherwise),
+/// their class and their dtype's order.
+using GroupKey = std::tuple<int64_t, GradReduction, unsigned>;
 
 struct TPReplicaGradSyncPass
     : public tp::impl::TPReplicaGradSyncBase<TPReplicaGradSyncPass> {
   using Base::Base;
 
-  /// (class, dtype order) -> gradients.
-  using Groups =
-      std::map<std::pair<GradReduction, unsigned>, SmallVector<ReplicaGrad>>;
+  using Groups = std::map<GroupKey, SmallVector<ReplicaGrad>>;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -79,9 +86,9 @@ struct TPReplicaGradSyncPass
           << static_cast<int64_t>(dp);
       return signalPassFailure();
     }
-    if (zero < 0 || zero > 1 || (zero == 1 && dp < 2)) {
-      module.emitError("tp-replica-grad-sync: zero must be 0, or 1 with dp "
-                       "of 2 or more; got zero ")
+    if (zero < 0 || zero > 2 || (zero > 0 && dp < 2)) {
+      module.emitError("tp-replica-grad-sync: zero must be 0, or 1 or 2 "
+                       "with dp of 2 or more; got zero ")
           << static_cast<int64_t>(zero) << " at dp "
           << static_cast<int64_t>(dp);
       return signalPassFailure();
@@ -103,13 +110,23 @@ struct TPReplicaGradSyncPass
     });
     if (fused.wasInterrupted())
       return signalPassFailure();
+    // The last accumulation of each gradient, in the step's body.
+    Block &body = step->getBody().front();
+    llvm::StringMap<Operation *> last;
+    step->walk([&](AccumulateGradOp acc) {
+      Operation *at = body.findAncestorOpInBlock(*acc);
+      Operation *&latest = last[acc.getFqn()];
+      if (!latest || latest->isBeforeInBlock(at))
+        latest = at;
+    });
     WalkResult walk = step->walk([&](AccumulateGradOp acc) {
       auto type = cast<RankedTensorType>(acc.getParam().getType());
       ReplicaGrad grad{acc.getFqn(), type.getElementType(),
-                       type.getNumElements() * 4};
+                       type.getNumElements() * 4, last.lookup(acc.getFqn())};
       unsigned order = grad.dtype.isF32() ? 0 : grad.dtype.isBF16() ? 1 : 2;
+      int64_t unit = zero == 2 ? decoderLayerOf(acc).value_or(-1) : -1;
       if (dp > 1)
-        dpGroups[{GradReduction::Sum, order}].push_back(grad);
+        dpGroups[{unit, GradReduction::Sum, order}].push_back(grad);
       if (!tensorParallel || acc.getOwned())
         return WalkResult::advance(); // no replicas, or each rank's own
       std::optional<GradReduction> reduction = acc.getReduction();
@@ -121,7 +138,7 @@ struct TPReplicaGradSyncPass
         }
         return WalkResult::advance(); // split: sharded, nothing to sync
       }
-      tpGroups[{*reduction, order}].push_back(grad);
+      tpGroups[{-1, *reduction, order}].push_back(grad);
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
@@ -141,17 +158,20 @@ struct TPReplicaGradSyncPass
       if (zero == 0)
         emitBuckets(builder, loc, dpGroups, "dp", bucket);
       else if (failed(shardOverDataParallel(*update, builder, loc, dpGroups,
-                                            bucket)))
+                                            bucket, zero == 2)))
         return signalPassFailure();
     }
   }
 
   /// ZeRO stage 1: each data-parallel bucket reduce-scattered (padded to
   /// equal runs), the norm and the update on this rank's runs, then each
-  /// bucket's parameters all-gathered after the update.
+  /// bucket's parameters all-gathered after the update. Stage 2
+  /// (`microBatch`): each bucket (of one decoder layer's gradients, or of
+  /// those outside the layers) reduce-scattered in the training step,
+  /// after the last accumulation of its gradients.
   LogicalResult shardOverDataParallel(func::FuncOp update, OpBuilder &builder,
                                       Location loc, Groups &groups,
-                                      int64_t &bucket) {
+                                      int64_t &bucket, bool microBatch) {
     auto norms = update.getOps<GradNormOp>();
     auto updates = update.getOps<OptimizerUpdateOp>();
     if (!llvm::hasSingleElement(norms) || !llvm::hasSingleElement(updates))
@@ -171,11 +191,27 @@ struct TPReplicaGradSyncPass
             fqns.push_back(builder.getStringAttr(grad.fqn));
           int64_t padded = tprt::shardedBucketElements(bytes / 4, dp);
           Type dtype = grads.front().dtype;
-          GradBucketReduceScatterOp::create(
-              builder, loc, builder.getI64IntegerAttr(bucket),
-              TypeAttr::get(dtype), builder.getArrayAttr(fqns),
-              builder.getI64IntegerAttr(bytes),
+          OpBuilder at = builder;
+          if (microBatch) {
+            Operation *after = grads.front().lastAccumulation;
+            for (const ReplicaGrad &grad : grads)
+              if (after->isBeforeInBlock(grad.lastAccumulation))
+                after = grad.lastAccumulation;
+            // Buckets reduced at one point go in bucket order.
+            while (auto next = dyn_cast_or_null<GradBucketReduceScatterOp>(
+                       after->getNextNode()))
+              after = next;
+            at.setInsertionPointAfter(after);
+          }
+          auto reduce = GradBucketReduceScatterOp::create(
+              at, loc, builder.getI64IntegerAttr(bucket), TypeAttr::get(dtype),
+              builder.getArrayAttr(fqns), builder.getI64IntegerAttr(bytes),
               builder.getI64IntegerAttr(padded * 4));
+          if (microBatch) {
+            reduce.setMicroBatch(true);
+            if (Operation *after = reduce->getPrevNode())
+              inheritDecoderLayer(after, reduce);
+          }
           ParamBucketAllGatherOp::create(
               after, loc, builder.getI64IntegerAttr(bucket++),
               TypeAttr::get(dtype), builder.getArrayAttr(fqns),
@@ -203,7 +239,7 @@ struct TPReplicaGradSyncPass
         int64_t bytes = 0;
         for (const ReplicaGrad &grad : bucket)
           bytes += grad.bytes;
-        fn(bucket, key.first, bytes);
+        fn(bucket, std::get<1>(key), bytes);
       }
     }
   }

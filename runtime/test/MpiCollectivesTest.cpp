@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <functional>
 #include <mpi.h>
+#include <string>
 #include <vector>
 
 namespace {
@@ -331,9 +332,14 @@ void checkPendingFactors(tprt::Communicator *comm, int r, int n,
 // the parameters all-gathered; then a second step through the bound
 // bucket. Against AdamW's formulas in double on the summed gradients,
 // which every rank computes whole. The state saved is each rank's run.
-void checkShardedBucket(int r, int n, const Check &check) {
+// `microBatch` (--zero 2): two micro-batches per step, each reduced into
+// the runs; on an even number of ranks, a grid of tp=2, both parameters
+// tensor-parallel replicas whose replica bucket sums the runs.
+void checkShardedBucket(int r, int n, const Check &check, bool microBatch) {
   tprt::Context ctx(r, n, "", "");
-  ctx.setGrid(/*tp=*/1, /*dp=*/n);
+  int tp = microBatch && n % 2 == 0 ? 2 : 1, dp = n / tp;
+  ctx.setGrid(tp, dp);
+  std::string name = microBatch ? "micro-batch buckets" : "sharded buckets";
   tprt::TrainOptions options;
   options.maxGradNorm = 0.05;
   tprt::TrainState state(options);
@@ -356,19 +362,29 @@ void checkShardedBucket(int r, int n, const Check &check) {
     return 0.001 * double((q + 1) * (i % 13 + 1)) * (k ? -1.0 : 1.0) / t;
   };
   bool ok = true, normOk = true;
-  int64_t padded = tprt::shardedBucketElements(300, n);
+  int64_t padded = tprt::shardedBucketElements(300, dp);
   for (int t = 1; t <= 2; ++t) {
-    for (auto &entry : ctx.grads())
-      entry.second.fresh = true;
-    for (int k = 0; k < 2; ++k) {
-      tprt::Tensor grad(tprt::DType::F32, {sizes[k]});
-      for (int64_t i = 0; i < sizes[k]; ++i)
-        grad.f32()[i] = static_cast<float>(gradOf(r, k, i, t));
-      tprt::accumulate_grad(ctx, grad, params[k], names[k], -1, false);
+    tprt::beginTrainStep(ctx, state);
+    // Micro-batches of a quarter and three quarters of the gradient.
+    for (double part : microBatch ? std::vector<double>{0.25, 0.75}
+                                  : std::vector<double>{1.0}) {
+      for (int k = 0; k < 2; ++k) {
+        tprt::Tensor grad(tprt::DType::F32, {sizes[k]});
+        for (int64_t i = 0; i < sizes[k]; ++i)
+          grad.f32()[i] = static_cast<float>(part * gradOf(r, k, i, t));
+        tprt::accumulate_grad(ctx, grad, params[k], names[k], -1, false);
+      }
+      if (microBatch)
+        tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, {"a", "b"},
+                                         1200, padded * 4, true);
     }
     tprt::optimizer_boundary(ctx);
-    tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, {"a", "b"}, 1200,
-                                     padded * 4);
+    if (tp > 1)
+      tprt::grad_bucket_all_reduce(ctx, 1, false, tprt::DType::F32, {"a", "b"},
+                                   1200, "tp");
+    if (!microBatch)
+      tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, {"a", "b"},
+                                       1200, padded * 4, false);
     state.labelTokens = 3;
     tprt::normalize_grads(ctx);
     float norm = *tprt::grad_norm(ctx, /*dpSharded=*/true).f32();
@@ -404,17 +420,23 @@ void checkShardedBucket(int r, int n, const Check &check) {
         ok &= std::fabs(params[k].f32()[i] - want[k][i]) <= 2e-6;
       }
   }
-  check(normOk, "sharded buckets: the norm summed over the runs");
-  check(ok, "sharded buckets: each run's AdamW update, all-gathered");
+  check(normOk, (name + ": the norm summed over the runs").c_str());
+  check(ok, (name + ": each run's AdamW update, all-gathered").c_str());
   // Each rank holds the state of its run only.
   int64_t held = 0;
   for (const char *name : names)
     for (const auto &entry : state.optimizer->stateOf(name))
       if (entry.first == "exp_avg")
         held += entry.second->numel();
-  check(held == std::min<int64_t>(padded / n,
-                                  std::max<int64_t>(0, 300 - r * padded / n)),
-        "sharded buckets: the state of this rank's run only");
+  int64_t d = r / tp;
+  check(held == std::min<int64_t>(padded / dp,
+                                  std::max<int64_t>(0, 300 - d * padded / dp)),
+        (name + ": the state of this rank's run only").c_str());
+  if (microBatch)
+    check(state.microBatchHeld == 0 && state.microBatchPeak == padded * 4,
+          (name + ": the whole bucket held from its first gradient to its "
+                  "reduce-scatter only")
+              .c_str());
   ctx.setTrainState(nullptr);
 }
 
@@ -539,7 +561,8 @@ int main(int argc, char **argv) {
   checkEpilogueAddOnce(comm.get(), r, n, check);
   checkBf16GradientReduction(comm.get(), r, n, check);
   checkPendingFactors(comm.get(), r, n, check);
-  checkShardedBucket(r, n, check);
+  checkShardedBucket(r, n, check, /*microBatch=*/false);
+  checkShardedBucket(r, n, check, /*microBatch=*/true);
   checkSharedMemoryAllReduce(comm.get(), r, n, check);
   checkSplitAllReduce(comm.get(), r, n, check);
 

@@ -10,6 +10,9 @@
 // RUN: tp-opt %t/shapes70b.mlir --tp-replica-grad-sync="dp=3 zero=1 bucket-mib=0.0625" | FileCheck %t/shapes70b.mlir --check-prefix=ZERO
 // RUN: not tp-opt %t/onerank.mlir --tp-replica-grad-sync="zero=1" 2>&1 | FileCheck %t/onerank.mlir --check-prefix=ZERODP
 // RUN: tp-opt %t/zero-errors.mlir --split-input-file --tp-replica-grad-sync="dp=2 zero=1" --verify-diagnostics
+// RUN: tp-opt %t/layers.mlir --tp-replica-grad-sync="dp=2 zero=2" | FileCheck %t/layers.mlir
+// RUN: tp-opt %t/layers.mlir --tp-replica-grad-sync="dp=2 zero=1" | FileCheck %t/layers.mlir --check-prefix=STAGE1
+// RUN: not tp-opt %t/layers.mlir --tp-replica-grad-sync="dp=2 zero=3" 2>&1 | FileCheck %t/layers.mlir --check-prefix=STAGE3
 
 //--- shapes70b.mlir
 // Llama-3-70B's replicated parameters at tp=8 (8192-wide norms, 32 KiB
@@ -112,7 +115,7 @@ module {
 // DP1: tp.optimizer_boundary
 // DP1-NEXT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 32 : i64, dtype = f32, fqns = ["w"], group = "dp", reduction = #tp.grad_reduction<sum>}
 // DP0: error: tp-replica-grad-sync: dp must be at least 1, got 0
-// ZERODP: error: tp-replica-grad-sync: zero must be 0, or 1 with dp of 2 or more; got zero 1 at dp 1
+// ZERODP: error: tp-replica-grad-sync: zero must be 0, or 1 or 2 with dp of 2 or more; got zero 1 at dp 1
 module {
   func.func @train_step(%w: tensor<8xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
     tp.accumulate_grad %w into %w {fqn = "w"} : tensor<8xf32>
@@ -224,6 +227,73 @@ module {
     tp.optimizer_boundary
     tp.normalize_grads
     %n = tp.grad_norm : tensor<f32>
+    return %n : tensor<f32>
+  }
+}
+
+//--- layers.mlir
+// ZeRO stage 2 (zero=2): one data-parallel bucket per decoder layer
+// (tp.layer of the accumulations) and one for the gradients outside the
+// layers, each reduce-scattered {micro_batch} in the training step right
+// after the last accumulation of its gradients (the backward runs layer 1,
+// then layer 0; the embedding's gradient comes last); the replica bucket
+// over tp stays at the boundary, and the parameters are all-gathered after
+// the update as in stage 1.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NEXT: tp.accumulate_grad {{.*}}fqn = "lm_head.weight"
+// CHECK-NEXT: tp.accumulate_grad {{.*}}fqn = "model.layers.1.self_attn.q_proj.weight"
+// CHECK-NEXT: tp.accumulate_grad {{.*}}fqn = "model.layers.1.input_layernorm.weight"
+// CHECK-NEXT: tp.grad_bucket_reduce_scatter {bucket = 3 : i64, bytes = 320 : i64, dtype = f32, fqns = ["model.layers.1.input_layernorm.weight", "model.layers.1.self_attn.q_proj.weight"], micro_batch, padded_bytes = 512 : i64, tp.layer = 1 : i64}
+// CHECK-NEXT: tp.rms_norm
+// CHECK-NEXT: tp.accumulate_grad {{.*}}fqn = "model.layers.0.input_layernorm.weight"
+// CHECK-NEXT: tp.accumulate_grad {{.*}}fqn = "model.layers.0.self_attn.q_proj.weight"
+// CHECK-NEXT: tp.grad_bucket_reduce_scatter {bucket = 2 : i64, {{.*}}fqns = ["model.layers.0.input_layernorm.weight", "model.layers.0.self_attn.q_proj.weight"], micro_batch, {{.*}}tp.layer = 0 : i64}
+// CHECK-NEXT: tp.accumulate_grad {{.*}}fqn = "model.embed_tokens.weight"
+// CHECK-NEXT: tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 8192 : i64, dtype = f32, fqns = ["lm_head.weight", "model.embed_tokens.weight"], micro_batch, padded_bytes = 8192 : i64}
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-NEXT: tp.optimizer_boundary
+// CHECK-NEXT: tp.grad_bucket_all_reduce {bucket = 0 : i64, bytes = 128 : i64, {{.*}}reduction = #tp.grad_reduction<mean>}
+// CHECK-NEXT: tp.normalize_grads
+// CHECK-NEXT: tp.grad_norm {dp_sharded}
+// CHECK-NEXT: tp.clip_grads
+// CHECK-NEXT: tp.optimizer_update {dp_sharded, optimizer = "adamw"}
+// CHECK-NEXT: tp.param_bucket_all_gather {bucket = 1 : i64
+// CHECK-NEXT: tp.param_bucket_all_gather {bucket = 2 : i64
+// CHECK-NEXT: tp.param_bucket_all_gather {bucket = 3 : i64
+// CHECK-NEXT: return
+// Stage 1: one bucket of everything, at the boundary.
+// STAGE1-LABEL: func.func @train_step
+// STAGE1-NOT: tp.grad_bucket_reduce_scatter
+// STAGE1-LABEL: func.func @optimizer_step
+// STAGE1: tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 8832 : i64
+// STAGE1-NOT: micro_batch
+// STAGE3: error: tp-replica-grad-sync: zero must be 0, or 1 or 2 with dp of 2 or more; got zero 3 at dp 2
+module {
+  shard.grid @tp(shape = 2)
+  func.func @train_step(
+      %head: tensor<64x16xf32> {tp.fqn = "lm_head.weight"},
+      %q1: tensor<4x16xf32> {tp.fqn = "model.layers.1.self_attn.q_proj.weight"},
+      %n1: tensor<16xf32> {tp.fqn = "model.layers.1.input_layernorm.weight"},
+      %q0: tensor<4x16xf32> {tp.fqn = "model.layers.0.self_attn.q_proj.weight"},
+      %n0: tensor<16xf32> {tp.fqn = "model.layers.0.input_layernorm.weight"},
+      %emb: tensor<64x16xf32> {tp.fqn = "model.embed_tokens.weight"},
+      %x: tensor<2x3x16xf32>) attributes {tp.entry = "train_step"} {
+    tp.accumulate_grad %head into %head {fqn = "lm_head.weight", split_dim = 0 : i64} : tensor<64x16xf32>
+    tp.accumulate_grad %q1 into %q1 {fqn = "model.layers.1.self_attn.q_proj.weight", split_dim = 0 : i64, tp.layer = 1 : i64} : tensor<4x16xf32>
+    tp.accumulate_grad %n1 into %n1 {fqn = "model.layers.1.input_layernorm.weight", reduction = #tp.grad_reduction<mean>, tp.layer = 1 : i64} : tensor<16xf32>
+    %y = tp.rms_norm %x, %n0 {epsilon = 1.0e-06 : f64, tp.layer = 0 : i64} : (tensor<2x3x16xf32>, tensor<16xf32>) -> tensor<2x3x16xf32>
+    tp.accumulate_grad %n0 into %n0 {fqn = "model.layers.0.input_layernorm.weight", reduction = #tp.grad_reduction<mean>, tp.layer = 0 : i64} : tensor<16xf32>
+    tp.accumulate_grad %q0 into %q0 {fqn = "model.layers.0.self_attn.q_proj.weight", split_dim = 0 : i64, tp.layer = 0 : i64} : tensor<4x16xf32>
+    tp.accumulate_grad %emb into %emb {fqn = "model.embed_tokens.weight", split_dim = 0 : i64} : tensor<64x16xf32>
+    return
+  }
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    tp.normalize_grads
+    %n = tp.grad_norm : tensor<f32>
+    tp.clip_grads %n : tensor<f32>
+    tp.optimizer_update {optimizer = "adamw"}
     return %n : tensor<f32>
   }
 }

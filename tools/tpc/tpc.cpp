@@ -259,8 +259,9 @@ static LogicalResult run(MLIRContext &context) {
         return success();
       })))
     return failure();
-  // The report reads the partitioned program; its activation section, the
-  // fused one (written once the fusions ran, or without it for --emit mlir).
+  // The report reads the partitioned program; its memory section, the
+  // fused one (written once the fusions ran, or without them for --emit
+  // mlir).
   std::optional<tp::PlanReport> planReport;
   auto writeReport = [&](StringRef activations) {
     SmallString<256> reportPath(outputDir);
@@ -278,12 +279,12 @@ static LogicalResult run(MLIRContext &context) {
     llvm::outs() << planReport->summary << "\n";
   }
   if (emit == Emit::Mlir)
-    return planReport ? writeReport("") : success();
+    return planReport ? writeReport(tp::writeMemoryPlan(*module)) : success();
 
   PassManager fuse(&context);
   tp::buildTPFusePipeline(fuse, opts);
   if (failed(fuse.run(*module)) ||
-      (planReport && failed(writeReport(tp::writeActivationPlan(*module)))))
+      (planReport && failed(writeReport(tp::writeMemoryPlan(*module)))))
     return failure();
   PassManager lower(&context);
   tp::buildTPToEmitCPipeline(lower, opts);

@@ -23,6 +23,13 @@ struct PlanReport {
 /// a diagnostic) when it has none.
 FailureOr<PlanReport> buildPlanReport(ModuleOp module, int64_t ranks);
 
+/// The report's section on memory: for a training program, what each rank
+/// holds besides activations (parameters, masters, gradient buffers,
+/// optimizer state, the all-gather buffer), read off `module` as it will
+/// run (after the fusions, which move gradient accumulations), then the
+/// activation arenas (writeActivationPlan).
+std::string writeMemoryPlan(ModuleOp module);
+
 /// The report's section on activations, of `module` after
 /// tp-plan-activations: each entry point's arena in bytes per token (its
 /// planned results, laid out by lifetime), which a call multiplies by the

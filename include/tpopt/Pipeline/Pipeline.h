@@ -107,7 +107,10 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "of every parameter on every data-parallel rank; 1 "
                      "shards it over them (ZeRO stage 1: gradients "
                      "reduce-scattered, each rank updating its 1/D, "
-                     "parameters all-gathered)"),
+                     "parameters all-gathered); 2 also reduce-scatters "
+                     "each decoder layer's gradients after its backward, "
+                     "holding only this rank's 1/D between micro-batches "
+                     "(ZeRO stage 2)"),
       llvm::cl::init(0)};
   Option<double> bucketMib{
       *this, "bucket-mib",

@@ -1,6 +1,7 @@
 //===- TPOps.cpp - tp dialect operations ----------------------------------===//
 
 #include "tpopt/Dialect/TP/TPOps.h"
+#include "tpopt/Dialect/TP/TPUtils.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -855,6 +856,18 @@ LogicalResult GradBucketReduceScatterOp::verify() {
   if ((padded / 4) % *ranks)
     return emitOpError("padded_bytes must split into ")
            << *ranks << " equal runs of FP32 elements, got " << padded;
+  // Per micro-batch in the training step, or once in the optimizer step.
+  StringRef expected = getMicroBatch() ? kTrainStepEntry : kOptimizerStepEntry;
+  auto func = (*this)->getParentOfType<FunctionOpInterface>();
+  auto role = func ? func->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName)
+                   : StringAttr();
+  if (role && role.getValue() != expected)
+    return emitOpError(getMicroBatch() ? "with micro_batch must be in the "
+                                         "training step"
+                                       : "without micro_batch must be in the "
+                                         "optimizer step")
+           << " (tp.entry = \"" << expected << "\"), not in \""
+           << role.getValue() << "\"";
   return success();
 }
 

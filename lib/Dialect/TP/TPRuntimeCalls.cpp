@@ -846,7 +846,7 @@ LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeArg kReduceScatterParams[] = {
-    kI64, RuntimeArg::DType, RuntimeArg::Strings, kI64, kI64};
+    kI64, RuntimeArg::DType, RuntimeArg::Strings, kI64, kI64, kBool};
 static constexpr RuntimeSignature kGradBucketReduceScatter[] = {
     {"tprt::grad_bucket_reduce_scatter", kReduceScatterParams, 0}};
 
@@ -863,7 +863,8 @@ LogicalResult GradBucketReduceScatterOp::buildRuntimeCall(RuntimeCall &call) {
       .str(dtype)
       .strings(bucketFqns(getFqns()))
       .i64(getBytes())
-      .i64(getPaddedBytes());
+      .i64(getPaddedBytes())
+      .flag(getMicroBatch());
   return success();
 }
 

@@ -68,12 +68,21 @@ struct ResumePoint {
 /// grad_bucket_reduce_scatter): its padded FP32 buffer, which the bucket's
 /// gradient buffers are views of when they can be, and this rank's run of
 /// it, where the reduce-scatter leaves the reduced sums.
+///
+/// Reduced per micro-batch (--zero 2), `flat` is held only from the
+/// bucket's first accumulation of a micro-batch to its reduce-scatter, and
+/// `shard` is a buffer of its own, where the micro-batches' sums add up.
 struct ShardedBucket {
   Tensor flat, shard;
   /// This rank's run is [shardBegin, shardBegin + shard.numel()) of flat
-  /// (`shard` is a view of it).
+  /// (`shard` is a view of it, or, per micro-batch, its own buffer).
   int64_t shardBegin = 0;
+  /// The FP32 elements of `flat`.
+  int64_t padded = 0;
   DType dtype = DType::F32;
+  bool microBatch = false;
+  /// Per micro-batch: the step's next reduce-scatter overwrites the run.
+  bool runFresh = true;
   /// Each gradient's FQN, offset in `flat` and elements, in the program's
   /// order.
   struct Member {
@@ -198,6 +207,11 @@ struct TrainState {
   /// reduce-scatters and all-gathers of the last step with their bytes.
   std::map<int64_t, ShardedBucket> shardedBuckets;
   int64_t shardedCollectives = 0, shardedBytes = 0;
+  /// The buckets reduced per micro-batch (--zero 2), by member FQN, once
+  /// their layout is known (their first reduce-scatter); and the bytes of
+  /// their whole buffers held now and at most at once.
+  std::map<std::string, int64_t> microBatchBuckets;
+  int64_t microBatchHeld = 0, microBatchPeak = 0;
   /// The largest parameter all-gather buffer allocated (bytes).
   int64_t largestGather = 0;
   /// Made by the first update (the program names the optimizer).
@@ -205,6 +219,15 @@ struct TrainState {
   /// --resume: where the run continues from (null: a new run).
   const ResumePoint *resume = nullptr;
 };
+
+/// A step begins: every gradient's next accumulation overwrites its
+/// buffer, and every per-micro-batch bucket's next reduce-scatter its run.
+void beginTrainStep(Context &ctx, TrainState &state);
+/// Context::gradBuffer of a parameter without a buffer: when it is in a
+/// bucket reduced per micro-batch, the bucket's whole FP32 buffer is
+/// allocated and its gradients become views of it. Returns whether it was.
+bool bindMicroBatchBucket(Context &ctx, TrainState &state,
+                          const std::string &fqn, Device device);
 
 /// The buffers' elements one after the other into `out` (FP32).
 void packBucket(const std::vector<Tensor *> &grads, float *out);

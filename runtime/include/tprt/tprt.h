@@ -774,9 +774,13 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
 /// (`bytes` at FP32 size) packed into one FP32 buffer of `paddedBytes`,
 /// reduce-scattered (sum) over the data-parallel group: this rank keeps
 /// the sums of its equal run of it, which the norm and the update read.
+/// `microBatch` (--zero 2): called in the training step once per
+/// micro-batch, adding into the run (the step's first call overwrites it)
+/// and releasing the gradients' buffers, which the bucket's next
+/// accumulation takes whole again (Context::gradBuffer).
 void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
                                 std::vector<std::string> fqns, int64_t bytes,
-                                int64_t paddedBytes);
+                                int64_t paddedBytes, bool microBatch);
 /// tp.param_bucket_all_gather (--zero 1): the parameters of a sharded
 /// bucket, each rank's updated run all-gathered over the data-parallel
 /// group (`bytes`: the padded bucket in `dtype`).

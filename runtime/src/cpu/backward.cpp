@@ -11,6 +11,7 @@
 #include "KernelUtils.h"
 #include "Vector.h"
 #include "cuda/Cuda.h"
+#include "tprt/Train.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -482,8 +483,12 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
 
 Context::GradBuffer &Context::gradBuffer(const Tensor &param, const char *fqn) {
   GradBuffer &buffer = grads_[fqn];
-  if (!buffer.grad.defined())
-    buffer.grad = Tensor::uninitialized(DType::F32, param.shape());
+  // A bucket reduced per micro-batch (--zero 2) makes its buffers views.
+  if (!buffer.grad.defined() &&
+      !(trainState_ &&
+        bindMicroBatchBucket(*this, *trainState_, fqn, param.device())))
+    buffer.grad =
+        Tensor::uninitialized(DType::F32, param.shape(), param.device());
   if (buffer.grad.shape() != param.shape())
     fatal(std::string("the gradient buffer of '") + fqn + "' is " +
           buffer.grad.describe() + ", the parameter " + param.describe());

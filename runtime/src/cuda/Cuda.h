@@ -141,6 +141,8 @@ void packRuns(const std::vector<float *> &runs,
               const std::vector<int64_t> &counts, float *bucket, bool toBucket);
 /// data[i] *= factor.
 void scaleInPlace(float *data, int64_t n, float factor);
+/// acc[i] += x[i].
+void addInPlace(float *acc, const float *x, int64_t n);
 /// {the sum of squares (FP64), the largest magnitude (NaN when an element
 /// is)} of `n` elements, in one pass.
 std::pair<double, double> normParts(const float *data, int64_t n);

@@ -176,6 +176,13 @@ void scaleInPlace(float *data, int64_t n, float factor) {
   checkLaunch("scale");
 }
 
+void addInPlace(float *acc, const float *x, int64_t n) {
+  if (n == 0)
+    return;
+  addKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(acc, x, n);
+  checkLaunch("add");
+}
+
 void adamwUpdate(Tensor &param, const float *g, float *m, float *v, float decay,
                  float beta1, float beta2, float stepSize, float root2,
                  float eps) {
@@ -255,9 +262,7 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
   if (grad.shape() != param.shape())
     fatal(std::string("accumulate_grad: the gradient of '") + fqn + "' is " +
           grad.describe() + ", the parameter " + param.describe());
-  Context::GradBuffer &buffer = ctx.grads()[fqn];
-  if (!buffer.grad.defined())
-    buffer.grad = Tensor::uninitialized(DType::F32, grad.shape(), Device::CUDA);
+  Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
   bool fresh = buffer.takeFirst(splitDim, owned);
   int64_t n = grad.numel();
   if (n == 0)

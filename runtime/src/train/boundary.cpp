@@ -58,6 +58,16 @@ void copyBytes(void *dst, const void *src, int64_t bytes, Device device) {
   std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
+/// dst[i] += src[i] for `n` floats, both on `device`.
+void addFloats(float *dst, const float *src, int64_t n, Device device) {
+#ifdef TPRT_WITH_CUDA
+  if (device == Device::CUDA)
+    return cuda::addInPlace(dst, src, n);
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += src[i];
+}
+
 /// The sum of squares (`inf` false) or the largest magnitude of `n`
 /// gradient elements at `g`, on the GPU when `onGpu`.
 double normPart(const float *g, int64_t n, bool onGpu, bool inf) {
@@ -159,17 +169,81 @@ void optimizer_boundary(Context &ctx) {
   if (ctx.grads().empty())
     fatal("optimizer_boundary: no gradient was accumulated (the training "
           "step did not run)");
-  for (const auto &[fqn, buffer] : ctx.grads())
-    if (buffer.fresh)
+  for (const auto &[fqn, buffer] : ctx.grads()) {
+    // A gradient reduced per micro-batch is in its bucket's run.
+    auto in = state.microBatchBuckets.find(fqn);
+    bool got = in == state.microBatchBuckets.end()
+                   ? !buffer.fresh
+                   : state.shardedBuckets.at(in->second).reduced &&
+                         !buffer.grad.defined();
+    if (!got)
       fatal("optimizer_boundary: parameter '" + fqn +
-            "' got no gradient in this step");
+            "' got no gradient in this step" +
+            (buffer.grad.defined() && in != state.microBatchBuckets.end()
+                 ? " before its bucket's reduce-scatter"
+                 : ""));
+  }
   state.skipped = false;
   state.bucketCollectives = 0;
   state.bucketBytes = 0;
+  for (auto &entry : state.shardedBuckets)
+    if (!entry.second.microBatch)
+      entry.second.reduced = false;
+}
+
+void beginTrainStep(Context &ctx, TrainState &state) {
+  for (auto &entry : ctx.grads())
+    entry.second.fresh = true;
   state.shardedCollectives = 0;
   state.shardedBytes = 0;
-  for (auto &entry : state.shardedBuckets)
-    entry.second.reduced = false;
+  for (auto &entry : state.shardedBuckets) {
+    entry.second.runFresh = true;
+    if (entry.second.microBatch)
+      entry.second.reduced = false;
+  }
+}
+
+/// A sharded bucket's whole FP32 buffer, its padding zeroed: summed too,
+/// but never read (the norm, the update and the all-gather take the
+/// gradients' elements only), so that its sums are defined.
+static void allocateBucketBuffer(ShardedBucket &b, Device device) {
+  b.flat = Tensor::uninitialized(DType::F32, {b.padded}, device);
+  int64_t used = b.members.back().offset + b.members.back().numel;
+  if (b.padded > used) {
+    Tensor zeros(DType::F32, {b.padded - used});
+    copyFloats(b.flat.f32() + used, zeros.f32(), b.padded - used, device);
+  }
+}
+
+/// The whole buffer of a bucket reduced per micro-batch, counted.
+static void holdMicroBatchBuffer(TrainState &state, ShardedBucket &b,
+                                 Device device) {
+  allocateBucketBuffer(b, device);
+  state.microBatchHeld += b.padded * 4;
+  state.microBatchPeak = std::max(state.microBatchPeak, state.microBatchHeld);
+}
+
+bool bindMicroBatchBucket(Context &ctx, TrainState &state,
+                          const std::string &fqn, Device device) {
+  auto in = state.microBatchBuckets.find(fqn);
+  if (in == state.microBatchBuckets.end())
+    return false;
+  ShardedBucket &b = state.shardedBuckets.at(in->second);
+  std::string what =
+      "grad_bucket_reduce_scatter: bucket " + std::to_string(in->second);
+  if (b.flat.defined())
+    fatal(what + " is held, but parameter '" + fqn +
+          "' has no gradient buffer");
+  holdMicroBatchBuffer(state, b, device);
+  for (const ShardedBucket::Member &m : b.members) {
+    const Tensor *param = ctx.cachedParam(m.fqn);
+    if (!param || param->numel() != m.numel)
+      fatal(what + ": parameter '" + m.fqn + "' does not match its gradient");
+    Context::GradBuffer &buffer = ctx.grads()[m.fqn];
+    buffer.grad = Tensor::view(b.flat, m.offset, param->shape());
+    buffer.inBucket = true;
+  }
+  return true;
 }
 
 #ifdef TPRT_WITH_CUDA
@@ -238,6 +312,50 @@ static bool bindToBucket(Context &ctx, Tensor &flat,
   return allViews;
 }
 
+/// A replica bucket whose gradients were reduce-scattered per micro-batch
+/// (--zero 2): the parts of them in this rank's runs, packed, summed over
+/// `comm` and put back. The tensor-parallel ranks of a group share their
+/// data-parallel rank, hence their runs.
+static void allReduceRuns(TrainState &state, Communicator &comm,
+                          const std::vector<std::string> &fqns, int64_t bytes,
+                          const std::string &what) {
+  std::vector<float *> parts;
+  std::vector<int64_t> counts;
+  int64_t whole = 0, total = 0;
+  Device device = Device::CPU;
+  for (const std::string &fqn : fqns) {
+    auto in = state.microBatchBuckets.find(fqn);
+    if (in == state.microBatchBuckets.end())
+      fatal(what + ": parameter '" + fqn +
+            "' is not in a bucket reduced per micro-batch, the others are");
+    ShardedBucket &b = state.shardedBuckets.at(in->second);
+    auto m = std::find_if(b.members.begin(), b.members.end(),
+                          [&](const auto &m) { return m.fqn == fqn; });
+    auto [lo, hi] = b.ownedRange(*m);
+    parts.push_back(b.shard.f32() + (m->offset + lo - b.shardBegin));
+    counts.push_back(hi - lo);
+    whole += m->numel;
+    total += hi - lo;
+    device = b.shard.device();
+  }
+  if (whole * 4 != bytes)
+    fatal(what + " holds " + std::to_string(whole * 4) +
+          " bytes of gradients; the program was compiled for " +
+          std::to_string(bytes));
+  if (total > 0) {
+    Tensor packed = Tensor::uninitialized(DType::F32, {total}, device);
+    float *at = packed.f32();
+    for (size_t i = 0; i < parts.size(); at += counts[i++])
+      copyFloats(at, parts[i], counts[i], device);
+    comm.allReduceSum(packed.f32(), total);
+    at = packed.f32();
+    for (size_t i = 0; i < parts.size(); at += counts[i++])
+      copyFloats(parts[i], at, counts[i], device);
+  }
+  ++state.bucketCollectives;
+  state.bucketBytes += total * 4;
+}
+
 void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
                             DType dtype, std::vector<std::string> fqns,
                             int64_t bytes, const char *group) {
@@ -247,6 +365,13 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
     fatal(what + ": gradients of a float type only");
   // The buffers in bucket order, checked against the compiled size.
   std::vector<Context::GradBuffer *> buffers = bucketGrads(ctx, fqns, what);
+  Communicator &comm = std::string(group) == "dp" ? ctx.dp() : ctx.tp();
+  // The mean's division is left pending (applied by the update).
+  if (mean)
+    for (Context::GradBuffer *b : buffers)
+      b->pendingScale /= static_cast<float>(comm.size());
+  if (state.microBatchBuckets.count(fqns.front()))
+    return allReduceRuns(state, comm, fqns, bytes, what);
   std::vector<Tensor *> grads;
   int64_t total = 0;
   for (Context::GradBuffer *b : buffers) {
@@ -257,11 +382,6 @@ void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
     fatal(what + " holds " + std::to_string(total * 4) +
           " bytes of gradients; the program was compiled for " +
           std::to_string(bytes));
-  Communicator &comm = std::string(group) == "dp" ? ctx.dp() : ctx.tp();
-  // The mean's division is left pending (applied by the update).
-  if (mean)
-    for (Context::GradBuffer *b : buffers)
-      b->pendingScale /= static_cast<float>(comm.size());
   // The buffers are FP32 whatever the parameters' dtype (a bf16 reduction
   // would round every partial sum). The bucket has its own FP32 buffer,
   // which the gradients become views of (PyTorch DDP's
@@ -388,7 +508,7 @@ void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded,
 
 void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
                                 std::vector<std::string> fqns, int64_t bytes,
-                                int64_t paddedBytes) {
+                                int64_t paddedBytes, bool microBatch) {
   TrainState &state = trainState(ctx, "grad_bucket_reduce_scatter");
   std::string what =
       "grad_bucket_reduce_scatter: bucket " + std::to_string(bucket);
@@ -402,7 +522,8 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
           " equal runs of FP32 elements");
   std::vector<Context::GradBuffer *> buffers = bucketGrads(ctx, fqns, what);
   ShardedBucket &b = state.shardedBuckets[bucket];
-  if (!b.flat.defined()) {
+  Device device = buffers.front()->grad.device();
+  if (b.members.empty()) {
     // The layout, fixed by the first step.
     int64_t offset = 0;
     for (size_t i = 0; i < fqns.size(); ++i) {
@@ -414,27 +535,57 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
       fatal(what + " holds " + std::to_string(offset * 4) +
             " bytes of gradients; the program was compiled for " +
             std::to_string(bytes));
-    Device device = buffers.front()->grad.device();
     b.dtype = dtype;
-    b.flat = Tensor::uninitialized(DType::F32, {padded}, device);
-    // This rank's run of the bucket itself: the reduce-scatter sums in
-    // place (the bucket's other runs hold no gradient after it, and the
-    // next step's first gradients overwrite them).
+    b.padded = padded;
+    b.microBatch = microBatch;
     b.shardBegin = dp.rank() * (padded / ranks);
-    b.shard = Tensor::view(b.flat, b.shardBegin, {padded / ranks});
-    // The padding is summed too but never read (the norm, the update and
-    // the all-gather take the gradients' elements only): zeros, so that
-    // its sums are defined.
-    Tensor zeros(DType::F32, {padded - offset});
-    if (padded > offset)
-      copyBytes(b.flat.f32() + offset, zeros.f32(), (padded - offset) * 4,
-                device);
+    if (microBatch) {
+      b.shard = Tensor::uninitialized(DType::F32, {padded / ranks}, device);
+      for (const std::string &fqn : fqns)
+        state.microBatchBuckets[fqn] = bucket;
+    } else {
+      // This rank's run of the bucket itself: the reduce-scatter sums in
+      // place (the bucket's other runs hold no gradient after it, and the
+      // next step's first gradients overwrite them).
+      allocateBucketBuffer(b, device);
+      b.shard = Tensor::view(b.flat, b.shardBegin, {padded / ranks});
+    }
+  } else if (b.microBatch != microBatch || !b.holds(fqns)) {
+    fatal(what + " was reduced with other gradients or at another point");
+  }
+  if (microBatch) {
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (buffers[i]->fresh)
+        fatal(what + ": parameter '" + fqns[i] +
+              "' got no gradient in this micro-batch before the "
+              "reduce-scatter");
+    // The first step's gradients were not views: copied in.
+    if (!b.flat.defined())
+      holdMicroBatchBuffer(state, b, device);
   }
   std::vector<int64_t> offsets;
   for (const ShardedBucket::Member &m : b.members)
     offsets.push_back(m.offset);
   bindToBucket(ctx, b.flat, buffers, offsets);
-  dp.reduceScatterSum(b.flat.f32(), b.shard.f32(), padded / ranks);
+  int64_t run = padded / ranks;
+  float *mine = b.flat.f32() + b.shardBegin;
+  dp.reduceScatterSum(b.flat.f32(), mine, run);
+  if (microBatch) {
+    if (b.runFresh)
+      copyFloats(b.shard.f32(), mine, run, device);
+    else
+      addFloats(b.shard.f32(), mine, run, device);
+    // The whole buffer goes; the next micro-batch's first gradient of the
+    // bucket takes it again (bindMicroBatchBucket).
+    for (Context::GradBuffer *buffer : buffers) {
+      buffer->grad = Tensor();
+      buffer->inBucket = false;
+      buffer->fresh = true;
+    }
+    b.flat = Tensor();
+    state.microBatchHeld -= padded * 4;
+  }
+  b.runFresh = false;
   b.reduced = true;
   ++state.shardedCollectives;
   state.shardedBytes += paddedBytes;
@@ -449,8 +600,8 @@ void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
   if (found == state.shardedBuckets.end() || !found->second.holds(fqns))
     fatal(what + ": no reduce-scattered bucket of these parameters");
   ShardedBucket &b = found->second;
-  int64_t element = static_cast<int64_t>(dtypeSize(dtype)),
-          padded = b.flat.numel(), ranks = ctx.dp().size();
+  int64_t element = static_cast<int64_t>(dtypeSize(dtype)), padded = b.padded,
+          ranks = ctx.dp().size();
   if (dtype != b.dtype || bytes != padded * element)
     fatal(what + ": " + std::to_string(bytes) + " bytes of " +
           dtypeName(dtype) + " do not hold the bucket's " +
@@ -458,7 +609,7 @@ void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
   // A skipped update changed nothing anywhere (every rank has the norm).
   if (state.skipped)
     return;
-  Device device = b.flat.device();
+  Device device = b.shard.device();
   Tensor gathered = Tensor::uninitialized(dtype, {padded}, device);
   state.largestGather = std::max(state.largestGather, bytes);
   auto *out = static_cast<char *>(gathered.raw());

@@ -179,10 +179,15 @@ static void reportMemoryHeld(Context &ctx, const TrainState &state,
     parameters += ctx.cachedParam(entry.first)->bytes();
   for (const auto &entry : state.buckets)
     gradients += entry.second.bytes();
+  // A bucket's run is a view of its whole buffer, or, reduced per
+  // micro-batch, a buffer of its own beside the whole ones held at once.
   for (const auto &entry : state.shardedBuckets)
-    gradients += entry.second.flat.bytes(); // the run is a view of it
+    gradients += entry.second.microBatch ? entry.second.shard.bytes()
+                                         : entry.second.flat.bytes();
+  gradients += static_cast<uint64_t>(state.microBatchPeak);
+  // (A gradient reduced per micro-batch has no buffer between them.)
   for (const auto &entry : ctx.grads())
-    if (!entry.second.inBucket)
+    if (!entry.second.inBucket && entry.second.grad.defined())
       gradients += entry.second.grad.bytes();
   auto [masters, moments] = state.optimizer
                                 ? state.optimizer->stateBytes()
@@ -270,8 +275,7 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
     double start = MPI_Wtime();
     // The buffers stay (views of the gradient buckets); each step's first
     // gradient overwrites.
-    for (auto &entry : ctx.grads())
-      entry.second.fresh = true;
+    beginTrainStep(ctx, state);
     double loss = 0;
     int64_t tokens = 0, processed = 0;
     int64_t row = stepRows + ctx.dp().rank() * o.microBatch * o.gradAccum;

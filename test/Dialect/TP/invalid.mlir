@@ -612,6 +612,28 @@ module {
 
 module {
   shard.grid @dp(shape = 2)
+  func.func @micro_batch_in_update() attributes {tp.entry = "optimizer_step"} {
+    // expected-error @+1 {{with micro_batch must be in the training step (tp.entry = "train_step"), not in "optimizer_step"}}
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], micro_batch, padded_bytes = 1024 : i64}
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @boundary_bucket_in_step() attributes {tp.entry = "train_step"} {
+    // expected-error @+1 {{without micro_batch must be in the optimizer step (tp.entry = "optimizer_step"), not in "train_step"}}
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], padded_bytes = 1024 : i64}
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
   func.func @all_gather_runs() {
     // expected-error @+1 {{bytes must split into 2 equal runs of 'bf16' elements, got 6}}
     tp.param_bucket_all_gather {bucket = 0 : i64, bytes = 6 : i64, dtype = bf16, fqns = ["a"]}

@@ -128,8 +128,10 @@ func.func @feature_slices(%qkv: tensor<?x?x128xbf16>) -> tensor<?x?x128xbf16> {
 }
 
 // --zero 1's optimizer step: a reduce-scatter over @dp padded to equal
-// runs, the norm and update of this rank's runs, the all-gather.
+// runs, the norm and update of this rank's runs, the all-gather. With
+// --zero 2, the reduce-scatter per micro-batch, in the training step.
 // CHECK-LABEL: module @zero
+// CHECK: tp.grad_bucket_reduce_scatter {bucket = 2 : i64, bytes = 64 : i64, dtype = f32, fqns = ["c"], micro_batch, padded_bytes = 1024 : i64}
 // CHECK: tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 400 : i64, dtype = bf16, fqns = ["a", "b"], padded_bytes = 1024 : i64}
 // CHECK-NEXT: tp.normalize_grads
 // CHECK-NEXT: %[[N:.*]] = tp.grad_norm {dp_sharded} : tensor<f32>
@@ -138,6 +140,10 @@ func.func @feature_slices(%qkv: tensor<?x?x128xbf16>) -> tensor<?x?x128xbf16> {
 // CHECK-NEXT: tp.param_bucket_all_gather {bucket = 1 : i64, bytes = 512 : i64, dtype = bf16, fqns = ["a", "b"]}
 module @zero {
   shard.grid @dp(shape = 2)
+  func.func @train_step() attributes {tp.entry = "train_step"} {
+    tp.grad_bucket_reduce_scatter {bucket = 2 : i64, bytes = 64 : i64, dtype = f32, fqns = ["c"], micro_batch, padded_bytes = 1024 : i64}
+    return
+  }
   func.func @optimizer_step() -> tensor<f32> {
     tp.optimizer_boundary
     tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 400 : i64, dtype = bf16, fqns = ["a", "b"], padded_bytes = 1024 : i64}

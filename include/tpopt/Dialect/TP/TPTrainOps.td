@@ -683,15 +683,31 @@ def TP_GradBucketReduceScatterOp : TP_Op<"grad_bucket_reduce_scatter",
     read only this rank's run, and `tp.param_bucket_all_gather` of the same
     `bucket` brings every rank the updated parameters. `dtype` is the
     parameters' type. Written by `tp-replica-grad-sync` in place of the
-    data-parallel `tp.grad_bucket_all_reduce`.
+    data-parallel `tp.grad_bucket_all_reduce`, in the optimizer step after
+    `tp.optimizer_boundary`.
+
+    With `micro_batch` (`tpc --zero 2`, ZeRO stage 2) the op is in the
+    training step instead, after the last accumulation of its gradients,
+    and runs once per micro-batch: the sums of this micro-batch's gradients
+    in this rank's run are added to those of the step's earlier
+    micro-batches (the step's first overwrites), and the whole buffer is
+    released. A rank then holds, between the bucket's reduce-scatter and
+    the optimizer update, only its run of the gradients: a decoder layer's
+    bucket is whole only from the layer's first gradient in the backward to
+    its reduce-scatter. The tensor-parallel replica buckets at the boundary
+    sum the runs.
 
     ```mlir
     tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 4096 : i64,
         dtype = f32, fqns = ["lm_head.weight"], padded_bytes = 4096 : i64}
+    tp.grad_bucket_reduce_scatter {bucket = 2 : i64, bytes = 512 : i64,
+        dtype = f32, fqns = ["model.layers.0.input_layernorm.weight"],
+        micro_batch, padded_bytes = 1024 : i64}
     ```
   }];
   let arguments = (ins I64Attr:$bucket, TypeAttrOf<AnyFloat>:$dtype,
-                   StrArrayAttr:$fqns, I64Attr:$bytes, I64Attr:$padded_bytes);
+                   StrArrayAttr:$fqns, I64Attr:$bytes, I64Attr:$padded_bytes,
+                   UnitAttr:$micro_batch);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
