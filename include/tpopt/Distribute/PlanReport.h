@@ -1,7 +1,7 @@
 //===- PlanReport.h - what a partitioned program holds per rank -*- C++ -*-===//
 
-#ifndef TPOPT_PARTITION_PLANREPORT_H
-#define TPOPT_PARTITION_PLANREPORT_H
+#ifndef TPOPT_DISTRIBUTE_PLANREPORT_H
+#define TPOPT_DISTRIBUTE_PLANREPORT_H
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -38,4 +38,4 @@ std::string writeActivationPlan(ModuleOp module);
 
 } // namespace mlir::tp
 
-#endif // TPOPT_PARTITION_PLANREPORT_H
+#endif // TPOPT_DISTRIBUTE_PLANREPORT_H

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tpopt/Partition/PlanReport.h"
+#include "tpopt/Distribute/PlanReport.h"
 #include "tpopt/Dialect/TP/ModelConfig.h"
 #include "tpopt/Dialect/TP/TPAttrs.h"
 #include "tpopt/Dialect/TP/TPDialect.h"
