@@ -1,10 +1,10 @@
 //===- Cublas.h - cuBLAS, opened when a GPU program starts ------*- C++ -*-===//
 //
 // cuBLAS is opened with dlopen by cuda::initialize() instead of being
-// linked: a linked libcublas costs every process ~130 MiB of resident memory
-// before main (libcublasLt's code and the 84 MiB of zeroed data its
-// initializers touch), CPU programs included. The few functions the
-// backend calls are looked up by their exported names.
+// linked: a linked libcublas costs every process resident memory before
+// main (libcublasLt's code and the zeroed data its initializers touch; the
+// measured figure is in docs/training.md), CPU programs included. The few
+// functions the backend calls are looked up by their exported names.
 //
 // Defined only with TPRT_WITH_CUDA.
 //
