@@ -1,10 +1,11 @@
 //===- LayerLoops.cpp - repeated decoder layers as loops ------------------===//
 //
-// A decoder layer is found from the parameters its calls read
-// (`...layers.N...` in the FQN of a load_param); the calls after the first
-// one that reads layer N's parameters, up to the first that reads another
-// layer's (or a parameter outside the layers), form layer N's range. This
-// holds for every exporter, whose node names may not name the layer.
+// A decoder layer is found from the parameters its calls read: each
+// load_param carries the `tp.layer` of the ops that read its parameter
+// (set by raising, kept by every pass, handed over by tp-to-emitc); the
+// calls after the first one that loads a layer-N parameter, up to the
+// first that loads another layer's (or a parameter outside the layers),
+// form layer N's range. Neither FQNs nor node names are parsed.
 //
 // Consecutive ranges of distinct layers (0, 1, 2, ... in a forward pass;
 // N-1, ..., 0 in a backward pass; FQN order in an init) roll into one loop
