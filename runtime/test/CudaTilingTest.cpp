@@ -1,9 +1,10 @@
 //===- CudaTilingTest.cpp - the CUDA kernels' index logic on the host -----===//
 //
-// The attention kernel visits only the key tiles attentionKeyRange gives a
-// block of query rows, and masks keys with attentionVisible: both are
-// checked here against the CPU kernel's rule, written out independently,
-// for every query and key of many shapes (no GPU needed).
+// The attention kernels visit only the key tiles attentionKeyRange gives a
+// block of query rows, and mask keys with attentionVisible
+// (common/Attention.h): both are checked here against tp.attention's rule,
+// written out independently, for every query and key of many shapes (no GPU
+// needed); and the CUDA grid size.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,12 +12,14 @@
 
 #include <gtest/gtest.h>
 
-using namespace tprt::cuda;
+using namespace tprt;
+using tprt::cuda::gridBlocks;
+using tprt::cuda::kAttentionRowsPerBlock;
 
 namespace {
 
-/// tp.attention's rule (TPOps.td), written out independently of Tiling.h,
-/// which the CPU kernel now shares.
+/// tp.attention's rule (TPOps.td), written out independently of
+/// common/Attention.h, which both kernels share.
 bool cpuVisible(int64_t pos, int64_t j, bool causal, int64_t window) {
   if (causal && j > pos)
     return false;

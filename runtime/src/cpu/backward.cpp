@@ -309,8 +309,8 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
               delta[i] =
                   rowSum[i] > 0 ? static_cast<float>(dot / rowSum[i]) : 0.0f;
             }
-            cuda::KeyRange range = cuda::attentionKeyRange(
-                firstPos, firstPos + rows - 1, skv, causal, window);
+            KeyRange range = attentionKeyRange(firstPos, firstPos + rows - 1,
+                                               skv, causal, window);
             for (int64_t j0 = range.begin; j0 < range.end;
                  j0 += kAttentionKeyBlock) {
               int64_t cols = std::min(kAttentionKeyBlock, range.end - j0);

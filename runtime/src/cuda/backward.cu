@@ -10,7 +10,7 @@
 
 #include "Runtime.h"
 #include "Tiling.h"
-#include "cpu/KernelUtils.h"
+#include "common/Checks.h"
 
 #include <cmath>
 

@@ -16,7 +16,7 @@
 
 #include "Cublas.h"
 #include "Runtime.h"
-#include "cpu/KernelUtils.h"
+#include "common/Checks.h"
 
 namespace tprt {
 namespace cuda {

@@ -7,13 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Runtime.h"
-#include "cpu/KernelUtils.h"
+#include "common/Checks.h"
 
 namespace tprt {
 namespace cuda {
 namespace {
 
-/// x, an f32 tensor on the GPU, viewed around `axis` (cpu/KernelUtils.h).
+/// x, an f32 tensor on the GPU, viewed around `axis` (common/Checks.h).
 AxisView gpuAxisView(const Tensor &x, int64_t axis, const char *op) {
   requireGpu(x, DType::F32, op, "the input");
   return AxisView(x, axis, op);

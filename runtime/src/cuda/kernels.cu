@@ -11,7 +11,7 @@
 #include "Elements.cuh"
 #include "Runtime.h"
 #include "Tiling.h"
-#include "cpu/KernelUtils.h"
+#include "common/Checks.h"
 
 #include <climits>
 #include <cmath>

@@ -5,14 +5,14 @@
 // scan as its recurrence (one thread per (batch, head, channel), its state
 // row in local memory) and the gated RMS norm as kernels; the backward
 // recomputes the forward keeping every state, as the CPU does. The
-// operands are checked as the CPU checks them (cpu/KernelUtils.h,
+// operands are checked as the CPU checks them (common/Checks.h,
 // Mamba2Shape), on the GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Runtime.h"
 #include "Tiling.h"
-#include "cpu/KernelUtils.h"
+#include "common/Checks.h"
 
 #include <climits>
 

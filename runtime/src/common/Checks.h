@@ -1,0 +1,243 @@
+//===- Checks.h - operand rules both backends apply --------------*- C++
+//-*-===//
+//
+// What a kernel checks of its operands and the dtype rule, whichever
+// backend runs it: shapes (attention, Mamba2, axes, feature ranges), key
+// masks, and the reduced-precision rule (TPRT_IN_F32). Host code only; the
+// CPU and CUDA kernels include it, neither includes the other's headers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TPRT_COMMON_CHECKS_H
+#define TPRT_COMMON_CHECKS_H
+
+#include "tprt/tprt.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+namespace tprt {
+
+inline void requireF32(const Tensor &t, const char *op, const char *what) {
+  if (!t.defined() || t.dtype() != DType::F32)
+    fatal(std::string(op) + ": " + what + " must be an f32 tensor, got " +
+          (t.defined() ? t.describe() : "nothing"));
+  // The CPU kernels read host memory: an op without a CUDA kernel says so
+  // instead of dereferencing a device pointer.
+  if (t.onGpu())
+    fatal(std::string(op) + " has no CUDA kernel yet (" + what + " is " +
+          t.describe() + "): run with --device cpu");
+}
+
+/// The CPU kernels compute in f32. A program compiled for bf16 or f16
+/// (tpc --dtype) hands them activations of that type: such a call runs the
+/// f32 kernel on widened operands and rounds its result once to the
+/// activation's type (FP32 inside the op, one rounding of its output, as
+/// PyTorch's reduced-precision CPU kernels do). `reducedType` is the type of
+/// a reduced-precision activation, F32 for any other.
+inline DType reducedType(const Tensor &x) {
+  return x.defined() && (x.dtype() == DType::BF16 || x.dtype() == DType::F16)
+             ? x.dtype()
+             : DType::F32;
+}
+/// The reduced-precision type of either operand of a binary op.
+inline DType reducedType(const Tensor &a, const Tensor &b) {
+  DType t = reducedType(a);
+  return t != DType::F32 ? t : reducedType(b);
+}
+inline DType reducedTypeOf(const Tensor &x) { return reducedType(x); }
+inline DType reducedTypeOf(DType dtype) { return dtype; }
+/// An operand as f32 (integer and absent tensors as they are).
+inline Tensor widened(const Tensor &t) {
+  return reducedType(t) == DType::F32 ? t : t.to(DType::F32);
+}
+inline Tensor narrowed(const Tensor &t, DType dtype) {
+  return t.defined() && t.dtype() == DType::F32 ? t.to(dtype) : t;
+}
+inline Tensors narrowed(const Tensors &ts, DType dtype) {
+  Tensors out;
+  for (const Tensor &t : ts)
+    out.push_back(narrowed(t, dtype));
+  return out;
+}
+/// A kernel's several results each rounded to the type of the operand it
+/// belongs to (a gradient is of its input's type).
+inline Tensors narrowedLike(const Tensors &results,
+                            std::initializer_list<const Tensor *> operands) {
+  Tensors out;
+  auto like = operands.begin();
+  for (const Tensor &t : results) {
+    DType dtype = like != operands.end() && (*like)->defined()
+                      ? (*like)->dtype()
+                      : DType::F32;
+    out.push_back(narrowed(t, dtype == DType::I64 ? DType::F32 : dtype));
+    if (like != operands.end())
+      ++like;
+  }
+  return out;
+}
+/// Runs `call` (the kernel on widened operands) and rounds its result to
+/// the type `dtype` (a tensor's reducedType, or a DType) when it is not f32.
+#define TPRT_IN_F32(dtype, call)                                               \
+  if (::tprt::DType reduced = ::tprt::reducedTypeOf(dtype);                    \
+      reduced != ::tprt::DType::F32)                                           \
+    return ::tprt::narrowed(call, reduced);
+
+inline void requireSameShape(const Tensor &a, const Tensor &b, const char *op) {
+  if (a.shape() != b.shape())
+    fatal(std::string(op) + ": shapes differ: " + a.describe() + " vs " +
+          b.describe());
+}
+
+/// x viewed as [outer, n, inner] around `axis`.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  AxisView(const Tensor &x, int64_t axis, const char *op) {
+    if (axis < 0 || axis >= x.rank())
+      fatal(std::string(op) + ": axis " + std::to_string(axis) + " of a rank-" +
+            std::to_string(x.rank()) + " tensor");
+    for (int64_t d = 0; d < x.rank(); ++d)
+      (d < axis ? outer : d == axis ? n : inner) *= x.dim(d);
+  }
+};
+
+/// Features [offset, offset + size) of `x`'s rows (tp.feature_slice and
+/// its gradient): the number of rows; a range past the row is fatal.
+inline int64_t requireFeatureRange(const Tensor &x, int64_t offset,
+                                   int64_t size, int64_t width,
+                                   const char *op) {
+  if (x.rank() < 1 || offset < 0 || size < 0 || offset > width - size)
+    fatal(std::string(op) + ": features [" + std::to_string(offset) + ", " +
+          std::to_string(offset + size) + ") of rows of " +
+          std::to_string(width) + " (" + x.describe() + ")");
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < x.rank(); ++d)
+    rows *= x.dim(d);
+  return rows;
+}
+
+/// What a reduce-scatter's indivisible dimension usually means.
+constexpr const char *kSequenceHint =
+    " (with sequence parallelism the sequence length must be a multiple of "
+    "tp)";
+
+/// Dimension `axis` of `x` splits into one block per rank; `hint` ends the
+/// message when it does not.
+inline void requireSplittable(const Tensor &x, const AxisView &v, int64_t axis,
+                              int64_t ranks, const char *op,
+                              const char *hint = "") {
+  if (v.n % ranks)
+    fatal(std::string(op) + ": dimension " + std::to_string(axis) + " of " +
+          x.describe() + " is not divisible by " + std::to_string(ranks) +
+          " ranks" + hint);
+}
+
+/// A key mask's elements after checking it is int64 [batch, seq] on
+/// `device` (`seqName` names the sequence in the message); null when it is
+/// undefined (no mask).
+inline const int64_t *checkedKeyMask(const Tensor &keyMask, int64_t batch,
+                                     int64_t seq, Device device, const char *op,
+                                     const char *seqName) {
+  if (!keyMask.defined())
+    return nullptr;
+  if (keyMask.dtype() != DType::I64 || keyMask.device() != device ||
+      keyMask.rank() != 2 || keyMask.dim(0) != batch || keyMask.dim(1) != seq)
+    fatal(std::string(op) + ": key mask " + keyMask.describe() +
+          " is not int64 [batch, " + seqName + "]");
+  return keyMask.i64();
+}
+
+/// The shapes of an attention call (forward or backward), checked: q
+/// [B, Sq, heads * headDim], k and v [B, Skv, kvHeads * headDim], the key
+/// mask int64 [B, Skv] or undefined, all on `device`. Queries are the last
+/// Sq positions of the keys (Sq == Skv without a cache).
+struct AttentionShape {
+  int64_t batch, sq, skv, group, queryOffset;
+  const int64_t *mask = nullptr;
+
+  AttentionShape(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                 int64_t headDim, const char *op, Device device = Device::CPU) {
+    for (auto [t, what] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}})
+      if (!t->defined() || t->dtype() != DType::F32 || t->device() != device)
+        fatal(std::string(op) + ": " + what + " must be an f32 tensor on " +
+              deviceName(device) + ", got " +
+              (t->defined() ? t->describe() : "nothing"));
+    if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
+        q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||
+        v.shape() != k.shape() || k.dim(0) != q.dim(0) || kvHeads <= 0 ||
+        heads % kvHeads != 0)
+      fatal(std::string(op) + ": q " + q.describe() + ", k " + k.describe() +
+            ", v " + v.describe() + " do not match " + std::to_string(heads) +
+            " heads, " + std::to_string(kvHeads) + " KV heads of " +
+            std::to_string(headDim));
+    batch = q.dim(0);
+    sq = q.dim(1);
+    skv = k.dim(1);
+    group = heads / kvHeads;
+    queryOffset = skv - sq;
+    mask = checkedKeyMask(keyMask, batch, skv, device, op, "seq_kv");
+    // A mask that hides no key is none: the kernels skip its test per
+    // score (a training batch without padding).
+    if (mask && device == Device::CPU &&
+        std::all_of(mask, mask + batch * skv, [](int64_t m) { return m != 0; }))
+      mask = nullptr;
+  }
+};
+
+/// The sizes of a mamba2_mixer call (forward, or backward with `dout`),
+/// checked: x [batch, seq, hidden] and the parameters of `heads` heads of
+/// `headDim` in `groups` groups of state `state` and a convolution of
+/// `kernel`, all f32 on `device`; the key mask int64 [batch, seq] or
+/// undefined; dout, when defined, x's shape.
+struct Mamba2Shape {
+  int64_t batch = 0, seq = 0, hidden = 0, heads, headDim, groups, state, kernel,
+          inner, conv, proj, tokens = 0, groupSize = 0;
+  const int64_t *mask = nullptr;
+
+  Mamba2Shape(const char *op, const Tensor &x, const Tensor &inProj,
+              const Tensor &convWeight, const Tensor &convBias,
+              const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
+              const Tensor &normWeight, const Tensor &outProj,
+              const Tensor &keyMask, const Tensor &dout, int64_t heads,
+              int64_t headDim, int64_t groups, int64_t state, int64_t kernel,
+              Device device = Device::CPU)
+      : heads(heads), headDim(headDim), groups(groups), state(state),
+        kernel(kernel), inner(heads * headDim),
+        conv(inner + 2 * groups * state), proj(inner + conv + heads) {
+    for (const Tensor *t : {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog,
+                            &d, &normWeight, &outProj})
+      if (!t->defined() || t->dtype() != DType::F32 || t->device() != device)
+        fatal(std::string(op) + ": an operand must be an f32 tensor on " +
+              deviceName(device) + ", got " +
+              (t->defined() ? t->describe() : "nothing"));
+    if (x.rank() != 3 || inProj.rank() != 2 || outProj.rank() != 2 ||
+        inProj.dim(0) != proj || convWeight.numel() != conv * kernel ||
+        convBias.numel() != conv || dtBias.numel() != heads ||
+        aLog.numel() != heads || d.numel() != heads ||
+        normWeight.numel() != inner || outProj.dim(1) != inner || groups <= 0 ||
+        heads % groups != 0 ||
+        (dout.defined() &&
+         (dout.shape() != x.shape() || dout.dtype() != DType::F32 ||
+          dout.device() != device)))
+      fatal(std::string(op) + ": parameters do not match " +
+            std::to_string(heads) + " heads of " + std::to_string(headDim) +
+            ", " + std::to_string(groups) + " groups of state " +
+            std::to_string(state));
+    batch = x.dim(0);
+    seq = x.dim(1);
+    hidden = x.dim(2);
+    tokens = batch * seq;
+    groupSize = inner / groups;
+    mask = checkedKeyMask(keyMask, batch, seq, device, op, "seq");
+  }
+  /// Whether token `token` (batch row * seq + position) is not padding
+  /// (host masks only).
+  bool kept(int64_t token) const { return !mask || mask[token] != 0; }
+};
+
+} // namespace tprt
+
+#endif // TPRT_COMMON_CHECKS_H
