@@ -209,10 +209,12 @@ void beginTrainStep(Context &ctx, TrainState &state) {
 static void allocateBucketBuffer(ShardedBucket &b, Device device) {
   b.flat = Tensor::uninitialized(DType::F32, {b.padded}, device);
   int64_t used = b.members.back().offset + b.members.back().numel;
-  if (b.padded > used) {
-    Tensor zeros(DType::F32, {b.padded - used});
-    copyFloats(b.flat.f32() + used, zeros.f32(), b.padded - used, device);
-  }
+  size_t bytes = static_cast<size_t>(b.padded - used) * sizeof(float);
+#ifdef TPRT_WITH_CUDA
+  if (device == Device::CUDA)
+    return cuda::memset(b.flat.f32() + used, 0, bytes);
+#endif
+  std::memset(b.flat.f32() + used, 0, bytes);
 }
 
 /// The whole buffer of a bucket reduced per micro-batch, counted.
