@@ -95,7 +95,8 @@ struct TPReplicaGradSyncPass
     }
     bool tensorParallel = module.lookupSymbol<shard::GridOp>("tp") != nullptr;
 
-    // (class, dtype) -> gradients; mean before sum, f32 before the others.
+    // (unit, class, dtype) -> gradients; mean before sum, f32 before the
+    // others.
     // Over dp, every gradient is a partial sum of the global batch.
     Groups tpGroups, dpGroups;
     // A fused accumulation hides its class from the walk below.
