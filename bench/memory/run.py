@@ -101,5 +101,10 @@ print()
 print("| grid | stage | peak RSS / --zero 0 | peak RSS / FSDP2 | "
       "step time / FSDP2 |")
 print("|---|---|---|---|---|")
+def ratio(x):
+    return "-" if x != x else f"{x:.2f}"  # NaN: the peer failed
+
+
 for grid, stage, a, b, c in ratios:
-    print(f"| {grid} | --zero {stage} | {a:.2f} | {b:.2f} | {c:.2f} |")
+    print(f"| {grid} | --zero {stage} | {ratio(a)} | {ratio(b)} | "
+          f"{ratio(c)} |")
