@@ -264,6 +264,43 @@ def TPPartition : Pass<"tp-partition", "ModuleOp"> {
                            "::mlir::tp::TPDialect"];
 }
 
+def TPShardParams : Pass<"tp-shard-params", "ModuleOp"> {
+  let summary = "Each decoder layer's parameters all-gathered over the "
+                "data-parallel group where they are read (ZeRO stage 3)";
+  let description = [{
+    On a training program whose data-parallel buckets are reduced per
+    micro-batch (`tp-replica-grad-sync` with `zero = 2`: one bucket per
+    decoder layer and dtype, one for the parameters outside the layers),
+    the parameters become data-parallel runs held between uses: each
+    bucket's parameters are read in `@train_step` through a
+    `tp.param_bucket_gather` of that bucket instead of the function's
+    arguments.
+
+    - A decoder layer's bucket is gathered twice per micro-batch: before
+      the first op of the forward that reads one of its parameters (the
+      forward: the ops before `tp.cross_entropy`), for the forward's
+      reads, and before the first op of the backward that reads one (its
+      recomputation included), for the backward's. What the forward
+      gathered is freed after its last forward reader.
+    - The bucket outside the layers (the embedding, the final norm, the
+      head) is gathered once, before its first reader, for all of them
+      (FSDP2 keeps the root module's parameters through the backward).
+    - Prefetch: in each pass, the next layer's gather is issued right
+      after the current one's, before the current layer's compute, so
+      that a layer's all-gather can run while the previous layer computes.
+    - A layer whose parameters of one dtype fill more than one bucket
+      (`--bucket-mib`) is an error: a layer is gathered as one bucket.
+
+    Not in the pipeline yet: the runtime does not hold parameters as runs
+    (`tpc --zero 3` is refused).
+
+    ```mlir
+    %w:2 = tp.param_bucket_gather {bucket = 2 : i64, ...} : ...
+    %y = tp.rms_norm %x, %w#0 ...
+    ```
+  }];
+}
+
 def TPBroadcastReplicas : Pass<"tp-broadcast-replicas", "ModuleOp"> {
   let summary = "Start every rank from rank 0's copy of each replicated "
                 "parameter";

@@ -871,22 +871,41 @@ LogicalResult GradBucketReduceScatterOp::verify() {
   return success();
 }
 
-LogicalResult ParamBucketAllGatherOp::verify() {
-  if (failed(verifyBucketFqns(*this)))
+/// A bucket of parameters in their `dtype` gathered over `@dp`: `bytes`
+/// split into equal runs of whole elements.
+template <typename GatherOp> static LogicalResult verifyParamRuns(GatherOp op) {
+  if (failed(verifyBucketFqns(op)))
     return failure();
-  FailureOr<int64_t> ranks = dataParallelRanks(*this);
+  FailureOr<int64_t> ranks = dataParallelRanks(op);
   if (failed(ranks))
     return failure();
-  int64_t bytes = getBytesAttr().getInt();
-  int64_t element = getDtype().getIntOrFloatBitWidth() / 8;
-  if (getBucketAttr().getInt() < 0)
-    return emitOpError("bucket must be at least 0, got ")
-           << getBucketAttr().getInt();
+  int64_t bytes = op.getBytesAttr().getInt();
+  int64_t element = op.getDtype().getIntOrFloatBitWidth() / 8;
+  if (op.getBucketAttr().getInt() < 0)
+    return op.emitOpError("bucket must be at least 0, got ")
+           << op.getBucketAttr().getInt();
   if (bytes <= 0 || bytes % (element * *ranks))
-    return emitOpError("bytes must split into ")
-           << *ranks << " equal runs of " << getDtype() << " elements, got "
+    return op.emitOpError("bytes must split into ")
+           << *ranks << " equal runs of " << op.getDtype() << " elements, got "
            << bytes;
   return success();
+}
+
+LogicalResult ParamBucketAllGatherOp::verify() {
+  return verifyParamRuns(*this);
+}
+
+LogicalResult ParamBucketGatherOp::verify() {
+  if (getNumResults() != getFqns().size())
+    return emitOpError("has one result per parameter: ")
+           << getFqns().size() << " parameters, " << getNumResults()
+           << " results";
+  for (auto [fqn, result] : llvm::zip(getFqns(), getResults()))
+    if (cast<RankedTensorType>(result.getType()).getElementType() != getDtype())
+      return emitOpError("parameter '")
+             << cast<StringAttr>(fqn).getValue() << "' is " << result.getType()
+             << ", the bucket holds " << getDtype();
+  return verifyParamRuns(*this);
 }
 
 LogicalResult OptimizerUpdateOp::verify() {

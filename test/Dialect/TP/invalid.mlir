@@ -1011,3 +1011,36 @@ func.func @layer_not_integer(%x: tensor<2x5x8xf32>) {
   %y = tp.silu %x {tp.layer = "0"} : tensor<2x5x8xf32>
   return
 }
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @gather_results() {
+    // expected-error @+1 {{has one result per parameter: 2 parameters, 1 results}}
+    %w = tp.param_bucket_gather {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["a", "b"]} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @gather_dtype() {
+    // expected-error @+1 {{parameter 'a' is 'tensor<4xbf16>', the bucket holds 'f32'}}
+    %w = tp.param_bucket_gather {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["a"]} : tensor<4xbf16>
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @gather_runs() {
+    // expected-error @+1 {{bytes must split into 2 equal runs of 'f32' elements, got 1020}}
+    %w = tp.param_bucket_gather {bucket = 0 : i64, bytes = 1020 : i64, dtype = f32, fqns = ["a"]} : tensor<4xf32>
+    return
+  }
+}

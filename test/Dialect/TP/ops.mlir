@@ -132,6 +132,8 @@ func.func @feature_slices(%qkv: tensor<?x?x128xbf16>) -> tensor<?x?x128xbf16> {
 // --zero 2, the reduce-scatter per micro-batch, in the training step.
 // CHECK-LABEL: module @zero
 // CHECK: tp.grad_bucket_reduce_scatter {bucket = 2 : i64, bytes = 64 : i64, dtype = f32, fqns = ["c"], micro_batch, padded_bytes = 1024 : i64}
+// --zero 3: a bucket's parameters gathered for their reads.
+// CHECK: %{{.*}}:2 = tp.param_bucket_gather {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["c", "d"]} : tensor<16xf32>, tensor<4x4xf32>
 // CHECK: tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 400 : i64, dtype = bf16, fqns = ["a", "b"], padded_bytes = 1024 : i64}
 // CHECK-NEXT: tp.normalize_grads
 // CHECK-NEXT: %[[N:.*]] = tp.grad_norm {dp_sharded} : tensor<f32>
@@ -142,6 +144,7 @@ module @zero {
   shard.grid @dp(shape = 2)
   func.func @train_step() attributes {tp.entry = "train_step"} {
     tp.grad_bucket_reduce_scatter {bucket = 2 : i64, bytes = 64 : i64, dtype = f32, fqns = ["c"], micro_batch, padded_bytes = 1024 : i64}
+    %w:2 = tp.param_bucket_gather {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["c", "d"]} : tensor<16xf32>, tensor<4x4xf32>
     return
   }
   func.func @optimizer_step() -> tensor<f32> {

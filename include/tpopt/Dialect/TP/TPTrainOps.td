@@ -734,6 +734,39 @@ def TP_ParamBucketAllGatherOp : TP_Op<"param_bucket_all_gather",
   let hasVerifier = 1;
 }
 
+def TP_ParamBucketGatherOp : TP_Op<"param_bucket_gather",
+    [MemoryEffects<[MemRead]>]> {
+  let summary = "The parameters of a data-parallel sharded bucket, "
+                "all-gathered for their uses (ZeRO stage 3)";
+  let description = [{
+    With parameters held as data-parallel runs (ZeRO stage 3, FSDP2's
+    `reshard_after_forward=True`): one all-gather over `@dp` of `bytes`
+    (the padded bucket's elements in the parameters' `dtype`, the runs of
+    `tp.grad_bucket_reduce_scatter` with the same `bucket`) gives this
+    rank the whole parameters `fqns`, one result each, in that order. The
+    results stand for the parameters in the ops that read them, so that
+    the gathered memory goes when the last of them has read it:
+    `tp-shard-params` gathers a decoder layer's bucket once for its
+    forward and once for its backward, and the bucket outside the layers
+    once per step.
+
+    Not lowered yet: the runtime does not hold parameters as runs, and
+    `tpc --zero 3` is refused.
+
+    ```mlir
+    %w:2 = tp.param_bucket_gather {bucket = 2 : i64, bytes = 1024 : i64,
+        dtype = f32, fqns = ["model.layers.0.input_layernorm.weight",
+                             "model.layers.0.self_attn.q_proj.weight"]}
+        : tensor<16xf32>, tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$bucket, TypeAttrOf<AnyFloat>:$dtype,
+                   StrArrayAttr:$fqns, I64Attr:$bytes);
+  let results = (outs Variadic<TP_FloatTensor>:$params);
+  let assemblyFormat = "attr-dict `:` type($params)";
+  let hasVerifier = 1;
+}
+
 def TP_NormalizeGradsOp : TP_Op<"normalize_grads",
     [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "Divides every gradient by the step's label tokens";
