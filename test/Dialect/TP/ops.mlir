@@ -165,3 +165,15 @@ module @zero {
 func.func @consuming_form() attributes {tp.consuming_form = #tp.consuming_form<callee = "tprt::all_reduce_sum_consuming", operand = 1>} {
   return
 }
+
+// #tp.source with either optional field alone, or both in any order,
+// reads back (tpc's model.mlir of a folded Gemma export holds
+// stored_offset without stored_type).
+// CHECK-LABEL: func.func @source_fields
+// CHECK-SAME: #tp.source<initializer = "n", file = "m.onnx", offset = 0, length = 64, transposed = false, stored_offset = 1.000000e+00 : f64>
+// CHECK-SAME: #tp.source<initializer = "w", file = "m.onnx", offset = 64, length = 32, transposed = false, stored_type = bf16, stored_offset = 1.000000e+00 : f64>
+func.func @source_fields(
+    %n: tensor<16xf32> {tp.source = #tp.source<initializer = "n", file = "m.onnx", offset = 0, length = 64, transposed = false, stored_offset = 1.0 : f64>},
+    %w: tensor<16xf32> {tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 64, length = 32, transposed = false, stored_offset = 1.0 : f64, stored_type = bf16>}) {
+  return
+}

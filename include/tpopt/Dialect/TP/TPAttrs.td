@@ -160,12 +160,9 @@ def TP_SourceAttr : TP_Attr<"Source", "source"> {
     "bool":$transposed,
     OptionalParameter<"::mlir::Type", "element type of the stored bytes">:$stored_type,
     OptionalParameter<"::mlir::FloatAttr", "value the stored elements add to the parameter's">:$stored_offset);
-  let assemblyFormat = [{
-    `<` `initializer` `=` $initializer `,` `file` `=` $file `,`
-        `offset` `=` $offset `,` `length` `=` $length `,`
-        `transposed` `=` $transposed (`,` `stored_type` `=` $stored_type^)?
-        (`,` `stored_offset` `=` $stored_offset^)? `>`
-  }];
+  // `key = value` in this order, the optional ones left out when absent
+  // (each parsed by its key, so either can come without the other).
+  let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
     /// `stored_offset` as a number; 0 when absent.
     double getStoredOffsetValue() const {
