@@ -52,7 +52,7 @@ func.func @unknown(%w: tensor<4xf32> {tp.weight}) {
 
 // -----
 
-// expected-error @+1 {{expected 'initializer'}}
+// expected-error @+1 {{struct is missing required parameter: initializer}}
 func.func @source_syntax(%w: tensor<4xf32> {tp.source = #tp.source<file = "m.onnx">}) {
   return
 }
