@@ -138,15 +138,18 @@ struct MemoryPlan {
   }
 };
 
-/// Calls fn(op, fqn, param) for each gradient accumulation of `step`,
-/// fused (tp-fuse-grad-accumulation and the fused loss) or not, in order.
-template <typename Fn> void forEachAccumulation(func::FuncOp step, Fn fn) {
-  step.walk([&](Operation *op) {
-    llvm::TypeSwitch<Operation *>(op)
-        .Case<AccumulateGradOp, AccumulateLinearGradWeightOp,
-              AccumulateEmbeddingGradOp, AccumulateLinearCrossEntropyOp>(
-            [&](auto acc) { fn(op, acc.getFqn(), acc.getParam()); });
-  });
+/// The FQN and parameter a gradient accumulation adds into, fused
+/// (tp-fuse-grad-accumulation and the fused loss) or not; nullopt for any
+/// other op.
+std::optional<std::pair<StringRef, Value>> accumulationOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *,
+                          std::optional<std::pair<StringRef, Value>>>(op)
+      .Case<AccumulateGradOp, AccumulateLinearGradWeightOp,
+            AccumulateEmbeddingGradOp, AccumulateLinearCrossEntropyOp>(
+          [](auto acc) {
+            return std::make_pair(acc.getFqn(), Value(acc.getParam()));
+          })
+      .Default([](Operation *) { return std::nullopt; });
 }
 
 /// The most bytes of whole buffers of buckets reduced per micro-batch held
@@ -167,13 +170,8 @@ uint64_t microBatchBucketPeak(func::FuncOp step) {
         now -= bucket.getPaddedBytesAttr().getInt();
       return;
     }
-    auto fqn = op->getAttrOfType<StringAttr>("fqn");
-    auto bucket =
-        fqn && isa<AccumulateGradOp, AccumulateLinearGradWeightOp,
-                   AccumulateEmbeddingGradOp, AccumulateLinearCrossEntropyOp>(
-                   op)
-            ? bucketOf.lookup(fqn.getValue())
-            : GradBucketReduceScatterOp();
+    auto acc = accumulationOf(op);
+    auto bucket = acc ? bucketOf.lookup(acc->first) : nullptr;
     if (bucket && held.insert(bucket).second) {
       now += bucket.getPaddedBytesAttr().getInt();
       peak = std::max(peak, now);
@@ -192,10 +190,12 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
   uint64_t perElement = optimizer && optimizer.getOptimizer() == "sgd" ? 4 : 8;
   // Each trainable parameter's elements and whether it has a master.
   llvm::StringMap<std::pair<uint64_t, bool>> trainable;
-  forEachAccumulation(step, [&](Operation *, StringRef fqn, Value param) {
-    auto type = cast<RankedTensorType>(param.getType());
-    trainable[fqn] = {static_cast<uint64_t>(type.getNumElements()),
-                      masters && !type.getElementType().isF32()};
+  step.walk([&](Operation *op) {
+    if (auto acc = accumulationOf(op)) {
+      auto type = cast<RankedTensorType>(acc->second.getType());
+      trainable[acc->first] = {static_cast<uint64_t>(type.getNumElements()),
+                               masters && !type.getElementType().isF32()};
+    }
   });
   // Gradient buffers: each bucket's FP32 buffer (a gradient is a view of the
   // first that binds it; another bucket holding it has a slot of its own),

@@ -28,12 +28,15 @@ using namespace mlir::tp;
 namespace {
 
 /// The reads of one bucket's parameters in one pass over the step (the
-/// forward, the backward, or the whole step): the uses to rewire, and the
-/// op of the body where the pass's first read is.
+/// forward, the backward, or the whole step): the uses to rewire, each with
+/// its parameter's position in the bucket, and the op of the body where
+/// the pass's first read is.
 struct Reads {
   GradBucketReduceScatterOp bucket;
   std::optional<int64_t> layer;
-  SmallVector<OpOperand *> uses;
+  /// The members' types, in bucket order.
+  SmallVector<Type> types;
+  SmallVector<std::pair<OpOperand *, unsigned>> uses;
   Operation *first = nullptr;
 };
 
@@ -78,7 +81,7 @@ struct TPShardParamsPass
     for (GradBucketReduceScatterOp bucket : buckets) {
       std::optional<int64_t> layer = decoderLayerOf(bucket);
       Reads before{bucket, layer}, after{bucket, layer};
-      for (Attribute fqn : bucket.getFqns()) {
+      for (auto [position, fqn] : llvm::enumerate(bucket.getFqns())) {
         BlockArgument arg = argOf.lookup(cast<StringAttr>(fqn).getValue());
         if (!arg) {
           bucket.emitError("tp-shard-params: parameter '")
@@ -86,6 +89,7 @@ struct TPShardParamsPass
               << "' is not an argument of the training step";
           return signalPassFailure();
         }
+        before.types.push_back(arg.getType());
         for (OpOperand &use : arg.getUses()) {
           // A gradient sink names its parameter; it does not read it.
           if (auto acc = dyn_cast<AccumulateGradOp>(use.getOwner()))
@@ -93,11 +97,12 @@ struct TPShardParamsPass
               continue;
           Operation *at = body.findAncestorOpInBlock(*use.getOwner());
           Reads &reads = !layer || at->isBeforeInBlock(loss) ? before : after;
-          reads.uses.push_back(&use);
+          reads.uses.push_back({&use, position});
           if (!reads.first || at->isBeforeInBlock(reads.first))
             reads.first = at;
         }
       }
+      after.types = before.types;
       if (before.first)
         forward.push_back(std::move(before));
       if (after.first)
@@ -139,35 +144,16 @@ struct TPShardParamsPass
       Operation *at = k == 0 ? reads.first : all[k - 1].first;
       OpBuilder builder(at);
       GradBucketReduceScatterOp bucket = reads.bucket;
-      SmallVector<Type> types;
-      for (Attribute fqn : bucket.getFqns())
-        types.push_back(paramType(bucket, cast<StringAttr>(fqn)));
       int64_t element = bucket.getDtype().getIntOrFloatBitWidth() / 8;
       auto gather = ParamBucketGatherOp::create(
-          builder, bucket.getLoc(), types, bucket.getBucketAttr(),
+          builder, bucket.getLoc(), reads.types, bucket.getBucketAttr(),
           bucket.getDtypeAttr(), bucket.getFqnsAttr(),
           builder.getI64IntegerAttr(bucket.getPaddedBytesAttr().getInt() / 4 *
                                     element));
       setDecoderLayer(gather, reads.layer);
-      for (OpOperand *use : reads.uses) {
-        auto arg = cast<BlockArgument>(use->get());
-        auto fqn = cast<func::FuncOp>(arg.getOwner()->getParentOp())
-                       .getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                     TPDialect::kFqnAttrName);
-        auto position =
-            llvm::find(bucket.getFqns(), fqn) - bucket.getFqns().begin();
+      for (auto [use, position] : reads.uses)
         use->set(gather.getResult(position));
-      }
     }
-  }
-
-  /// The type of bucket member `fqn`: its argument's.
-  static Type paramType(GradBucketReduceScatterOp bucket, StringAttr fqn) {
-    auto func = bucket->getParentOfType<func::FuncOp>();
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      if (func.getArgAttrOfType<StringAttr>(i, TPDialect::kFqnAttrName) == fqn)
-        return func.getArgument(i).getType();
-    return Type();
   }
 };
 

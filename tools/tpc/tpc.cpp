@@ -13,8 +13,8 @@
 
 #include "tpc-config.h"
 #include "tpopt/Dialect/TP/ModelConfig.h"
-#include "tpopt/Import/ONNX/ONNXImporter.h"
 #include "tpopt/Distribute/PlanReport.h"
+#include "tpopt/Import/ONNX/ONNXImporter.h"
 #include "tpopt/Passes.h"
 #include "tpopt/Pipeline/Pipeline.h"
 #include "tpopt/Plan/Architecture.h"

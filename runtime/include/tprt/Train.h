@@ -81,8 +81,6 @@ struct ShardedBucket {
   int64_t padded = 0;
   DType dtype = DType::F32;
   bool microBatch = false;
-  /// Per micro-batch: the step's next reduce-scatter overwrites the run.
-  bool runFresh = true;
   /// Each gradient's FQN, offset in `flat` and elements, in the program's
   /// order.
   struct Member {
@@ -90,7 +88,8 @@ struct ShardedBucket {
     int64_t offset, numel;
   };
   std::vector<Member> members;
-  /// Reduced in this optimizer step.
+  /// Reduced in this optimizer step (per micro-batch: the next
+  /// reduce-scatter adds into the run instead of overwriting it).
   bool reduced = false;
 
   /// Whether the bucket holds exactly `fqns`, in that order.
@@ -98,6 +97,14 @@ struct ShardedBucket {
     return std::equal(
         members.begin(), members.end(), fqns.begin(), fqns.end(),
         [](const Member &m, const std::string &fqn) { return m.fqn == fqn; });
+  }
+
+  /// The member `fqn` (one the bucket holds).
+  const Member *member(const std::string &fqn) const {
+    for (const Member &m : members)
+      if (m.fqn == fqn)
+        return &m;
+    return nullptr;
   }
 
   /// The part of `m` in this rank's run, as [begin, end) of its elements.
@@ -221,7 +228,8 @@ struct TrainState {
 };
 
 /// A step begins: every gradient's next accumulation overwrites its
-/// buffer, and every per-micro-batch bucket's next reduce-scatter its run.
+/// buffer, no sharded bucket is reduced yet (a per-micro-batch bucket's
+/// next reduce-scatter overwrites its run).
 void beginTrainStep(Context &ctx, TrainState &state);
 /// Context::gradBuffer of a parameter without a buffer: when it is in a
 /// bucket reduced per micro-batch, the bucket's whole FP32 buffer is

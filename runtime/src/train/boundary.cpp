@@ -64,8 +64,10 @@ void addFloats(float *dst, const float *src, int64_t n, Device device) {
   if (device == Device::CUDA)
     return cuda::addInPlace(dst, src, n);
 #endif
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] += src[i];
+  cpu::parallelBlocks(n, 65536, [&](int64_t begin, int64_t count) {
+    for (int64_t i = begin; i < begin + count; ++i)
+      dst[i] += src[i];
+  });
 }
 
 /// The sum of squares (`inf` false) or the largest magnitude of `n`
@@ -186,9 +188,6 @@ void optimizer_boundary(Context &ctx) {
   state.skipped = false;
   state.bucketCollectives = 0;
   state.bucketBytes = 0;
-  for (auto &entry : state.shardedBuckets)
-    if (!entry.second.microBatch)
-      entry.second.reduced = false;
 }
 
 void beginTrainStep(Context &ctx, TrainState &state) {
@@ -196,11 +195,8 @@ void beginTrainStep(Context &ctx, TrainState &state) {
     entry.second.fresh = true;
   state.shardedCollectives = 0;
   state.shardedBytes = 0;
-  for (auto &entry : state.shardedBuckets) {
-    entry.second.runFresh = true;
-    if (entry.second.microBatch)
-      entry.second.reduced = false;
-  }
+  for (auto &entry : state.shardedBuckets)
+    entry.second.reduced = false;
 }
 
 /// A sharded bucket's whole FP32 buffer, its padding zeroed: summed too,
@@ -331,8 +327,7 @@ static void allReduceRuns(TrainState &state, Communicator &comm,
       fatal(what + ": parameter '" + fqn +
             "' is not in a bucket reduced per micro-batch, the others are");
     ShardedBucket &b = state.shardedBuckets.at(in->second);
-    auto m = std::find_if(b.members.begin(), b.members.end(),
-                          [&](const auto &m) { return m.fqn == fqn; });
+    const ShardedBucket::Member *m = b.member(fqn);
     auto [lo, hi] = b.ownedRange(*m);
     parts.push_back(b.shard.f32() + (m->offset + lo - b.shardBegin));
     counts.push_back(hi - lo);
@@ -573,7 +568,8 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
   float *mine = b.flat.f32() + b.shardBegin;
   dp.reduceScatterSum(b.flat.f32(), mine, run);
   if (microBatch) {
-    if (b.runFresh)
+    // The step's first reduce-scatter of the bucket overwrites the run.
+    if (!b.reduced)
       copyFloats(b.shard.f32(), mine, run, device);
     else
       addFloats(b.shard.f32(), mine, run, device);
@@ -587,7 +583,6 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
     b.flat = Tensor();
     state.microBatchHeld -= padded * 4;
   }
-  b.runFresh = false;
   b.reduced = true;
   ++state.shardedCollectives;
   state.shardedBytes += paddedBytes;
