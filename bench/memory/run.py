@@ -2,7 +2,7 @@
 """bench/memory: peak resident memory per rank and step time of the
 0.5 B Qwen2.5-shaped model's training (2 AdamW steps, micro-batch 1 of 32
 tokens per data-parallel rank, 1 thread per rank) at dp=2 x tp=1 and
-dp=2 x tp=2: the tpc programs with --zero 0, 1 and 2 against PyTorch
+dp=2 x tp=2: the tpc programs with --zero 0, 1, 2 and 3 against PyTorch
 FSDP2 (fully_shard per decoder layer, + DTensor TP on the decoder layers'
 projections; torch_fsdp.py) on the same model, data and rows, one after
 the other in one run.
@@ -76,10 +76,11 @@ print("| grid | program | peak RSS per rank (MiB) | held besides activations, "
 print("|---|---|---|---|---|---|---|---|")
 ratios = []
 for tp in args.tp or (1, 2):
-    z0, z1, z2, fsdp = ours(tp, 0), ours(tp, 1), ours(tp, 2), peer(tp)
+    z0, z1, z2, z3 = (ours(tp, zero) for zero in range(4))
+    fsdp = peer(tp)
     grid = f"dp=2 x tp={tp}"
     for name, r in (("tpc --zero 0", z0), ("tpc --zero 1", z1),
-                    ("tpc --zero 2", z2),
+                    ("tpc --zero 2", z2), ("tpc --zero 3", z3),
                     ("PyTorch FSDP2" + (" + TP" if tp > 1 else ""), fsdp)):
         if r is None:
             print(f"| {grid} | {name} | failed (see stderr) | - | - | - | - "
@@ -92,7 +93,7 @@ for tp in args.tp or (1, 2):
             ratio = f"{r['rss'] / r['predicted']:.3f}"
         print(f"| {grid} | {name} | {r['rss']:.0f} | {held} | {predicted} | "
               f"{ratio} | {r['seconds']:.2f} | {r['loss']:.6f} |")
-    for stage, z in ((1, z1), (2, z2)):
+    for stage, z in ((1, z1), (2, z2), (3, z3)):
         ratios.append((grid, stage, z["rss"] / z0["rss"],
                        z["rss"] / fsdp["rss"] if fsdp else float("nan"),
                        z["seconds"] / fsdp["seconds"] if fsdp

@@ -288,11 +288,19 @@ def TPShardParams : Pass<"tp-shard-params", "ModuleOp"> {
     - Prefetch: in each pass, the next layer's gather is issued right
       after the current one's, before the current layer's compute, so
       that a layer's all-gather can run while the previous layer computes.
+    - Gradient accumulations take the gathered value too (they read only
+      its shape): nothing in the training step reads a whole parameter
+      any more, so the emitted step loads none.
+    - In `@init`, each bucket's `tp.param_bucket_shard` follows the last
+      op that reads one of its parameters (their broadcasts): from there
+      on each rank holds its runs only. The optimizer step's
+      `tp.param_bucket_all_gather` ops are removed: the update writes the
+      runs, which are all there is of a parameter between steps.
     - A layer whose parameters of one dtype fill more than one bucket
       (`--bucket-mib`) is an error: a layer is gathered as one bucket.
 
-    Not in the pipeline yet: the runtime does not hold parameters as runs
-    (`tpc --zero 3` is refused).
+    `tpc --zero 3` runs it after `tp-replica-grad-sync{zero=2}` and
+    `tp-broadcast-replicas`.
 
     ```mlir
     %w:2 = tp.param_bucket_gather {bucket = 2 : i64, ...} : ...

@@ -75,9 +75,6 @@ static llvm::Error checkTrainingOptions(const TPCompileOptions &opts) {
                 "batch)");
   if (opts.zero.getNumOccurrences() && !opts.train)
     return fail("--zero needs --train");
-  if (opts.zero == 3)
-    return fail("--zero 3: only stages 0, 1 and 2 are built (parameters "
-                "sharded over data parallelism are not)");
   if (opts.zero < 0 || opts.zero > 3)
     return fail("--zero must be 0, 1, 2 or 3, got " + Twine(opts.zero));
   if (opts.zero > 0 && opts.dp < 2)

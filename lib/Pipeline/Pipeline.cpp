@@ -76,11 +76,15 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     TPReplicaGradSyncOptions sync;
     sync.bucketMib = options.bucketMib;
     sync.dp = options.dp;
-    sync.zero = options.zero;
+    // Stage 3 is stage 2's per-layer buckets with the parameters read
+    // through gathers of them.
+    sync.zero = std::min<int64_t>(options.zero, 2);
     pm.addPass(createTPReplicaGradSync(sync));
     TPBroadcastReplicasOptions broadcast;
     broadcast.dp = options.dp;
     pm.addPass(createTPBroadcastReplicas(broadcast));
+    if (options.zero == 3)
+      pm.addPass(createTPShardParams());
   }
   // On the rank's program, so that the plan report and model.mlir show it.
   if (options.fuseSiblings)

@@ -180,10 +180,37 @@ uint64_t microBatchBucketPeak(func::FuncOp step) {
   return peak;
 }
 
+/// The most bytes of gathered parameters held at once (--zero 3): each
+/// gather's buffer from the gather to the last reader of one of its
+/// results, in the training step's order.
+uint64_t gatheredPeak(func::FuncOp step) {
+  Block &body = step.getBody().front();
+  DenseMap<Operation *, SmallVector<ParamBucketGatherOp>> freedAfter;
+  for (auto gather : step.getOps<ParamBucketGatherOp>()) {
+    Operation *last = gather;
+    for (Operation *user : gather->getUsers())
+      if (Operation *at = body.findAncestorOpInBlock(*user);
+          last->isBeforeInBlock(at))
+        last = at;
+    freedAfter[last].push_back(gather);
+  }
+  uint64_t now = 0, peak = 0;
+  for (Operation &op : body) {
+    if (auto gather = dyn_cast<ParamBucketGatherOp>(op)) {
+      now += gather.getBytes();
+      peak = std::max(peak, now);
+    }
+    for (ParamBucketGatherOp gather : freedAfter.lookup(&op))
+      now -= gather.getBytes();
+  }
+  return peak;
+}
+
 MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
-                      uint64_t parameterBytes) {
+                      const llvm::StringMap<uint64_t> &parameterBytes) {
   MemoryPlan plan;
-  plan.parameters = parameterBytes;
+  for (auto &entry : parameterBytes)
+    plan.parameters += entry.getValue();
   OptimizerUpdateOp optimizer;
   update.walk([&](OptimizerUpdateOp op) { optimizer = op; });
   bool masters = optimizer && optimizer.getMasterWeights();
@@ -222,6 +249,18 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
     }
   });
   plan.gradients += microBatchBucketPeak(step);
+  // --zero 3: a sharded bucket's parameters are this rank's run of it
+  // between uses, and the gathers hold whole buckets while they are read
+  // (no all-gather after the update).
+  bool runs = false;
+  module.walk([&](ParamBucketShardOp shard) {
+    runs = true;
+    plan.parameters += shard.getBytes() / dpRanks;
+    for (Attribute fqn : shard.getFqns())
+      plan.parameters -= parameterBytes.lookup(cast<StringAttr>(fqn));
+  });
+  if (runs)
+    plan.gather = gatheredPeak(step);
   update.walk([&](GradBucketAllReduceOp bucket) {
     if (!perMicroBatch)
       plan.gradients += bucket.getBytesAttr().getInt();
@@ -250,7 +289,8 @@ void writeMemoryTable(const MemoryPlan &plan, bool zero, raw_ostream &os) {
      << "| gradient buffers (FP32, with the buckets') | " << plan.gradients
      << " |\n"
      << "| optimizer state | " << plan.state << " |\n"
-     << "| parameter all-gather (the largest sharded bucket, while it runs) | "
+     << "| parameter all-gather (the largest sharded bucket while it runs; "
+        "--zero 3: the most gathered at once) | "
      << plan.gather << " |\n"
      << "| total | " << plan.total() << " |\n";
 }
@@ -362,12 +402,19 @@ void writeShardedBuckets(ModuleOp module, raw_ostream &os) {
     shardedOs << " | " << bucket.getBytesAttr().getInt() << " | " << padded
               << " | " << padded / dpRanks << " |\n";
   });
+  bool runs = false;
+  module.walk([&](ParamBucketShardOp) { runs = true; });
   if (!rows.empty())
     os << "\nData-parallel sharded buckets (--zero 1: one reduce-scatter of "
           "the gradients per optimizer step; --zero 2: one per micro-batch, "
-          "after the bucket's last gradient; then one all-gather of the "
-          "parameters per optimizer step; each rank updates, and holds the "
-          "optimizer state of, its run):\n\n"
+          "after the bucket's last gradient; "
+       << (runs ? "--zero 3: the parameters are held as the runs too, each "
+                  "bucket all-gathered where it is read (a layer's before "
+                  "its forward and before its backward, the one outside the "
+                  "layers once per micro-batch), nothing after the update"
+                : "then one all-gather of the parameters per optimizer step")
+       << "; each rank updates, and holds the optimizer state of, its "
+          "run):\n\n"
           "| bucket | reduced per | dtype | gradients | bytes (FP32) | padded "
           "| run per rank |\n|---|---|---|---|---|---|---|\n"
        << rows;
@@ -477,14 +524,15 @@ std::string mlir::tp::writeMemoryPlan(ModuleOp module) {
                         ? dyn_cast_or_null<func::FuncOp>(update->getOperation())
                         : func::FuncOp();
   if (forwardFunc && stepFunc && updateFunc) {
-    uint64_t parameterBytes = 0;
+    llvm::StringMap<uint64_t> parameterBytes;
     for (unsigned i = 0; i < forwardFunc.getNumArguments(); ++i)
-      if (forwardFunc.getArgAttrOfType<StringAttr>(i,
-                                                   TPDialect::kFqnAttrName)) {
+      if (auto fqn = forwardFunc.getArgAttrOfType<StringAttr>(
+              i, TPDialect::kFqnAttrName)) {
         auto type =
             cast<RankedTensorType>(forwardFunc.getArgument(i).getType());
-        parameterBytes += type.getNumElements() *
-                          (type.getElementType().getIntOrFloatBitWidth() / 8);
+        parameterBytes[fqn.getValue()] =
+            type.getNumElements() *
+            (type.getElementType().getIntOrFloatBitWidth() / 8);
       }
     bool zero = false;
     module.walk([&](GradBucketReduceScatterOp) { zero = true; });

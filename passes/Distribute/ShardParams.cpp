@@ -4,7 +4,8 @@
 // decoder layer's parameters only while the layer computes. The units are
 // the per-layer buckets of stage 2 (tp-replica-grad-sync, zero = 2), whose
 // runs the reduce-scatters and the update already use; this pass makes the
-// training step read each parameter through a gather of its bucket.
+// training step read each parameter through a gather of its bucket, the
+// init keep only the runs, and the optimizer step gather nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,16 @@ struct Reads {
   Operation *first = nullptr;
 };
 
+/// The parameters of `func` by FQN.
+llvm::StringMap<BlockArgument> argumentsByFqn(func::FuncOp func) {
+  llvm::StringMap<BlockArgument> argOf;
+  for (BlockArgument arg : func.getArguments())
+    if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     TPDialect::kFqnAttrName))
+      argOf[fqn.getValue()] = arg;
+  return argOf;
+}
+
 struct TPShardParamsPass
     : public tp::impl::TPShardParamsBase<TPShardParamsPass> {
   void runOnOperation() override {
@@ -70,11 +81,7 @@ struct TPShardParamsPass
     if (failed(checkOneBucketPerLayer(buckets)))
       return signalPassFailure();
 
-    llvm::StringMap<BlockArgument> argOf;
-    for (BlockArgument arg : step->getArguments())
-      if (auto fqn = step->getArgAttrOfType<StringAttr>(
-              arg.getArgNumber(), TPDialect::kFqnAttrName))
-        argOf[fqn.getValue()] = arg;
+    llvm::StringMap<BlockArgument> argOf = argumentsByFqn(*step);
 
     // Each bucket's reads, split at the loss for a layer's.
     SmallVector<Reads> forward, backward;
@@ -90,11 +97,9 @@ struct TPShardParamsPass
           return signalPassFailure();
         }
         before.types.push_back(arg.getType());
+        // Every use, gradient sinks included: they take the parameter's
+        // shape from the gathered value, so nothing reads it whole.
         for (OpOperand &use : arg.getUses()) {
-          // A gradient sink names its parameter; it does not read it.
-          if (auto acc = dyn_cast<AccumulateGradOp>(use.getOwner()))
-            if (&acc.getParamMutable() == &use)
-              continue;
           Operation *at = body.findAncestorOpInBlock(*use.getOwner());
           Reads &reads = !layer || at->isBeforeInBlock(loss) ? before : after;
           reads.uses.push_back({&use, position});
@@ -110,26 +115,88 @@ struct TPShardParamsPass
     }
     gatherInOrder(forward);
     gatherInOrder(backward);
+    if (failed(shardInInit(module, buckets)))
+      return signalPassFailure();
+    // The update writes the runs, which are all there is of a parameter
+    // between steps: nothing to gather after it.
+    FailureOr<FunctionOpInterface> update =
+        lookupEntry(module, kOptimizerStepEntry);
+    if (failed(update))
+      return signalPassFailure();
+    if (*update)
+      update->walk([](ParamBucketAllGatherOp gather) { gather.erase(); });
+  }
+
+  /// In the init, each bucket's tp.param_bucket_shard right after the last
+  /// op that reads one of its parameters (their broadcasts), so that the
+  /// init holds one layer's whole parameters at a time.
+  LogicalResult shardInInit(ModuleOp module,
+                            ArrayRef<GradBucketReduceScatterOp> buckets) {
+    FailureOr<func::FuncOp> init = requireEntry<func::FuncOp>(
+        module, kInitEntry,
+        "tp-shard-params: no init (run tp-broadcast-replicas)");
+    if (failed(init))
+      return failure();
+    llvm::StringMap<BlockArgument> argOf = argumentsByFqn(*init);
+    Block &body = init->getBody().front();
+    for (GradBucketReduceScatterOp bucket : buckets) {
+      Operation *last = nullptr;
+      for (Attribute fqn : bucket.getFqns()) {
+        BlockArgument arg = argOf.lookup(cast<StringAttr>(fqn).getValue());
+        if (!arg || arg.use_empty())
+          return bucket.emitError("tp-shard-params: parameter '")
+                 << cast<StringAttr>(fqn).getValue()
+                 << "' is not read by the init, which shards it";
+        for (Operation *user : arg.getUsers()) {
+          Operation *at = body.findAncestorOpInBlock(*user);
+          if (!last || last->isBeforeInBlock(at))
+            last = at;
+        }
+      }
+      OpBuilder builder(last->getBlock(), std::next(last->getIterator()));
+      int64_t element = bucket.getDtype().getIntOrFloatBitWidth() / 8;
+      auto shard = ParamBucketShardOp::create(
+          builder, bucket.getLoc(), bucket.getBucketAttr(),
+          bucket.getDtypeAttr(), bucket.getFqnsAttr(),
+          builder.getI64IntegerAttr(bucket.getPaddedBytesAttr().getInt() / 4 *
+                                    element));
+      setDecoderLayer(shard, decoderLayerOf(bucket));
+    }
+    return success();
   }
 
   /// A layer is gathered as one bucket per dtype: one that fills more is
-  /// an error naming it.
+  /// an error naming it and the bucket size it needs.
   LogicalResult
   checkOneBucketPerLayer(ArrayRef<GradBucketReduceScatterOp> buckets) {
-    DenseMap<std::pair<int64_t, Type>, GradBucketReduceScatterOp> seen;
+    using Unit = std::pair<int64_t, Type>;
+    DenseMap<Unit, SmallVector<GradBucketReduceScatterOp>> units;
+    SmallVector<Unit> order;
     for (GradBucketReduceScatterOp bucket : buckets) {
-      int64_t layer = decoderLayerOf(bucket).value_or(-1);
-      auto [it, fresh] = seen.insert({{layer, bucket.getDtype()}, bucket});
-      if (fresh)
+      Unit unit{decoderLayerOf(bucket).value_or(-1), bucket.getDtype()};
+      auto &members = units[unit];
+      if (members.empty())
+        order.push_back(unit);
+      members.push_back(bucket);
+    }
+    for (Unit unit : order) {
+      SmallVector<GradBucketReduceScatterOp> &split = units[unit];
+      if (split.size() == 1)
         continue;
-      return bucket.emitError("tp-shard-params: the ")
-             << (layer < 0 ? std::string("parameters outside the layers")
-                           : "parameters of layer " + std::to_string(layer))
-             << " (" << bucket.getDtype()
-             << ") fill more than one bucket (buckets "
-             << it->second.getBucketAttr().getInt() << " and "
-             << bucket.getBucketAttr().getInt()
-             << "): a layer is gathered as one; raise --bucket-mib";
+      // --bucket-mib counts FP32 bytes.
+      int64_t bytes = 0;
+      for (GradBucketReduceScatterOp bucket : split)
+        bytes += bucket.getBytesAttr().getInt();
+      int64_t mib = (bytes + (1 << 20) - 1) >> 20;
+      return split[1].emitError("tp-shard-params: the ")
+             << (unit.first < 0
+                     ? std::string("parameters outside the layers")
+                     : "parameters of layer " + std::to_string(unit.first))
+             << " (" << unit.second << ") fill more than one bucket (buckets "
+             << split[0].getBucketAttr().getInt() << " and "
+             << split[1].getBucketAttr().getInt()
+             << "), which are gathered as one: raise --bucket-mib to " << mib
+             << " or more";
     }
     return success();
   }

@@ -173,11 +173,14 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
     plain = false;
   }
   unsigned results = call.getSignature()->results;
+  bool list = results == kVariadicResults || results > 1;
+  if (results == kVariadicResults)
+    results = op->getNumResults();
   SmallVector<Type> types;
-  if (results == 1)
-    types.push_back(tensorType);
-  else if (results > 1)
+  if (list)
     types.push_back(emitc::OpaqueType::get(ctx, "tprt::Tensors"));
+  else if (results == 1)
+    types.push_back(tensorType);
   auto callOp = emitc::CallOpaqueOp::create(
       b, op->getLoc(), types, call.getSignature()->callee, callOperands,
       plain ? ArrayAttr() : b.getArrayAttr(args));
@@ -185,7 +188,7 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
     callOp->setAttr(
         kConsumingFormAttr,
         ConsumingFormAttr::get(ctx, consuming->callee, *consumedOperand));
-  if (results <= 1)
+  if (!list)
     return SmallVector<Value>(callOp.getResults());
   SmallVector<Value> taken;
   for (unsigned i = 0; i < results; ++i)
@@ -392,9 +395,18 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
         &entry.getBody(), {}, type.getInputs(),
         SmallVector<Location>(inputs.size(), func.getLoc()));
     SmallVector<Value> replacements;
+    SmallVector<Operation *> unread;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       if (std::optional<unsigned> in = inputIndex(func, i)) {
         replacements.push_back(body->getArgument(1 + *in));
+        continue;
+      }
+      // A parameter nothing here reads is not loaded: a ZeRO stage 3
+      // training step reads its sharded ones through gathers.
+      if (func.getArgument(i).use_empty()) {
+        unread.push_back(emitc::LiteralOp::create(rewriter, func.getLoc(),
+                                                  tensor, "tprt::Tensor()"));
+        replacements.push_back(unread.back()->getResult(0));
         continue;
       }
       FailureOr<RuntimeCall> call = loadParamCall(func, i, reducedPrecision);
@@ -416,6 +428,8 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
       emitActivationArena(rewriter, func, entry, buffers);
     rewriter.inlineBlockBefore(&func.getBody().front(), body, body->end(),
                                replacements);
+    for (Operation *placeholder : unread)
+      rewriter.eraseOp(placeholder);
     rewriter.eraseOp(func);
     return success();
   }

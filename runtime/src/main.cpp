@@ -246,7 +246,9 @@ struct DeviceOptions {
   double collectiveTimeout = -1;
 };
 
-/// The context of this rank, reading parameters from `weights`.
+/// The context of this rank, reading parameters from `weights`; for a
+/// forward run, after the program's init (training runs it in
+/// tprt::train, with the training state set).
 std::unique_ptr<tprt::Context> makeContext(int rank, int size,
                                            const std::string &weights,
                                            const DeviceOptions &options) {
@@ -268,9 +270,6 @@ std::unique_ptr<tprt::Context> makeContext(int rank, int size,
     ctx->useCheckpoint(real);
     checkCheckpoint(*ctx);
   }
-  // Weak: a partitioned training program's broadcast of its replicas.
-  if (tprt_model_init)
-    tprt_model_init(*ctx);
   return ctx;
 }
 
@@ -526,6 +525,9 @@ int runForward(RunOptions &o, const char *argv0, int rank, int size) {
   std::unique_ptr<tprt::Context> context =
       makeContext(rank, size, o.weights, o.device);
   tprt::Context &ctx = *context;
+  // Weak: a partitioned training program's broadcast of its replicas.
+  if (tprt_model_init)
+    tprt_model_init(ctx);
   ctx.setConstantWeights(true);
   if (ids.dim(1) != length)
     ctx.setUnpaddedSequence(length);

@@ -188,6 +188,18 @@ Tensor Tensor::placedIn(std::shared_ptr<unsigned char[]> buffer,
   return t;
 }
 
+Tensor Tensor::withRelease(const Tensor &base, std::function<void()> released) {
+  Tensor t = base;
+  t.storage_ = std::shared_ptr<unsigned char[]>(
+      base.storage_.get(),
+      [keep = base.storage_,
+       released = std::move(released)](unsigned char *) mutable {
+        keep.reset();
+        released();
+      });
+  return t;
+}
+
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
     : Tensor(uninitialized(dtype, std::move(shape))) {
   std::memset(raw(), 0, bytes());

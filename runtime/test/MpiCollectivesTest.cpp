@@ -334,12 +334,19 @@ void checkPendingFactors(tprt::Communicator *comm, int r, int n,
 // which every rank computes whole. The state saved is each rank's run.
 // `microBatch` (--zero 2): two micro-batches per step, each reduced into
 // the runs; on an even number of ranks, a grid of tp=2, both parameters
-// tensor-parallel replicas whose replica bucket sums the runs.
-void checkShardedBucket(int r, int n, const Check &check, bool microBatch) {
+// tensor-parallel replicas whose replica bucket sums the runs. `stage` 3
+// (--zero 3): the parameters held as the runs from the start
+// (param_bucket_shard), each micro-batch reading them through a gather
+// (the current values whole), the update writing the runs and nothing
+// gathered after it.
+void checkShardedBucket(int r, int n, const Check &check, int stage) {
+  bool microBatch = stage >= 2, runs = stage == 3;
   tprt::Context ctx(r, n, "", "");
   int tp = microBatch && n % 2 == 0 ? 2 : 1, dp = n / tp;
   ctx.setGrid(tp, dp);
-  std::string name = microBatch ? "micro-batch buckets" : "sharded buckets";
+  std::string name = runs         ? "parameter runs"
+                     : microBatch ? "micro-batch buckets"
+                                  : "sharded buckets";
   tprt::TrainOptions options;
   options.maxGradNorm = 0.05;
   tprt::TrainState state(options);
@@ -356,23 +363,35 @@ void checkShardedBucket(int r, int n, const Check &check, bool microBatch) {
     m[k].assign(sizes[k], 0.0);
     v[k].assign(sizes[k], 0.0);
     ctx.cacheParam(names[k], params[k]);
+    ctx.setParamLayout(names[k], {{sizes[k]}});
   }
+  int64_t padded = tprt::shardedBucketElements(300, dp);
+  if (runs)
+    tprt::param_bucket_shard(ctx, 0, tprt::DType::F32, {"a", "b"}, padded * 4);
+  // The parameters' current values, whole: gathered from the runs.
+  auto whole = [&] {
+    return runs ? tprt::param_bucket_gather(ctx, 0, tprt::DType::F32,
+                                            {"a", "b"}, padded * 4)
+                : tprt::Tensors{params[0], params[1]};
+  };
   // Rank q's gradient element i of parameter k at step t.
   auto gradOf = [](int q, int k, int64_t i, int t) {
     return 0.001 * double((q + 1) * (i % 13 + 1)) * (k ? -1.0 : 1.0) / t;
   };
-  bool ok = true, normOk = true;
-  int64_t padded = tprt::shardedBucketElements(300, dp);
+  bool ok = true, normOk = true, readOk = true;
   for (int t = 1; t <= 2; ++t) {
     tprt::beginTrainStep(ctx, state);
     // Micro-batches of a quarter and three quarters of the gradient.
     for (double part : microBatch ? std::vector<double>{0.25, 0.75}
                                   : std::vector<double>{1.0}) {
+      tprt::Tensors read = whole();
       for (int k = 0; k < 2; ++k) {
         tprt::Tensor grad(tprt::DType::F32, {sizes[k]});
-        for (int64_t i = 0; i < sizes[k]; ++i)
+        for (int64_t i = 0; i < sizes[k]; ++i) {
           grad.f32()[i] = static_cast<float>(part * gradOf(r, k, i, t));
-        tprt::accumulate_grad(ctx, grad, params[k], names[k], -1, false);
+          readOk &= read[k].f32()[i] == static_cast<float>(want[k][i]);
+        }
+        tprt::accumulate_grad(ctx, grad, read[k], names[k], -1, false);
       }
       if (microBatch)
         tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, {"a", "b"},
@@ -391,8 +410,10 @@ void checkShardedBucket(int r, int n, const Check &check, bool microBatch) {
     tprt::clip_grads(ctx, tprt::Tensor());
     tprt::optimizer_update(ctx, "adamw", /*dpSharded=*/true,
                            /*masterWeights=*/false);
-    tprt::param_bucket_all_gather(ctx, 0, tprt::DType::F32, {"a", "b"},
-                                  padded * 4);
+    if (!runs)
+      tprt::param_bucket_all_gather(ctx, 0, tprt::DType::F32, {"a", "b"},
+                                    padded * 4);
+    tprt::Tensors updated = whole();
     // The reference: the ranks' sum over 3 label tokens, clipped.
     double squares = 0;
     std::vector<double> g[2];
@@ -417,9 +438,13 @@ void checkShardedBucket(int r, int n, const Check &check, bool microBatch) {
         v[k][i] = options.beta2 * v[k][i] + (1 - options.beta2) * gi * gi;
         want[k][i] -= options.lr / c1 * m[k][i] /
                       (std::sqrt(v[k][i]) / std::sqrt(c2) + options.eps);
-        ok &= std::fabs(params[k].f32()[i] - want[k][i]) <= 2e-6;
+        ok &= std::fabs(updated[k].f32()[i] - want[k][i]) <= 2e-6;
+        // What the next step reads.
+        want[k][i] = updated[k].f32()[i];
       }
   }
+  check(readOk,
+        (name + ": each micro-batch reads the current parameters").c_str());
   check(normOk, (name + ": the norm summed over the runs").c_str());
   check(ok, (name + ": each run's AdamW update, all-gathered").c_str());
   // Each rank holds the state of its run only.
@@ -432,6 +457,14 @@ void checkShardedBucket(int r, int n, const Check &check, bool microBatch) {
   check(held == std::min<int64_t>(padded / dp,
                                   std::max<int64_t>(0, 300 - d * padded / dp)),
         (name + ": the state of this rank's run only").c_str());
+  if (runs)
+    check(state.gatheredHeld == 0 && state.largestGather == padded * 4 &&
+              ctx.cachedParam("a")->numel() + ctx.cachedParam("b")->numel() ==
+                  std::min<int64_t>(
+                      padded / dp, std::max<int64_t>(0, 300 - d * padded / dp)),
+          (name + ": a run of each parameter held, one gather at a time, "
+                  "freed with its last view")
+              .c_str());
   if (microBatch)
     check(state.microBatchHeld == 0 && state.microBatchPeak == padded * 4,
           (name + ": the whole bucket held from its first gradient to its "
@@ -561,8 +594,8 @@ int main(int argc, char **argv) {
   checkEpilogueAddOnce(comm.get(), r, n, check);
   checkBf16GradientReduction(comm.get(), r, n, check);
   checkPendingFactors(comm.get(), r, n, check);
-  checkShardedBucket(r, n, check, /*microBatch=*/false);
-  checkShardedBucket(r, n, check, /*microBatch=*/true);
+  for (int stage = 1; stage <= 3; ++stage)
+    checkShardedBucket(r, n, check, stage);
   checkSharedMemoryAllReduce(comm.get(), r, n, check);
   checkSplitAllReduce(comm.get(), r, n, check);
 

@@ -10,7 +10,9 @@
 // for its forward and for its backward reads, the next layer's gather
 // issued before the current layer's compute (layer 1's before layer 0's
 // linear; in the backward, layer 0's before layer 1's). The gradient
-// sinks still name the arguments.
+// sinks take the gathered values too (their shapes): nothing reads an
+// argument any more. The init keeps each bucket's runs after the last
+// broadcast of one of its parameters; the optimizer step gathers nothing.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<?x?xi64>, %{{.*}}: tensor<?x?xi64>, %[[EMB:[a-z0-9]+]]: tensor<8x4xf32> {{.*}}, %[[W0:[a-z0-9]+]]: tensor<4x4xf32> {{.*}}, %[[W1:[a-z0-9]+]]: tensor<4x4xf32> {{.*}}, %[[HEAD:[a-z0-9]+]]: tensor<8x4xf32>
 // CHECK-NEXT: %[[ROOT:.*]]:2 = tp.param_bucket_gather {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["lm_head.weight", "model.embed_tokens.weight"]} : tensor<8x4xf32>, tensor<8x4xf32>
@@ -26,12 +28,32 @@
 // CHECK-NEXT: %[[B0:.*]] = tp.param_bucket_gather {bucket = 1 : i64, {{.*}}tp.layer = 0 : i64} : tensor<4x4xf32>
 // CHECK-NEXT: tp.linear_grad_input %{{.*}}, %[[B1]] {tp.layer = 1 : i64}
 // CHECK-NEXT: tp.linear_grad_weight
-// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %[[W1]] {fqn = "model.layers.1.mlp.weight"
+// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %[[B1]] {fqn = "model.layers.1.mlp.weight"
 // CHECK-NEXT: tp.grad_bucket_reduce_scatter {bucket = 2 : i64
 // CHECK-NEXT: tp.linear_grad_input %{{.*}}, %[[B0]] {tp.layer = 0 : i64}
+// CHECK-NEXT: tp.linear_grad_weight
+// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %[[B0]] {fqn = "model.layers.0.mlp.weight"
 // CHECK: tp.embedding_grad %[[IDS]], %{{.*}}, %[[ROOT]]#1
-// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %[[EMB]]
-// CHECK: tp.accumulate_grad %{{.*}} into %[[HEAD]]
+// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %[[ROOT]]#1
+// CHECK: tp.accumulate_grad %{{.*}} into %[[ROOT]]#0
+// CHECK-NOT: %[[EMB]]
+// CHECK-NOT: %[[W0]]
+// CHECK-NOT: %[[W1]]
+// CHECK-NOT: %[[HEAD]]
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-NEXT: tp.optimizer_boundary
+// CHECK-NEXT: tp.grad_norm {dp_sharded}
+// CHECK-NEXT: tp.optimizer_update {dp_sharded, optimizer = "adamw"}
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @init
+// CHECK-NEXT: tp.broadcast_replica {{.*}}fqn = "model.embed_tokens.weight"
+// CHECK-NEXT: tp.broadcast_replica {{.*}}fqn = "model.layers.0.mlp.weight"
+// CHECK-NEXT: tp.param_bucket_shard {bucket = 1 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["model.layers.0.mlp.weight"], tp.layer = 0 : i64}
+// CHECK-NEXT: tp.broadcast_replica {{.*}}fqn = "lm_head.weight"
+// CHECK-NEXT: tp.param_bucket_shard {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["lm_head.weight", "model.embed_tokens.weight"]}
+// CHECK-NEXT: tp.broadcast_replica {{.*}}fqn = "model.layers.1.mlp.weight"
+// CHECK-NEXT: tp.param_bucket_shard {bucket = 2 : i64, {{.*}}tp.layer = 1 : i64}
+// CHECK-NEXT: return
 module {
   shard.grid @dp(shape = 2)
   func.func @train_step(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>,
@@ -60,6 +82,25 @@ module {
     tp.accumulate_grad %gh into %head {fqn = "lm_head.weight"} : tensor<8x4xf32>
     tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 256 : i64, dtype = f32, fqns = ["lm_head.weight", "model.embed_tokens.weight"], micro_batch, padded_bytes = 1024 : i64}
     return %loss : tensor<f32>
+  }
+  func.func @optimizer_step() -> tensor<f32> attributes {tp.entry = "optimizer_step"} {
+    tp.optimizer_boundary
+    %norm = tp.grad_norm {dp_sharded} : tensor<f32>
+    tp.optimizer_update {dp_sharded, optimizer = "adamw"}
+    tp.param_bucket_all_gather {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["lm_head.weight", "model.embed_tokens.weight"]}
+    tp.param_bucket_all_gather {bucket = 1 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["model.layers.0.mlp.weight"]}
+    tp.param_bucket_all_gather {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["model.layers.1.mlp.weight"]}
+    return %norm : tensor<f32>
+  }
+  func.func @init(%emb: tensor<8x4xf32> {tp.fqn = "model.embed_tokens.weight"},
+      %w0: tensor<4x4xf32> {tp.fqn = "model.layers.0.mlp.weight"},
+      %head: tensor<8x4xf32> {tp.fqn = "lm_head.weight"},
+      %w1: tensor<4x4xf32> {tp.fqn = "model.layers.1.mlp.weight"}) attributes {tp.entry = "init"} {
+    tp.broadcast_replica %emb {fqn = "model.embed_tokens.weight", group = "dp"} : tensor<8x4xf32>
+    tp.broadcast_replica %w0 {fqn = "model.layers.0.mlp.weight", group = "dp"} : tensor<4x4xf32>
+    tp.broadcast_replica %head {fqn = "lm_head.weight", group = "dp"} : tensor<8x4xf32>
+    tp.broadcast_replica %w1 {fqn = "model.layers.1.mlp.weight", group = "dp"} : tensor<4x4xf32>
+    return
   }
 }
 
@@ -94,8 +135,38 @@ module {
       %b: tensor<4x4xf32> {tp.fqn = "model.layers.3.b.weight"}) attributes {tp.entry = "train_step"} {
     %loss, %lse = tp.cross_entropy %logits, %ids, %mask : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
     tp.grad_bucket_reduce_scatter {bucket = 4 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.a.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
-    // expected-error @+1 {{tp-shard-params: the parameters of layer 3 ('f32') fill more than one bucket (buckets 4 and 5): a layer is gathered as one; raise --bucket-mib}}
+    // expected-error @+1 {{tp-shard-params: the parameters of layer 3 ('f32') fill more than one bucket (buckets 4 and 5), which are gathered as one: raise --bucket-mib to 1 or more}}
     tp.grad_bucket_reduce_scatter {bucket = 5 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.b.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
+    return
+  }
+}
+
+// -----
+
+// The init must read every parameter it shards.
+module {
+  shard.grid @dp(shape = 2)
+  func.func @train_step(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>, %logits: tensor<?x?x8xf32>,
+      %a: tensor<4x4xf32> {tp.fqn = "model.layers.3.a.weight"}) attributes {tp.entry = "train_step"} {
+    %loss, %lse = tp.cross_entropy %logits, %ids, %mask : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
+    // expected-error @+1 {{tp-shard-params: parameter 'model.layers.3.a.weight' is not read by the init, which shards it}}
+    tp.grad_bucket_reduce_scatter {bucket = 4 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.a.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
+    return
+  }
+  func.func @init(%a: tensor<4x4xf32> {tp.fqn = "model.layers.3.a.weight"}) attributes {tp.entry = "init"} {
+    return
+  }
+}
+
+// -----
+
+// expected-error @below {{tp-shard-params: no init (run tp-broadcast-replicas)}}
+module {
+  shard.grid @dp(shape = 2)
+  func.func @train_step(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>, %logits: tensor<?x?x8xf32>,
+      %a: tensor<4x4xf32> {tp.fqn = "model.layers.3.a.weight"}) attributes {tp.entry = "train_step"} {
+    %loss, %lse = tp.cross_entropy %logits, %ids, %mask : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
+    tp.grad_bucket_reduce_scatter {bucket = 4 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.a.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
     return
   }
 }

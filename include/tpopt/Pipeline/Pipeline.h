@@ -110,7 +110,9 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "parameters all-gathered); 2 also reduce-scatters "
                      "each decoder layer's gradients after its backward, "
                      "holding only this rank's 1/D between micro-batches "
-                     "(ZeRO stage 2)"),
+                     "(ZeRO stage 2); 3 also holds the parameters as 1/D "
+                     "runs, each decoder layer's all-gathered before its "
+                     "forward and its backward (ZeRO stage 3)"),
       llvm::cl::init(0)};
   Option<double> bucketMib{
       *this, "bucket-mib",

@@ -720,9 +720,18 @@ LogicalResult AttentionGradOp::verify() {
   return verifyAttentionOperands(*this);
 }
 
-/// `param` is the argument of the enclosing function named `fqn`.
+/// `param` is the argument of the enclosing function named `fqn`, or (ZeRO
+/// stage 3) the result of a tp.param_bucket_gather that gathers it.
 static LogicalResult verifyParamFqn(Operation *op, Value param,
                                     StringRef expected) {
+  if (auto result = dyn_cast<OpResult>(param))
+    if (auto gather = dyn_cast<ParamBucketGatherOp>(result.getOwner())) {
+      auto fqn = cast<StringAttr>(gather.getFqns()[result.getResultNumber()]);
+      if (fqn.getValue() == expected)
+        return success();
+      return op->emitOpError("the parameter is gathered as '")
+             << fqn.getValue() << "', not '" << expected << "'";
+    }
   auto arg = dyn_cast<BlockArgument>(param);
   auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp())
                   : FunctionOpInterface();
@@ -905,6 +914,16 @@ LogicalResult ParamBucketGatherOp::verify() {
       return emitOpError("parameter '")
              << cast<StringAttr>(fqn).getValue() << "' is " << result.getType()
              << ", the bucket holds " << getDtype();
+  return verifyParamRuns(*this);
+}
+
+LogicalResult ParamBucketShardOp::verify() {
+  auto func = (*this)->getParentOfType<FunctionOpInterface>();
+  auto role = func ? func->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName)
+                   : StringAttr();
+  if (role && role.getValue() != kInitEntry)
+    return emitOpError("must be in the init (tp.entry = \"")
+           << kInitEntry << "\"), not in \"" << role.getValue() << "\"";
   return verifyParamRuns(*this);
 }
 

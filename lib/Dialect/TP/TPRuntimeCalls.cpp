@@ -877,16 +877,47 @@ ArrayRef<RuntimeSignature> ParamBucketAllGatherOp::getRuntimeSignatures() {
   return kParamBucketAllGather;
 }
 
-LogicalResult ParamBucketAllGatherOp::buildRuntimeCall(RuntimeCall &call) {
-  StringRef dtype = bucketDType(getDtype());
+/// The call of an op on a bucket of parameters: its number, dtype, FQNs and
+/// padded bytes in that dtype.
+template <typename ParamBucketOp>
+static LogicalResult buildParamBucketCall(ParamBucketOp op, RuntimeCall &call,
+                                          const RuntimeSignature &signature) {
+  StringRef dtype = bucketDType(op.getDtype());
   if (dtype.empty())
-    return emitOpError("no runtime dtype for ") << getDtype();
-  call.callee(kParamBucketAllGather[0])
-      .i64(getBucket())
+    return op.emitOpError("no runtime dtype for ") << op.getDtype();
+  call.callee(signature)
+      .i64(op.getBucket())
       .str(dtype)
-      .strings(bucketFqns(getFqns()))
-      .i64(getBytes());
+      .strings(bucketFqns(op.getFqns()))
+      .i64(op.getBytes());
   return success();
+}
+
+LogicalResult ParamBucketAllGatherOp::buildRuntimeCall(RuntimeCall &call) {
+  return buildParamBucketCall(*this, call, kParamBucketAllGather[0]);
+}
+
+// One result per parameter of the bucket: views of the gathered buffer.
+static constexpr RuntimeSignature kParamBucketGather[] = {
+    {"tprt::param_bucket_gather", kAllGatherParams, kVariadicResults}};
+
+ArrayRef<RuntimeSignature> ParamBucketGatherOp::getRuntimeSignatures() {
+  return kParamBucketGather;
+}
+
+LogicalResult ParamBucketGatherOp::buildRuntimeCall(RuntimeCall &call) {
+  return buildParamBucketCall(*this, call, kParamBucketGather[0]);
+}
+
+static constexpr RuntimeSignature kParamBucketShard[] = {
+    {"tprt::param_bucket_shard", kAllGatherParams, 0}};
+
+ArrayRef<RuntimeSignature> ParamBucketShardOp::getRuntimeSignatures() {
+  return kParamBucketShard;
+}
+
+LogicalResult ParamBucketShardOp::buildRuntimeCall(RuntimeCall &call) {
+  return buildParamBucketCall(*this, call, kParamBucketShard[0]);
 }
 
 static constexpr RuntimeSignature kNormalizeGrads[] = {

@@ -74,11 +74,16 @@ struct ResumePoint {
 /// `shard` is a buffer of its own, where the micro-batches' sums add up.
 struct ShardedBucket {
   Tensor flat, shard;
+  /// --zero 3: this rank's run of the parameters themselves, in their type
+  /// (param_bucket_shard), which the update writes and param_bucket_gather
+  /// all-gathers; undefined otherwise.
+  Tensor params;
   /// This rank's run is [shardBegin, shardBegin + shard.numel()) of flat
   /// (`shard` is a view of it, or, per micro-batch, its own buffer).
   int64_t shardBegin = 0;
-  /// The FP32 elements of `flat`.
-  int64_t padded = 0;
+  /// The elements of `flat` (and of the gathered parameters), and of
+  /// each rank's run of them.
+  int64_t padded = 0, run = 0;
   DType dtype = DType::F32;
   bool microBatch = false;
   /// Each gradient's FQN, offset in `flat` and elements, in the program's
@@ -86,6 +91,8 @@ struct ShardedBucket {
   struct Member {
     std::string fqn;
     int64_t offset, numel;
+    /// The parameter's shape on this rank (its tensor-parallel block).
+    std::vector<int64_t> shape;
   };
   std::vector<Member> members;
   /// Reduced in this optimizer step (per micro-batch: the next
@@ -110,7 +117,7 @@ struct ShardedBucket {
   /// The part of `m` in this rank's run, as [begin, end) of its elements.
   std::pair<int64_t, int64_t> ownedRange(const Member &m) const {
     int64_t lo = std::max(m.offset, shardBegin),
-            hi = std::min(m.offset + m.numel, shardBegin + shard.numel());
+            hi = std::min(m.offset + m.numel, shardBegin + run);
     return hi > lo ? std::make_pair(lo - m.offset, hi - m.offset)
                    : std::make_pair(int64_t{0}, int64_t{0});
   }
@@ -219,8 +226,11 @@ struct TrainState {
   /// their whole buffers held now and at most at once.
   std::map<std::string, int64_t> microBatchBuckets;
   int64_t microBatchHeld = 0, microBatchPeak = 0;
-  /// The largest parameter all-gather buffer allocated (bytes).
+  /// The largest parameter all-gather buffer allocated (bytes); under
+  /// --zero 3, the most bytes of gathered parameters held at once, and the
+  /// bytes held now.
   int64_t largestGather = 0;
+  int64_t gatheredHeld = 0;
   /// Made by the first update (the program names the optimizer).
   std::unique_ptr<Optimizer> optimizer;
   /// --resume: where the run continues from (null: a new run).

@@ -14,6 +14,7 @@
 #include "tprt/Fingerprint.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,6 +74,9 @@ public:
   static Tensor placedIn(std::shared_ptr<unsigned char[]> buffer,
                          size_t byteOffset, DType dtype,
                          std::vector<int64_t> shape);
+  /// `base`'s elements in a handle whose storage calls `released` once it
+  /// and every copy and view of it are gone (what a buffer's holder counts).
+  static Tensor withRelease(const Tensor &base, std::function<void()> released);
 
   /// A tensor on the host whose elements are the bytes of file `fd` from
   /// `offset` on, mapped private (copy on write) and read in at once, not
@@ -323,6 +327,9 @@ public:
     DType storedDtype = DType::F32;
     bool transposed = false;
     double storedOffset = 0.0;
+    /// Held as the run of its block from this element on (--zero 3,
+    /// param_bucket_shard); -1: the whole block.
+    int64_t runBegin = -1;
   };
   const std::map<std::string, ParamLayout> &paramLayouts() const {
     return layouts_;
@@ -330,6 +337,9 @@ public:
   void setParamLayout(const std::string &fqn, ParamLayout layout) {
     layouts_[fqn] = std::move(layout);
   }
+  /// Parameter `fqn` is held as the run of its block from element `begin`
+  /// on: `run` (--zero 3).
+  void holdParamRun(const std::string &fqn, Tensor run, int64_t begin);
 
   /// The f32 gradient buffers of the trainable parameters (accumulate_grad),
   /// by FQN, with the dimension the parameter is split on (-1: replicated).
@@ -786,6 +796,19 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
 /// group (`bytes`: the padded bucket in `dtype`).
 void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
                              std::vector<std::string> fqns, int64_t bytes);
+/// tp.param_bucket_shard (--zero 3), in the init: the bucket's layout
+/// (`fqns` in order, padded to `bytes` of `dtype`, equal runs over the
+/// data-parallel group) is fixed, this rank keeps its run of the
+/// parameters and the whole ones are dropped (Context::cachedParam then
+/// holds each parameter's part of the run). Without training (a forward
+/// run of a training program) nothing changes.
+void param_bucket_shard(Context &ctx, int64_t bucket, DType dtype,
+                        std::vector<std::string> fqns, int64_t bytes);
+/// tp.param_bucket_gather (--zero 3): the bucket's runs all-gathered over
+/// the data-parallel group into one buffer, the parameters `fqns` views of
+/// it, in order; the buffer goes with the last of them.
+Tensors param_bucket_gather(Context &ctx, int64_t bucket, DType dtype,
+                            std::vector<std::string> fqns, int64_t bytes);
 /// tp.normalize_grads: every gradient divided by the step's label tokens.
 void normalize_grads(Context &ctx);
 /// tp.grad_norm: the global norm (L2, or inf with --norm-type inf), FP64

@@ -120,6 +120,14 @@ void Context::cacheParam(const std::string &fqn, Tensor value) {
   params_[fqn] = std::move(value);
 }
 
+void Context::holdParamRun(const std::string &fqn, Tensor run, int64_t begin) {
+  auto layout = layouts_.find(fqn);
+  if (layout == layouts_.end())
+    fatal("parameter '" + fqn + "' was not read");
+  layout->second.runBegin = begin;
+  params_[fqn] = std::move(run);
+}
+
 Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
                       const char *file, uint64_t offset, uint64_t length,
                       DType storedDtype, const std::vector<int64_t> &shape,
@@ -261,8 +269,13 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim, int64_t shards,
                   int64_t replicas, DType dtype, double storedOffset) {
-  if (Tensor *cached = ctx.cachedParam(fqn))
+  if (Tensor *cached = ctx.cachedParam(fqn)) {
+    if (ctx.paramLayouts().at(fqn).runBegin >= 0)
+      fatal(std::string("parameter '") + fqn +
+            "' is held as data-parallel runs (--zero 3): the program reads "
+            "it through param_bucket_gather");
     return *cached;
+  }
   // From a checkpoint: the tensor of that name, whole and canonical.
   if (!ctx.checkpointPath().empty()) {
     auto entry = ctx.checkpoint().find(fqn);

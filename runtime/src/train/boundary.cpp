@@ -199,18 +199,44 @@ void beginTrainStep(Context &ctx, TrainState &state) {
     entry.second.reduced = false;
 }
 
+/// `bytes` zeros at `dst` on `device`.
+static void zeroBytes(void *dst, size_t bytes, Device device) {
+#ifdef TPRT_WITH_CUDA
+  if (device == Device::CUDA)
+    return cuda::memset(dst, 0, bytes);
+#endif
+  std::memset(dst, 0, bytes);
+}
+
 /// A sharded bucket's whole FP32 buffer, its padding zeroed: summed too,
 /// but never read (the norm, the update and the all-gather take the
 /// gradients' elements only), so that its sums are defined.
 static void allocateBucketBuffer(ShardedBucket &b, Device device) {
   b.flat = Tensor::uninitialized(DType::F32, {b.padded}, device);
   int64_t used = b.members.back().offset + b.members.back().numel;
-  size_t bytes = static_cast<size_t>(b.padded - used) * sizeof(float);
-#ifdef TPRT_WITH_CUDA
-  if (device == Device::CUDA)
-    return cuda::memset(b.flat.f32() + used, 0, bytes);
-#endif
-  std::memset(b.flat.f32() + used, 0, bytes);
+  zeroBytes(b.flat.f32() + used,
+            static_cast<size_t>(b.padded - used) * sizeof(float), device);
+}
+
+/// Fixes a sharded bucket's layout: `fqns` of `shapes` one after the other,
+/// `padded` elements in equal runs over `dp`, this rank's run. Returns the
+/// elements the members use.
+static int64_t layOutBucket(ShardedBucket &b,
+                            const std::vector<std::string> &fqns,
+                            const std::vector<std::vector<int64_t>> &shapes,
+                            int64_t padded, Communicator &dp) {
+  int64_t offset = 0;
+  for (size_t i = 0; i < fqns.size(); ++i) {
+    int64_t numel = 1;
+    for (int64_t d : shapes[i])
+      numel *= d;
+    b.members.push_back({fqns[i], offset, numel, shapes[i]});
+    offset += numel;
+  }
+  b.padded = padded;
+  b.run = padded / dp.size();
+  b.shardBegin = dp.rank() * b.run;
+  return offset;
 }
 
 /// The whole buffer of a bucket reduced per micro-batch, counted.
@@ -234,11 +260,8 @@ bool bindMicroBatchBucket(Context &ctx, TrainState &state,
           "' has no gradient buffer");
   holdMicroBatchBuffer(state, b, device);
   for (const ShardedBucket::Member &m : b.members) {
-    const Tensor *param = ctx.cachedParam(m.fqn);
-    if (!param || param->numel() != m.numel)
-      fatal(what + ": parameter '" + m.fqn + "' does not match its gradient");
     Context::GradBuffer &buffer = ctx.grads()[m.fqn];
-    buffer.grad = Tensor::view(b.flat, m.offset, param->shape());
+    buffer.grad = Tensor::view(b.flat, m.offset, m.shape);
     buffer.inBucket = true;
   }
   return true;
@@ -520,22 +543,26 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
   std::vector<Context::GradBuffer *> buffers = bucketGrads(ctx, fqns, what);
   ShardedBucket &b = state.shardedBuckets[bucket];
   Device device = buffers.front()->grad.device();
+  // The layout, fixed by the first step (or, with the parameters held as
+  // runs, by the init's param_bucket_shard).
   if (b.members.empty()) {
-    // The layout, fixed by the first step.
-    int64_t offset = 0;
-    for (size_t i = 0; i < fqns.size(); ++i) {
-      int64_t numel = buffers[i]->grad.numel();
-      b.members.push_back({fqns[i], offset, numel});
-      offset += numel;
-    }
-    if (offset * 4 != bytes)
-      fatal(what + " holds " + std::to_string(offset * 4) +
+    std::vector<std::vector<int64_t>> shapes;
+    for (Context::GradBuffer *buffer : buffers)
+      shapes.push_back(buffer->grad.shape());
+    layOutBucket(b, fqns, shapes, padded, dp);
+    b.dtype = dtype;
+  }
+  bool first = !b.shard.defined();
+  if (!b.holds(fqns) || b.padded != padded || b.dtype != dtype ||
+      (!first && b.microBatch != microBatch))
+    fatal(what + " was reduced with other gradients or at another point");
+  if (first) {
+    int64_t used = b.members.back().offset + b.members.back().numel;
+    if (used * 4 != bytes)
+      fatal(what + " holds " + std::to_string(used * 4) +
             " bytes of gradients; the program was compiled for " +
             std::to_string(bytes));
-    b.dtype = dtype;
-    b.padded = padded;
     b.microBatch = microBatch;
-    b.shardBegin = dp.rank() * (padded / ranks);
     if (microBatch) {
       b.shard = Tensor::uninitialized(DType::F32, {padded / ranks}, device);
       for (const std::string &fqn : fqns)
@@ -547,8 +574,6 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
       allocateBucketBuffer(b, device);
       b.shard = Tensor::view(b.flat, b.shardBegin, {padded / ranks});
     }
-  } else if (b.microBatch != microBatch || !b.holds(fqns)) {
-    fatal(what + " was reduced with other gradients or at another point");
   }
   if (microBatch) {
     for (size_t i = 0; i < buffers.size(); ++i)
@@ -630,6 +655,91 @@ void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
               m.numel * element, device);
   ++state.shardedCollectives;
   state.shardedBytes += bytes;
+}
+
+void param_bucket_shard(Context &ctx, int64_t bucket, DType dtype,
+                        std::vector<std::string> fqns, int64_t bytes) {
+  // A forward run of a training program reads the parameters whole.
+  TrainState *state = ctx.trainState();
+  if (!state)
+    return;
+  std::string what = "param_bucket_shard: bucket " + std::to_string(bucket);
+  int64_t element = static_cast<int64_t>(dtypeSize(dtype)),
+          ranks = ctx.dp().size();
+  if (fqns.empty() || bytes <= 0 || bytes % (element * ranks))
+    fatal(what + ": " + std::to_string(bytes) + " bytes of " +
+          dtypeName(dtype) + " do not split into " + std::to_string(ranks) +
+          " equal runs");
+  ShardedBucket &b = state->shardedBuckets[bucket];
+  if (!b.members.empty())
+    fatal(what + " is sharded twice");
+  std::vector<Tensor> whole;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const std::string &fqn : fqns) {
+    const Tensor *param = ctx.cachedParam(fqn);
+    if (!param || !param->defined() || param->dtype() != dtype)
+      fatal(what + ": parameter '" + fqn + "' was not read in " +
+            dtypeName(dtype));
+    whole.push_back(*param);
+    shapes.push_back(param->shape());
+  }
+  int64_t used = layOutBucket(b, fqns, shapes, bytes / element, ctx.dp());
+  if (used > b.padded)
+    fatal(what + ": its parameters hold " + std::to_string(used * element) +
+          " bytes; the program was compiled for " + std::to_string(bytes));
+  b.dtype = dtype;
+  Device device = whole.front().device();
+  // The run's padding is zeroed: gathered, but never read.
+  b.params = Tensor::uninitialized(dtype, {b.run}, device);
+  zeroBytes(b.params.raw(), static_cast<size_t>(b.run * element), device);
+  auto *runs = static_cast<char *>(b.params.raw());
+  for (size_t i = 0; i < b.members.size(); ++i) {
+    const ShardedBucket::Member &m = b.members[i];
+    auto [lo, hi] = b.ownedRange(m);
+    int64_t at = hi > lo ? m.offset + lo - b.shardBegin : 0;
+    copyBytes(runs + at * element,
+              static_cast<const char *>(whole[i].raw()) + lo * element,
+              (hi - lo) * element, device);
+    ctx.holdParamRun(m.fqn, Tensor::view(b.params, at, {hi - lo}), lo);
+  }
+}
+
+Tensors param_bucket_gather(Context &ctx, int64_t bucket, DType dtype,
+                            std::vector<std::string> fqns, int64_t bytes) {
+  TrainState &state = trainState(ctx, "param_bucket_gather");
+  std::string what = "param_bucket_gather: bucket " + std::to_string(bucket);
+  auto found = state.shardedBuckets.find(bucket);
+  if (found == state.shardedBuckets.end() || !found->second.params.defined() ||
+      !found->second.holds(fqns))
+    fatal(what + ": these parameters are not held as runs of one bucket "
+                 "(param_bucket_shard)");
+  ShardedBucket &b = found->second;
+  int64_t element = static_cast<int64_t>(dtypeSize(dtype));
+  if (dtype != b.dtype || bytes != b.padded * element)
+    fatal(what + ": " + std::to_string(bytes) + " bytes of " +
+          dtypeName(dtype) + " do not hold the bucket's " +
+          std::to_string(b.padded) + " elements");
+  Device device = b.params.device();
+  Tensor gathered = Tensor::uninitialized(dtype, {b.padded}, device);
+  auto *out = static_cast<char *>(gathered.raw());
+  copyBytes(out + b.shardBegin * element, b.params.raw(), b.run * element,
+            device);
+  // Runs of 128 elements: whole floats in any parameter type.
+  ctx.dp().allGatherOthers(
+      reinterpret_cast<const float *>(out + b.shardBegin * element),
+      reinterpret_cast<float *>(out), b.run * element / 4);
+  // Counted while any view of it lives (the memory plan's peak).
+  state.gatheredHeld += bytes;
+  state.largestGather = std::max(state.largestGather, state.gatheredHeld);
+  TrainState *held = &state;
+  Tensor counted = Tensor::withRelease(
+      gathered, [held, bytes] { held->gatheredHeld -= bytes; });
+  Tensors params;
+  for (const ShardedBucket::Member &m : b.members)
+    params.push_back(Tensor::view(counted, m.offset, m.shape));
+  ++state.shardedCollectives;
+  state.shardedBytes += bytes;
+  return params;
 }
 
 } // namespace tprt

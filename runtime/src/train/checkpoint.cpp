@@ -347,6 +347,10 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
     CheckpointTensor tensor{
         fqn,           local->dtype(),  layout.shape, layout.shardDim,
         layout.shards, layout.replicas, owned};
+    // Held as a run (--zero 3): each data-parallel rank writes its own.
+    tensor.runBegin = layout.runBegin;
+    if (layout.runBegin >= 0 && local->numel() == 0)
+      local = nullptr;
     Set &set = isAdapterTensor(fqn) ? adapter : base;
     if (&set == &adapter) {
       tensor.name = "base_model.model." + fqn;
@@ -354,6 +358,7 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
     }
     set.tensors.push_back(tensor);
     set.locals.push_back(local);
+    tensor.runBegin = -1;
     if (optimizer && optimizer->sharded() && ctx.grads().count(fqn)) {
       // Every rank lists every state tensor; it writes its run, if any.
       std::vector<std::pair<std::string, const Tensor *>> held =

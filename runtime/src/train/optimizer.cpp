@@ -120,12 +120,15 @@ void Optimizer::stepSharded(Context &ctx,
       auto [lo, hi] = bucket.ownedRange(m);
       if (hi == lo)
         continue;
+      // This rank's run of the parameter (all it holds of it under --zero
+      // 3) and of the reduced gradient.
       Tensor *param = ctx.cachedParam(m.fqn);
-      if (!param || param->dtype() == DType::I64 || param->numel() != m.numel)
+      bool runHeld = bucket.params.defined();
+      if (!param || param->dtype() == DType::I64 ||
+          param->numel() != (runHeld ? hi - lo : m.numel))
         fatal("optimizer: parameter '" + m.fqn +
               "' does not match its gradient");
-      // This rank's run of the parameter and of the reduced gradient.
-      Tensor run = Tensor::view(*param, lo, {hi - lo});
+      Tensor run = runHeld ? *param : Tensor::view(*param, lo, {hi - lo});
       Tensor grad = Tensor::view(bucket.shard,
                                  m.offset + lo - bucket.shardBegin, {hi - lo});
       begins_[m.fqn] = lo;

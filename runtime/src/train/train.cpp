@@ -176,7 +176,12 @@ static void reportMemoryHeld(Context &ctx, const TrainState &state,
                              double peakMiB) {
   uint64_t parameters = 0, gradients = 0;
   for (const auto &entry : ctx.paramLayouts())
-    parameters += ctx.cachedParam(entry.first)->bytes();
+    if (entry.second.runBegin < 0)
+      parameters += ctx.cachedParam(entry.first)->bytes();
+  // Parameters held as runs (--zero 3): each bucket's run, padding and all.
+  for (const auto &entry : state.shardedBuckets)
+    if (entry.second.params.defined())
+      parameters += entry.second.params.bytes();
   for (const auto &entry : state.buckets)
     gradients += entry.second.bytes();
   // A bucket's run is a view of its whole buffer, or, reduced per
@@ -267,6 +272,11 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
   TrainState state(o);
   state.resume = resume;
   ctx.setTrainState(&state);
+  // The init (a partitioned program's broadcast of its replicas) runs with
+  // the state set: under --zero 3 it leaves the parameters as runs in the
+  // state's buckets.
+  if (tprt_model_init)
+    tprt_model_init(ctx);
   RowOrder order(data.dim(0), position.seed);
   int64_t stepRows = position.rowsConsumed;
   int64_t firstStep = position.step + 1, lastStep = position.step + o.steps;

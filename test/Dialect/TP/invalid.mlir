@@ -1044,3 +1044,37 @@ module {
     return
   }
 }
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @gathered_other(%g: tensor<4xf32>) {
+    %w:2 = tp.param_bucket_gather {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["a", "b"]} : tensor<4xf32>, tensor<4xf32>
+    // expected-error @+1 {{the parameter is gathered as 'a', not 'b'}}
+    tp.accumulate_grad %g into %w#0 {fqn = "b"} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
+  func.func @shard_outside_init() attributes {tp.entry = "train_step"} {
+    // expected-error @+1 {{must be in the init (tp.entry = "init"), not in "train_step"}}
+    tp.param_bucket_shard {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["a"]}
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 4)
+  func.func @shard_runs() attributes {tp.entry = "init"} {
+    // expected-error @+1 {{bytes must split into 4 equal runs of 'bf16' elements, got 1022}}
+    tp.param_bucket_shard {bucket = 0 : i64, bytes = 1022 : i64, dtype = bf16, fqns = ["a"]}
+    return
+  }
+}

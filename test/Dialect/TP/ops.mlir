@@ -132,8 +132,10 @@ func.func @feature_slices(%qkv: tensor<?x?x128xbf16>) -> tensor<?x?x128xbf16> {
 // --zero 2, the reduce-scatter per micro-batch, in the training step.
 // CHECK-LABEL: module @zero
 // CHECK: tp.grad_bucket_reduce_scatter {bucket = 2 : i64, bytes = 64 : i64, dtype = f32, fqns = ["c"], micro_batch, padded_bytes = 1024 : i64}
-// --zero 3: a bucket's parameters gathered for their reads.
-// CHECK: %{{.*}}:2 = tp.param_bucket_gather {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["c", "d"]} : tensor<16xf32>, tensor<4x4xf32>
+// --zero 3: a bucket's parameters gathered for their reads, a gathered
+// one taken by its gradient's accumulation, and the init keeping the runs.
+// CHECK: %[[W:.*]]:2 = tp.param_bucket_gather {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["c", "d"]} : tensor<16xf32>, tensor<4x4xf32>
+// CHECK-NEXT: tp.accumulate_grad %{{.*}} into %[[W]]#1 {fqn = "d"} : tensor<4x4xf32>
 // CHECK: tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 400 : i64, dtype = bf16, fqns = ["a", "b"], padded_bytes = 1024 : i64}
 // CHECK-NEXT: tp.normalize_grads
 // CHECK-NEXT: %[[N:.*]] = tp.grad_norm {dp_sharded} : tensor<f32>
@@ -142,9 +144,10 @@ func.func @feature_slices(%qkv: tensor<?x?x128xbf16>) -> tensor<?x?x128xbf16> {
 // CHECK-NEXT: tp.param_bucket_all_gather {bucket = 1 : i64, bytes = 512 : i64, dtype = bf16, fqns = ["a", "b"]}
 module @zero {
   shard.grid @dp(shape = 2)
-  func.func @train_step() attributes {tp.entry = "train_step"} {
+  func.func @train_step(%g: tensor<4x4xf32>) attributes {tp.entry = "train_step"} {
     tp.grad_bucket_reduce_scatter {bucket = 2 : i64, bytes = 64 : i64, dtype = f32, fqns = ["c"], micro_batch, padded_bytes = 1024 : i64}
     %w:2 = tp.param_bucket_gather {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["c", "d"]} : tensor<16xf32>, tensor<4x4xf32>
+    tp.accumulate_grad %g into %w#1 {fqn = "d"} : tensor<4x4xf32>
     return
   }
   func.func @optimizer_step() -> tensor<f32> {
@@ -156,6 +159,12 @@ module @zero {
     tp.optimizer_update {dp_sharded, optimizer = "adamw"}
     tp.param_bucket_all_gather {bucket = 1 : i64, bytes = 512 : i64, dtype = bf16, fqns = ["a", "b"]}
     return %norm : tensor<f32>
+  }
+  // CHECK-LABEL: func.func @init
+  // CHECK-NEXT: tp.param_bucket_shard {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["c", "d"]}
+  func.func @init() attributes {tp.entry = "init"} {
+    tp.param_bucket_shard {bucket = 2 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["c", "d"]}
+    return
   }
 }
 

@@ -141,9 +141,14 @@ enum class RuntimeArg {
 /// The C++ parameter type of `kind`, as tprt.h declares it.
 StringRef getRuntimeArgCppType(RuntimeArg kind);
 
+/// RuntimeSignature::results of a function that returns `tprt::Tensors`,
+/// one per result of the op, however many the op has.
+inline constexpr unsigned kVariadicResults = ~0u;
+
 /// One runtime function: its qualified name, its parameters, and how many
 /// tensors it returns: a `tprt::Tensor` for one, `tprt::Tensors` (one per
-/// result of the op) for several, nothing (`void`) for none. `consuming`,
+/// result of the op) for several or kVariadicResults, nothing (`void`) for
+/// none. `consuming`,
 /// when set, is the same function with one tensor parameter a
 /// ConsumedTensor: `tp-to-emitc` calls it instead when the call is that
 /// tensor's last reader.

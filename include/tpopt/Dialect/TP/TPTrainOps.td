@@ -735,23 +735,22 @@ def TP_ParamBucketAllGatherOp : TP_Op<"param_bucket_all_gather",
 }
 
 def TP_ParamBucketGatherOp : TP_Op<"param_bucket_gather",
-    [MemoryEffects<[MemRead]>]> {
+    [TP_RuntimeCalled, MemoryEffects<[MemRead]>]> {
   let summary = "The parameters of a data-parallel sharded bucket, "
                 "all-gathered for their uses (ZeRO stage 3)";
   let description = [{
-    With parameters held as data-parallel runs (ZeRO stage 3, FSDP2's
-    `reshard_after_forward=True`): one all-gather over `@dp` of `bytes`
-    (the padded bucket's elements in the parameters' `dtype`, the runs of
-    `tp.grad_bucket_reduce_scatter` with the same `bucket`) gives this
-    rank the whole parameters `fqns`, one result each, in that order. The
-    results stand for the parameters in the ops that read them, so that
-    the gathered memory goes when the last of them has read it:
+    With parameters held as data-parallel runs (`tp.param_bucket_shard`,
+    ZeRO stage 3, FSDP2's `reshard_after_forward=True`): one all-gather
+    over `@dp` of `bytes` (the padded bucket's elements in the parameters'
+    `dtype`, the runs of `tp.grad_bucket_reduce_scatter` with the same
+    `bucket`) gives this rank the whole parameters `fqns`, one result
+    each, in that order, views of one buffer. The results stand for the
+    parameters in the ops that read them, gradient accumulations
+    included (which take the parameter's shape from it), so that the
+    gathered buffer goes when the last of them has read it:
     `tp-shard-params` gathers a decoder layer's bucket once for its
     forward and once for its backward, and the bucket outside the layers
     once per step.
-
-    Not lowered yet: the runtime does not hold parameters as runs, and
-    `tpc --zero 3` is refused.
 
     ```mlir
     %w:2 = tp.param_bucket_gather {bucket = 2 : i64, bytes = 1024 : i64,
@@ -764,6 +763,33 @@ def TP_ParamBucketGatherOp : TP_Op<"param_bucket_gather",
                    StrArrayAttr:$fqns, I64Attr:$bytes);
   let results = (outs Variadic<TP_FloatTensor>:$params);
   let assemblyFormat = "attr-dict `:` type($params)";
+  let hasVerifier = 1;
+}
+
+def TP_ParamBucketShardOp : TP_Op<"param_bucket_shard",
+    [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Keeps this rank's run of a bucket's parameters and drops "
+                "the whole ones (ZeRO stage 3)";
+  let description = [{
+    In the program's init, after the parameters `fqns` were read and
+    broadcast: the bucket's layout (the parameters in that order, padded
+    to `bytes`, the parameters' `dtype`, in equal runs over `@dp`, the
+    runs of `tp.grad_bucket_reduce_scatter` with the same `bucket`) is
+    fixed, this rank keeps its run and the whole parameters are dropped.
+    From then on the training step reads them through
+    `tp.param_bucket_gather` and the update writes the runs.
+
+    A run without training (the forward of a training program) keeps the
+    whole parameters: the op does nothing there.
+
+    ```mlir
+    tp.param_bucket_shard {bucket = 1 : i64, bytes = 4096 : i64,
+        dtype = f32, fqns = ["lm_head.weight"]}
+    ```
+  }];
+  let arguments = (ins I64Attr:$bucket, TypeAttrOf<AnyFloat>:$dtype,
+                   StrArrayAttr:$fqns, I64Attr:$bytes);
+  let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
 
