@@ -382,6 +382,22 @@ Tensor Tensor::to(DType dtype) const {
 
 Communicator::~Communicator() = default;
 
+std::vector<int64_t>
+Communicator::blockOffsets(const std::vector<int64_t> &counts,
+                           const char *what) const {
+  if (counts.size() != static_cast<size_t>(size()))
+    fatal(std::string(what) + ": " + std::to_string(counts.size()) +
+          " block sizes for " + std::to_string(size()) + " ranks");
+  std::vector<int64_t> offsets = {0};
+  for (int64_t count : counts) {
+    if (count < 0)
+      fatal(std::string(what) + ": a block of " + std::to_string(count) +
+            " elements");
+    offsets.push_back(offsets.back() + count);
+  }
+  return offsets;
+}
+
 Tensor padSequence(const Tensor &rows, int64_t multiple) {
   if (rows.dtype() != DType::I64 || rows.rank() != 2 || multiple < 1)
     fatal("padSequence: " + rows.describe() +

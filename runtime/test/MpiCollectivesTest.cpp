@@ -473,6 +473,39 @@ void checkShardedBucket(int r, int n, const Check &check, int stage) {
   ctx.setTrainState(nullptr);
 }
 
+// Blocks of uneven sizes (issue 42's splits that the ranks do not divide):
+// rank r holds 3 + r elements, the last of several ranks none. The gather
+// puts rank q's element i (100 q + i) at the sum of the counts before q;
+// the reduce-scatter gives rank r the sum over the ranks q of (q + 1)(j + 1)
+// for element j of its block, against those formulas.
+void checkUnevenCollectives(tprt::Communicator *comm, int r, int n,
+                            const Check &check) {
+  std::vector<int64_t> counts;
+  for (int q = 0; q < n; ++q)
+    counts.push_back(n > 1 && q == n - 1 ? 0 : 3 + q);
+  std::vector<int64_t> offsets = {0};
+  for (int64_t c : counts)
+    offsets.push_back(offsets.back() + c);
+  std::vector<float> mine(counts[r] + 1), all(offsets.back() + 1, -1.0f);
+  for (int64_t i = 0; i < counts[r]; ++i)
+    mine[i] = float(100 * r + i);
+  comm->allGatherUneven(mine.data(), all.data(), counts);
+  bool gathered = all[offsets.back()] == -1.0f;
+  for (int q = 0; q < n; ++q)
+    for (int64_t i = 0; i < counts[q]; ++i)
+      gathered &= all[offsets[q] + i] == float(100 * q + i);
+  check(gathered, "all-gather of uneven blocks");
+
+  std::vector<float> blocks(offsets.back()), sums(counts[r] + 1, -1.0f);
+  for (int64_t j = 0; j < offsets.back(); ++j)
+    blocks[j] = float((r + 1) * (j + 1));
+  comm->reduceScatterSumUneven(blocks.data(), sums.data(), counts);
+  bool reduced = sums[counts[r]] == -1.0f;
+  for (int64_t i = 0; i < counts[r]; ++i)
+    reduced &= sums[i] == float(n * (n + 1) / 2 * (offsets[r] + i + 1));
+  check(reduced, "reduce-scatter (sum) of uneven blocks");
+}
+
 // The shared-memory all-reduce (every rank of an mpirun on one machine
 // shares it): counts across its pieces and not a multiple of a vector,
 // calls enough to reuse both slots of each rank, each call's sums exact
@@ -596,6 +629,7 @@ int main(int argc, char **argv) {
   checkPendingFactors(comm.get(), r, n, check);
   for (int stage = 1; stage <= 3; ++stage)
     checkShardedBucket(r, n, check, stage);
+  checkUnevenCollectives(comm.get(), r, n, check);
   checkSharedMemoryAllReduce(comm.get(), r, n, check);
   checkSplitAllReduce(comm.get(), r, n, check);
 

@@ -158,6 +158,17 @@ public:
   /// In place when `out` is `in + rank() * count` (block r of `in` itself;
   /// the other blocks are left undefined).
   virtual void reduceScatterSum(const float *in, float *out, int64_t count) = 0;
+  /// allGather of blocks of uneven sizes (a dimension the ranks do not
+  /// divide): rank r's `in` has `counts[r]` elements (0 allowed), `out`
+  /// all of them one after the other, rank r's from the sum of the counts
+  /// before r.
+  virtual void allGatherUneven(const float *in, float *out,
+                               const std::vector<int64_t> &counts) = 0;
+  /// reduceScatterSum of blocks of uneven sizes: `in` holds the blocks one
+  /// after the other, `counts[r]` elements for rank r; this rank's `out`
+  /// gets the sum over the ranks of its block. Not in place.
+  virtual void reduceScatterSumUneven(const float *in, float *out,
+                                      const std::vector<int64_t> &counts) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   /// allReduceSum of `data`, which the caller neither reads nor writes nor
   /// frees before waitAll(): on the GPU it runs on a stream (and NCCL
@@ -181,6 +192,13 @@ public:
   /// How allReduceSum moves the data ("shared memory", "MPI_Allreduce",
   /// "NCCL"): what `--bench` reports.
   virtual const char *allReduceMethod() const = 0;
+
+protected:
+  /// Where each rank's block of `counts` starts, and the total last; a
+  /// count list that does not have one non-negative count per rank is an
+  /// error naming `what`.
+  std::vector<int64_t> blockOffsets(const std::vector<int64_t> &counts,
+                                    const char *what) const;
 };
 
 /// MPI communicator over the ranks of MPI_COMM_WORLD that share `color`

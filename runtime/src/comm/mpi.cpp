@@ -158,6 +158,25 @@ public:
       std::memmove(out, buffer, static_cast<size_t>(count) * sizeof(float));
   }
 
+  void allGatherUneven(const float *in, float *out,
+                       const std::vector<int64_t> &counts) override {
+    finishAllReduceSum();
+    std::vector<int> sizes, displacements;
+    intBlocks(counts, "allGatherUneven", sizes, displacements);
+    check(MPI_Allgatherv(in, sizes[rank_], MPI_FLOAT, out, sizes.data(),
+                         displacements.data(), MPI_FLOAT, comm_),
+          "MPI_Allgatherv");
+  }
+
+  void reduceScatterSumUneven(const float *in, float *out,
+                              const std::vector<int64_t> &counts) override {
+    finishAllReduceSum();
+    std::vector<int> sizes, displacements;
+    intBlocks(counts, "reduceScatterSumUneven", sizes, displacements);
+    check(MPI_Reduce_scatter(in, out, sizes.data(), MPI_FLOAT, MPI_SUM, comm_),
+          "MPI_Reduce_scatter");
+  }
+
   void broadcast(void *data, int64_t bytes, int root) override {
     finishAllReduceSum();
     auto *p = static_cast<char *>(data);
@@ -168,6 +187,20 @@ public:
   }
 
 private:
+  /// `counts` and their offsets as MPI's int counts and displacements; a
+  /// total over 2^31 elements is an error.
+  void intBlocks(const std::vector<int64_t> &counts, const char *what,
+                 std::vector<int> &sizes, std::vector<int> &displacements) {
+    std::vector<int64_t> offsets = blockOffsets(counts, what);
+    if (offsets.back() > INT_MAX)
+      fatal(std::string(what) + ": " + std::to_string(offsets.back()) +
+            " elements in all; MPI counts them in int");
+    for (int r = 0; r < size_; ++r) {
+      sizes.push_back(static_cast<int>(counts[r]));
+      displacements.push_back(static_cast<int>(offsets[r]));
+    }
+  }
+
   /// Whether allReduceSum sums through shared memory: decided (collective:
   /// every rank gets here at its first all-reduce) once.
   bool chooseSharedMemory() {

@@ -319,6 +319,41 @@ public:
           what);
     target.finish();
   }
+  // Grouped per-rank broadcasts and reductions (NCCL has no v-collectives):
+  // one launch, no padding.
+  void allGatherUneven(const float *in, float *out,
+                       const std::vector<int64_t> &counts) override {
+    std::vector<int64_t> offsets = blockOffsets(counts, "allGatherUneven");
+    Staged source(const_cast<float *>(in), counts[rank_] * sizeof(float));
+    Staged target(out, offsets.back() * sizeof(float), /*copyIn=*/false);
+    auto *gathered = static_cast<float *>(target.get());
+    ncclResult_t status = ncclGroupStart();
+    for (int r = 0; r < size_ && status == ncclSuccess; ++r)
+      if (counts[r] > 0)
+        status = ncclBroadcast(source.get(), gathered + offsets[r], counts[r],
+                               ncclFloat, r, comm_, stream());
+    ncclResult_t end = ncclGroupEnd();
+    await(status == ncclSuccess ? end : status,
+          describe("all-gather (uneven)", offsets.back(), "f32"));
+    target.finish();
+  }
+  void reduceScatterSumUneven(const float *in, float *out,
+                              const std::vector<int64_t> &counts) override {
+    std::vector<int64_t> offsets =
+        blockOffsets(counts, "reduceScatterSumUneven");
+    Staged source(const_cast<float *>(in), offsets.back() * sizeof(float));
+    Staged target(out, counts[rank_] * sizeof(float), /*copyIn=*/false);
+    auto *blocks = static_cast<float *>(source.get());
+    ncclResult_t status = ncclGroupStart();
+    for (int r = 0; r < size_ && status == ncclSuccess; ++r)
+      if (counts[r] > 0)
+        status = ncclReduce(blocks + offsets[r], target.get(), counts[r],
+                            ncclFloat, ncclSum, r, comm_, stream());
+    ncclResult_t end = ncclGroupEnd();
+    await(status == ncclSuccess ? end : status,
+          describe("reduce-scatter (sum, uneven)", offsets.back(), "f32"));
+    target.finish();
+  }
   void broadcast(void *data, int64_t bytes, int root) override {
     Staged buffer(data, bytes);
     std::string what = describe("broadcast", bytes, "byte");
