@@ -286,8 +286,10 @@ def TPShardParams : Pass<"tp-shard-params", "ModuleOp"> {
       head) is gathered once, before its first reader, for all of them
       (FSDP2 keeps the root module's parameters through the backward).
     - Prefetch: in each pass, the next layer's gather is issued right
-      after the current one's, before the current layer's compute, so
-      that a layer's all-gather can run while the previous layer computes.
+      after the current layer's first op, before the rest of its compute,
+      so that a layer's all-gather can run while the previous layer
+      computes (and every layer's calls hold the next one's gather: the
+      layer loops roll them).
     - Gradient accumulations take the gathered value too (they read only
       its shape): nothing in the training step reads a whole parameter
       any more, so the emitted step loads none.

@@ -202,14 +202,17 @@ struct TPShardParamsPass
   }
 
   /// One gather per entry, in the order of their first reads, the (k+1)-th
-  /// issued right before the k-th's first read (prefetch).
+  /// issued right after the k-th's first read, before the rest of the k-th's
+  /// compute (prefetch; one op into the layer, so that every layer's range
+  /// of calls holds the next layer's gather and the layer loops roll them).
   void gatherInOrder(MutableArrayRef<Reads> all) {
     llvm::sort(all, [](const Reads &a, const Reads &b) {
       return a.first->isBeforeInBlock(b.first);
     });
     for (auto [k, reads] : llvm::enumerate(all)) {
-      Operation *at = k == 0 ? reads.first : all[k - 1].first;
-      OpBuilder builder(at);
+      OpBuilder builder(reads.first);
+      if (k > 0 && all[k - 1].first->isBeforeInBlock(reads.first))
+        builder.setInsertionPointAfter(all[k - 1].first);
       GradBucketReduceScatterOp bucket = reads.bucket;
       int64_t element = bucket.getDtype().getIntOrFloatBitWidth() / 8;
       auto gather = ParamBucketGatherOp::create(

@@ -2,9 +2,10 @@
 //
 // A decoder layer is found from the parameters its calls read: each
 // load_param carries the `tp.layer` of the ops that read its parameter
-// (set by raising, kept by every pass, handed over by tp-to-emitc); the
-// calls after the first one that loads a layer-N parameter, up to the
-// first that loads another layer's (or a parameter outside the layers),
+// (set by raising, kept by every pass, handed over by tp-to-emitc), as does
+// each param_bucket_gather whose taken results a ZeRO stage 3 step reads;
+// the calls after the first one that reads a layer-N parameter, up to the
+// first that reads another layer's (or a parameter outside the layers),
 // form layer N's range. Neither FQNs nor node names are parsed.
 //
 // Consecutive ranges of distinct layers (0, 1, 2, ... in a forward pass;
@@ -53,6 +54,22 @@ emitc::CallOpaqueOp asLoadParam(Operation *op) {
 /// sets it from the layer of the ops that read the parameter).
 std::optional<int64_t> layerOf(emitc::CallOpaqueOp load) {
   return tp::decoderLayerOf(load);
+}
+
+/// Whether `v` is a parameter, and then its decoder layer (none: outside
+/// the layers): a load_param's result, or one taken from a
+/// param_bucket_gather's (ZeRO stage 3, whose gather carries the layer).
+std::optional<std::optional<int64_t>> parameterLayer(Value v) {
+  if (auto load = asLoadParam(v.getDefiningOp()))
+    return layerOf(load);
+  auto take = dyn_cast_or_null<emitc::CallOpaqueOp>(v.getDefiningOp());
+  if (!take || take.getCallee() != "tprt::take" || take.getNumOperands() != 1)
+    return std::nullopt;
+  auto gather = dyn_cast_or_null<emitc::CallOpaqueOp>(
+      take.getOperand(0).getDefiningOp());
+  if (!gather || gather.getCallee() != "tprt::param_bucket_gather")
+    return std::nullopt;
+  return tp::decoderLayerOf(gather);
 }
 
 /// A comment of the first layer's calls for every layer: `layers.N` (the
@@ -271,8 +288,8 @@ void Roller::findRanges() {
     // the layers or of several.
     SmallVector<int64_t> read;
     for (Value v : unit.call.getOperands())
-      if (auto load = asLoadParam(v.getDefiningOp()))
-        read.push_back(layerOf(load).value_or(-1));
+      if (std::optional<std::optional<int64_t>> layer = parameterLayer(v))
+        read.push_back(layer->value_or(-1));
     if (!read.empty())
       current = llvm::all_equal(read) ? read.front() : -1;
     if (current < 0)

@@ -188,6 +188,9 @@ SmallVector<Value> emitCall(OpBuilder &b, const RuntimeCall &call,
     callOp->setAttr(
         kConsumingFormAttr,
         ConsumingFormAttr::get(ctx, consuming->callee, *consumedOperand));
+  // The layer loops find a layer from the parameters its calls read.
+  if (isa<ParamBucketGatherOp>(op))
+    inheritDecoderLayer(op, callOp);
   if (!list)
     return SmallVector<Value>(callOp.getResults());
   SmallVector<Value> taken;

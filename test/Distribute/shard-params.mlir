@@ -8,25 +8,26 @@
 // bucket. The bucket outside the layers is gathered once, first, for every
 // read (the embedding, the head, their gradients); each layer's twice,
 // for its forward and for its backward reads, the next layer's gather
-// issued before the current layer's compute (layer 1's before layer 0's
-// linear; in the backward, layer 0's before layer 1's). The gradient
+// issued right after the current layer's first op (layer 0's after the
+// embedding, layer 1's after layer 0's linear; in the backward, layer 0's
+// after layer 1's first op). The gradient
 // sinks take the gathered values too (their shapes): nothing reads an
 // argument any more. The init keeps each bucket's runs after the last
 // broadcast of one of its parameters; the optimizer step gathers nothing.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<?x?xi64>, %{{.*}}: tensor<?x?xi64>, %[[EMB:[a-z0-9]+]]: tensor<8x4xf32> {{.*}}, %[[W0:[a-z0-9]+]]: tensor<4x4xf32> {{.*}}, %[[W1:[a-z0-9]+]]: tensor<4x4xf32> {{.*}}, %[[HEAD:[a-z0-9]+]]: tensor<8x4xf32>
 // CHECK-NEXT: %[[ROOT:.*]]:2 = tp.param_bucket_gather {bucket = 0 : i64, bytes = 1024 : i64, dtype = f32, fqns = ["lm_head.weight", "model.embed_tokens.weight"]} : tensor<8x4xf32>, tensor<8x4xf32>
-// CHECK-NEXT: %[[F0:.*]] = tp.param_bucket_gather {bucket = 1 : i64, {{.*}}fqns = ["model.layers.0.mlp.weight"], tp.layer = 0 : i64} : tensor<4x4xf32>
 // CHECK-NEXT: %[[H:.*]] = tp.embedding %[[IDS]], %[[ROOT]]#1
-// CHECK-NEXT: %[[F1:.*]] = tp.param_bucket_gather {bucket = 2 : i64, {{.*}}tp.layer = 1 : i64} : tensor<4x4xf32>
+// CHECK-NEXT: %[[F0:.*]] = tp.param_bucket_gather {bucket = 1 : i64, {{.*}}fqns = ["model.layers.0.mlp.weight"], tp.layer = 0 : i64} : tensor<4x4xf32>
 // CHECK-NEXT: %[[A:.*]] = tp.linear %[[H]], %[[F0]] {tp.layer = 0 : i64}
+// CHECK-NEXT: %[[F1:.*]] = tp.param_bucket_gather {bucket = 2 : i64, {{.*}}tp.layer = 1 : i64} : tensor<4x4xf32>
 // CHECK-NEXT: %[[B:.*]] = tp.linear %[[A]], %[[F1]] {tp.layer = 1 : i64}
 // CHECK-NEXT: tp.linear %[[B]], %[[ROOT]]#0 :
 // CHECK: tp.cross_entropy_grad
 // CHECK-NEXT: tp.linear_grad_input %{{.*}}, %[[ROOT]]#0 :
 // CHECK-NEXT: %[[B1:.*]] = tp.param_bucket_gather {bucket = 2 : i64, {{.*}}tp.layer = 1 : i64} : tensor<4x4xf32>
-// CHECK-NEXT: %[[B0:.*]] = tp.param_bucket_gather {bucket = 1 : i64, {{.*}}tp.layer = 0 : i64} : tensor<4x4xf32>
 // CHECK-NEXT: tp.linear_grad_input %{{.*}}, %[[B1]] {tp.layer = 1 : i64}
+// CHECK-NEXT: %[[B0:.*]] = tp.param_bucket_gather {bucket = 1 : i64, {{.*}}tp.layer = 0 : i64} : tensor<4x4xf32>
 // CHECK-NEXT: tp.linear_grad_weight
 // CHECK-NEXT: tp.accumulate_grad %{{.*}} into %[[B1]] {fqn = "model.layers.1.mlp.weight"
 // CHECK-NEXT: tp.grad_bucket_reduce_scatter {bucket = 2 : i64
