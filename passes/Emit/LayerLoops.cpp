@@ -65,8 +65,8 @@ std::optional<std::optional<int64_t>> parameterLayer(Value v) {
   auto take = dyn_cast_or_null<emitc::CallOpaqueOp>(v.getDefiningOp());
   if (!take || take.getCallee() != "tprt::take" || take.getNumOperands() != 1)
     return std::nullopt;
-  auto gather = dyn_cast_or_null<emitc::CallOpaqueOp>(
-      take.getOperand(0).getDefiningOp());
+  auto gather =
+      dyn_cast_or_null<emitc::CallOpaqueOp>(take.getOperand(0).getDefiningOp());
   if (!gather || gather.getCallee() != "tprt::param_bucket_gather")
     return std::nullopt;
   return tp::decoderLayerOf(gather);
