@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 
 using namespace tprt;
@@ -89,6 +90,39 @@ TEST(Kernels, LinearGradientsOverwriteTheirOutput) {
       for (int64_t r = 0; r < rows; ++r)
         want += double(dy.f32()[r * out + i / in]) * x.f32()[r * in + i % in];
       EXPECT_NEAR(dw.f32()[i], want, 1e-5) << "dw " << i << ", rows " << rows;
+    }
+  }
+}
+
+// The backward's products where a dimension is one (a LoRA factor of rank
+// one, a single row): dy^T of one output feature is a [1, rows] row, which
+// BLAS reads row-major, whatever its strides say. Against double sums,
+// under each TPRT_GEMM library (the tprt-unittests-* tests).
+TEST(Kernels, LinearGradientsWithDimensionsOfOne) {
+  for (auto [rows, in, out] : {std::tuple<int64_t, int64_t, int64_t>{5, 24, 1},
+                               {5, 1, 24},
+                               {1, 24, 40},
+                               {1, 1, 1}}) {
+    Tensor w = randomTensor({out, in}, 17), dy = randomTensor({rows, out}, 18),
+           x = randomTensor({rows, in}, 19);
+    Tensor dx = linear_grad_input(ctx(), dy, w);
+    Tensor dw = linear_grad_weight(ctx(), dy, x);
+    Context &c = ctx();
+    c.grads().erase("one.w");
+    accumulate_linear_grad_weight(c, dy, x, w, "one.w", -1, false);
+    const Tensor &acc = c.grads()["one.w"].grad;
+    for (int64_t i = 0; i < rows * in; ++i) {
+      double want = 0;
+      for (int64_t j = 0; j < out; ++j)
+        want += double(dy.f32()[i / in * out + j]) * w.f32()[j * in + i % in];
+      EXPECT_NEAR(dx.f32()[i], want, 1e-5) << "dx " << i;
+    }
+    for (int64_t i = 0; i < out * in; ++i) {
+      double want = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        want += double(dy.f32()[r * out + i / in]) * x.f32()[r * in + i % in];
+      EXPECT_NEAR(dw.f32()[i], want, 1e-5) << "dw " << i;
+      EXPECT_NEAR(acc.f32()[i], want, 1e-5) << "accumulated dw " << i;
     }
   }
 }
@@ -814,12 +848,12 @@ TEST(Kernels, RotaryMatchesComplexRotation) {
   for (bool interleaved : {false, true})
     for (int64_t rot : {8, 4})
       expectClose(rotary(ctx(), x, 8, rot, 10000.0, interleaved, 0, 1.0, 1.0,
-                         4.0, 8192, 32.0, 1.0, true, 1.0),
+                         4.0, 8192, 32.0, 1.0, true, 1.0, false, {}, {}),
                   naiveRotary(x, 8, rot, 10000.0, interleaved), 1e-4);
   // Sequence length 1: position 0 is the identity.
   Tensor one = randomTensor({1, 1, 16}, 9);
   expectClose(rotary(ctx(), one, 16, 16, 500000.0, false, 0, 1.0, 1.0, 4.0,
-                     8192, 32.0, 1.0, true, 1.0),
+                     8192, 32.0, 1.0, true, 1.0, false, {}, {}),
               std::vector<double>(one.f32(), one.f32() + 16), 0);
 }
 
@@ -830,7 +864,7 @@ TEST(Kernels, RotaryTablesFollowEachCallsParameters) {
   auto rope = [](const Tensor &t, int64_t rot, double theta,
                  double attentionFactor = 1.0, bool transpose = false) {
     return rotary(ctx(), t, 16, rot, theta, false, 0, 1.0, 1.0, 4.0, 8192, 32.0,
-                  1.0, true, attentionFactor, transpose);
+                  1.0, true, attentionFactor, transpose, {}, {});
   };
   Tensor x = randomTensor({1, 5, 32}, 21),
          longer = randomTensor({1, 9, 32}, 22);
@@ -878,11 +912,11 @@ TEST(Kernels, RotaryLlama3ScalingAtLongPositions) {
     }
   // f32 angles at position 6000 carry about 6000 * 2^-24 rad of rounding.
   expectClose(rotary(ctx(), x, headDim, headDim, theta, false, 2, factor, low,
-                     high, 8192, 32.0, 1.0, true, 1.0),
+                     high, 8192, 32.0, 1.0, true, 1.0, false, {}, {}),
               want, 2e-3);
   // Unscaled RoPE is far from it there.
   Tensor plain = rotary(ctx(), x, headDim, headDim, theta, false, 0, 1.0, 1.0,
-                        4.0, 8192, 32.0, 1.0, true, 1.0);
+                        4.0, 8192, 32.0, 1.0, true, 1.0, false, {}, {});
   double worst = 0;
   for (int64_t i = 0; i < x.numel(); ++i)
     worst = std::max(worst, std::fabs(plain.f32()[i] - want[i]));
@@ -1257,28 +1291,28 @@ TEST(Io, NpyRoundTripAndParamLoading) {
   std::fwrite(stored, 4, 6, f);
   std::fclose(f);
   Context c(0, 1, base + "/model.onnx", "model.onnx");
-  Tensor w =
-      load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true);
+  Tensor w = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3},
+                        true, -1, 1, 1, DType::F32, 0.0);
   float want[6] = {1, 3, 5, 2, 4, 6};
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(w.f32()[i], want[i]);
   // Read once: the same FQN again is the cached tensor.
-  Tensor again =
-      load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true);
+  Tensor again = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32,
+                            {2, 3}, true, -1, 1, 1, DType::F32, 0.0);
   EXPECT_EQ(again.raw(), w.raw());
   EXPECT_EXIT(
       load_param(c, "short.weight", "w", "w.bin", 8, 24, DType::F32, {2, 3},
-                 true),
+                 true, -1, 1, 1, DType::F32, 0.0),
       testing::ExitedWithCode(1),
       "parameter 'short.weight' \\(initializer 'w'\\): '.*w.bin' is too "
       "short \\(28 bytes\\) for bytes \\[8, 32\\)");
   EXPECT_EXIT(load_param(c, "b.weight", "w", "missing.bin", 0, 24, DType::F32,
-                         {2, 3}, false),
+                         {2, 3}, false, -1, 1, 1, DType::F32, 0.0),
               testing::ExitedWithCode(1),
               "parameter 'b.weight' \\(initializer 'w'\\): cannot open");
-  EXPECT_EXIT(
-      load_param(c, "c.weight", "w", "w.bin", 0, 20, DType::F32, {2, 3}, false),
-      testing::ExitedWithCode(1), "20 bytes of f32 cannot hold");
+  EXPECT_EXIT(load_param(c, "c.weight", "w", "w.bin", 0, 20, DType::F32, {2, 3},
+                         false, -1, 1, 1, DType::F32, 0.0),
+              testing::ExitedWithCode(1), "20 bytes of f32 cannot hold");
 
   // Slices: canonical [2, 3] = {{1, 3, 5}, {2, 4, 6}}, stored transposed.
   // Rows (dim 0) in 2 blocks: block 1 is {2, 4, 6} (a strided run on disk).

@@ -448,13 +448,30 @@ const float *mklPackedWeight(const Mkl &api, const Tensor &w, int64_t rows) {
       .data.get();
 }
 
+/// A [rows, cols] operand whose element (i, j) is at i * strides[0] +
+/// j * strides[1], as the BLAS interfaces read it: row-major (strides
+/// {ld, 1}) or transposed (strides {1, ld}), with a leading dimension they
+/// accept (at least the row's length). A dimension of one has no stride
+/// that matters: a [1, n] row read with strides {1, 1} (dy^T of a single
+/// output feature) is row-major with ld n, not transposed with ld 1.
+struct BlasOperand {
+  bool transposed;
+  int64_t ld;
+};
+BlasOperand blasOperand(const Dims &dims, const Dims &strides) {
+  int64_t rows = dims[0], cols = dims[1];
+  if ((strides[1] == 1 || cols == 1) && (rows == 1 || strides[0] >= cols))
+    return {false, rows == 1 ? std::max<int64_t>(cols, 1) : strides[0]};
+  return {true, cols == 1 ? std::max<int64_t>(rows, 1) : strides[1]};
+}
+
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
-/// An operand of `product` as cblas reads it: row-major as given (strides
-/// {ld, 1}) or transposed (strides {1, ld}).
-CBLAS_TRANSPOSE blasLayout(const Dims &strides, int64_t &ld) {
-  bool rowMajor = strides[1] == 1;
-  ld = rowMajor ? strides[0] : strides[1];
-  return rowMajor ? CblasNoTrans : CblasTrans;
+/// An operand of `product` as cblas reads it.
+CBLAS_TRANSPOSE blasLayout(const Dims &dims, const Dims &strides,
+                           int64_t &ld) {
+  BlasOperand operand = blasOperand(dims, strides);
+  ld = operand.ld;
+  return operand.transposed ? CblasTrans : CblasNoTrans;
 }
 #endif
 } // namespace
@@ -583,22 +600,21 @@ void product(int kind, int64_t m, int64_t n, int64_t k, const float *a,
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
   if (!bf16Operands && f32OnOpenBlas()) {
     int64_t lda = 0, ldb = 0;
-    CBLAS_TRANSPOSE ta = blasLayout(aStrides, lda),
-                    tb = blasLayout(bStrides, ldb);
+    CBLAS_TRANSPOSE ta = blasLayout({m, k}, aStrides, lda),
+                    tb = blasLayout({k, n}, bStrides, ldb);
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb,
                 accumulate ? 1.0f : 0.0f, out, n);
     return;
   }
 #endif
   if (!bf16Operands && f32Library() == F32Library::Mkl) {
-    // Row-major as given (strides {ld, 1}) or transposed ({1, ld}).
-    auto layout = [](const Dims &strides, int &ld) {
-      bool rowMajor = strides[1] == 1;
-      ld = static_cast<int>(rowMajor ? strides[0] : strides[1]);
-      return rowMajor ? kMklNoTrans : kMklTrans;
+    auto layout = [](const Dims &dims, const Dims &strides, int &ld) {
+      BlasOperand operand = blasOperand(dims, strides);
+      ld = static_cast<int>(operand.ld);
+      return operand.transposed ? kMklTrans : kMklNoTrans;
     };
     int lda = 0, ldb = 0;
-    int ta = layout(aStrides, lda), tb = layout(bStrides, ldb);
+    int ta = layout({m, k}, aStrides, lda), tb = layout({k, n}, bStrides, ldb);
     requiredMkl().sgemm(kMklRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb,
                         accumulate ? 1.0f : 0.0f, out, n);
     return;
