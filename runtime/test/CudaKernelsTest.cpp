@@ -394,9 +394,9 @@ void testRotary(Context &c, Context &g) {
       expectClose(
           name + (transpose ? " transpose" : ""),
           rotary(c, x, 32, rotaryDim, 10000.0, interleaved, int64_t(type), 8.0,
-                 1.0, 4.0, 64, 32.0, 1.0, true, 1.1, transpose),
+                 1.0, 4.0, 64, 32.0, 1.0, true, 1.1, transpose, {}, {}),
           rotary(g, gpu(x), 32, rotaryDim, 10000.0, interleaved, int64_t(type),
-                 8.0, 1.0, 4.0, 64, 32.0, 1.0, true, 1.1, transpose));
+                 8.0, 1.0, 4.0, 64, 32.0, 1.0, true, 1.1, transpose, {}, {}));
   }
 }
 

@@ -85,7 +85,7 @@ TEST(Gradients, RotaryTransposeIsItsVJP) {
   Tensor x = randomTensor({2, 5, 32}, 21), r = randomTensor({2, 5, 32}, 22);
   auto rope = [](const Tensor &t, bool transpose) {
     return rotary(ctx(), t, 16, 0, 10000.0, false, 0, 1, 1, 4, 8192, 32, 1,
-                  true, 1.0, transpose);
+                  true, 1.0, transpose, {}, {});
   };
   auto loss = [&](std::vector<Tensor> &in) {
     return dot(rope(in[0], false), r);

@@ -1,6 +1,7 @@
 //===- TPInterfaces.cpp - partition state and runtime calls ---------------===//
 
 #include "tpopt/Dialect/TP/TPInterfaces.h"
+#include "tpopt/Dialect/TP/RuntimeCalls.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -238,14 +239,7 @@ LogicalResult RuntimeCall::verify() const {
 }
 
 const RuntimeSignature &mlir::tp::getLoadParamSignature() {
-  static constexpr RuntimeArg params[] = {
-      RuntimeArg::CString, RuntimeArg::CString, RuntimeArg::CString,
-      RuntimeArg::U64,     RuntimeArg::U64,     RuntimeArg::DType,
-      RuntimeArg::Shape,   RuntimeArg::Bool,    RuntimeArg::I32,
-      RuntimeArg::I64,     RuntimeArg::I64,     RuntimeArg::DType,
-      RuntimeArg::F64};
-  static const RuntimeSignature signature{"tprt::load_param", params};
-  return signature;
+  return calls::load_param;
 }
 
 SmallVector<RuntimeSignature>

@@ -3,11 +3,12 @@
 // RuntimeCallOpInterface of every tp op and, as external models, of the
 // shard collectives a partitioned program holds: which tprt function
 // computes the op and in which order it takes operands and attributes.
-// tp-to-emitc asks each op; the build checks every signature here against
-// tprt.h (tools/tp-runtime-abi).
+// The signatures are the runtime's call table's (RuntimeCalls.h);
+// tp-to-emitc asks each op.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tpopt/Dialect/TP/RuntimeCalls.h"
 #include "tpopt/Dialect/TP/TPOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -17,34 +18,12 @@
 using namespace mlir;
 using namespace mlir::tp;
 
-namespace {
-constexpr RuntimeArg kTensor = RuntimeArg::Tensor;
-constexpr RuntimeArg kOptional = RuntimeArg::OptionalTensor;
-constexpr RuntimeArg kI64 = RuntimeArg::I64;
-constexpr RuntimeArg kF64 = RuntimeArg::F64;
-constexpr RuntimeArg kBool = RuntimeArg::Bool;
-constexpr RuntimeArg kSlot = RuntimeArg::Slot;
-
-constexpr RuntimeArg kOneTensor[] = {kTensor};
-constexpr RuntimeArg kTwoTensors[] = {kTensor, kTensor};
-constexpr RuntimeArg kThreeTensors[] = {kTensor, kTensor, kTensor};
-constexpr RuntimeArg kFourTensors[] = {kTensor, kTensor, kTensor, kTensor};
-constexpr RuntimeArg kTensorAndI64[] = {kTensor, kI64};
-// The kernels that put their result in a buffer of the activation plan.
-constexpr RuntimeArg kTensorAndF64ToSlot[] = {kTensor, kF64, kSlot};
-constexpr RuntimeArg kTensorAndBoolToSlot[] = {kTensor, kBool, kSlot};
-constexpr RuntimeArg kOneTensorToSlot[] = {kTensor, kSlot};
-constexpr RuntimeArg kTwoTensorsToSlot[] = {kTensor, kTensor, kSlot};
-constexpr RuntimeArg kThreeTensorsToSlot[] = {kTensor, kTensor, kTensor, kSlot};
-} // namespace
-
 //===----------------------------------------------------------------------===//
 // Parameterized blocks
 //===----------------------------------------------------------------------===//
 
 static constexpr RuntimeSignature kEmbedding[] = {
-    {"tprt::embedding", kTwoTensorsToSlot},
-    {"tprt::embedding_vocab_parallel", kTwoTensors}};
+    calls::embedding, calls::embedding_vocab_parallel};
 
 ArrayRef<RuntimeSignature> EmbeddingOp::getRuntimeSignatures() {
   return kEmbedding;
@@ -60,10 +39,8 @@ LogicalResult EmbeddingOp::buildRuntimeCall(RuntimeCall &call) {
 // The linear and mm forms are one flattened product; bmm multiplies each
 // [seq, in] slice.
 static constexpr RuntimeSignature kLinear[] = {
-    {"tprt::linear", kTwoTensorsToSlot},
-    {"tprt::linear_bias", kThreeTensorsToSlot},
-    {"tprt::linear_bmm", kTwoTensorsToSlot},
-    {"tprt::linear_bmm_bias", kThreeTensorsToSlot}};
+    calls::linear, calls::linear_bias, calls::linear_bmm,
+    calls::linear_bmm_bias};
 
 ArrayRef<RuntimeSignature> LinearOp::getRuntimeSignatures() { return kLinear; }
 
@@ -79,22 +56,18 @@ LogicalResult LinearOp::buildRuntimeCall(RuntimeCall &call) {
 
 // The adds' consuming forms take the residual: the product may be added
 // into its storage.
-static constexpr RuntimeArg kTwoTensorsThenConsumed[] = {
-    kTensor, kTensor, RuntimeArg::ConsumedTensor};
 static constexpr RuntimeSignature kLinearAddConsuming[] = {
-    {"tprt::linear_add_consuming", kTwoTensorsThenConsumed},
-    {"tprt::linear_bmm_add_consuming", kTwoTensorsThenConsumed},
-    {"tprt::linear_add_once_consuming", kTwoTensorsThenConsumed},
-    {"tprt::linear_bmm_add_once_consuming", kTwoTensorsThenConsumed}};
+    calls::linear_add_consuming, calls::linear_bmm_add_consuming,
+    calls::linear_add_once_consuming, calls::linear_bmm_add_once_consuming};
 
 // Per epilogue (in the order of its enum), the linear then the bmm form.
 static constexpr RuntimeSignature kLinearEpilogue[] = {
-    {"tprt::linear_add", kThreeTensors, 1, &kLinearAddConsuming[0]},
-    {"tprt::linear_bmm_add", kThreeTensors, 1, &kLinearAddConsuming[1]},
-    {"tprt::linear_silu_mul", kThreeTensorsToSlot},
-    {"tprt::linear_bmm_silu_mul", kThreeTensorsToSlot},
-    {"tprt::linear_add_once", kThreeTensors, 1, &kLinearAddConsuming[2]},
-    {"tprt::linear_bmm_add_once", kThreeTensors, 1, &kLinearAddConsuming[3]}};
+    calls::withConsuming(calls::linear_add, kLinearAddConsuming[0]),
+    calls::withConsuming(calls::linear_bmm_add, kLinearAddConsuming[1]),
+    calls::linear_silu_mul,
+    calls::linear_bmm_silu_mul,
+    calls::withConsuming(calls::linear_add_once, kLinearAddConsuming[2]),
+    calls::withConsuming(calls::linear_bmm_add_once, kLinearAddConsuming[3])};
 
 ArrayRef<RuntimeSignature> LinearEpilogueOp::getRuntimeSignatures() {
   return kLinearEpilogue;
@@ -110,9 +83,8 @@ LogicalResult LinearEpilogueOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kLinearSwiglu[] = {
-    {"tprt::linear_swiglu", kThreeTensors},
-    {"tprt::linear_bmm_swiglu", kThreeTensors}};
+static constexpr RuntimeSignature kLinearSwiglu[] = {calls::linear_swiglu,
+                                                     calls::linear_bmm_swiglu};
 
 ArrayRef<RuntimeSignature> LinearSwigluOp::getRuntimeSignatures() {
   return kLinearSwiglu;
@@ -128,10 +100,8 @@ LogicalResult LinearSwigluOp::buildRuntimeCall(RuntimeCall &call) {
 
 // Overloads by the number of weights, then the bmm form's.
 static constexpr RuntimeSignature kLinearSiblings[] = {
-    {"tprt::linear_siblings", kThreeTensors, 2},
-    {"tprt::linear_siblings", kFourTensors, 3},
-    {"tprt::linear_bmm_siblings", kThreeTensors, 2},
-    {"tprt::linear_bmm_siblings", kFourTensors, 3}};
+    calls::linear_siblings2, calls::linear_siblings3,
+    calls::linear_bmm_siblings2, calls::linear_bmm_siblings3};
 
 ArrayRef<RuntimeSignature> LinearSiblingsOp::getRuntimeSignatures() {
   return kLinearSiblings;
@@ -146,8 +116,7 @@ LogicalResult LinearSiblingsOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kBiasAdd[] = {
-    {"tprt::bias_add", kTwoTensorsToSlot}};
+static constexpr RuntimeSignature kBiasAdd[] = {calls::bias_add};
 
 ArrayRef<RuntimeSignature> BiasAddOp::getRuntimeSignatures() {
   return kBiasAdd;
@@ -158,10 +127,7 @@ LogicalResult BiasAddOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kRmsNormParams[] = {kTensor, kTensor, kF64,
-                                                kF64,    kI64,    kSlot};
-static constexpr RuntimeSignature kRmsNorm[] = {
-    {"tprt::rms_norm", kRmsNormParams}};
+static constexpr RuntimeSignature kRmsNorm[] = {calls::rms_norm};
 
 ArrayRef<RuntimeSignature> RmsNormOp::getRuntimeSignatures() {
   return kRmsNorm;
@@ -178,25 +144,7 @@ LogicalResult RmsNormOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kRotaryParams[] = {kTensor,
-                                               kI64,
-                                               kI64,
-                                               kF64,
-                                               kBool,
-                                               kI64,
-                                               kF64,
-                                               kF64,
-                                               kF64,
-                                               kI64,
-                                               kF64,
-                                               kF64,
-                                               kBool,
-                                               kF64,
-                                               kBool,
-                                               RuntimeArg::Reals,
-                                               RuntimeArg::Reals,
-                                               kSlot};
-static constexpr RuntimeSignature kRotary[] = {{"tprt::rotary", kRotaryParams}};
+static constexpr RuntimeSignature kRotary[] = {calls::rotary};
 
 ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }
 
@@ -236,11 +184,7 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kAttentionParams[] = {
-    kTensor, kTensor, kTensor, kOptional, kI64, kI64,
-    kI64,    kF64,    kBool,   kI64,      kF64, kSlot};
-static constexpr RuntimeSignature kAttention[] = {
-    {"tprt::attention", kAttentionParams}};
+static constexpr RuntimeSignature kAttention[] = {calls::attention};
 
 ArrayRef<RuntimeSignature> AttentionOp::getRuntimeSignatures() {
   return kAttention;
@@ -300,12 +244,7 @@ static void addMamba2Attrs(RuntimeCall &call, Mamba2LikeOp op) {
       .flag(op.getFoldedA());
 }
 
-static constexpr RuntimeArg kMamba2Params[] = {
-    kTensor, kTensor, kTensor, kTensor,   kTensor, kTensor,
-    kTensor, kTensor, kTensor, kOptional, kI64,    kI64,
-    kI64,    kI64,    kI64,    kF64,      kF64,    kBool};
-static constexpr RuntimeSignature kMamba2[] = {
-    {"tprt::mamba2_mixer", kMamba2Params}};
+static constexpr RuntimeSignature kMamba2[] = {calls::mamba2_mixer};
 
 ArrayRef<RuntimeSignature> Mamba2MixerOp::getRuntimeSignatures() {
   return kMamba2;
@@ -322,7 +261,7 @@ LogicalResult Mamba2MixerOp::buildRuntimeCall(RuntimeCall &call) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-static constexpr RuntimeSignature kSilu[] = {{"tprt::silu", kOneTensorToSlot}};
+static constexpr RuntimeSignature kSilu[] = {calls::silu};
 
 ArrayRef<RuntimeSignature> SiluOp::getRuntimeSignatures() { return kSilu; }
 
@@ -331,8 +270,7 @@ LogicalResult SiluOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kGelu[] = {
-    {"tprt::gelu", kTensorAndBoolToSlot}};
+static constexpr RuntimeSignature kGelu[] = {calls::gelu};
 
 ArrayRef<RuntimeSignature> GeluOp::getRuntimeSignatures() { return kGelu; }
 
@@ -342,8 +280,7 @@ LogicalResult GeluOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kReluSquared[] = {
-    {"tprt::relu_squared", kOneTensorToSlot}};
+static constexpr RuntimeSignature kReluSquared[] = {calls::relu_squared};
 
 ArrayRef<RuntimeSignature> ReluSquaredOp::getRuntimeSignatures() {
   return kReluSquared;
@@ -354,7 +291,7 @@ LogicalResult ReluSquaredOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kAdd[] = {{"tprt::add", kTwoTensorsToSlot}};
+static constexpr RuntimeSignature kAdd[] = {calls::add};
 
 ArrayRef<RuntimeSignature> AddOp::getRuntimeSignatures() { return kAdd; }
 
@@ -363,7 +300,7 @@ LogicalResult AddOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kMul[] = {{"tprt::mul", kTwoTensorsToSlot}};
+static constexpr RuntimeSignature kMul[] = {calls::mul};
 
 ArrayRef<RuntimeSignature> MulOp::getRuntimeSignatures() { return kMul; }
 
@@ -372,8 +309,7 @@ LogicalResult MulOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kSoftcap[] = {
-    {"tprt::softcap", kTensorAndF64ToSlot}};
+static constexpr RuntimeSignature kSoftcap[] = {calls::softcap};
 
 ArrayRef<RuntimeSignature> SoftcapOp::getRuntimeSignatures() {
   return kSoftcap;
@@ -384,10 +320,7 @@ LogicalResult SoftcapOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kFeatureSliceParams[] = {kTensor, kI64, kI64,
-                                                     kSlot};
-static constexpr RuntimeSignature kFeatureSlice[] = {
-    {"tprt::feature_slice", kFeatureSliceParams}};
+static constexpr RuntimeSignature kFeatureSlice[] = {calls::feature_slice};
 
 ArrayRef<RuntimeSignature> FeatureSliceOp::getRuntimeSignatures() {
   return kFeatureSlice;
@@ -398,9 +331,8 @@ LogicalResult FeatureSliceOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kFeatureSliceGradParams[] = {kTensor, kI64, kI64};
 static constexpr RuntimeSignature kFeatureSliceGrad[] = {
-    {"tprt::feature_slice_grad", kFeatureSliceGradParams}};
+    calls::feature_slice_grad};
 
 ArrayRef<RuntimeSignature> FeatureSliceGradOp::getRuntimeSignatures() {
   return kFeatureSliceGrad;
@@ -414,8 +346,7 @@ LogicalResult FeatureSliceGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kScale[] = {
-    {"tprt::scale", kTensorAndF64ToSlot}};
+static constexpr RuntimeSignature kScale[] = {calls::scale};
 
 ArrayRef<RuntimeSignature> ScaleOp::getRuntimeSignatures() { return kScale; }
 
@@ -429,8 +360,7 @@ LogicalResult ScaleOp::buildRuntimeCall(RuntimeCall &call) {
 //===----------------------------------------------------------------------===//
 
 static constexpr RuntimeSignature kCrossEntropy[] = {
-    {"tprt::cross_entropy", kThreeTensors, 2},
-    {"tprt::cross_entropy_vocab_parallel", kThreeTensors, 2}};
+    calls::cross_entropy, calls::cross_entropy_vocab_parallel};
 
 ArrayRef<RuntimeSignature> CrossEntropyOp::getRuntimeSignatures() {
   return kCrossEntropy;
@@ -445,8 +375,7 @@ LogicalResult CrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kLinearCrossEntropy[] = {
-    {"tprt::linear_cross_entropy", kFourTensors, 3},
-    {"tprt::linear_cross_entropy_vocab_parallel", kFourTensors, 3}};
+    calls::linear_cross_entropy, calls::linear_cross_entropy_vocab_parallel};
 
 ArrayRef<RuntimeSignature> LinearCrossEntropyOp::getRuntimeSignatures() {
   return kLinearCrossEntropy;
@@ -461,10 +390,8 @@ LogicalResult LinearCrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kCrossEntropyGradParams[] = {
-    kTensor, kTensor, kTensor, kTensor, kBool};
 static constexpr RuntimeSignature kCrossEntropyGrad[] = {
-    {"tprt::cross_entropy_grad", kCrossEntropyGradParams}};
+    calls::cross_entropy_grad};
 
 ArrayRef<RuntimeSignature> CrossEntropyGradOp::getRuntimeSignatures() {
   return kCrossEntropyGrad;
@@ -481,7 +408,7 @@ LogicalResult CrossEntropyGradOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kLinearGradInput[] = {
-    {"tprt::linear_grad_input", kTwoTensors}};
+    calls::linear_grad_input};
 
 ArrayRef<RuntimeSignature> LinearGradInputOp::getRuntimeSignatures() {
   return kLinearGradInput;
@@ -493,7 +420,7 @@ LogicalResult LinearGradInputOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kLinearGradWeight[] = {
-    {"tprt::linear_grad_weight", kTwoTensors}};
+    calls::linear_grad_weight};
 
 ArrayRef<RuntimeSignature> LinearGradWeightOp::getRuntimeSignatures() {
   return kLinearGradWeight;
@@ -504,8 +431,7 @@ LogicalResult LinearGradWeightOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kSumLeading[] = {
-    {"tprt::sum_leading", kOneTensor}};
+static constexpr RuntimeSignature kSumLeading[] = {calls::sum_leading};
 
 ArrayRef<RuntimeSignature> SumLeadingOp::getRuntimeSignatures() {
   return kSumLeading;
@@ -516,10 +442,7 @@ LogicalResult SumLeadingOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kEmbeddingGradParams[] = {kTensor, kTensor, kTensor,
-                                                      kBool, kI64};
-static constexpr RuntimeSignature kEmbeddingGrad[] = {
-    {"tprt::embedding_grad", kEmbeddingGradParams}};
+static constexpr RuntimeSignature kEmbeddingGrad[] = {calls::embedding_grad};
 
 ArrayRef<RuntimeSignature> EmbeddingGradOp::getRuntimeSignatures() {
   return kEmbeddingGrad;
@@ -535,10 +458,7 @@ LogicalResult EmbeddingGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kRmsNormGradParams[] = {kTensor, kTensor, kTensor,
-                                                    kF64,    kF64,    kI64};
-static constexpr RuntimeSignature kRmsNormGrad[] = {
-    {"tprt::rms_norm_grad", kRmsNormGradParams, 2}};
+static constexpr RuntimeSignature kRmsNormGrad[] = {calls::rms_norm_grad};
 
 ArrayRef<RuntimeSignature> RmsNormGradOp::getRuntimeSignatures() {
   return kRmsNormGrad;
@@ -556,11 +476,7 @@ LogicalResult RmsNormGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kAttentionGradParams[] = {
-    kTensor, kTensor, kTensor, kTensor, kOptional, kI64,
-    kI64,    kI64,    kF64,    kBool,   kI64,      kF64};
-static constexpr RuntimeSignature kAttentionGrad[] = {
-    {"tprt::attention_grad", kAttentionGradParams, 3}};
+static constexpr RuntimeSignature kAttentionGrad[] = {calls::attention_grad};
 
 ArrayRef<RuntimeSignature> AttentionGradOp::getRuntimeSignatures() {
   return kAttentionGrad;
@@ -577,12 +493,7 @@ LogicalResult AttentionGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kMamba2GradParams[] = {
-    kTensor, kTensor, kTensor,   kTensor, kTensor, kTensor, kTensor,
-    kTensor, kTensor, kOptional, kTensor, kI64,    kI64,    kI64,
-    kI64,    kI64,    kF64,      kF64,    kBool};
-static constexpr RuntimeSignature kMamba2Grad[] = {
-    {"tprt::mamba2_mixer_grad", kMamba2GradParams, 9}};
+static constexpr RuntimeSignature kMamba2Grad[] = {calls::mamba2_mixer_grad};
 
 ArrayRef<RuntimeSignature> Mamba2MixerGradOp::getRuntimeSignatures() {
   return kMamba2Grad;
@@ -596,8 +507,7 @@ LogicalResult Mamba2MixerGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kSiluGrad[] = {
-    {"tprt::silu_grad", kTwoTensors}};
+static constexpr RuntimeSignature kSiluGrad[] = {calls::silu_grad};
 
 ArrayRef<RuntimeSignature> SiluGradOp::getRuntimeSignatures() {
   return kSiluGrad;
@@ -608,8 +518,7 @@ LogicalResult SiluGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kSiluMulGrad[] = {
-    {"tprt::silu_mul_grad", kThreeTensors, 2}};
+static constexpr RuntimeSignature kSiluMulGrad[] = {calls::silu_mul_grad};
 
 ArrayRef<RuntimeSignature> SiluMulGradOp::getRuntimeSignatures() {
   return kSiluMulGrad;
@@ -624,7 +533,7 @@ LogicalResult SiluMulGradOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kReluSquaredGrad[] = {
-    {"tprt::relu_squared_grad", kTwoTensors}};
+    calls::relu_squared_grad};
 
 ArrayRef<RuntimeSignature> ReluSquaredGradOp::getRuntimeSignatures() {
   return kReluSquaredGrad;
@@ -635,9 +544,7 @@ LogicalResult ReluSquaredGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kTwoTensorsAndBool[] = {kTensor, kTensor, kBool};
-static constexpr RuntimeSignature kGeluGrad[] = {
-    {"tprt::gelu_grad", kTwoTensorsAndBool}};
+static constexpr RuntimeSignature kGeluGrad[] = {calls::gelu_grad};
 
 ArrayRef<RuntimeSignature> GeluGradOp::getRuntimeSignatures() {
   return kGeluGrad;
@@ -651,9 +558,7 @@ LogicalResult GeluGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kTwoTensorsAndF64[] = {kTensor, kTensor, kF64};
-static constexpr RuntimeSignature kSoftcapGrad[] = {
-    {"tprt::softcap_grad", kTwoTensorsAndF64}};
+static constexpr RuntimeSignature kSoftcapGrad[] = {calls::softcap_grad};
 
 ArrayRef<RuntimeSignature> SoftcapGradOp::getRuntimeSignatures() {
   return kSoftcapGrad;
@@ -667,8 +572,7 @@ LogicalResult SoftcapGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kReplicaSum[] = {
-    {"tprt::replica_sum", kTensorAndI64}};
+static constexpr RuntimeSignature kReplicaSum[] = {calls::replica_sum};
 
 ArrayRef<RuntimeSignature> ReplicaSumOp::getRuntimeSignatures() {
   return kReplicaSum;
@@ -679,10 +583,7 @@ LogicalResult ReplicaSumOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kAccumulateGradParams[] = {
-    kTensor, kTensor, RuntimeArg::CString, kI64, kBool};
-static constexpr RuntimeSignature kAccumulateGrad[] = {
-    {"tprt::accumulate_grad", kAccumulateGradParams, 0}};
+static constexpr RuntimeSignature kAccumulateGrad[] = {calls::accumulate_grad};
 
 ArrayRef<RuntimeSignature> AccumulateGradOp::getRuntimeSignatures() {
   return kAccumulateGrad;
@@ -698,11 +599,8 @@ LogicalResult AccumulateGradOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kAccumulateLinearGradWeightParams[] = {
-    kTensor, kTensor, kTensor, RuntimeArg::CString, kI64, kBool};
 static constexpr RuntimeSignature kAccumulateLinearGradWeight[] = {
-    {"tprt::accumulate_linear_grad_weight", kAccumulateLinearGradWeightParams,
-     0}};
+    calls::accumulate_linear_grad_weight};
 
 ArrayRef<RuntimeSignature>
 AccumulateLinearGradWeightOp::getRuntimeSignatures() {
@@ -721,12 +619,8 @@ AccumulateLinearGradWeightOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kAccumulateLinearCrossEntropyParams[] = {
-    kTensor, kTensor, kTensor, kTensor, RuntimeArg::CString,
-    kI64,    kBool,   kBool};
 static constexpr RuntimeSignature kAccumulateLinearCrossEntropy[] = {
-    {"tprt::accumulate_linear_cross_entropy",
-     kAccumulateLinearCrossEntropyParams, 2}};
+    calls::accumulate_linear_cross_entropy};
 
 ArrayRef<RuntimeSignature>
 AccumulateLinearCrossEntropyOp::getRuntimeSignatures() {
@@ -747,10 +641,8 @@ AccumulateLinearCrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kAccumulateEmbeddingGradParams[] = {
-    kTensor, kTensor, kTensor, RuntimeArg::CString, kI64, kBool, kBool, kI64};
 static constexpr RuntimeSignature kAccumulateEmbeddingGrad[] = {
-    {"tprt::accumulate_embedding_grad", kAccumulateEmbeddingGradParams, 0}};
+    calls::accumulate_embedding_grad};
 
 ArrayRef<RuntimeSignature> AccumulateEmbeddingGradOp::getRuntimeSignatures() {
   return kAccumulateEmbeddingGrad;
@@ -773,10 +665,8 @@ LogicalResult AccumulateEmbeddingGradOp::buildRuntimeCall(RuntimeCall &call) {
 // Program start and optimizer boundary
 //===----------------------------------------------------------------------===//
 
-static constexpr RuntimeArg kBroadcastReplicaParams[] = {
-    kTensor, RuntimeArg::CString, RuntimeArg::CString};
 static constexpr RuntimeSignature kBroadcastReplica[] = {
-    {"tprt::broadcast_replica", kBroadcastReplicaParams, 0}};
+    calls::broadcast_replica};
 
 ArrayRef<RuntimeSignature> BroadcastReplicaOp::getRuntimeSignatures() {
   return kBroadcastReplica;
@@ -791,7 +681,7 @@ LogicalResult BroadcastReplicaOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kOptimizerBoundary[] = {
-    {"tprt::optimizer_boundary", {}, 0}};
+    calls::optimizer_boundary};
 
 ArrayRef<RuntimeSignature> OptimizerBoundaryOp::getRuntimeSignatures() {
   return kOptimizerBoundary;
@@ -802,14 +692,8 @@ LogicalResult OptimizerBoundaryOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kGradBucketParams[] = {kI64,
-                                                   kBool,
-                                                   RuntimeArg::DType,
-                                                   RuntimeArg::Strings,
-                                                   kI64,
-                                                   RuntimeArg::CString};
 static constexpr RuntimeSignature kGradBucketAllReduce[] = {
-    {"tprt::grad_bucket_all_reduce", kGradBucketParams, 0}};
+    calls::grad_bucket_all_reduce};
 
 ArrayRef<RuntimeSignature> GradBucketAllReduceOp::getRuntimeSignatures() {
   return kGradBucketAllReduce;
@@ -845,10 +729,8 @@ LogicalResult GradBucketAllReduceOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kReduceScatterParams[] = {
-    kI64, RuntimeArg::DType, RuntimeArg::Strings, kI64, kI64, kBool};
 static constexpr RuntimeSignature kGradBucketReduceScatter[] = {
-    {"tprt::grad_bucket_reduce_scatter", kReduceScatterParams, 0}};
+    calls::grad_bucket_reduce_scatter};
 
 ArrayRef<RuntimeSignature> GradBucketReduceScatterOp::getRuntimeSignatures() {
   return kGradBucketReduceScatter;
@@ -868,10 +750,8 @@ LogicalResult GradBucketReduceScatterOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kAllGatherParams[] = {kI64, RuntimeArg::DType,
-                                                  RuntimeArg::Strings, kI64};
 static constexpr RuntimeSignature kParamBucketAllGather[] = {
-    {"tprt::param_bucket_all_gather", kAllGatherParams, 0}};
+    calls::param_bucket_all_gather};
 
 ArrayRef<RuntimeSignature> ParamBucketAllGatherOp::getRuntimeSignatures() {
   return kParamBucketAllGather;
@@ -899,7 +779,7 @@ LogicalResult ParamBucketAllGatherOp::buildRuntimeCall(RuntimeCall &call) {
 
 // One result per parameter of the bucket: views of the gathered buffer.
 static constexpr RuntimeSignature kParamBucketGather[] = {
-    {"tprt::param_bucket_gather", kAllGatherParams, kVariadicResults}};
+    calls::param_bucket_gather};
 
 ArrayRef<RuntimeSignature> ParamBucketGatherOp::getRuntimeSignatures() {
   return kParamBucketGather;
@@ -910,7 +790,7 @@ LogicalResult ParamBucketGatherOp::buildRuntimeCall(RuntimeCall &call) {
 }
 
 static constexpr RuntimeSignature kParamBucketShard[] = {
-    {"tprt::param_bucket_shard", kAllGatherParams, 0}};
+    calls::param_bucket_shard};
 
 ArrayRef<RuntimeSignature> ParamBucketShardOp::getRuntimeSignatures() {
   return kParamBucketShard;
@@ -920,8 +800,7 @@ LogicalResult ParamBucketShardOp::buildRuntimeCall(RuntimeCall &call) {
   return buildParamBucketCall(*this, call, kParamBucketShard[0]);
 }
 
-static constexpr RuntimeSignature kNormalizeGrads[] = {
-    {"tprt::normalize_grads", {}, 0}};
+static constexpr RuntimeSignature kNormalizeGrads[] = {calls::normalize_grads};
 
 ArrayRef<RuntimeSignature> NormalizeGradsOp::getRuntimeSignatures() {
   return kNormalizeGrads;
@@ -932,8 +811,7 @@ LogicalResult NormalizeGradsOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kOneBool[] = {kBool};
-static constexpr RuntimeSignature kGradNorm[] = {{"tprt::grad_norm", kOneBool}};
+static constexpr RuntimeSignature kGradNorm[] = {calls::grad_norm};
 
 ArrayRef<RuntimeSignature> GradNormOp::getRuntimeSignatures() {
   return kGradNorm;
@@ -944,8 +822,7 @@ LogicalResult GradNormOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kClipGrads[] = {
-    {"tprt::clip_grads", kOneTensor, 0}};
+static constexpr RuntimeSignature kClipGrads[] = {calls::clip_grads};
 
 ArrayRef<RuntimeSignature> ClipGradsOp::getRuntimeSignatures() {
   return kClipGrads;
@@ -956,10 +833,8 @@ LogicalResult ClipGradsOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeArg kOptimizerUpdateParams[] = {RuntimeArg::CString,
-                                                        kBool, kBool};
 static constexpr RuntimeSignature kOptimizerUpdate[] = {
-    {"tprt::optimizer_update", kOptimizerUpdateParams, 0}};
+    calls::optimizer_update};
 
 ArrayRef<RuntimeSignature> OptimizerUpdateOp::getRuntimeSignatures() {
   return kOptimizerUpdate;
@@ -986,14 +861,12 @@ LogicalResult checkSum(Operation *op, shard::ReductionKind kind) {
   return op->emitError("only sum reductions have a runtime call");
 }
 
-constexpr RuntimeArg kOneConsumedTensor[] = {RuntimeArg::ConsumedTensor};
-constexpr RuntimeSignature kAllReduceConsuming = {
-    "tprt::all_reduce_sum_consuming", kOneConsumedTensor};
+constexpr RuntimeSignature kAllReduceConsuming =
+    calls::all_reduce_sum_consuming;
 constexpr RuntimeSignature kAllReduce[] = {
-    {"tprt::all_reduce_sum", kOneTensor, 1, &kAllReduceConsuming}};
-constexpr RuntimeSignature kAllGather[] = {{"tprt::all_gather", kTensorAndI64}};
-constexpr RuntimeSignature kReduceScatter[] = {
-    {"tprt::reduce_scatter_sum", kTensorAndI64}};
+    calls::withConsuming(calls::all_reduce_sum, kAllReduceConsuming)};
+constexpr RuntimeSignature kAllGather[] = {calls::all_gather};
+constexpr RuntimeSignature kReduceScatter[] = {calls::reduce_scatter_sum};
 
 struct AllReduceRuntimeCall
     : public RuntimeCallOpInterface::ExternalModel<AllReduceRuntimeCall,
@@ -1010,10 +883,10 @@ struct AllReduceRuntimeCall
 
 } // namespace
 
-static constexpr RuntimeSignature kAllReduceStartConsuming = {
-    "tprt::all_reduce_sum_start_consuming", kOneConsumedTensor};
-static constexpr RuntimeSignature kAllReduceStart[] = {
-    {"tprt::all_reduce_sum_start", kOneTensor, 1, &kAllReduceStartConsuming}};
+static constexpr RuntimeSignature kAllReduceStartConsuming =
+    calls::all_reduce_sum_start_consuming;
+static constexpr RuntimeSignature kAllReduceStart[] = {calls::withConsuming(
+    calls::all_reduce_sum_start, kAllReduceStartConsuming)};
 
 ArrayRef<RuntimeSignature> AllReduceStartOp::getRuntimeSignatures() {
   return kAllReduceStart;
@@ -1026,10 +899,10 @@ LogicalResult AllReduceStartOp::buildRuntimeCall(RuntimeCall &call) {
 
 // The start's result has one reader, the wait, which therefore always takes
 // it (the consuming form).
-static constexpr RuntimeSignature kAllReduceWaitConsuming = {
-    "tprt::all_reduce_sum_wait_consuming", kOneConsumedTensor};
+static constexpr RuntimeSignature kAllReduceWaitConsuming =
+    calls::all_reduce_sum_wait_consuming;
 static constexpr RuntimeSignature kAllReduceWait[] = {
-    {"tprt::all_reduce_sum_wait", kOneTensor, 1, &kAllReduceWaitConsuming}};
+    calls::withConsuming(calls::all_reduce_sum_wait, kAllReduceWaitConsuming)};
 
 ArrayRef<RuntimeSignature> AllReduceWaitOp::getRuntimeSignatures() {
   return kAllReduceWait;
@@ -1072,7 +945,7 @@ struct ReduceScatterRuntimeCall
   }
 };
 
-constexpr RuntimeSignature kAllSlice[] = {{"tprt::all_slice", kTensorAndI64}};
+constexpr RuntimeSignature kAllSlice[] = {calls::all_slice};
 
 struct AllSliceRuntimeCall
     : public RuntimeCallOpInterface::ExternalModel<AllSliceRuntimeCall,

@@ -11,6 +11,7 @@
 #ifndef TPRT_TPRT_H
 #define TPRT_TPRT_H
 
+#include "tprt/CallMacros.h"
 #include "tprt/Fingerprint.h"
 
 #include <cstdint>
@@ -467,36 +468,10 @@ private:
   Context::ActivePlan outer_;
 };
 
-/// Reads one parameter, or this rank's part of it, from its file: `length`
-/// bytes at `offset` hold `storedDtype` elements of `shape` (the canonical
-/// global shape; transposed storage holds the reverse 2-D shape). With
-/// `shardDim` >= 0 the parameter is split evenly into `shards` blocks along
-/// canonical dimension `shardDim`, each held by `replicas` consecutive
-/// ranks (replicas > 1: KV heads shared by a query group), and this rank
-/// reads block rank / replicas (one positioned read per contiguous run).
-/// Read once per FQN. Returns a tensor of `dtype` (the type the program
-/// holds it in: f32, or the bf16 / f16 of `tpc --dtype`) in canonical
-/// orientation. `storedOffset` is what the model file's elements hold on
-/// top of the parameter's (an export that folded Gemma's `1 + w` stores
-/// `w + 1`): subtracted when reading that file, not a checkpoint, which
-/// holds the parameter itself. A missing or short file, a length that
-/// disagrees with the shape and dtype, or an uneven split is an error
-/// naming the parameter.
-Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
-                  const char *file, uint64_t offset, uint64_t length,
-                  DType storedDtype, std::vector<int64_t> shape,
-                  bool transposed, int shardDim = -1, int64_t shards = 1,
-                  int64_t replicas = 1, DType dtype = DType::F32,
-                  double storedOffset = 0.0);
 /// This rank's block of the parameter `fqn` (read by load_param before)
 /// in f32, as stored in its source file (a stored offset undone), before
 /// any rounding to the program's type.
 Tensor readParamF32(Context &ctx, const std::string &fqn);
-/// tp.broadcast_replica: `param` (a replicated parameter, the cached
-/// tensor load_param returned) overwritten in place with the copy of rank 0
-/// of `group` ("tp" or "dp").
-void broadcast_replica(Context &ctx, const Tensor &param, const char *fqn,
-                       const char *group);
 /// Block `shardIndex` of `shards` along `shardDim` (-1: the whole
 /// parameter), whatever the rank; not cached.
 Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
@@ -506,173 +481,17 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
                       int64_t shardIndex);
 
 //===----------------------------------------------------------------------===//
-// Kernels: one per tp op (forward), f32 compute
-//
-// Each runs where ctx.device() says, on tensors that are there: the CPU
-// kernels (src/cpu/) or the CUDA ones (src/cuda/, queued on the rank's
-// stream). The training step's kernels are CPU-only so far. On the CPU a
-// forward kernel also takes bf16 / f16 activations (a program compiled with
-// tpc --dtype): it computes in f32 and rounds its result once to the
-// activation's type; bf16 linears are bf16 products with f32 accumulation.
-// On the host every kernel returns new tensors, except that a consuming
-// form (`Tensor &` operand) may return the storage of the operand it takes,
-// and none keeps a handle to an operand after it returns: the compiler's
-// activation plan (tp-plan-activations) relies on both. A kernel that takes
-// `slot` puts its result where Context::placed says.
+// The calls generated code makes: tprt/Calls.def
 //===----------------------------------------------------------------------===//
 
-/// ids [..] int64, table [V, H] -> [.., H]; an id outside [0, V) is an error.
-Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table,
-                 int64_t slot = -1);
-/// Vocabulary-parallel embedding: `table` is this rank's block of
-/// V / ranks rows; ids outside it give zero rows (all_reduce_sum completes
-/// the lookup). An id outside the whole vocabulary is an error.
-Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
-                                const Tensor &table);
-
-/// Collectives over the tensor-parallel group: shard.all_reduce,
-/// shard.all_gather (rank r's block at r * dim(axis) along `axis`), and
-/// shard.reduce_scatter (rank r keeps slice r of `axis` of the sum; the
-/// dimension must divide by the ranks).
-Tensor all_reduce_sum(Context &ctx, const Tensor &x);
-/// all_reduce_sum of a tensor the caller no longer reads: takes `x` (left
-/// empty) and sums in its storage when nothing else shares it, instead of
-/// in a copy.
-Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x);
-/// all_reduce_sum in two halves (tp.all_reduce_start, tp.all_reduce_wait):
-/// the start's result, which nothing but all_reduce_sum_wait may read,
-/// holds the sum once the wait returns (Communicator::startAllReduceSum).
-/// The start copies `x` (its consuming form sums in `x`'s storage); the
-/// wait's consuming form returns the tensor it takes, the other a copy.
-Tensor all_reduce_sum_start(Context &ctx, const Tensor &x);
-Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x);
-Tensor all_reduce_sum_wait(Context &ctx, const Tensor &pending);
-Tensor all_reduce_sum_wait_consuming(Context &ctx, Tensor &pending);
-Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
-Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
-/// shard.all_slice: this rank's block r of `axis` of a replicated tensor,
-/// without communication (the dimension must divide by the ranks).
-Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
 /// The results of an op with several (generated code takes them apart).
 using Tensors = std::vector<Tensor>;
 
-/// x [.., in], w [out, in] -> [.., out] (OpenBLAS sgemm; cuBLAS on CUDA).
-Tensor linear(Context &ctx, const Tensor &x, const Tensor &w,
-              int64_t slot = -1);
-Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                   const Tensor &bias, int64_t slot = -1);
-/// The bmm form of linear for a 3-D x [batch, seq, in]: one product of each
-/// [seq, in] slice with w^T, no flattening across batch (tp-lower-linear's
-/// choice for batch- or sequence-sharded inputs).
-Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
-                  int64_t slot = -1);
-Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &bias, int64_t slot = -1);
-/// The linear forms with an epilogue (tp.linear_epilogue): x w^T + other
-/// (`add`), silu(x w^T) * other (`silu_mul`), `other` of the result's shape
-/// and type, applied to the product's output in the same GEMM where the
-/// library can (oneDNN's post-ops), else as the separate ops.
-Tensor linear_add(Context &ctx, const Tensor &x, const Tensor &w,
-                  const Tensor &other);
-Tensor linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
-                      const Tensor &other);
-Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other, int64_t slot = -1);
-Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other, int64_t slot = -1);
-/// `add_once`: linear_add on the tensor-parallel group's first rank, linear
-/// on the others (a row-split projection's partial sum that carries a
-/// residual once into the all-reduce after it).
-Tensor linear_add_once(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other);
-Tensor linear_bmm_add_once(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other);
-/// The adds above for a residual `other` the caller no longer reads: they
-/// take it (left empty) and, with MKL or OpenBLAS products, add the
-/// product into its storage in the GEMM when nothing else shares it.
-Tensor linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
-                            Tensor &other);
-Tensor linear_bmm_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
-                                Tensor &other);
-Tensor linear_add_once_consuming(Context &ctx, const Tensor &x, const Tensor &w,
-                                 Tensor &other);
-Tensor linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
-                                     const Tensor &w, Tensor &other);
-/// tp.linear_siblings: {x w0^T, x w1^T[, x w2^T]}, the linear (or bmm) form
-/// of each weight, computed as one product over the weights concatenated
-/// along `out` where they are constant f32 on the host (the concatenation
-/// made once per weights), else as the separate products.
-Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                        const Tensor &w1);
-Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                        const Tensor &w1, const Tensor &w2);
-Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                            const Tensor &w1);
-Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                            const Tensor &w1, const Tensor &w2);
-/// The SwiGLU of a gated MLP (tp.linear_swiglu): silu(x wg^T) * (x wu^T),
-/// in the linear or bmm form. With constant f32 weights on the host and a
-/// GEMM library without post-ops (MKL, OpenBLAS): one product over wg and
-/// wu concatenated, then one blockwise SiLU-and-multiply pass over it;
-/// otherwise the up projection, then linear_silu_mul.
-Tensor linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
-                     const Tensor &wu);
-Tensor linear_bmm_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
-                         const Tensor &wu);
-/// x + bias over the last dimension (async-TP's split-off bias).
-Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
-                int64_t slot = -1);
-/// x / sqrt(mean(x^2) + eps) * (offset + w) over groups of `group` elements
-/// of the last dimension (0: the whole last dimension).
-Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
-                double offset, int64_t group, int64_t slot = -1);
-/// RoPE on packed heads [B, S, H * headDim] at positions 0..S-1; the first
-/// `rotaryDim` features of each head rotate (rotate_half pairing unless
-/// `interleaved`). The frequencies are transformers' for `ropeType`
-/// (tprt::RopeType in Rope.h) with its parameters, for a sequence of S
-/// positions (dynamic and LongRoPE depend on it).
-Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
-              double theta, bool interleaved, int64_t ropeType, double factor,
-              double lowFreqFactor, double highFreqFactor,
-              int64_t originalMaxPositions, double betaFast, double betaSlow,
-              bool truncate, double attentionFactor, bool transpose = false,
-              std::vector<double> shortFactor = {},
-              std::vector<double> longFactor = {}, int64_t slot = -1);
-/// Grouped-query attention on packed heads. `keyMask` [B, Skv] (non-zero =
-/// keep) may be undefined. `window` 0 and `softcap` 0 mean none.
-Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
-                 const Tensor &v, const Tensor &keyMask, int64_t heads,
-                 int64_t kvHeads, int64_t headDim, double scale, bool causal,
-                 int64_t window, double softcap, int64_t slot = -1);
-/// The Mamba2 mixer of NemotronH (tp.mamba2_mixer): in_proj, causal
-/// depthwise conv + SiLU, the selective scan (sequential recurrence),
-/// gated grouped RMS norm, out_proj. `keyMask` may be undefined; with
-/// `foldedA` the `aLog` tensor holds A = -exp(A_log).
-Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
-                    const Tensor &convWeight, const Tensor &convBias,
-                    const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
-                    const Tensor &normWeight, const Tensor &outProj,
-                    const Tensor &keyMask, int64_t heads, int64_t headDim,
-                    int64_t groups, int64_t state, int64_t kernel,
-                    double normEps, double dtMin, bool foldedA);
-Tensor silu(Context &ctx, const Tensor &x, int64_t slot = -1);
-Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation,
-            int64_t slot = -1);
-Tensor relu_squared(Context &ctx, const Tensor &x, int64_t slot = -1);
-Tensor add(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot = -1);
-Tensor mul(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot = -1);
-Tensor scale(Context &ctx, const Tensor &x, double factor, int64_t slot = -1);
-/// cap * tanh(x / cap) (Gemma's final logit soft-capping).
-Tensor softcap(Context &ctx, const Tensor &x, double cap, int64_t slot = -1);
-/// x[..., offset : offset + size] (tp.feature_slice: a part of a fused
-/// projection's output), in x's type.
-Tensor feature_slice(Context &ctx, const Tensor &x, int64_t offset,
-                     int64_t size, int64_t slot = -1);
+#define TPRT_CALL(Name, Result, Backends, Params)                              \
+  TPRT_RESULT_##Result Name(Context &ctx TPRT_DECLARED_PARAMS(Params));
+#include "tprt/Calls.def"
 
-//===----------------------------------------------------------------------===//
-// Kernels of the training step (tp.cross_entropy and the backward ops)
-//===----------------------------------------------------------------------===//
-
+/// tp.take: result `index` of an op with several.
 inline Tensor take(const Tensors &results, int64_t index) {
   return results[index];
 }
@@ -680,168 +499,6 @@ inline Tensor take(const Tensors &results, int64_t index) {
 /// memory goes when no other handle holds it.
 inline void release(Tensor &tensor) { tensor = Tensor(); }
 inline void release(Tensors &tensors) { tensors.clear(); }
-
-/// {loss sum (rank 0), lse [B, S]} of logits [B, S, V] against ids shifted
-/// by one, positions whose next mask entry is 0 ignored (tp.cross_entropy).
-Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
-                      const Tensor &mask);
-/// The same with `logits` this rank's block of the vocabulary: max, sum of
-/// exponentials and target logit all-reduced over the group.
-Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
-                                     const Tensor &ids, const Tensor &mask);
-/// d(loss sum)/d(logits): softmax - onehot at the counted positions.
-Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
-                          const Tensor &mask, const Tensor &lse,
-                          bool vocabParallel);
-/// {loss sum, dx, dw} of cross_entropy(linear(x, w)) and its gradients
-/// (tp.linear_cross_entropy), a block of positions at a time: the [B, S,
-/// V] logits are never held. `w` [V, H] is this rank's block of the
-/// vocabulary in the vocabulary-parallel form, dx then a partial sum.
-Tensors linear_cross_entropy(Context &ctx, const Tensor &x, const Tensor &w,
-                             const Tensor &ids, const Tensor &mask);
-Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
-                                            const Tensor &w, const Tensor &ids,
-                                            const Tensor &mask);
-/// {loss sum, dx} of linear_cross_entropy, its dw added into the f32
-/// gradient buffer of parameter `fqn` (`w`) by the products themselves
-/// (tp.accumulate_linear_cross_entropy): no [V, H] gradient tensor. f32 on
-/// the host; elsewhere linear_cross_entropy then accumulate_grad.
-Tensors accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
-                                        const Tensor &w, const Tensor &ids,
-                                        const Tensor &mask, const char *fqn,
-                                        int64_t splitDim, bool owned,
-                                        bool vocabParallel);
-/// dy [.., out], w [out, in] -> dy w [.., in].
-Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w);
-/// dy [.., out], x [.., in] -> sum over rows of dy^T x [out, in].
-Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x);
-/// [.., n] -> [n], the sum over every leading position.
-Tensor sum_leading(Context &ctx, const Tensor &x);
-/// dy rows scatter-added into a zero table shaped like `table` (this rank's
-/// block of the vocabulary when `vocabParallel`), but none into row
-/// `paddingIdx` (-1: none).
-Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
-                      const Tensor &table, bool vocabParallel,
-                      int64_t paddingIdx);
-/// {dx, dweight} of rms_norm.
-Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
-                      const Tensor &dy, double eps, double offset,
-                      int64_t group);
-/// {dq, dk, dv} of attention (probabilities recomputed).
-Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
-                       const Tensor &v, const Tensor &dout,
-                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                       int64_t headDim, double scale, bool causal,
-                       int64_t window, double softcap);
-/// The gradients of mamba2_mixer's nine operands (x, in_proj, conv weight
-/// and bias, dt_bias, a_log, d, norm weight, out_proj) given the output's
-/// `dout`: the forward is recomputed, keeping the scan's states.
-Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
-                          const Tensor &convWeight, const Tensor &convBias,
-                          const Tensor &dtBias, const Tensor &aLog,
-                          const Tensor &d, const Tensor &normWeight,
-                          const Tensor &outProj, const Tensor &keyMask,
-                          const Tensor &dout, int64_t heads, int64_t headDim,
-                          int64_t groups, int64_t state, int64_t kernel,
-                          double normEps, double dtMin, bool foldedA);
-/// dy * f'(x) of the elementwise activations.
-Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy);
-/// tp.silu_mul_grad: the gradients {dgate, dup} of silu(gate) * up, in one
-/// pass that recomputes the sigmoid (all of one type and shape).
-Tensors silu_mul_grad(Context &ctx, const Tensor &gate, const Tensor &up,
-                      const Tensor &dy);
-Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy);
-Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
-                 bool tanhApproximation);
-Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
-                    double cap);
-/// [..., width] zeros with dy at features [offset, offset + dy.dim(-1)):
-/// the gradient of tp.feature_slice, in dy's type.
-Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
-                          int64_t width);
-/// Ranks r * replicas ... r * replicas + replicas - 1 hold the same block
-/// of a parameter: each gets the sum of their `x` (tp.replica_sum).
-Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas);
-/// Adds `grad` to the gradient buffer of parameter `fqn` (created at zero),
-/// which must have `param`'s shape (tp.accumulate_grad).
-void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
-                     const char *fqn, int64_t splitDim, bool owned);
-/// accumulate_grad of linear_grad_weight(dy, x), the product adding into
-/// the f32 buffer itself (tp.accumulate_linear_grad_weight): no gradient
-/// tensor, no separate pass. In f32 on the host; elsewhere (bf16, f16, the
-/// GPU) it is the two calls.
-void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
-                                   const Tensor &x, const Tensor &param,
-                                   const char *fqn, int64_t splitDim,
-                                   bool owned);
-/// accumulate_grad of embedding_grad(ids, dy, param, ...), dy's rows added
-/// into the f32 buffer's rows (tp.accumulate_embedding_grad): no
-/// [vocab, hidden] gradient tensor. On the host; on the GPU the two calls.
-void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
-                               const Tensor &dy, const Tensor &param,
-                               const char *fqn, int64_t splitDim, bool owned,
-                               bool vocabParallel, int64_t paddingIdx);
-
-//===----------------------------------------------------------------------===//
-// The optimizer step (tprt_model_optimizer_step), once per optimizer step;
-// outside `model --train` (no ctx.trainState()) each is an error
-//===----------------------------------------------------------------------===//
-
-/// tp.optimizer_boundary: the step's micro-batches have accumulated; every
-/// gradient buffer exists.
-void optimizer_boundary(Context &ctx);
-/// tp.grad_bucket_all_reduce: the gradient buffers `fqns` (in order;
-/// `bytes` at FP32 size in all) packed into one FP32 buffer,
-/// all-reduced (sum) over `group` ("tp" or "dp"), divided by its ranks
-/// when `mean`, unpacked; `dtype` is the parameters' (the buffers are
-/// FP32).
-void grad_bucket_all_reduce(Context &ctx, int64_t bucket, bool mean,
-                            DType dtype, std::vector<std::string> fqns,
-                            int64_t bytes, const char *group);
-/// tp.grad_bucket_reduce_scatter (--zero 1): the gradient buffers `fqns`
-/// (`bytes` at FP32 size) packed into one FP32 buffer of `paddedBytes`,
-/// reduce-scattered (sum) over the data-parallel group: this rank keeps
-/// the sums of its equal run of it, which the norm and the update read.
-/// `microBatch` (--zero 2): called in the training step once per
-/// micro-batch, adding into the run (the step's first call overwrites it)
-/// and releasing the gradients' buffers, which the bucket's next
-/// accumulation takes whole again (Context::gradBuffer).
-void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
-                                std::vector<std::string> fqns, int64_t bytes,
-                                int64_t paddedBytes, bool microBatch);
-/// tp.param_bucket_all_gather (--zero 1): the parameters of a sharded
-/// bucket, each rank's updated run all-gathered over the data-parallel
-/// group (`bytes`: the padded bucket in `dtype`).
-void param_bucket_all_gather(Context &ctx, int64_t bucket, DType dtype,
-                             std::vector<std::string> fqns, int64_t bytes);
-/// tp.param_bucket_shard (--zero 3), in the init: the bucket's layout
-/// (`fqns` in order, padded to `bytes` of `dtype`, equal runs over the
-/// data-parallel group) is fixed, this rank keeps its run of the
-/// parameters and the whole ones are dropped (Context::cachedParam then
-/// holds each parameter's part of the run). Without training (a forward
-/// run of a training program) nothing changes.
-void param_bucket_shard(Context &ctx, int64_t bucket, DType dtype,
-                        std::vector<std::string> fqns, int64_t bytes);
-/// tp.param_bucket_gather (--zero 3): the bucket's runs all-gathered over
-/// the data-parallel group into one buffer, the parameters `fqns` views of
-/// it, in order; the buffer goes with the last of them.
-Tensors param_bucket_gather(Context &ctx, int64_t bucket, DType dtype,
-                            std::vector<std::string> fqns, int64_t bytes);
-/// tp.normalize_grads: every gradient divided by the step's label tokens.
-void normalize_grads(Context &ctx);
-/// tp.grad_norm: the global norm (L2, or inf with --norm-type inf), FP64
-/// accumulation, split gradients summed over the ranks, replicated ones
-/// counted once; a 0-d f32 tensor. `dpSharded`: from this rank's runs of
-/// the sharded buckets, summed over the data-parallel group too.
-Tensor grad_norm(Context &ctx, bool dpSharded);
-/// tp.clip_grads: clip_grad_norm_'s scaling to --max-grad-norm; a norm that
-/// is not finite skips this step's update.
-void clip_grads(Context &ctx, const Tensor &norm);
-/// tp.optimizer_update: "adamw" or "sgd" with the run's hyper-parameters;
-/// `dpSharded`: this rank's runs of the sharded buckets only;
-/// `masterWeights`: bf16 and f16 parameters updated through FP32 masters.
-void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded,
-                      bool masterWeights);
 
 //===----------------------------------------------------------------------===//
 // Sequence padding (sequence parallelism)

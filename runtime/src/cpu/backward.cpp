@@ -2,15 +2,15 @@
 //
 // The VJPs of the forward kernels (kernels.cpp), f32: matrix products
 // through Gemm.h, the rest OpenMP loops over independent rows, heads or
-// features (never two threads adding into one element). On the GPU each hands
-// over to the CUDA kernel (src/cuda/backward.cu).
+// features (never two threads adding into one element). The GPU's are in
+// src/cuda/backward.cu.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
 #include "KernelUtils.h"
 #include "Vector.h"
-#include "cuda/Cuda.h"
+#include "ops/Backends.h"
 #include "tprt/Train.h"
 #include "tprt/tprt.h"
 
@@ -23,8 +23,7 @@
 
 namespace tprt {
 
-Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
-  TPRT_ON_CUDA(ctx, linear_grad_input(ctx, dy, w))
+Tensor cpu::linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   // A bf16 program's products in bf16 (f32 accumulation).
   if (dy.dtype() == DType::BF16 && w.dtype() == DType::BF16 && w.rank() == 2 &&
       dy.rank() >= 1 && dy.dim(-1) == w.dim(0) && w.numel() > 0 &&
@@ -38,7 +37,7 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
                                  dy.numel() / w.dim(0), w.dim(1), w.dim(0)))
       return dx;
   }
-  TPRT_IN_F32(dy, linear_grad_input(ctx, widened(dy), widened(w)))
+  TPRT_IN_F32(dy, cpu::linear_grad_input(ctx, widened(dy), widened(w)))
   requireF32(dy, "linear_grad_input", "dy");
   requireF32(w, "linear_grad_input", "the weight");
   if (w.rank() != 2 || dy.rank() < 1 || dy.dim(-1) != w.dim(0))
@@ -70,8 +69,8 @@ int64_t weightGradRows(const Tensor &dy, const Tensor &x, const char *op) {
 }
 } // namespace
 
-Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
-  TPRT_ON_CUDA(ctx, linear_grad_weight(ctx, dy, x))
+Tensor cpu::linear_grad_weight(Context &ctx, const Tensor &dy,
+                               const Tensor &x) {
   if (dy.dtype() == DType::BF16 && x.dtype() == DType::BF16 && dy.rank() >= 1 &&
       x.rank() == dy.rank() && dy.numel() > 0 && x.numel() > 0 &&
       dy.numel() / dy.dim(-1) == x.numel() / x.dim(-1)) {
@@ -84,7 +83,7 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
       return dw;
   }
   TPRT_IN_F32(reducedType(dy, x),
-              linear_grad_weight(ctx, widened(dy), widened(x)))
+              cpu::linear_grad_weight(ctx, widened(dy), widened(x)))
   requireF32(dy, "linear_grad_weight", "dy");
   requireF32(x, "linear_grad_weight", "x");
   int64_t rows = weightGradRows(dy, x, "linear_grad_weight");
@@ -97,9 +96,8 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
   return dw;
 }
 
-Tensor sum_leading(Context &ctx, const Tensor &x) {
-  TPRT_ON_CUDA(ctx, sum_leading(ctx, x))
-  TPRT_IN_F32(x, sum_leading(ctx, widened(x)))
+Tensor cpu::sum_leading(Context &ctx, const Tensor &x) {
+  TPRT_IN_F32(x, cpu::sum_leading(ctx, widened(x)))
   requireF32(x, "sum_leading", "the input");
   int64_t n = x.dim(-1), rows = x.numel() / std::max<int64_t>(n, 1);
   Tensor out(DType::F32, {n});
@@ -115,9 +113,8 @@ Tensor sum_leading(Context &ctx, const Tensor &x) {
   return out;
 }
 
-Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
-                          int64_t width) {
-  TPRT_ON_CUDA(ctx, feature_slice_grad(ctx, dy, offset, width))
+Tensor cpu::feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
+                               int64_t width) {
   int64_t size = dy.rank() ? dy.dim(-1) : 0;
   int64_t rows =
       requireFeatureRange(dy, offset, size, width, "feature_slice_grad");
@@ -155,15 +152,13 @@ void scatterAddEmbeddingRows(const Tensor &ids, const Tensor &dy, float *out,
 
 } // namespace
 
-Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
-                      const Tensor &table, bool vocabParallel,
-                      int64_t paddingIdx) {
-  TPRT_ON_CUDA(ctx,
-               embedding_grad(ctx, ids, dy, table, vocabParallel, paddingIdx))
+Tensor cpu::embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
+                           const Tensor &table, bool vocabParallel,
+                           int64_t paddingIdx) {
   // Only the table's shape is read; its gradient is of its type.
   if (reducedType(dy) != DType::F32)
-    return embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
-                          paddingIdx);
+    return cpu::embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
+                               paddingIdx);
   if (table.rank() != 2)
     fatal("embedding_grad: the table " + table.describe() + " is not 2-D");
   int64_t rows = table.dim(0), hidden = table.dim(1);
@@ -174,15 +169,14 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
   return narrowed(out, reducedType(table));
 }
 
-Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
-                      const Tensor &dy, double eps, double offset,
-                      int64_t group) {
-  TPRT_ON_CUDA(ctx, rms_norm_grad(ctx, x, w, dy, eps, offset, group))
+Tensors cpu::rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &dy, double eps, double offset,
+                           int64_t group) {
   // bf16 rows are widened a row at a time (mapBf16Blocks' reason).
   bool bf16 = onHostAsBf16(x) && onHostAsBf16(dy);
   if (!bf16 && reducedType(x, dy) != DType::F32)
-    return narrowedLike(rms_norm_grad(ctx, widened(x), widened(w), widened(dy),
-                                      eps, offset, group),
+    return narrowedLike(cpu::rms_norm_grad(ctx, widened(x), widened(w),
+                                           widened(dy), eps, offset, group),
                         {&x, &w});
   if (!bf16) {
     requireF32(x, "rms_norm_grad", "x");
@@ -242,17 +236,16 @@ Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
   return {dx, narrowed(dw, reducedType(w))};
 }
 
-Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
-                       const Tensor &v, const Tensor &dout,
-                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                       int64_t headDim, double scale, bool causal,
-                       int64_t window, double softcap) {
-  TPRT_ON_CUDA(ctx, attention_grad(ctx, q, k, v, dout, keyMask, heads, kvHeads,
-                                   headDim, scale, causal, window, softcap))
+Tensors cpu::attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
+                            const Tensor &v, const Tensor &dout,
+                            const Tensor &keyMask, int64_t heads,
+                            int64_t kvHeads, int64_t headDim, double scale,
+                            bool causal, int64_t window, double softcap) {
   if (reducedType(q, dout) != DType::F32)
-    return narrowedLike(attention_grad(ctx, widened(q), widened(k), widened(v),
-                                       widened(dout), keyMask, heads, kvHeads,
-                                       headDim, scale, causal, window, softcap),
+    return narrowedLike(cpu::attention_grad(ctx, widened(q), widened(k),
+                                            widened(v), widened(dout), keyMask,
+                                            heads, kvHeads, headDim, scale,
+                                            causal, window, softcap),
                         {&q, &k, &v});
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim,
                        "attention_grad");
@@ -343,9 +336,7 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
   return {dq, dk, dv};
 }
 
-Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
-  TPRT_ON_CUDA(ctx,
-               activation_grad(x, dy, cuda::Activation::Silu, 0, "silu_grad"))
+Tensor cpu::silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   requireSameShape(x, dy, "silu_grad");
   // The sigmoid as a oneDNN primitive, then the product as one vector loop
   // per block (a scalar expf per element took 1 to 3% of a training step).
@@ -356,7 +347,7 @@ Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
           cpu::activation(cpu::Activation::Sigmoid, in[0], out, count);
           cpu::siluGradFromSigmoid(in[0], in[1], out, count);
         });
-  TPRT_IN_F32(reducedType(x, dy), silu_grad(ctx, widened(x), widened(dy)))
+  TPRT_IN_F32(reducedType(x, dy), cpu::silu_grad(ctx, widened(x), widened(dy)))
   requireF32(x, "silu_grad", "the input");
   requireF32(dy, "silu_grad", "the output's gradient");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
@@ -369,18 +360,16 @@ Tensor silu_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   return out;
 }
 
-Tensors silu_mul_grad(Context &ctx, const Tensor &gate, const Tensor &up,
-                      const Tensor &dy) {
+Tensors cpu::silu_mul_grad(Context &ctx, const Tensor &gate, const Tensor &up,
+                           const Tensor &dy) {
   requireSameShape(gate, up, "silu_mul_grad");
   requireSameShape(gate, dy, "silu_mul_grad");
   bool bf16 = onHostAsBf16(gate) && onHostAsBf16(up) && onHostAsBf16(dy);
-  bool f32 = ctx.device() == Device::CPU && gate.dtype() == DType::F32 &&
-             up.dtype() == DType::F32 && dy.dtype() == DType::F32;
-  // The GPU and f16: the three ops it fuses (no pass saved, the same
-  // gradients).
+  bool f32 = gate.dtype() == DType::F32 && up.dtype() == DType::F32 &&
+             dy.dtype() == DType::F32;
+  // f16: the three ops it fuses (no pass saved, the same gradients).
   if (!bf16 && !f32)
-    return {silu_grad(ctx, gate, mul(ctx, dy, up)),
-            mul(ctx, dy, silu(ctx, gate))};
+    return composed::silu_mul_grad(ctx, gate, up, dy);
   DType type = bf16 ? DType::BF16 : DType::F32;
   Tensor dgate = Tensor::uninitialized(type, gate.shape()),
          dup = Tensor::uninitialized(type, gate.shape());
@@ -423,21 +412,14 @@ Tensors silu_mul_grad(Context &ctx, const Tensor &gate, const Tensor &up,
   return {dgate, dup};
 }
 
-Tensor relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
-  TPRT_ON_CUDA(ctx, activation_grad(x, dy, cuda::Activation::ReluSquared, 0,
-                                    "relu_squared_grad"))
+Tensor cpu::relu_squared_grad(Context &ctx, const Tensor &x, const Tensor &dy) {
   return binaryMap(x, dy, "relu_squared_grad", [](float v, float d) {
     return v > 0 ? 2.0f * v * d : 0.0f;
   });
 }
 
-Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
-                 bool tanhApproximation) {
-  TPRT_ON_CUDA(ctx,
-               activation_grad(x, dy,
-                               tanhApproximation ? cuda::Activation::GeluTanh
-                                                 : cuda::Activation::Gelu,
-                               0, "gelu_grad"))
+Tensor cpu::gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
+                      bool tanhApproximation) {
   if (tanhApproximation)
     return binaryMap(x, dy, "gelu_grad", [](float v, float d) {
       const float k = 0.7978845608028654f; // sqrt(2 / pi)
@@ -452,20 +434,17 @@ Tensor gelu_grad(Context &ctx, const Tensor &x, const Tensor &dy,
   });
 }
 
-Tensor softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
-                    double cap) {
+Tensor cpu::softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
+                         double cap) {
   float c = static_cast<float>(cap);
-  TPRT_ON_CUDA(
-      ctx, activation_grad(x, dy, cuda::Activation::Softcap, c, "softcap_grad"))
   return binaryMap(x, dy, "softcap_grad", [c](float v, float d) {
     float t = std::tanh(v / c);
     return d * (1.0f - t * t);
   });
 }
 
-Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
-  TPRT_ON_CUDA(ctx, replica_sum(ctx, x, replicas))
-  TPRT_IN_F32(x, replica_sum(ctx, widened(x), replicas))
+Tensor cpu::replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
+  TPRT_IN_F32(x, cpu::replica_sum(ctx, widened(x), replicas))
   requireF32(x, "replica_sum", "the input");
   int64_t ranks = ctx.tp().size(), n = x.numel();
   if (replicas < 1 || ranks % replicas)
@@ -495,15 +474,15 @@ Context::GradBuffer &Context::gradBuffer(const Tensor &param, const char *fqn) {
   return buffer;
 }
 
-void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
-                     const char *fqn, int64_t splitDim, bool owned) {
-  TPRT_ON_CUDA(ctx, accumulate_grad(ctx, grad, param, fqn, splitDim, owned))
+void cpu::accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
+                          const char *fqn, int64_t splitDim, bool owned) {
   // The buffers are FP32 whatever the parameter's type: a bf16 program's
   // micro-batch gradients are summed (and later reduced) in FP32, read as
   // bf16 (no widened copy of every gradient, mapBf16Blocks' reason).
   bool bf16 = onHostAsBf16(grad);
   if (!bf16 && reducedType(grad) != DType::F32)
-    return accumulate_grad(ctx, widened(grad), param, fqn, splitDim, owned);
+    return cpu::accumulate_grad(ctx, widened(grad), param, fqn, splitDim,
+                                owned);
   if (!bf16)
     requireF32(grad, "accumulate_grad", "the gradient");
   if (grad.shape() != param.shape())
@@ -530,17 +509,16 @@ void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
       });
 }
 
-void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
-                                   const Tensor &x, const Tensor &param,
-                                   const char *fqn, int64_t splitDim,
-                                   bool owned) {
+void cpu::accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
+                                        const Tensor &x, const Tensor &param,
+                                        const char *fqn, int64_t splitDim,
+                                        bool owned) {
   // Only f32 on the host adds in the product. A bf16 product into the f32
   // buffer writes twice the bytes of its bf16 result and is slower than
   // that result widened and added.
-  if (ctx.device() != Device::CPU || dy.dtype() != DType::F32 ||
-      x.dtype() != DType::F32)
-    return accumulate_grad(ctx, linear_grad_weight(ctx, dy, x), param, fqn,
-                           splitDim, owned);
+  if (dy.dtype() != DType::F32 || x.dtype() != DType::F32)
+    return composed::accumulate_linear_grad_weight(ctx, dy, x, param, fqn,
+                                                   splitDim, owned);
   int64_t rows = weightGradRows(dy, x, "accumulate_linear_grad_weight");
   int64_t outF = dy.dim(-1), in = x.dim(-1);
   if (param.rank() != 2 || outF != param.dim(0) || in != param.dim(1))
@@ -558,18 +536,15 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
     std::fill_n(acc, buffer.grad.numel(), 0.0f);
 }
 
-void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
-                               const Tensor &dy, const Tensor &param,
-                               const char *fqn, int64_t splitDim, bool owned,
-                               bool vocabParallel, int64_t paddingIdx) {
-  if (ctx.device() != Device::CPU)
-    return accumulate_grad(
-        ctx, embedding_grad(ctx, ids, dy, param, vocabParallel, paddingIdx),
-        param, fqn, splitDim, owned);
+void cpu::accumulate_embedding_grad(Context &ctx, const Tensor &ids,
+                                    const Tensor &dy, const Tensor &param,
+                                    const char *fqn, int64_t splitDim,
+                                    bool owned, bool vocabParallel,
+                                    int64_t paddingIdx) {
   if (reducedType(dy) != DType::F32)
-    return accumulate_embedding_grad(ctx, ids, widened(dy), param, fqn,
-                                     splitDim, owned, vocabParallel,
-                                     paddingIdx);
+    return cpu::accumulate_embedding_grad(ctx, ids, widened(dy), param, fqn,
+                                          splitDim, owned, vocabParallel,
+                                          paddingIdx);
   if (param.rank() != 2)
     fatal(std::string("accumulate_embedding_grad: the parameter '") + fqn +
           "' is " + param.describe() + ", not a table");

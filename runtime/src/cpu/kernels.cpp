@@ -1,9 +1,9 @@
 //===- kernels.cpp - CPU kernels of the tp ops ----------------------------===//
 //
+// cpu::Name of the forward's calls (tprt/Calls.def), on host tensors; the
+// dispatch layer (src/ops/) calls them on a context that runs on the CPU.
 // f32 compute. Matrix products go to the GEMM library (Gemm.h); the rest are
-// loops parallelized with OpenMP over independent rows, heads or elements. On a
-// context that runs on the GPU each entry point hands over to the CUDA
-// kernel of the same op (TPRT_ON_CUDA).
+// loops parallelized with OpenMP over independent rows, heads or elements.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,8 +12,8 @@
 #include "KernelUtils.h"
 #include "Vector.h"
 #include "WeightFormCache.h"
-#include "cuda/Cuda.h"
-#include "tprt/Rope.h"
+#include "common/Rotary.h"
+#include "ops/Backends.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -29,9 +29,8 @@
 
 namespace tprt {
 
-Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table,
-                 int64_t slot) {
-  TPRT_ON_CUDA(ctx, embedding(ctx, ids, table))
+Tensor cpu::embedding(Context &ctx, const Tensor &ids, const Tensor &table,
+                      int64_t slot) {
   if (ids.dtype() != DType::I64)
     fatal("embedding: ids must be int64, got " + ids.describe());
   if (table.rank() != 2 || table.dtype() == DType::I64 || table.onGpu())
@@ -57,9 +56,8 @@ Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table,
   return out;
 }
 
-Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
-                                const Tensor &table) {
-  TPRT_ON_CUDA(ctx, embedding_vocab_parallel(ctx, ids, table))
+Tensor cpu::embedding_vocab_parallel(Context &ctx, const Tensor &ids,
+                                     const Tensor &table) {
   if (ids.dtype() != DType::I64 || table.rank() != 2 ||
       table.dtype() == DType::I64 || table.onGpu())
     fatal("embedding_vocab_parallel: ids must be int64 and the table a 2-D "
@@ -86,9 +84,8 @@ Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
   return out;
 }
 
-Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
-  TPRT_ON_CUDA(ctx, all_reduce_sum(ctx, x))
-  TPRT_IN_F32(x, all_reduce_sum(ctx, widened(x)))
+Tensor cpu::all_reduce_sum(Context &ctx, const Tensor &x) {
+  TPRT_IN_F32(x, cpu::all_reduce_sum(ctx, widened(x)))
   requireF32(x, "all_reduce_sum", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -96,51 +93,27 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
   return out;
 }
 
-Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x) {
+Tensor cpu::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
   Tensor taken = std::move(x);
   x = Tensor();
-  if (taken.onGpu() || taken.dtype() != DType::F32 || !taken.soleOwner())
-    return all_reduce_sum(ctx, taken);
+  if (taken.dtype() != DType::F32 || !taken.soleOwner())
+    return cpu::all_reduce_sum(ctx, taken);
   ctx.tp().allReduceSum(taken.f32(), taken.numel());
   return taken;
 }
 
-Tensor all_reduce_sum_start(Context &ctx, const Tensor &x) {
-  TPRT_ON_CUDA(ctx, all_reduce_sum_start(ctx, x))
+Tensor cpu::all_reduce_sum_start(Context &ctx, const Tensor &x) {
   // Another type is summed whole, in an f32 copy narrowed after the sum.
   if (x.dtype() != DType::F32)
-    return all_reduce_sum(ctx, x);
+    return cpu::all_reduce_sum(ctx, x);
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
   ctx.tp().startAllReduceSum(out.f32(), out.numel());
   return out;
 }
 
-Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x) {
-  Tensor taken = std::move(x);
-  x = Tensor();
-  if (taken.dtype() != DType::F32 || !taken.soleOwner())
-    return all_reduce_sum_start(ctx, taken);
-  ctx.tp().startAllReduceSum(taken.f32(), taken.numel());
-  return taken;
-}
-
-Tensor all_reduce_sum_wait_consuming(Context &ctx, Tensor &pending) {
-  ctx.tp().finishAllReduceSum();
-  Tensor taken = std::move(pending);
-  pending = Tensor();
-  return taken;
-}
-
-Tensor all_reduce_sum_wait(Context &ctx, const Tensor &pending) {
-  Tensor shared = pending;
-  Tensor sum = all_reduce_sum_wait_consuming(ctx, shared);
-  return scale(ctx, sum, 1.0); // a copy: the result is a new tensor
-}
-
-Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_ON_CUDA(ctx, all_gather(ctx, x, axis))
-  TPRT_IN_F32(x, all_gather(ctx, widened(x), axis))
+Tensor cpu::all_gather(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cpu::all_gather(ctx, widened(x), axis))
   requireF32(x, "all_gather", "the input");
   AxisView v(x, axis, "all_gather");
   int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
@@ -167,9 +140,8 @@ Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
-Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_ON_CUDA(ctx, reduce_scatter_sum(ctx, x, axis))
-  TPRT_IN_F32(x, reduce_scatter_sum(ctx, widened(x), axis))
+Tensor cpu::reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cpu::reduce_scatter_sum(ctx, widened(x), axis))
   requireF32(x, "reduce_scatter_sum", "the input");
   AxisView v(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
@@ -190,9 +162,8 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
-Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_ON_CUDA(ctx, all_slice(ctx, x, axis))
-  TPRT_IN_F32(x, all_slice(ctx, widened(x), axis))
+Tensor cpu::all_slice(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cpu::all_slice(ctx, widened(x), axis))
   requireF32(x, "all_slice", "the input");
   AxisView v(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
@@ -225,8 +196,8 @@ static Tensor linearInBf16(Context &ctx, const Tensor &x, const Tensor &w,
   return out;
 }
 
-Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, int64_t slot) {
-  TPRT_ON_CUDA(ctx, linear(ctx, x, w))
+Tensor cpu::linear(Context &ctx, const Tensor &x, const Tensor &w,
+                   int64_t slot) {
   if (w.rank() != 2 || x.rank() < 1 || x.dim(-1) != w.dim(1))
     fatal("linear: input " + x.describe() + " does not match weight " +
           w.describe() + " ([out, in])");
@@ -235,7 +206,7 @@ Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, int64_t slot) {
   shape.back() = outF;
   if (Tensor out = linearInBf16(ctx, x, w, shape, 1, rows); out.defined())
     return out;
-  TPRT_IN_F32(x, linear(ctx, widened(x), widened(w)))
+  TPRT_IN_F32(x, cpu::linear(ctx, widened(x), widened(w)))
   requireF32(x, "linear", "the input");
   requireF32(w, "linear", "the weight");
   Tensor out = ctx.placed(slot, DType::F32, shape);
@@ -261,10 +232,9 @@ static void addBiasInPlace(Tensor &out, const Tensor &bias, const char *op) {
       o[r * features + j] += b[j];
 }
 
-Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
-                int64_t slot) {
-  TPRT_ON_CUDA(ctx, bias_add(ctx, x, bias))
-  TPRT_IN_F32(x, bias_add(ctx, widened(x), widened(bias)))
+Tensor cpu::bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
+                     int64_t slot) {
+  TPRT_IN_F32(x, cpu::bias_add(ctx, widened(x), widened(bias)))
   requireF32(x, "bias_add", "the input");
   Tensor out = ctx.placed(slot, DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -272,24 +242,17 @@ Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
   return out;
 }
 
-Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                   const Tensor &bias, int64_t slot) {
-  Tensor out = linear(ctx, x, w, slot);
-#ifdef TPRT_WITH_CUDA
-  if (out.onGpu() && out.dtype() == DType::F32) {
-    cuda::addBias(out, bias, "linear");
-    return out;
-  }
-#endif
+Tensor cpu::linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
+                        const Tensor &bias, int64_t slot) {
+  Tensor out = cpu::linear(ctx, x, w, slot);
   if (reducedType(out) != DType::F32)
-    return bias_add(ctx, out, bias);
+    return cpu::bias_add(ctx, out, bias);
   addBiasInPlace(out, bias, "linear");
   return out;
 }
 
-Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
-                  int64_t slot) {
-  TPRT_ON_CUDA(ctx, linear_bmm(ctx, x, w))
+Tensor cpu::linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
+                       int64_t slot) {
   if (w.rank() != 2 || x.rank() != 3 || x.dim(-1) != w.dim(1))
     fatal("linear_bmm: input " + x.describe() + " does not match weight " +
           w.describe() + " ([out, in], 3-D input)");
@@ -297,7 +260,7 @@ Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
   if (Tensor out = linearInBf16(ctx, x, w, {batch, seq, outF}, batch, seq);
       out.defined())
     return out;
-  TPRT_IN_F32(x, linear_bmm(ctx, widened(x), widened(w)))
+  TPRT_IN_F32(x, cpu::linear_bmm(ctx, widened(x), widened(w)))
   requireF32(x, "linear_bmm", "the input");
   requireF32(w, "linear_bmm", "the weight");
   Tensor out = ctx.placed(slot, DType::F32, {batch, seq, outF});
@@ -307,17 +270,11 @@ Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
   return out;
 }
 
-Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &bias, int64_t slot) {
-  Tensor out = linear_bmm(ctx, x, w, slot);
-#ifdef TPRT_WITH_CUDA
-  if (out.onGpu() && out.dtype() == DType::F32) {
-    cuda::addBias(out, bias, "linear_bmm");
-    return out;
-  }
-#endif
+Tensor cpu::linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
+                            const Tensor &bias, int64_t slot) {
+  Tensor out = cpu::linear_bmm(ctx, x, w, slot);
   if (reducedType(out) != DType::F32)
-    return bias_add(ctx, out, bias);
+    return cpu::bias_add(ctx, out, bias);
   addBiasInPlace(out, bias, "linear_bmm");
   return out;
 }
@@ -472,33 +429,34 @@ static Tensor swigluProduct(Context &ctx, const Tensor &x, const Tensor &wg,
   return out;
 }
 
-Tensor linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
-                     const Tensor &wu) {
+Tensor cpu::linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
+                          const Tensor &wu) {
   return swigluProduct(ctx, x, wg, wu, /*bmm=*/false);
 }
 
-Tensor linear_bmm_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
-                         const Tensor &wu) {
+Tensor cpu::linear_bmm_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
+                              const Tensor &wu) {
   return swigluProduct(ctx, x, wg, wu, /*bmm=*/true);
 }
 
-Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                        const Tensor &w1) {
+Tensors cpu::linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                             const Tensor &w1) {
   return siblingProducts(ctx, x, {&w0, &w1}, /*bmm=*/false);
 }
 
-Tensors linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                        const Tensor &w1, const Tensor &w2) {
+Tensors cpu::linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                             const Tensor &w1, const Tensor &w2) {
   return siblingProducts(ctx, x, {&w0, &w1, &w2}, /*bmm=*/false);
 }
 
-Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                            const Tensor &w1) {
+Tensors cpu::linear_bmm_siblings(Context &ctx, const Tensor &x,
+                                 const Tensor &w0, const Tensor &w1) {
   return siblingProducts(ctx, x, {&w0, &w1}, /*bmm=*/true);
 }
 
-Tensors linear_bmm_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                            const Tensor &w1, const Tensor &w2) {
+Tensors cpu::linear_bmm_siblings(Context &ctx, const Tensor &x,
+                                 const Tensor &w0, const Tensor &w1,
+                                 const Tensor &w2) {
   return siblingProducts(ctx, x, {&w0, &w1, &w2}, /*bmm=*/true);
 }
 
@@ -543,38 +501,26 @@ static Tensor linearWithEpilogue(Context &ctx, const Tensor &x, const Tensor &w,
                                         : mul(ctx, silu(ctx, y), other);
 }
 
-Tensor linear_add(Context &ctx, const Tensor &x, const Tensor &w,
-                  const Tensor &other) {
+Tensor cpu::linear_add(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &other) {
   return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::Add, false);
 }
 
-Tensor linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
-                      const Tensor &other) {
+Tensor cpu::linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &other) {
   return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::Add, true);
 }
 
-Tensor linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other, int64_t slot) {
+Tensor cpu::linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
+                            const Tensor &other, int64_t slot) {
   return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, false,
                             slot);
 }
 
-Tensor linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other, int64_t slot) {
+Tensor cpu::linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
+                                const Tensor &other, int64_t slot) {
   return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, true,
                             slot);
-}
-
-Tensor linear_add_once(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other) {
-  return ctx.tp().rank() == 0 ? linear_add(ctx, x, w, other)
-                              : linear(ctx, x, w);
-}
-
-Tensor linear_bmm_add_once(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other) {
-  return ctx.tp().rank() == 0 ? linear_bmm_add(ctx, x, w, other)
-                              : linear_bmm(ctx, x, w);
 }
 
 /// The consuming adds: the product added into the residual's storage by a
@@ -595,32 +541,32 @@ static Tensor linearAddInto(Context &ctx, const Tensor &x, const Tensor &w,
              : linear_add(ctx, x, w, residual);
 }
 
-Tensor linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
-                            Tensor &other) {
+Tensor cpu::linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                                 Tensor &other) {
   return linearAddInto(ctx, x, w, other, /*bmm=*/false, /*once=*/false);
 }
 
-Tensor linear_bmm_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
-                                Tensor &other) {
+Tensor cpu::linear_bmm_add_consuming(Context &ctx, const Tensor &x,
+                                     const Tensor &w, Tensor &other) {
   return linearAddInto(ctx, x, w, other, /*bmm=*/true, /*once=*/false);
 }
 
-Tensor linear_add_once_consuming(Context &ctx, const Tensor &x, const Tensor &w,
-                                 Tensor &other) {
+Tensor cpu::linear_add_once_consuming(Context &ctx, const Tensor &x,
+                                      const Tensor &w, Tensor &other) {
   return linearAddInto(ctx, x, w, other, /*bmm=*/false, /*once=*/true);
 }
 
-Tensor linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
-                                     const Tensor &w, Tensor &other) {
+Tensor cpu::linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
+                                          const Tensor &w, Tensor &other) {
   return linearAddInto(ctx, x, w, other, /*bmm=*/true, /*once=*/true);
 }
 
-Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
-                double offset, int64_t group, int64_t slot) {
-  TPRT_ON_CUDA(ctx, rms_norm(ctx, x, w, eps, offset, group))
+Tensor cpu::rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
+                     double offset, int64_t group, int64_t slot) {
   bool bf16 = onHostAsBf16(x);
   if (!bf16)
-    TPRT_IN_F32(x, rms_norm(ctx, widened(x), widened(w), eps, offset, group))
+    TPRT_IN_F32(x,
+                cpu::rms_norm(ctx, widened(x), widened(w), eps, offset, group))
   Tensor wf = widened(w);
   requireF32(wf, "rms_norm", "the weight");
   int64_t features = x.dim(-1);
@@ -656,112 +602,29 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
   return out;
 }
 
-namespace {
-/// The cos and sin of every position and frequency of one rotary call.
-struct RotaryTables {
-  /// `scaleSeq`: the length the length-dependent types (dynamic,
-  /// longrope) scale for: `seq` but for a padded sequence.
-  int64_t seq = -1, scaleSeq = -1, rotaryDim = 0;
-  double theta = 0;
-  RopeScaling scaling;
-  bool transpose = false;
-  std::vector<float> cosT, sinT;
-
-  bool serves(int64_t seq, int64_t scaleSeq, int64_t rotaryDim, double theta,
-              const RopeScaling &s, bool transpose) const {
-    const RopeScaling &t = scaling;
-    return this->seq == seq && this->scaleSeq == scaleSeq &&
-           this->rotaryDim == rotaryDim && this->theta == theta &&
-           this->transpose == transpose && t.type == s.type &&
-           t.factor == s.factor && t.lowFreqFactor == s.lowFreqFactor &&
-           t.highFreqFactor == s.highFreqFactor &&
-           t.originalMaxPositions == s.originalMaxPositions &&
-           t.betaFast == s.betaFast && t.betaSlow == s.betaSlow &&
-           t.truncate == s.truncate && t.attentionFactor == s.attentionFactor &&
-           t.shortFactor == s.shortFactor && t.longFactor == s.longFactor;
-  }
-};
-} // namespace
-
-/// The tables of the last rotary call on this thread, recomputed when a
-/// call asks for others: a forward pass's queries and keys in every layer
-/// share one set (a training step's backward, the transposed one).
-static const RotaryTables &rotaryTables(int64_t seq, int64_t scaleSeq,
-                                        int64_t rotaryDim, double theta,
-                                        const RopeScaling &s, bool transpose) {
-  thread_local RotaryTables last;
-  if (last.serves(seq, scaleSeq, rotaryDim, theta, s, transpose))
-    return last;
-  int64_t half = rotaryDim / 2;
-  // As HF computes it: f32 inverse frequencies, f32 angle = position * freq;
-  // cos and sin (in f32) times the attention factor.
-  const float amplitude = static_cast<float>(s.attentionFactor);
-  std::vector<float> freq(half);
-  ropeInverseFrequencies(freq.data(), rotaryDim, theta, s, scaleSeq);
-  last = RotaryTables{seq, scaleSeq, rotaryDim, theta, s, transpose, {}, {}};
-  last.cosT.resize(seq * half);
-  last.sinT.resize(seq * half);
-  for (int64_t p = 0; p < seq; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      float angle = static_cast<float>(p) * freq[i];
-      last.cosT[p * half + i] = std::cos(angle) * amplitude;
-      // The transpose rotates by the opposite angle (the backward).
-      last.sinT[p * half + i] =
-          std::sin(angle) * amplitude * (transpose ? -1 : 1);
-    }
-  return last;
-}
-
-Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
-              double theta, bool interleaved, int64_t ropeType, double factor,
-              double lowFreqFactor, double highFreqFactor,
-              int64_t originalMaxPositions, double betaFast, double betaSlow,
-              bool truncate, double attentionFactor, bool transpose,
-              std::vector<double> shortFactor, std::vector<double> longFactor,
-              int64_t slot) {
+Tensor cpu::rotary(Context &ctx, const Tensor &x, int64_t headDim,
+                   int64_t rotaryDim, double theta, bool interleaved,
+                   int64_t ropeType, double factor, double lowFreqFactor,
+                   double highFreqFactor, int64_t originalMaxPositions,
+                   double betaFast, double betaSlow, bool truncate,
+                   double attentionFactor, bool transpose,
+                   std::vector<double> shortFactor,
+                   std::vector<double> longFactor, int64_t slot) {
   if (!onHostAsBf16(x))
-    TPRT_IN_F32(x,
-                rotary(ctx, widened(x), headDim, rotaryDim, theta, interleaved,
-                       ropeType, factor, lowFreqFactor, highFreqFactor,
-                       originalMaxPositions, betaFast, betaSlow, truncate,
-                       attentionFactor, transpose, shortFactor, longFactor))
+    TPRT_IN_F32(x, cpu::rotary(ctx, widened(x), headDim, rotaryDim, theta,
+                               interleaved, ropeType, factor, lowFreqFactor,
+                               highFreqFactor, originalMaxPositions, betaFast,
+                               betaSlow, truncate, attentionFactor, transpose,
+                               shortFactor, longFactor))
   if (!x.defined() || (x.dtype() != DType::F32 && !onHostAsBf16(x)))
     requireF32(x, "rotary", "the input");
-  if (x.rank() != 3 || headDim <= 0 || x.dim(2) % headDim != 0)
-    fatal("rotary: input " + x.describe() + " is not [B, S, H * " +
-          std::to_string(headDim) + "]");
-  if (rotaryDim <= 0)
-    rotaryDim = headDim;
+  RotaryPlan plan = planRotary(
+      ctx, x, headDim, rotaryDim, theta, ropeType, factor, lowFreqFactor,
+      highFreqFactor, originalMaxPositions, betaFast, betaSlow, truncate,
+      attentionFactor, transpose, shortFactor, longFactor);
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
-          half = rotaryDim / 2;
-  if (ropeType < 0 || ropeType > static_cast<int64_t>(RopeType::Longrope))
-    fatal("rotary: unknown rope type " + std::to_string(ropeType));
-  if (ropeType == static_cast<int64_t>(RopeType::Longrope) &&
-      (static_cast<int64_t>(shortFactor.size()) != half ||
-       static_cast<int64_t>(longFactor.size()) != half))
-    fatal("rotary: LongRoPE takes " + std::to_string(half) +
-          " short and long factors, got " + std::to_string(shortFactor.size()) +
-          " and " + std::to_string(longFactor.size()));
-  RopeScaling scaling{static_cast<RopeType>(ropeType),
-                      factor,
-                      lowFreqFactor,
-                      highFreqFactor,
-                      originalMaxPositions,
-                      betaFast,
-                      betaSlow,
-                      truncate,
-                      attentionFactor,
-                      shortFactor,
-                      longFactor};
-  // A sequence padded for sequence parallelism scales for its real length.
-  int64_t scaleSeq =
-      ctx.unpaddedSequence() > 0 ? std::min(seq, ctx.unpaddedSequence()) : seq;
-  const RotaryTables &tables =
-      rotaryTables(seq, scaleSeq, rotaryDim, theta, scaling, transpose);
-  const std::vector<float> &cosT = tables.cosT, &sinT = tables.sinT;
-  // The tables are the CPU's on either device: what raising checked.
-  TPRT_ON_CUDA(
-      ctx, rotary(x, headDim, rotaryDim, interleaved, cosT.data(), sinT.data()))
+          half = plan.rotaryDim / 2;
+  const std::vector<float> &cosT = plan.tables->cosT, &sinT = plan.tables->sinT;
   // Rows of [B * S, H * headDim] from `first` on, in to o.
   int64_t width = heads * headDim;
   auto rotate = [&](const float *in, float *o, int64_t first, int64_t rows) {
@@ -799,15 +662,14 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
   return out;
 }
 
-Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
-                 const Tensor &v, const Tensor &keyMask, int64_t heads,
-                 int64_t kvHeads, int64_t headDim, double scale, bool causal,
-                 int64_t window, double softcap, int64_t slot) {
-  TPRT_ON_CUDA(ctx, attention(ctx, q, k, v, keyMask, heads, kvHeads, headDim,
-                              scale, causal, window, softcap))
-  TPRT_IN_F32(q,
-              attention(ctx, widened(q), widened(k), widened(v), keyMask, heads,
-                        kvHeads, headDim, scale, causal, window, softcap))
+Tensor cpu::attention(Context &ctx, const Tensor &q, const Tensor &k,
+                      const Tensor &v, const Tensor &keyMask, int64_t heads,
+                      int64_t kvHeads, int64_t headDim, double scale,
+                      bool causal, int64_t window, double softcap,
+                      int64_t slot) {
+  TPRT_IN_F32(q, cpu::attention(ctx, widened(q), widened(k), widened(v),
+                                keyMask, heads, kvHeads, headDim, scale, causal,
+                                window, softcap))
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim, "attention");
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;
@@ -866,29 +728,23 @@ static Tensor activationOf(Context &ctx, const Tensor &x, cpu::Activation f,
   return out;
 }
 
-Tensor silu(Context &ctx, const Tensor &x, int64_t slot) {
-  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Silu, 0, "silu"))
+Tensor cpu::silu(Context &ctx, const Tensor &x, int64_t slot) {
   if (!onHostAsBf16(x))
-    TPRT_IN_F32(x, silu(ctx, widened(x)))
+    TPRT_IN_F32(x, cpu::silu(ctx, widened(x)))
   return activationOf(ctx, x, cpu::Activation::Silu, "silu", slot);
 }
 
-Tensor gelu(Context &ctx, const Tensor &x, bool tanhApproximation,
-            int64_t slot) {
-  TPRT_ON_CUDA(
-      ctx,
-      unary(x, tanhApproximation ? cuda::Unary::GeluTanh : cuda::Unary::Gelu, 0,
-            "gelu"))
+Tensor cpu::gelu(Context &ctx, const Tensor &x, bool tanhApproximation,
+                 int64_t slot) {
   if (!onHostAsBf16(x))
-    TPRT_IN_F32(x, gelu(ctx, widened(x), tanhApproximation))
+    TPRT_IN_F32(x, cpu::gelu(ctx, widened(x), tanhApproximation))
   return activationOf(ctx, x,
                       tanhApproximation ? cpu::Activation::GeluTanh
                                         : cpu::Activation::Gelu,
                       "gelu", slot);
 }
 
-Tensor relu_squared(Context &ctx, const Tensor &x, int64_t slot) {
-  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::ReluSquared, 0, "relu_squared"))
+Tensor cpu::relu_squared(Context &ctx, const Tensor &x, int64_t slot) {
   return unaryMap(
       x, "relu_squared", [](float v) { return v > 0 ? v * v : 0.0f; }, &ctx,
       slot);
@@ -912,16 +768,14 @@ sameShapeElementwise(Context &ctx, const Tensor &a, const Tensor &b,
   return out;
 }
 
-Tensor add(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot) {
-  TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Add, "add"))
+Tensor cpu::add(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot) {
   if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
     return sameShapeElementwise(ctx, a, b, cpu::addBf16, slot);
   return binaryMap(
       a, b, "add", [](float x, float y) { return x + y; }, &ctx, slot);
 }
 
-Tensor mul(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot) {
-  TPRT_ON_CUDA(ctx, binary(a, b, cuda::Binary::Mul, "mul"))
+Tensor cpu::mul(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot) {
   if (onHostAsBf16(a) && onHostAsBf16(b) && a.shape() == b.shape())
     return sameShapeElementwise(ctx, a, b, cpu::mulBf16, slot);
   if (a.dtype() == DType::F32 && b.dtype() == DType::F32 &&
@@ -931,23 +785,20 @@ Tensor mul(Context &ctx, const Tensor &a, const Tensor &b, int64_t slot) {
       a, b, "mul", [](float x, float y) { return x * y; }, &ctx, slot);
 }
 
-Tensor scale(Context &ctx, const Tensor &x, double factor, int64_t slot) {
+Tensor cpu::scale(Context &ctx, const Tensor &x, double factor, int64_t slot) {
   float f = static_cast<float>(factor);
-  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Scale, f, "scale"))
   return unaryMap(
       x, "scale", [f](float v) { return v * f; }, &ctx, slot);
 }
 
-Tensor softcap(Context &ctx, const Tensor &x, double cap, int64_t slot) {
+Tensor cpu::softcap(Context &ctx, const Tensor &x, double cap, int64_t slot) {
   float c = static_cast<float>(cap);
-  TPRT_ON_CUDA(ctx, unary(x, cuda::Unary::Softcap, c, "softcap"))
   return unaryMap(
       x, "softcap", [c](float v) { return c * std::tanh(v / c); }, &ctx, slot);
 }
 
-Tensor feature_slice(Context &ctx, const Tensor &x, int64_t offset,
-                     int64_t size, int64_t slot) {
-  TPRT_ON_CUDA(ctx, feature_slice(ctx, x, offset, size))
+Tensor cpu::feature_slice(Context &ctx, const Tensor &x, int64_t offset,
+                          int64_t size, int64_t slot) {
   int64_t width = x.rank() ? x.dim(-1) : 0;
   int64_t rows = requireFeatureRange(x, offset, size, width, "feature_slice");
   std::vector<int64_t> shape = x.shape();

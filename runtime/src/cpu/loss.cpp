@@ -12,7 +12,7 @@
 #include "Gemm.h"
 #include "KernelUtils.h"
 #include "Vector.h"
-#include "cuda/Cuda.h"
+#include "ops/Backends.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -272,85 +272,64 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
   return {total, dx, dw};
 }
 
-/// The separate ops tp.linear_cross_entropy stands for: a bf16 program's
-/// types, and the CUDA backend.
-Tensors linearCrossEntropyUnfused(Context &ctx, const Tensor &x,
-                                  const Tensor &w, const Tensor &ids,
-                                  const Tensor &mask, bool vocabParallel) {
-  Tensor logits = linear(ctx, x, w);
-  Tensors loss = vocabParallel
-                     ? cross_entropy_vocab_parallel(ctx, logits, ids, mask)
-                     : cross_entropy(ctx, logits, ids, mask);
-  Tensor dlogits =
-      cross_entropy_grad(ctx, logits, ids, mask, loss[1], vocabParallel);
-  release(logits);
-  return {loss[0], linear_grad_input(ctx, dlogits, w),
-          linear_grad_weight(ctx, dlogits, x)};
-}
-
 } // namespace
 
-Tensors linear_cross_entropy(Context &ctx, const Tensor &x, const Tensor &w,
-                             const Tensor &ids, const Tensor &mask) {
-  if (x.onGpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32)
-    return linearCrossEntropyUnfused(ctx, x, w, ids, mask, false);
+Tensors cpu::linear_cross_entropy(Context &ctx, const Tensor &x,
+                                  const Tensor &w, const Tensor &ids,
+                                  const Tensor &mask) {
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32)
+    return composed::linear_cross_entropy(ctx, x, w, ids, mask);
   return linearCrossEntropy(ctx, x, w, ids, mask, false);
 }
 
-Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
-                                            const Tensor &w, const Tensor &ids,
-                                            const Tensor &mask) {
-  if (x.onGpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32)
-    return linearCrossEntropyUnfused(ctx, x, w, ids, mask, true);
+Tensors cpu::linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
+                                                 const Tensor &w,
+                                                 const Tensor &ids,
+                                                 const Tensor &mask) {
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32)
+    return composed::linear_cross_entropy_vocab_parallel(ctx, x, w, ids, mask);
   return linearCrossEntropy(ctx, x, w, ids, mask, true);
 }
 
-Tensors accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
-                                        const Tensor &w, const Tensor &ids,
-                                        const Tensor &mask, const char *fqn,
-                                        int64_t splitDim, bool owned,
-                                        bool vocabParallel) {
-  if (x.onGpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32) {
-    Tensors r = vocabParallel
-                    ? linear_cross_entropy_vocab_parallel(ctx, x, w, ids, mask)
-                    : linear_cross_entropy(ctx, x, w, ids, mask);
-    accumulate_grad(ctx, r[2], w, fqn, splitDim, owned);
-    return {r[0], r[1]};
-  }
+Tensors cpu::accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
+                                             const Tensor &w, const Tensor &ids,
+                                             const Tensor &mask,
+                                             const char *fqn, int64_t splitDim,
+                                             bool owned, bool vocabParallel) {
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32)
+    return composed::accumulate_linear_cross_entropy(
+        ctx, x, w, ids, mask, fqn, splitDim, owned, vocabParallel);
   Context::GradBuffer &buffer = ctx.gradBuffer(w, fqn);
   bool first = buffer.takeFirst(splitDim, owned);
   return linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel,
                             buffer.grad.f32(), first);
 }
 
-Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
-                      const Tensor &mask) {
-  TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, false))
+Tensors cpu::cross_entropy(Context &ctx, const Tensor &logits,
+                           const Tensor &ids, const Tensor &mask) {
   // As transformers' loss upcasts the logits: loss and lse in f32.
   if (!onHostAsBf16(logits) && reducedType(logits) != DType::F32)
-    return cross_entropy(ctx, widened(logits), ids, mask);
+    return cpu::cross_entropy(ctx, widened(logits), ids, mask);
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/false);
 }
 
-Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
-                                     const Tensor &ids, const Tensor &mask) {
-  TPRT_ON_CUDA(ctx, cross_entropy(ctx, logits, ids, mask, true))
+Tensors cpu::cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
+                                          const Tensor &ids,
+                                          const Tensor &mask) {
   if (!onHostAsBf16(logits) && reducedType(logits) != DType::F32)
-    return cross_entropy_vocab_parallel(ctx, widened(logits), ids, mask);
+    return cpu::cross_entropy_vocab_parallel(ctx, widened(logits), ids, mask);
   return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
 }
 
-Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
-                          const Tensor &mask, const Tensor &lse,
-                          bool vocabParallel) {
-  TPRT_ON_CUDA(ctx,
-               cross_entropy_grad(ctx, logits, ids, mask, lse, vocabParallel))
+Tensor cpu::cross_entropy_grad(Context &ctx, const Tensor &logits,
+                               const Tensor &ids, const Tensor &mask,
+                               const Tensor &lse, bool vocabParallel) {
   // bf16 logits are widened a block of rows at a time (mapBf16Blocks'
   // reason), the gradient rounded to bf16 as the block is done.
   bool bf16 = onHostAsBf16(logits);
   if (!bf16)
-    TPRT_IN_F32(logits, cross_entropy_grad(ctx, widened(logits), ids, mask, lse,
-                                           vocabParallel))
+    TPRT_IN_F32(logits, cpu::cross_entropy_grad(ctx, widened(logits), ids, mask,
+                                                lse, vocabParallel))
   LossShape s(logits, ids, mask, "cross_entropy_grad", bf16);
   requireF32(lse, "cross_entropy_grad", "lse");
   if (lse.shape() != ids.shape())

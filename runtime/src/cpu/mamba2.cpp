@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelUtils.h"
-#include "cuda/Cuda.h"
+#include "ops/Backends.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -136,23 +136,20 @@ void gatedNorm(const Mamba2Shape &m, const float *p, const float *y,
 
 } // namespace
 
-Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
-                    const Tensor &convWeight, const Tensor &convBias,
-                    const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
-                    const Tensor &normWeight, const Tensor &outProj,
-                    const Tensor &keyMask, int64_t heads, int64_t headDim,
-                    int64_t groups, int64_t state, int64_t kernel,
-                    double normEps, double dtMin, bool foldedA) {
-  TPRT_ON_CUDA(ctx,
-               mamba2_mixer(ctx, x, inProj, convWeight, convBias, dtBias, aLog,
-                            d, normWeight, outProj, keyMask, heads, headDim,
-                            groups, state, kernel, normEps, dtMin, foldedA))
-  TPRT_IN_F32(x, mamba2_mixer(ctx, widened(x), widened(inProj),
-                              widened(convWeight), widened(convBias),
-                              widened(dtBias), widened(aLog), widened(d),
-                              widened(normWeight), widened(outProj), keyMask,
-                              heads, headDim, groups, state, kernel, normEps,
-                              dtMin, foldedA))
+Tensor cpu::mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
+                         const Tensor &convWeight, const Tensor &convBias,
+                         const Tensor &dtBias, const Tensor &aLog,
+                         const Tensor &d, const Tensor &normWeight,
+                         const Tensor &outProj, const Tensor &keyMask,
+                         int64_t heads, int64_t headDim, int64_t groups,
+                         int64_t state, int64_t kernel, double normEps,
+                         double dtMin, bool foldedA) {
+  TPRT_IN_F32(x, cpu::mamba2_mixer(ctx, widened(x), widened(inProj),
+                                   widened(convWeight), widened(convBias),
+                                   widened(dtBias), widened(aLog), widened(d),
+                                   widened(normWeight), widened(outProj),
+                                   keyMask, heads, headDim, groups, state,
+                                   kernel, normEps, dtMin, foldedA))
   Mamba2Shape m("mamba2_mixer", x, inProj, convWeight, convBias, dtBias, aLog,
                 d, normWeight, outProj, keyMask, Tensor(), heads, headDim,
                 groups, state, kernel);
@@ -172,7 +169,7 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
             y.f32(), nullptr, nullptr);
 
   // 5. Output projection.
-  return linear(ctx, y, outProj);
+  return cpu::linear(ctx, y, outProj);
 }
 
 namespace {
@@ -339,25 +336,22 @@ void convolutionGrad(const Mamba2Shape &m, const Mamba2Saved &s, const float *w,
 
 } // namespace
 
-Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
-                          const Tensor &convWeight, const Tensor &convBias,
-                          const Tensor &dtBias, const Tensor &aLog,
-                          const Tensor &d, const Tensor &normWeight,
-                          const Tensor &outProj, const Tensor &keyMask,
-                          const Tensor &dout, int64_t heads, int64_t headDim,
-                          int64_t groups, int64_t state, int64_t kernel,
-                          double normEps, double dtMin, bool foldedA) {
-  TPRT_ON_CUDA(ctx, mamba2_mixer_grad(ctx, x, inProj, convWeight, convBias,
-                                      dtBias, aLog, d, normWeight, outProj,
-                                      keyMask, dout, heads, headDim, groups,
-                                      state, kernel, normEps, dtMin, foldedA))
+Tensors cpu::mamba2_mixer_grad(Context &ctx, const Tensor &x,
+                               const Tensor &inProj, const Tensor &convWeight,
+                               const Tensor &convBias, const Tensor &dtBias,
+                               const Tensor &aLog, const Tensor &d,
+                               const Tensor &normWeight, const Tensor &outProj,
+                               const Tensor &keyMask, const Tensor &dout,
+                               int64_t heads, int64_t headDim, int64_t groups,
+                               int64_t state, int64_t kernel, double normEps,
+                               double dtMin, bool foldedA) {
   if (reducedType(x, dout) != DType::F32)
     return narrowedLike(
-        mamba2_mixer_grad(ctx, widened(x), widened(inProj), widened(convWeight),
-                          widened(convBias), widened(dtBias), widened(aLog),
-                          widened(d), widened(normWeight), widened(outProj),
-                          keyMask, widened(dout), heads, headDim, groups, state,
-                          kernel, normEps, dtMin, foldedA),
+        cpu::mamba2_mixer_grad(
+            ctx, widened(x), widened(inProj), widened(convWeight),
+            widened(convBias), widened(dtBias), widened(aLog), widened(d),
+            widened(normWeight), widened(outProj), keyMask, widened(dout),
+            heads, headDim, groups, state, kernel, normEps, dtMin, foldedA),
         {&x, &inProj, &convWeight, &convBias, &dtBias, &aLog, &d, &normWeight,
          &outProj});
   Mamba2Shape m("mamba2_mixer_grad", x, inProj, convWeight, convBias, dtBias,
@@ -368,8 +362,8 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
                             kernel, normEps, dtMin, foldedA);
 
   // 5. The output projection.
-  Tensor dOutProj = linear_grad_weight(ctx, dout, s.normed);
-  Tensor dNormed = linear_grad_input(ctx, dout, outProj);
+  Tensor dOutProj = cpu::linear_grad_weight(ctx, dout, s.normed);
+  Tensor dNormed = cpu::linear_grad_input(ctx, dout, outProj);
   // 4. The gated norm: dz, then y and the gate.
   Tensor dNormWeight(DType::F32, normWeight.shape());
   Tensor dzxbcdt(DType::F32, s.zxbcdt.shape());
@@ -389,8 +383,8 @@ Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
   convolutionGrad(m, s, convWeight.f32(), kernel, dxb.data(), dzxbcdt.f32(),
                   dConvWeight.f32(), dConvBias.f32());
   // 1. The input projection and the padding mask.
-  Tensor dInProj = linear_grad_weight(ctx, dzxbcdt, s.xin);
-  Tensor dx = linear_grad_input(ctx, dzxbcdt, inProj);
+  Tensor dInProj = cpu::linear_grad_weight(ctx, dzxbcdt, s.xin);
+  Tensor dx = cpu::linear_grad_input(ctx, dzxbcdt, inProj);
   if (m.mask)
     for (int64_t t = 0; t < m.tokens; ++t)
       if (!m.kept(t))

@@ -1,11 +1,11 @@
 //===- Cuda.h - the CUDA backend of tprt ------------------------*- C++ -*-===//
 //
 // What the rest of the runtime calls when ctx.device() is Device::CUDA:
-// device memory, copies, the NCCL communicators, one kernel per op of the
-// forward and the training step (tprt.h's signatures), and the optimizer
-// step's arithmetic on gradient buffers. Every call is queued on the rank's
-// one stream, so kernels, cuBLAS and NCCL run in program order without
-// synchronization; only copies to the host wait. (The replica-gradient
+// device memory, copies, the NCCL communicators, the kernels the table's
+// calls share (each call's cuda::Name is declared in ops/Backends.h), and
+// the optimizer step's arithmetic on gradient buffers. Every call is queued on
+// the rank's one stream, so kernels, cuBLAS and NCCL run in program order
+// without synchronization; only copies to the host wait. (The replica-gradient
 // buckets' all-reduces run on a side stream of their communicator, ordered
 // with this one by events: nccl.cpp.)
 //
@@ -16,7 +16,7 @@
 #ifndef TPRT_CUDA_CUDA_H
 #define TPRT_CUDA_CUDA_H
 
-#include "tprt/tprt.h"
+#include "ops/Backends.h"
 
 #include <cstddef>
 #include <memory>
@@ -53,42 +53,16 @@ void synchronize();
 std::unique_ptr<Communicator>
 createNcclCommunicator(int color, const char *group, double timeoutSeconds);
 
-Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table);
-Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
-                                const Tensor &table);
-Tensor all_reduce_sum(Context &ctx, const Tensor &x);
-/// all_reduce_sum's first half: a copy of `x` whose sum runs on the
-/// communicator's side stream (Communicator::startAllReduceSum).
-Tensor all_reduce_sum_start(Context &ctx, const Tensor &x);
-Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis);
-Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis);
-Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis);
-Tensor feature_slice(Context &ctx, const Tensor &x, int64_t offset,
-                     int64_t size);
-Tensor feature_slice_grad(Context &ctx, const Tensor &dy, int64_t offset,
-                          int64_t width);
-Tensor linear(Context &ctx, const Tensor &x, const Tensor &w);
-Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w);
+// The table's calls (tprt/Calls.def) are declared in ops/Backends.h; these
+// are what they share.
+
 /// out[r, :] += bias over the rows of `out`, in place.
 void addBias(Tensor &out, const Tensor &bias, const char *op);
-Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias);
-Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
-                double offset, int64_t group);
-/// RoPE with the cos / sin tables the CPU kernel computes ([seq, half]
+/// RoPE with the cos / sin tables common/Rotary.h makes ([seq, half]
 /// each, host memory).
-Tensor rotary(const Tensor &x, int64_t headDim, int64_t rotaryDim,
-              bool interleaved, const float *cosTable, const float *sinTable);
-Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
-                 const Tensor &v, const Tensor &keyMask, int64_t heads,
-                 int64_t kvHeads, int64_t headDim, double scale, bool causal,
-                 int64_t window, double softcap);
-Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
-                    const Tensor &convWeight, const Tensor &convBias,
-                    const Tensor &dtBias, const Tensor &aLog, const Tensor &d,
-                    const Tensor &normWeight, const Tensor &outProj,
-                    const Tensor &keyMask, int64_t heads, int64_t headDim,
-                    int64_t groups, int64_t state, int64_t kernel,
-                    double normEps, double dtMin, bool foldedA);
+Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
+                        bool interleaved, const float *cosTable,
+                        const float *sinTable);
 
 /// The forward's per-row statistics for the backward: log-sum-exp of the
 /// masked scores and dout . out, [batch, heads, sq].
@@ -105,33 +79,14 @@ AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
 /// A tensor of zeros on the GPU (all-zero bits: +0 in every float type).
 Tensor zeros(const std::vector<int64_t> &shape, DType dtype = DType::F32);
 
-// The training step's kernels (backward.cu, loss.cu, blas.cpp).
-Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
-                      const Tensor &mask, bool vocabParallel);
-Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
-                          const Tensor &mask, const Tensor &lse,
-                          bool vocabParallel);
-Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w);
-Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x);
-Tensor sum_leading(Context &ctx, const Tensor &x);
-Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
-                      const Tensor &table, bool vocabParallel,
-                      int64_t paddingIdx);
-Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
-                      const Tensor &dy, double eps, double offset,
-                      int64_t group);
-Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
-                       const Tensor &v, const Tensor &dout,
-                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                       int64_t headDim, double scale, bool causal,
-                       int64_t window, double softcap);
+// The training step's shared kernels (backward.cu, loss.cu).
+/// cross_entropy and its vocabulary-parallel form.
+Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
+                     const Tensor &mask, bool vocabParallel);
 enum class Activation { Silu, ReluSquared, Gelu, GeluTanh, Softcap };
 /// dy * f'(x) of an activation (`parameter`: the soft cap).
 Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
                        float parameter, const char *name);
-Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas);
-void accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
-                     const char *fqn, int64_t splitDim, bool owned);
 
 // The optimizer step's arithmetic on gradient buffers (optimizer.cu).
 /// Packs `runs` (counts[r] floats each, on the GPU) one after the other
@@ -154,15 +109,6 @@ void adamwUpdate(Tensor &param, const float *g, float *m, float *v, float decay,
 void sgdUpdate(Tensor &param, const float *g, float *momentumBuffer,
                float weightDecay, float momentum, float lr, bool first);
 
-Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,
-                          const Tensor &convWeight, const Tensor &convBias,
-                          const Tensor &dtBias, const Tensor &aLog,
-                          const Tensor &d, const Tensor &normWeight,
-                          const Tensor &outProj, const Tensor &keyMask,
-                          const Tensor &dout, int64_t heads, int64_t headDim,
-                          int64_t groups, int64_t state, int64_t kernel,
-                          double normEps, double dtMin, bool foldedA);
-
 /// The elementwise ops, by kind.
 enum class Unary { Silu, Gelu, GeluTanh, ReluSquared, Scale, Softcap };
 enum class Binary { Add, Mul };
@@ -171,15 +117,5 @@ Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name);
 
 } // namespace cuda
 } // namespace tprt
-
-/// In a CPU kernel's entry point: the CUDA kernel instead when the context
-/// runs on the GPU (a context never does without the backend).
-#ifdef TPRT_WITH_CUDA
-#define TPRT_ON_CUDA(ctx, call)                                                \
-  if ((ctx).device() == ::tprt::Device::CUDA)                                  \
-    return ::tprt::cuda::call;
-#else
-#define TPRT_ON_CUDA(ctx, call)
-#endif
 
 #endif // TPRT_CUDA_CUDA_H

@@ -84,7 +84,7 @@ void gemm(Context &ctx, const char *what, DType type, int64_t m, int64_t n,
 
 } // namespace
 
-Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
+Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, int64_t) {
   DType type = productType(x, w);
   if (type == DType::F32)
     TPRT_IN_F32(x, cuda::linear(ctx, widened(x), widened(w)))
@@ -101,7 +101,7 @@ Tensor linear(Context &ctx, const Tensor &x, const Tensor &w) {
   return out;
 }
 
-Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w) {
+Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w, int64_t) {
   DType type = productType(x, w);
   if (type == DType::F32)
     TPRT_IN_F32(x, cuda::linear_bmm(ctx, widened(x), widened(w)))

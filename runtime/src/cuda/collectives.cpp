@@ -118,7 +118,8 @@ static void copyByteRuns(void *dst, size_t dstPitch, const void *src,
         "cudaMemcpy2DAsync");
 }
 
-Tensor feature_slice(Context &, const Tensor &x, int64_t offset, int64_t size) {
+Tensor feature_slice(Context &, const Tensor &x, int64_t offset, int64_t size,
+                     int64_t) {
   requireGpu(x, x.dtype(), "feature_slice", "the input");
   int64_t width = x.rank() ? x.dim(-1) : 0;
   int64_t rows = requireFeatureRange(x, offset, size, width, "feature_slice");

@@ -425,7 +425,8 @@ void runAttention(const Tensor &q, const Tensor &k, const Tensor &v,
 
 } // namespace
 
-Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table) {
+Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table,
+                 int64_t) {
   return embed(ctx, ids, table, /*vocabParallel=*/false, "embedding");
 }
 
@@ -543,7 +544,7 @@ void addBias(Tensor &out, const Tensor &bias, const char *op) {
   checkLaunch(op);
 }
 
-Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias) {
+Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias, int64_t) {
   TPRT_IN_F32(x, cuda::bias_add(ctx, widened(x), widened(bias)))
   requireGpu(x, DType::F32, "bias_add", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
@@ -553,7 +554,7 @@ Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias) {
 }
 
 Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
-                double offset, int64_t group) {
+                double offset, int64_t group, int64_t) {
   TPRT_IN_F32(x,
               cuda::rms_norm(ctx, widened(x), widened(w), eps, offset, group))
   requireGpu(x, DType::F32, "rms_norm", "the input");
@@ -575,8 +576,9 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
   return out;
 }
 
-Tensor rotary(const Tensor &x, int64_t headDim, int64_t rotaryDim,
-              bool interleaved, const float *cosTable, const float *sinTable) {
+Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
+                        bool interleaved, const float *cosTable,
+                        const float *sinTable) {
   requireGpu(x, DType::F32, "rotary", "the input");
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
@@ -601,7 +603,7 @@ Tensor rotary(const Tensor &x, int64_t headDim, int64_t rotaryDim,
 Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &keyMask, int64_t heads,
                  int64_t kvHeads, int64_t headDim, double scale, bool causal,
-                 int64_t window, double softcap) {
+                 int64_t window, double softcap, int64_t) {
   TPRT_IN_F32(q, cuda::attention(ctx, widened(q), widened(k), widened(v),
                                  keyMask, heads, kvHeads, headDim, scale,
                                  causal, window, softcap))

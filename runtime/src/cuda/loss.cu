@@ -137,11 +137,11 @@ void checkLoss(const Tensor &logits, const Tensor &ids, const Tensor &mask,
 
 } // namespace
 
-Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
-                      const Tensor &mask, bool vocabParallel) {
+Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
+                     const Tensor &mask, bool vocabParallel) {
   // As transformers' loss upcasts the logits: loss and lse in f32.
   if (reducedType(logits) != DType::F32)
-    return cuda::cross_entropy(ctx, widened(logits), ids, mask, vocabParallel);
+    return crossEntropy(ctx, widened(logits), ids, mask, vocabParallel);
   const char *op =
       vocabParallel ? "cross_entropy_vocab_parallel" : "cross_entropy";
   checkLoss(logits, ids, mask, op);

@@ -1,0 +1,35 @@
+//===- Collectives.cpp - the all-reduce halves over a communicator --------===//
+//
+// The Runtime entries of tprt/Calls.def that only hand a tensor's storage
+// to the group's communicator, whichever device it is on (MPI on the host,
+// NCCL on the GPU).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tprt/tprt.h"
+
+namespace tprt {
+
+Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x) {
+  Tensor taken = std::move(x);
+  x = Tensor();
+  if (taken.dtype() != DType::F32 || !taken.soleOwner())
+    return all_reduce_sum_start(ctx, taken);
+  ctx.tp().startAllReduceSum(taken.f32(), taken.numel());
+  return taken;
+}
+
+Tensor all_reduce_sum_wait_consuming(Context &ctx, Tensor &pending) {
+  ctx.tp().finishAllReduceSum();
+  Tensor taken = std::move(pending);
+  pending = Tensor();
+  return taken;
+}
+
+Tensor all_reduce_sum_wait(Context &ctx, const Tensor &pending) {
+  Tensor shared = pending;
+  Tensor sum = all_reduce_sum_wait_consuming(ctx, shared);
+  return scale(ctx, sum, 1.0); // a copy: the result is a new tensor
+}
+
+} // namespace tprt
