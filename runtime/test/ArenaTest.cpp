@@ -50,10 +50,10 @@ TEST(Arena, LargerResultsAndSlotMinusOneAreAllocatedApart) {
 
 TEST(Arena, KernelsWriteTheirResultIntoTheirSlot) {
   Tensor x = randomTensor({2, 3, 8}, 1), w = randomTensor({16, 8}, 2);
-  Tensor unplaced = linear(ctx(), x, w);
+  Tensor unplaced = linear(ctx(), x, w, LinearForm::Flat);
   ActivationArena arena(ctx(), kPlan, 2, 128, ids(2, 3));
   Tensor at = ctx().placed(0, DType::F32, {2, 3, 16});
-  Tensor y = linear(ctx(), x, w, 0);
+  Tensor y = linear(ctx(), x, w, LinearForm::Flat, 0);
   EXPECT_EQ(y.raw(), at.raw());
   EXPECT_EQ(0, std::memcmp(y.raw(), unplaced.raw(), unplaced.bytes()));
   Tensor small = randomTensor({2, 3, 4}, 3);

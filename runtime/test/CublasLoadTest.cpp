@@ -27,7 +27,7 @@ bool mapsCublas() {
 
 TEST(CublasLoad, OnlyTheGpuBackendOpensCublas) {
   Tensor x = randomTensor({2, 3, 8}, 1), w = randomTensor({4, 8}, 2);
-  Tensor y = linear(ctx(), x, w);
+  Tensor y = linear(ctx(), x, w, LinearForm::Flat);
   ASSERT_EQ(y.shape(), (std::vector<int64_t>{2, 3, 4}));
   EXPECT_FALSE(cuda::cublasLoaded());
   EXPECT_FALSE(mapsCublas()) << "a CPU program mapped libcublas";

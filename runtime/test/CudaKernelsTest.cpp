@@ -122,12 +122,20 @@ void testElementwise(Context &c, Context &g) {
 void testLinear(Context &c, Context &g) {
   Tensor x = randomTensor({2, 9, 48}, 3), w = randomTensor({40, 48}, 4),
          b = randomTensor({40}, 5), dy = randomTensor({2, 9, 40}, 6);
-  expectClose("linear", linear(c, x, w), linear(g, gpu(x), gpu(w)));
-  expectClose("linear_bias", linear_bias(c, x, w, b),
-              linear_bias(g, gpu(x), gpu(w), gpu(b)));
-  expectClose("linear_bmm", linear_bmm(c, x, w), linear_bmm(g, gpu(x), gpu(w)));
-  expectClose("linear_bmm_bias", linear_bmm_bias(c, x, w, b),
-              linear_bmm_bias(g, gpu(x), gpu(w), gpu(b)));
+  expectClose("linear", linear(c, x, w, LinearForm::Flat),
+              linear(g, gpu(x), gpu(w), LinearForm::Flat));
+  expectClose(
+      "linear_bias",
+      linear_epilogue(c, x, w, b, LinearForm::Flat, LinearEpilogue::Bias),
+      linear_epilogue(g, gpu(x), gpu(w), gpu(b), LinearForm::Flat,
+                      LinearEpilogue::Bias));
+  expectClose("linear_bmm", linear(c, x, w, LinearForm::Bmm),
+              linear(g, gpu(x), gpu(w), LinearForm::Bmm));
+  expectClose(
+      "linear_bmm_bias",
+      linear_epilogue(c, x, w, b, LinearForm::Bmm, LinearEpilogue::Bias),
+      linear_epilogue(g, gpu(x), gpu(w), gpu(b), LinearForm::Bmm,
+                      LinearEpilogue::Bias));
   expectClose("bias_add", bias_add(c, dy, b), bias_add(g, gpu(dy), gpu(b)));
   expectClose("linear_grad_input", linear_grad_input(c, dy, w),
               linear_grad_input(g, gpu(dy), gpu(w)));
@@ -136,8 +144,9 @@ void testLinear(Context &c, Context &g) {
   expectClose("sum_leading", sum_leading(c, dy), sum_leading(g, gpu(dy)));
   // On a world of one rank: add_once adds, and the consuming all-reduce is
   // the identity that leaves the caller's tensor empty.
-  expectClose("linear_add_once", linear_add_once(c, x, w, dy),
-              linear_add_once(g, gpu(x), gpu(w), gpu(dy)));
+  expectClose("linear_add_once",
+              linear_add(c, x, w, dy, LinearForm::Flat, true),
+              linear_add(g, gpu(x), gpu(w), gpu(dy), LinearForm::Flat, true));
   Tensor taken = gpu(dy);
   expectClose("all_reduce_sum_consuming", dy,
               all_reduce_sum_consuming(g, taken));
@@ -157,10 +166,10 @@ void testAutocast(Context &c, Context &g16) {
   Tensor x = randomTensor({2, 9, 48}, 50), w = randomTensor({40, 48}, 51),
          dy = randomTensor({2, 9, 40}, 52);
   Tensor xr = roundBf16(x), wr = roundBf16(w), dyr = roundBf16(dy);
-  expectClose("linear autocast bf16", linear(c, xr, wr),
-              linear(g16, gpu(x), gpu(w)));
-  expectClose("linear_bmm autocast bf16", linear_bmm(c, xr, wr),
-              linear_bmm(g16, gpu(x), gpu(w)));
+  expectClose("linear autocast bf16", linear(c, xr, wr, LinearForm::Flat),
+              linear(g16, gpu(x), gpu(w), LinearForm::Flat));
+  expectClose("linear_bmm autocast bf16", linear(c, xr, wr, LinearForm::Bmm),
+              linear(g16, gpu(x), gpu(w), LinearForm::Bmm));
   expectClose("linear_grad_input autocast bf16", linear_grad_input(c, dyr, wr),
               linear_grad_input(g16, gpu(dy), gpu(w)));
   expectClose("linear_grad_weight autocast bf16",
@@ -187,11 +196,16 @@ void testBf16Programs(Context &c, Context &g) {
          dy = bf16(randomTensor({2, 9, 40}, 64)),
          y = bf16(randomTensor({2, 9, 48}, 65)),
          norm = bf16(randomTensor({48}, 66));
-  expectClose("bf16 linear", linear(c, x, w), linear(g, gpu(x), gpu(w)), tol);
-  expectClose("bf16 linear_bias", linear_bias(c, x, w, b),
-              linear_bias(g, gpu(x), gpu(w), gpu(b)), tol);
-  expectClose("bf16 linear_bmm", linear_bmm(c, x, w),
-              linear_bmm(g, gpu(x), gpu(w)), tol);
+  expectClose("bf16 linear", linear(c, x, w, LinearForm::Flat),
+              linear(g, gpu(x), gpu(w), LinearForm::Flat), tol);
+  expectClose(
+      "bf16 linear_bias",
+      linear_epilogue(c, x, w, b, LinearForm::Flat, LinearEpilogue::Bias),
+      linear_epilogue(g, gpu(x), gpu(w), gpu(b), LinearForm::Flat,
+                      LinearEpilogue::Bias),
+      tol);
+  expectClose("bf16 linear_bmm", linear(c, x, w, LinearForm::Bmm),
+              linear(g, gpu(x), gpu(w), LinearForm::Bmm), tol);
   expectClose("bf16 linear_grad_input", linear_grad_input(c, dy, w),
               linear_grad_input(g, gpu(dy), gpu(w)), tol);
   expectClose("bf16 linear_grad_weight", linear_grad_weight(c, dy, x),

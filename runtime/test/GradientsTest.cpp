@@ -59,7 +59,9 @@ TEST(Gradients, Linear) {
   Tensor x = randomTensor({2, 3, 8}, 1), w = randomTensor({5, 8}, 2),
          b = randomTensor({5}, 3), r = randomTensor({2, 3, 5}, 4);
   auto loss = [&](std::vector<Tensor> &in) {
-    return dot(linear_bias(ctx(), in[0], in[1], in[2]), r);
+    return dot(linear_epilogue(ctx(), in[0], in[1], in[2], LinearForm::Flat,
+                               LinearEpilogue::Bias),
+               r);
   };
   std::vector<Tensor> inputs = {x, w, b};
   checkDirectional(inputs, 0, loss, linear_grad_input(ctx(), r, w), 5);

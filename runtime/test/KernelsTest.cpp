@@ -54,10 +54,12 @@ TEST(Kernels, LinearMatchesNaive) {
     Tensor x = randomTensor({rows, 1, in}, 1), w = randomTensor({out, in}, 2),
            b = randomTensor({out}, 3);
     auto [want, wantBias] = naiveLinear(x, w, b);
-    Tensor y = linear(ctx(), x, w);
+    Tensor y = linear(ctx(), x, w, LinearForm::Flat);
     EXPECT_EQ(y.shape(), (std::vector<int64_t>{rows, 1, out}));
     expectClose(y, want);
-    expectClose(linear_bias(ctx(), x, w, b), wantBias);
+    expectClose(
+        linear_epilogue(ctx(), x, w, b, LinearForm::Flat, LinearEpilogue::Bias),
+        wantBias);
   }
 }
 
@@ -318,17 +320,22 @@ TEST(Kernels, LinearFormsAgree) {
     Tensor x = randomTensor({batch, seq, in}, 11),
            w = randomTensor({out, in}, 12), b = randomTensor({out}, 13);
     auto [want, wantBias] = naiveLinear(x, w, b);
-    Tensor flat = linear(ctx(), x, w), bmm = linear_bmm(ctx(), x, w);
+    Tensor flat = linear(ctx(), x, w, LinearForm::Flat),
+           bmm = linear(ctx(), x, w, LinearForm::Bmm);
     EXPECT_EQ(bmm.shape(), (std::vector<int64_t>{batch, seq, out}));
     expectClose(flat, want);
     expectClose(bmm, want);
-    expectClose(linear_bmm_bias(ctx(), x, w, b), wantBias);
+    expectClose(
+        linear_epilogue(ctx(), x, w, b, LinearForm::Bmm, LinearEpilogue::Bias),
+        wantBias);
     expectClose(bias_add(ctx(), flat, b), wantBias);
-    expectClose(linear_bias(ctx(), x, w, b), wantBias);
+    expectClose(
+        linear_epilogue(ctx(), x, w, b, LinearForm::Flat, LinearEpilogue::Bias),
+        wantBias);
   }
   Tensor x2 = randomTensor({4, 3}, 14), w = randomTensor({5, 3}, 15);
-  EXPECT_EXIT(linear_bmm(ctx(), x2, w), testing::ExitedWithCode(1),
-              "linear_bmm: input .* does not match weight");
+  EXPECT_EXIT(linear(ctx(), x2, w, LinearForm::Bmm), testing::ExitedWithCode(1),
+              "linear \\(bmm\\): input .* does not match weight");
   EXPECT_EXIT(bias_add(ctx(), x2, randomTensor({4}, 16)),
               testing::ExitedWithCode(1), "bias_add: bias .* does not match");
 }
@@ -369,10 +376,12 @@ TEST(Kernels, LinearSiblingsAreEachWeightsProduct) {
   Tensor ws[] = {randomTensor({7, 16}, 62), randomTensor({3, 16}, 63),
                  randomTensor({9, 16}, 64)};
   forEachPackingAndForm([&](bool bmm) {
-    Tensors two = bmm ? linear_bmm_siblings(ctx(), x, ws[0], ws[1])
-                      : linear_siblings(ctx(), x, ws[0], ws[1]);
-    Tensors three = bmm ? linear_bmm_siblings(ctx(), x, ws[0], ws[1], ws[2])
-                        : linear_siblings(ctx(), x, ws[0], ws[1], ws[2]);
+    Tensors two =
+        bmm ? linear_siblings(ctx(), x, ws[0], ws[1], LinearForm::Bmm)
+            : linear_siblings(ctx(), x, ws[0], ws[1], LinearForm::Flat);
+    Tensors three =
+        bmm ? linear_siblings(ctx(), x, ws[0], ws[1], ws[2], LinearForm::Bmm)
+            : linear_siblings(ctx(), x, ws[0], ws[1], ws[2], LinearForm::Flat);
     ASSERT_EQ(two.size(), 2u);
     ASSERT_EQ(three.size(), 3u);
     for (int i = 0; i < 3; ++i) {
@@ -385,7 +394,7 @@ TEST(Kernels, LinearSiblingsAreEachWeightsProduct) {
   });
   ConstantWeights packing;
   Tensor v0 = randomTensor({7, 16}, 65), v1 = randomTensor({3, 16}, 66);
-  Tensors other = linear_siblings(ctx(), x, v0, v1);
+  Tensors other = linear_siblings(ctx(), x, v0, v1, LinearForm::Flat);
   expectClose(other[0], naiveProduct(x, v0));
   expectClose(other[1], naiveProduct(x, v1));
   // Views of one allocation that start at one element but differ in shape
@@ -393,12 +402,13 @@ TEST(Kernels, LinearSiblingsAreEachWeightsProduct) {
   Tensor base = randomTensor({12, 16}, 68);
   Tensor longer = Tensor::view(base, 0, {7, 16}),
          shorter = Tensor::view(base, 0, {5, 16});
-  expectClose(linear_siblings(ctx(), x, longer, v1)[0],
+  expectClose(linear_siblings(ctx(), x, longer, v1, LinearForm::Flat)[0],
               naiveProduct(x, longer));
-  Tensors viewed = linear_siblings(ctx(), x, shorter, v1);
+  Tensors viewed = linear_siblings(ctx(), x, shorter, v1, LinearForm::Flat);
   expectClose(viewed[0], naiveProduct(x, shorter));
   expectClose(viewed[1], naiveProduct(x, v1));
-  EXPECT_EXIT(linear_siblings(ctx(), x, ws[0], randomTensor({3, 8}, 67)),
+  EXPECT_EXIT(linear_siblings(ctx(), x, ws[0], randomTensor({3, 8}, 67),
+                              LinearForm::Flat),
               testing::ExitedWithCode(1), "linear: input .* does not match");
 }
 
@@ -415,8 +425,8 @@ TEST(Kernels, LinearSwigluIsSiluOfGateTimesUp) {
   for (size_t i = 0; i < g.size(); ++i)
     want[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
   forEachPackingAndForm([&](bool bmm) {
-    Tensor h = bmm ? linear_bmm_swiglu(ctx(), x, wg, wu)
-                   : linear_swiglu(ctx(), x, wg, wu);
+    Tensor h = bmm ? linear_swiglu(ctx(), x, wg, wu, LinearForm::Bmm)
+                   : linear_swiglu(ctx(), x, wg, wu, LinearForm::Flat);
     EXPECT_EQ(h.shape(), (std::vector<int64_t>{2, 1500, 40}));
     expectClose(h, want, 1e-4);
   });
@@ -488,16 +498,17 @@ TEST(Kernels, AutocastBf16RoundsTheOperandsOfEveryProduct) {
   };
   {
     Autocast bf16;
-    expectNear(linear(ctx(), x, w), wantY, 1e-5, "linear");
-    expectNear(linear_bmm(ctx(), x, w), wantY, 1e-5, "linear_bmm");
+    expectNear(linear(ctx(), x, w, LinearForm::Flat), wantY, 1e-5, "linear");
+    expectNear(linear(ctx(), x, w, LinearForm::Bmm), wantY, 1e-5, "linear_bmm");
     expectNear(linear_grad_input(ctx(), dy, w), wantDx, 1e-5, "grad input");
     expectNear(linear_grad_weight(ctx(), dy, x), wantDw, 1e-5, "grad weight");
     ConstantWeights constant;
-    expectNear(linear(ctx(), x, w), wantY, 1e-5, "packed linear");
+    expectNear(linear(ctx(), x, w, LinearForm::Flat), wantY, 1e-5,
+               "packed linear");
   }
   // Without autocast the products are f32's, which the rounding moves by
   // far more than the bound above.
-  Tensor f32 = linear(ctx(), x, w);
+  Tensor f32 = linear(ctx(), x, w, LinearForm::Flat);
   double moved = 0;
   for (int64_t i = 0; i < f32.numel(); ++i)
     moved = std::max(moved, std::fabs(f32.f32()[i] - wantY[i]));
@@ -539,11 +550,14 @@ TEST(Kernels, ReducedPrecisionKernelsRoundTheirOutputOnce) {
           acc += double(xf.f32()[r * in + i]) * wf.f32()[j * in + i];
         product[r * out + j] = acc;
       }
-    expectWithinUlp(linear(ctx(), x, w), dtype, product, "linear");
-    expectWithinUlp(linear_bmm(ctx(), x, w), dtype, product, "linear_bmm");
+    expectWithinUlp(linear(ctx(), x, w, LinearForm::Flat), dtype, product,
+                    "linear");
+    expectWithinUlp(linear(ctx(), x, w, LinearForm::Bmm), dtype, product,
+                    "linear_bmm");
     {
       ConstantWeights constant;
-      expectWithinUlp(linear(ctx(), x, w), dtype, product, "packed linear");
+      expectWithinUlp(linear(ctx(), x, w, LinearForm::Flat), dtype, product,
+                      "packed linear");
     }
     // The backward's products: dx = dy w, dw = dy^T x.
     Tensor dy = randomTensor({1, rows, out}, 64).to(dtype);
@@ -559,7 +573,8 @@ TEST(Kernels, ReducedPrecisionKernelsRoundTheirOutputOnce) {
     expectWithinUlp(linear_grad_input(ctx(), dy, w), dtype, dx, "grad input");
     expectWithinUlp(linear_grad_weight(ctx(), dy, x), dtype, dw, "grad weight");
     // An f32 weight (a kept f32 LoRA factor) under a reduced activation.
-    expectWithinUlp(linear(ctx(), x, wf), dtype, product, "f32 weight");
+    expectWithinUlp(linear(ctx(), x, wf, LinearForm::Flat), dtype, product,
+                    "f32 weight");
 
     std::vector<double> silu(x.numel());
     for (int64_t i = 0; i < x.numel(); ++i) {
@@ -616,9 +631,11 @@ TEST(Kernels, PackedWeightsMatchNaive) {
   for (auto [batch, seq] : {std::pair{1, 33}, {4, 33}, {1, 1}, {3, 64}}) {
     Tensor x = randomTensor({batch, seq, 80}, 23 + batch * seq);
     auto [want, wantBias] = naiveLinear(x, w, b);
-    expectClose(linear(ctx(), x, w), want);
-    expectClose(linear_bmm(ctx(), x, w), want);
-    expectClose(linear_bias(ctx(), x, w, b), wantBias);
+    expectClose(linear(ctx(), x, w, LinearForm::Flat), want);
+    expectClose(linear(ctx(), x, w, LinearForm::Bmm), want);
+    expectClose(
+        linear_epilogue(ctx(), x, w, b, LinearForm::Flat, LinearEpilogue::Bias),
+        wantBias);
   }
 }
 
@@ -645,9 +662,11 @@ TEST(Kernels, LinearsInBlocksMatchNaive) {
     for (size_t i = 0; i < sum.size(); ++i)
       sum[i] += residual.f32()[i];
     // f32 sums of 1100 products: rounding reaches 1e-5 of them.
-    expectClose(linear(ctx(), x, w), want, 1e-4);
-    expectClose(linear_bmm(ctx(), x, w), want, 1e-4);
-    expectClose(linear_bmm_add_consuming(ctx(), x, w, residual), sum, 1e-4);
+    expectClose(linear(ctx(), x, w, LinearForm::Flat), want, 1e-4);
+    expectClose(linear(ctx(), x, w, LinearForm::Bmm), want, 1e-4);
+    expectClose(
+        linear_add_consuming(ctx(), x, w, residual, LinearForm::Bmm, false),
+        sum, 1e-4);
   }
   // The gradient for the input, dx = dy w: 1100 features of depth 70.
   int64_t rows = 300;
@@ -686,9 +705,10 @@ TEST(Kernels, ConsumingAddsMatchNaive) {
         Tensor residual = Tensor::uninitialized(DType::F32, original.shape());
         std::copy_n(original.f32(), original.numel(), residual.f32());
         const void *storage = residual.raw();
-        Tensor sum = form == 0
-                         ? linear_add_consuming(ctx(), x, w, residual)
-                         : linear_bmm_add_consuming(ctx(), x, w, residual);
+        Tensor sum = form == 0 ? linear_add_consuming(ctx(), x, w, residual,
+                                                      LinearForm::Flat, false)
+                               : linear_add_consuming(ctx(), x, w, residual,
+                                                      LinearForm::Bmm, false);
         EXPECT_FALSE(residual.defined());
         expectClose(sum, want);
         // MKL and OpenBLAS add into the residual; oneDNN's epilogue writes
@@ -699,7 +719,8 @@ TEST(Kernels, ConsumingAddsMatchNaive) {
       }
       Tensor shared = randomTensor({batch, seq, 96}, 83 + batch * seq);
       Tensor view = Tensor::view(shared, 0, {shared.numel()});
-      Tensor sum = linear_add_consuming(ctx(), x, w, shared);
+      Tensor sum =
+          linear_add_consuming(ctx(), x, w, shared, LinearForm::Flat, false);
       expectClose(sum, want);
       for (int64_t i = 0; i < view.numel(); ++i)
         ASSERT_EQ(view.f32()[i], original.f32()[i]);
@@ -731,14 +752,19 @@ TEST(Kernels, LinearEpiloguesMatchNaiveAndTheSeparateOps) {
       for (bool bmm : {false, true}) {
         SCOPED_TRACE(testing::Message() << "packed " << packed << " bmm " << bmm
                                         << " batch " << batch);
-        Tensor added = bmm ? linear_bmm_add(ctx(), x, w, other)
-                           : linear_add(ctx(), x, w, other);
-        Tensor gatedOut = bmm ? linear_bmm_silu_mul(ctx(), x, w, other)
-                              : linear_silu_mul(ctx(), x, w, other);
+        Tensor added =
+            bmm ? linear_add(ctx(), x, w, other, LinearForm::Bmm, false)
+                : linear_add(ctx(), x, w, other, LinearForm::Flat, false);
+        Tensor gatedOut =
+            bmm ? linear_epilogue(ctx(), x, w, other, LinearForm::Bmm,
+                                  LinearEpilogue::SiluMul)
+                : linear_epilogue(ctx(), x, w, other, LinearForm::Flat,
+                                  LinearEpilogue::SiluMul);
         EXPECT_EQ(added.shape(), other.shape());
         expectClose(added, sum);
         expectClose(gatedOut, gated);
-        Tensor y = bmm ? linear_bmm(ctx(), x, w) : linear(ctx(), x, w);
+        Tensor y = bmm ? linear(ctx(), x, w, LinearForm::Bmm)
+                       : linear(ctx(), x, w, LinearForm::Flat);
         Tensor separateSum = add(ctx(), y, other),
                separateGated = mul(ctx(), silu(ctx(), y), other);
         EXPECT_EQ(0, std::memcmp(added.raw(), separateSum.raw(),
@@ -758,7 +784,7 @@ TEST(Kernels, LinearEpiloguesMatchNaiveAndTheSeparateOps) {
   std::vector<double> sum(product.size());
   for (size_t i = 0; i < product.size(); ++i)
     sum[i] = product[i] + other.to(DType::F32).f32()[i];
-  Tensor added = linear_add(ctx(), x, wb, other);
+  Tensor added = linear_add(ctx(), x, wb, other, LinearForm::Flat, false);
   EXPECT_EQ(added.dtype(), DType::BF16);
   expectClose(added.to(DType::F32), sum, 1e-2);
 }
@@ -771,14 +797,17 @@ TEST(Kernels, PackedWeightsFollowTheirAllocation) {
   // glibc hands the freed block of one iteration to the next.
   for (unsigned seed = 32; seed < 40; ++seed) {
     Tensor w = randomTensor({48, 64}, seed), b = randomTensor({48}, 1);
-    expectClose(linear(ctx(), x, w), naiveLinear(x, w, b).first);
+    expectClose(linear(ctx(), x, w, LinearForm::Flat),
+                naiveLinear(x, w, b).first);
   }
   Tensor base = randomTensor({2, 48, 64}, 41);
   Tensor top = Tensor::view(base, 0, {48, 64}),
          bottom = Tensor::view(base, 48 * 64, {48, 64});
   Tensor b = randomTensor({48}, 1);
-  expectClose(linear(ctx(), x, top), naiveLinear(x, top, b).first);
-  expectClose(linear(ctx(), x, bottom), naiveLinear(x, bottom, b).first);
+  expectClose(linear(ctx(), x, top, LinearForm::Flat),
+              naiveLinear(x, top, b).first);
+  expectClose(linear(ctx(), x, bottom, LinearForm::Flat),
+              naiveLinear(x, bottom, b).first);
 }
 
 TEST(Kernels, EmbeddingGathersRowsAndRejectsBadIds) {

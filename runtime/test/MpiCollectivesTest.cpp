@@ -218,9 +218,10 @@ void checkEpilogueAddOnce(tprt::Communicator *comm, int r, int n,
       }
     return same;
   };
-  tprt::Tensor partial = tprt::linear_add_once(ctx, x, w, residual);
+  tprt::Tensor partial = tprt::linear_add(
+      ctx, x, w, residual, tprt::LinearForm::Flat, /*once=*/true);
   check(carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, partial)),
-        "linear_add_once: the residual once in the sum");
+        "linear_add once: the residual once in the sum");
   // The consuming forms take the residual on every rank (rank 0 may add
   // the product into it), in both forms.
   for (bool bmm : {false, true}) {
@@ -229,12 +230,13 @@ void checkEpilogueAddOnce(tprt::Communicator *comm, int r, int n,
     std::copy_n(residual.f32(), 4, taken.f32());
     tprt::Tensor x3 = tprt::Tensor::uninitialized(tprt::DType::F32, {1, 2, 3});
     std::copy_n(x.f32(), 6, x3.f32());
-    tprt::Tensor sum =
-        bmm ? tprt::linear_bmm_add_once_consuming(ctx, x3, w, taken)
-            : tprt::linear_add_once_consuming(ctx, x3, w, taken);
+    tprt::Tensor sum = tprt::linear_add_consuming(
+        ctx, x3, w, taken, bmm ? tprt::LinearForm::Bmm : tprt::LinearForm::Flat,
+        /*once=*/true);
     check(!taken.defined() &&
               carriesResidualOnce(tprt::all_reduce_sum_consuming(ctx, sum)),
-          bmm ? "linear_bmm_add_once_consuming" : "linear_add_once_consuming");
+          bmm ? "linear_add_consuming once (bmm)"
+              : "linear_add_consuming once");
   }
 }
 

@@ -8,8 +8,8 @@
 // CHECK: tprt::Tensor tprt_model_forward(tprt::Context& [[C:v[0-9]+]], tprt::Tensor [[I:v[0-9]+]], tprt::Tensor [[M:v[0-9]+]]) {
 // CHECK: tprt::ActivationArena {{v[0-9]+}} = tprt::ActivationArena([[C]], tprt_model_forward_buffers, 2, 128, [[I]]);
 // CHECK: tprt::Tensor [[H:v[0-9]+]] = tprt::embedding([[C]], [[I]], {{v[0-9]+}}, 0);
-// CHECK: tprt::linear([[C]], [[H]], {{v[0-9]+}}, 1);
-// CHECK: tprt::linear([[C]], {{v[0-9]+}}, {{v[0-9]+}}, -1);
+// CHECK: tprt::linear([[C]], [[H]], {{v[0-9]+}}, tprt::LinearForm::Flat, 1);
+// CHECK: tprt::linear([[C]], {{v[0-9]+}}, {{v[0-9]+}}, tprt::LinearForm::Flat, -1);
 module attributes {onnx.file = "m.onnx"} {
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}, %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
       %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "model.embed_tokens.weight", file = "m.onnx", offset = 0, length = 256, transposed = false>},

@@ -7,10 +7,10 @@
 // the input is released after that later reader.
 // The IR keeps no trace of the choice.
 // CHECK-LABEL: tprt::Tensor tprt_model_forward(
-// CHECK: tprt::Tensor [[P:v[0-9]+]] = tprt::linear_add_once([[C:v[0-9]+]], [[X:v[0-9]+]], [[W:v[0-9]+]], [[X]]);
+// CHECK: tprt::Tensor [[P:v[0-9]+]] = tprt::linear_add([[C:v[0-9]+]], [[X:v[0-9]+]], [[W:v[0-9]+]], [[X]], tprt::LinearForm::Flat, true);
 // CHECK-NEXT: tprt::Tensor [[S:v[0-9]+]] = tprt::all_reduce_sum_consuming([[C]], [[P]]);
 // CHECK-NOT: tprt::release([[P]])
-// CHECK: tprt::Tensor [[Q:v[0-9]+]] = tprt::linear([[C]], [[S]], [[W]], -1);
+// CHECK: tprt::Tensor [[Q:v[0-9]+]] = tprt::linear([[C]], [[S]], [[W]], tprt::LinearForm::Flat, -1);
 // CHECK: tprt::Tensor [[T:v[0-9]+]] = tprt::all_reduce_sum([[C]], [[Q]]);
 // CHECK-NEXT: tprt::Tensor [[U:v[0-9]+]] = tprt::add([[C]], [[Q]], [[T]], -1);
 // CHECK-NEXT: tprt::release([[T]]);
@@ -34,8 +34,8 @@ module {
 // A residual add's product goes into the residual when the add is the
 // residual's last reader; a residual read again stays the caller's.
 // CHECK-LABEL: tprt::Tensor tprt_model_forward(
-// CHECK: tprt::Tensor [[H:v[0-9]+]] = tprt::linear_add([[C:v[0-9]+]], [[X:v[0-9]+]], [[W:v[0-9]+]], [[R:v[0-9]+]]);
-// CHECK: tprt::Tensor {{v[0-9]+}} = tprt::linear_add_consuming([[C]], [[H]], [[W]], [[R]]);
+// CHECK: tprt::Tensor [[H:v[0-9]+]] = tprt::linear_add([[C:v[0-9]+]], [[X:v[0-9]+]], [[W:v[0-9]+]], [[R:v[0-9]+]], tprt::LinearForm::Flat, false);
+// CHECK: tprt::Tensor {{v[0-9]+}} = tprt::linear_add_consuming([[C]], [[H]], [[W]], [[R]], tprt::LinearForm::Flat, false);
 // CHECK-NOT: tprt::release([[R]])
 // CHECK: return
 module {

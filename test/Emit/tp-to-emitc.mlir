@@ -13,7 +13,7 @@
 // CHECK: verbatim "// /model/embed_tokens/Gather"
 // CHECK-NEXT: %[[H:.*]] = call_opaque "tprt::embedding"(%[[CTX]], %[[IDS]], %[[E]])
 // CHECK: %[[N:.*]] = call_opaque "tprt::rms_norm"(%[[CTX]], %[[H]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 9.9999999999999995E-7, 1.000000e+00, 0, -1]}
-// CHECK: %[[L:.*]] = call_opaque "tprt::linear_bias"(%[[CTX]], %[[N]], %[[W]], %{{.*}})
+// CHECK: %[[L:.*]] = call_opaque "tprt::linear_epilogue"(%[[CTX]], %[[N]], %[[W]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"tprt::LinearForm::Flat">, #emitc.opaque<"tprt::LinearEpilogue::Bias">, -1]}
 // CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 2, 2, 4, 5.000000e-01, true, 3, 0.000000e+00, -1]}
 // CHECK: call_opaque "tprt::attention"(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"tprt::Tensor()">, 2, 2, 4, 5.000000e-01, false, 0, 0.000000e+00, -1]}
 // CHECK: call_opaque "tprt::gelu"(%[[CTX]], %{{.*}}) {args = [0 : index, 1 : index, true, -1]}

@@ -164,6 +164,10 @@ StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
     return "const char *";
   case RuntimeArg::DType:
     return "tprt::DType";
+  case RuntimeArg::LinearForm:
+    return "tprt::LinearForm";
+  case RuntimeArg::LinearEpilogue:
+    return "tprt::LinearEpilogue";
   case RuntimeArg::Shape:
     return "std::vector<int64_t>";
   case RuntimeArg::Reals:
@@ -198,6 +202,8 @@ static bool matches(const RuntimeCall::Arg &arg, RuntimeArg kind) {
     return std::holds_alternative<bool>(arg);
   case RuntimeArg::CString:
   case RuntimeArg::DType:
+  case RuntimeArg::LinearForm:
+  case RuntimeArg::LinearEpilogue:
     return std::holds_alternative<std::string>(arg);
   case RuntimeArg::Shape:
     return std::holds_alternative<SmallVector<int64_t>>(arg);

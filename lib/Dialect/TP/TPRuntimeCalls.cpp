@@ -36,83 +36,82 @@ LogicalResult EmbeddingOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-// The linear and mm forms are one flattened product; bmm multiplies each
-// [seq, in] slice.
-static constexpr RuntimeSignature kLinear[] = {
-    calls::linear, calls::linear_bias, calls::linear_bmm,
-    calls::linear_bmm_bias};
+// The linear family's runtime form: the linear and mm forms are one
+// flattened product; bmm multiplies each [seq, in] slice.
+static StringRef runtimeForm(std::optional<LinearForm> form) {
+  return form == LinearForm::Bmm ? "tprt::LinearForm::Bmm"
+                                 : "tprt::LinearForm::Flat";
+}
+
+// Without a bias, then with it (the product's epilogue).
+static constexpr RuntimeSignature kLinear[] = {calls::linear,
+                                               calls::linear_epilogue};
 
 ArrayRef<RuntimeSignature> LinearOp::getRuntimeSignatures() { return kLinear; }
 
 LogicalResult LinearOp::buildRuntimeCall(RuntimeCall &call) {
-  bool bmm = getForm() == LinearForm::Bmm;
-  call.callee(kLinear[(bmm ? 2 : 0) + (getBias() ? 1 : 0)])
-      .tensor(getX())
-      .tensor(getWeight());
-  if (Value bias = getBias())
+  Value bias = getBias();
+  call.callee(kLinear[bias ? 1 : 0]).tensor(getX()).tensor(getWeight());
+  if (bias)
     call.tensor(bias);
+  call.enumerator(runtimeForm(getForm()));
+  if (bias)
+    call.enumerator("tprt::LinearEpilogue::Bias");
   return success();
 }
 
-// The adds' consuming forms take the residual: the product may be added
-// into its storage.
-static constexpr RuntimeSignature kLinearAddConsuming[] = {
-    calls::linear_add_consuming, calls::linear_bmm_add_consuming,
-    calls::linear_add_once_consuming, calls::linear_bmm_add_once_consuming};
-
-// Per epilogue (in the order of its enum), the linear then the bmm form.
+// The adds (add, add_once), whose consuming form takes the residual: the
+// product may be added into its storage; then silu_mul.
 static constexpr RuntimeSignature kLinearEpilogue[] = {
-    calls::withConsuming(calls::linear_add, kLinearAddConsuming[0]),
-    calls::withConsuming(calls::linear_bmm_add, kLinearAddConsuming[1]),
-    calls::linear_silu_mul,
-    calls::linear_bmm_silu_mul,
-    calls::withConsuming(calls::linear_add_once, kLinearAddConsuming[2]),
-    calls::withConsuming(calls::linear_bmm_add_once, kLinearAddConsuming[3])};
+    calls::withConsuming(calls::linear_add, calls::linear_add_consuming),
+    calls::linear_epilogue};
 
 ArrayRef<RuntimeSignature> LinearEpilogueOp::getRuntimeSignatures() {
   return kLinearEpilogue;
 }
 
 LogicalResult LinearEpilogueOp::buildRuntimeCall(RuntimeCall &call) {
-  bool bmm = getForm() == LinearForm::Bmm;
-  int epilogue = 2 * static_cast<int>(getEpilogue());
-  call.callee(kLinearEpilogue[epilogue + (bmm ? 1 : 0)])
+  bool siluMul = getEpilogue() == Epilogue::SiluMul;
+  call.callee(kLinearEpilogue[siluMul ? 1 : 0])
       .tensor(getX())
       .tensor(getWeight())
-      .tensor(getOther());
+      .tensor(getOther())
+      .enumerator(runtimeForm(getForm()));
+  if (siluMul)
+    call.enumerator("tprt::LinearEpilogue::SiluMul");
+  else
+    call.flag(getEpilogue() == Epilogue::AddOnce);
   return success();
 }
 
-static constexpr RuntimeSignature kLinearSwiglu[] = {calls::linear_swiglu,
-                                                     calls::linear_bmm_swiglu};
+static constexpr RuntimeSignature kLinearSwiglu[] = {calls::linear_swiglu};
 
 ArrayRef<RuntimeSignature> LinearSwigluOp::getRuntimeSignatures() {
   return kLinearSwiglu;
 }
 
 LogicalResult LinearSwigluOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kLinearSwiglu[getForm() == LinearForm::Bmm ? 1 : 0])
+  call.callee(kLinearSwiglu[0])
       .tensor(getX())
       .tensor(getGate())
-      .tensor(getUp());
+      .tensor(getUp())
+      .enumerator(runtimeForm(getForm()));
   return success();
 }
 
-// Overloads by the number of weights, then the bmm form's.
-static constexpr RuntimeSignature kLinearSiblings[] = {
-    calls::linear_siblings2, calls::linear_siblings3,
-    calls::linear_bmm_siblings2, calls::linear_bmm_siblings3};
+// Overloads by the number of weights.
+static constexpr RuntimeSignature kLinearSiblings[] = {calls::linear_siblings2,
+                                                       calls::linear_siblings3};
 
 ArrayRef<RuntimeSignature> LinearSiblingsOp::getRuntimeSignatures() {
   return kLinearSiblings;
 }
 
 LogicalResult LinearSiblingsOp::buildRuntimeCall(RuntimeCall &call) {
-  bool bmm = getForm() == LinearForm::Bmm;
-  call.callee(kLinearSiblings[(bmm ? 2 : 0) + getWeights().size() - 2])
-      .tensor(getX());
+  call.callee(kLinearSiblings[getWeights().size() - 2]).tensor(getX());
   for (Value weight : getWeights())
     call.tensor(weight);
+  call.enumerator(runtimeForm(getForm()));
   return success();
 }
 

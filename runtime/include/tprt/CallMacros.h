@@ -60,6 +60,8 @@
 #define TPRT_TYPE_Shape std::vector<int64_t>
 #define TPRT_TYPE_Reals std::vector<double>
 #define TPRT_TYPE_Strings std::vector<std::string>
+#define TPRT_TYPE_LinearForm ::tprt::LinearForm
+#define TPRT_TYPE_LinearEpilogue ::tprt::LinearEpilogue
 #define TPRT_TYPE_Slot int64_t
 
 #define TPRT_DEFAULT_Tensor
@@ -75,6 +77,8 @@
 #define TPRT_DEFAULT_Shape
 #define TPRT_DEFAULT_Reals
 #define TPRT_DEFAULT_Strings
+#define TPRT_DEFAULT_LinearForm
+#define TPRT_DEFAULT_LinearEpilogue
 #define TPRT_DEFAULT_Slot = -1
 
 /// The C++ result of each result kind.

@@ -487,6 +487,11 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
 /// The results of an op with several (generated code takes them apart).
 using Tensors = std::vector<Tensor>;
 
+/// How a linear's product runs (the TPLinear forms; Calls.def's linear).
+enum class LinearForm : int { Flat = 0, Bmm = 1 };
+/// What linear_epilogue applies to the product.
+enum class LinearEpilogue : int { Bias = 0, SiluMul = 1 };
+
 #define TPRT_CALL(Name, Result, Backends, Params)                              \
   TPRT_RESULT_##Result Name(Context &ctx TPRT_DECLARED_PARAMS(Params));
 #include "tprt/Calls.def"

@@ -196,8 +196,9 @@ static Tensor linearInBf16(Context &ctx, const Tensor &x, const Tensor &w,
   return out;
 }
 
-Tensor cpu::linear(Context &ctx, const Tensor &x, const Tensor &w,
-                   int64_t slot) {
+/// The flat form: x's leading dimensions are the product's rows.
+static Tensor linearFlat(Context &ctx, const Tensor &x, const Tensor &w,
+                         int64_t slot) {
   if (w.rank() != 2 || x.rank() < 1 || x.dim(-1) != w.dim(1))
     fatal("linear: input " + x.describe() + " does not match weight " +
           w.describe() + " ([out, in])");
@@ -206,7 +207,7 @@ Tensor cpu::linear(Context &ctx, const Tensor &x, const Tensor &w,
   shape.back() = outF;
   if (Tensor out = linearInBf16(ctx, x, w, shape, 1, rows); out.defined())
     return out;
-  TPRT_IN_F32(x, cpu::linear(ctx, widened(x), widened(w)))
+  TPRT_IN_F32(x, linearFlat(ctx, widened(x), widened(w), -1))
   requireF32(x, "linear", "the input");
   requireF32(w, "linear", "the weight");
   Tensor out = ctx.placed(slot, DType::F32, shape);
@@ -242,27 +243,19 @@ Tensor cpu::bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
   return out;
 }
 
-Tensor cpu::linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                        const Tensor &bias, int64_t slot) {
-  Tensor out = cpu::linear(ctx, x, w, slot);
-  if (reducedType(out) != DType::F32)
-    return cpu::bias_add(ctx, out, bias);
-  addBiasInPlace(out, bias, "linear");
-  return out;
-}
-
-Tensor cpu::linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
-                       int64_t slot) {
+/// The bmm form: each [seq, in] slice of a 3-D x times w^T.
+static Tensor linearBmm(Context &ctx, const Tensor &x, const Tensor &w,
+                        int64_t slot) {
   if (w.rank() != 2 || x.rank() != 3 || x.dim(-1) != w.dim(1))
-    fatal("linear_bmm: input " + x.describe() + " does not match weight " +
+    fatal("linear (bmm): input " + x.describe() + " does not match weight " +
           w.describe() + " ([out, in], 3-D input)");
   int64_t batch = x.dim(0), seq = x.dim(1), outF = w.dim(0);
   if (Tensor out = linearInBf16(ctx, x, w, {batch, seq, outF}, batch, seq);
       out.defined())
     return out;
-  TPRT_IN_F32(x, cpu::linear_bmm(ctx, widened(x), widened(w)))
-  requireF32(x, "linear_bmm", "the input");
-  requireF32(w, "linear_bmm", "the weight");
+  TPRT_IN_F32(x, linearBmm(ctx, widened(x), widened(w), -1))
+  requireF32(x, "linear (bmm)", "the input");
+  requireF32(w, "linear (bmm)", "the weight");
   Tensor out = ctx.placed(slot, DType::F32, {batch, seq, outF});
   if (batch > 0 && seq > 0 && outF > 0)
     cpu::linear(w, x.f32(), out.f32(), batch, seq, ctx.constantWeights(),
@@ -270,13 +263,10 @@ Tensor cpu::linear_bmm(Context &ctx, const Tensor &x, const Tensor &w,
   return out;
 }
 
-Tensor cpu::linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                            const Tensor &bias, int64_t slot) {
-  Tensor out = cpu::linear_bmm(ctx, x, w, slot);
-  if (reducedType(out) != DType::F32)
-    return cpu::bias_add(ctx, out, bias);
-  addBiasInPlace(out, bias, "linear_bmm");
-  return out;
+Tensor cpu::linear(Context &ctx, const Tensor &x, const Tensor &w,
+                   LinearForm form, int64_t slot) {
+  return form == LinearForm::Bmm ? linearBmm(ctx, x, w, slot)
+                                 : linearFlat(ctx, x, w, slot);
 }
 
 namespace {
@@ -359,12 +349,10 @@ static bool concatenable(Context &ctx, const Tensor &x,
 /// the separate products.
 static Tensors siblingProducts(Context &ctx, const Tensor &x,
                                const std::vector<const Tensor *> &weights,
-                               bool bmm) {
-  auto product = [&](const Tensor &w) {
-    return bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
-  };
+                               LinearForm form) {
+  auto product = [&](const Tensor &w) { return cpu::linear(ctx, x, w, form); };
   Tensors results;
-  if (!concatenable(ctx, x, weights, bmm)) {
+  if (!concatenable(ctx, x, weights, form == LinearForm::Bmm)) {
     for (const Tensor *w : weights)
       results.push_back(product(*w));
     return results;
@@ -391,22 +379,19 @@ static Tensors siblingProducts(Context &ctx, const Tensor &x,
   return results;
 }
 
-/// linear_swiglu and its bmm form. Where the library fuses epilogues
+/// linear_swiglu. Where the library fuses epilogues
 /// (oneDNN), the gate's product applies the SiLU and the product with up
 /// as post-ops; elsewhere one product over [wg; wu] and then, in blocks of
 /// rows that stay in cache, the gate's columns copied out, their SiLU
 /// (oneDNN's eltwise) and the product with up's columns: no pass over a
 /// separate gate, SiLU or up tensor in memory.
-static Tensor swigluProduct(Context &ctx, const Tensor &x, const Tensor &wg,
-                            const Tensor &wu, bool bmm) {
-  if (!concatenable(ctx, x, {&wg, &wu}, bmm) || cpu::f32EpiloguesFused() ||
-      wg.dim(0) != wu.dim(0)) {
-    Tensor up = bmm ? linear_bmm(ctx, x, wu) : linear(ctx, x, wu);
-    return bmm ? linear_bmm_silu_mul(ctx, x, wg, up)
-               : linear_silu_mul(ctx, x, wg, up);
-  }
-  Tensor both = bmm ? linear_bmm(ctx, x, concatenatedWeight({&wg, &wu}))
-                    : linear(ctx, x, concatenatedWeight({&wg, &wu}));
+Tensor cpu::linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
+                          const Tensor &wu, LinearForm form) {
+  if (!concatenable(ctx, x, {&wg, &wu}, form == LinearForm::Bmm) ||
+      cpu::f32EpiloguesFused() || wg.dim(0) != wu.dim(0))
+    return cpu::linear_epilogue(ctx, x, wg, cpu::linear(ctx, x, wu, form), form,
+                                LinearEpilogue::SiluMul);
+  Tensor both = cpu::linear(ctx, x, concatenatedWeight({&wg, &wu}), form);
   int64_t width = wg.dim(0), rows = width ? both.numel() / (2 * width) : 0;
   std::vector<int64_t> shape = x.shape();
   shape.back() = width;
@@ -429,42 +414,21 @@ static Tensor swigluProduct(Context &ctx, const Tensor &x, const Tensor &wg,
   return out;
 }
 
-Tensor cpu::linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
-                          const Tensor &wu) {
-  return swigluProduct(ctx, x, wg, wu, /*bmm=*/false);
-}
-
-Tensor cpu::linear_bmm_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
-                              const Tensor &wu) {
-  return swigluProduct(ctx, x, wg, wu, /*bmm=*/true);
+Tensors cpu::linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
+                             const Tensor &w1, LinearForm form) {
+  return siblingProducts(ctx, x, {&w0, &w1}, form);
 }
 
 Tensors cpu::linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                             const Tensor &w1) {
-  return siblingProducts(ctx, x, {&w0, &w1}, /*bmm=*/false);
-}
-
-Tensors cpu::linear_siblings(Context &ctx, const Tensor &x, const Tensor &w0,
-                             const Tensor &w1, const Tensor &w2) {
-  return siblingProducts(ctx, x, {&w0, &w1, &w2}, /*bmm=*/false);
-}
-
-Tensors cpu::linear_bmm_siblings(Context &ctx, const Tensor &x,
-                                 const Tensor &w0, const Tensor &w1) {
-  return siblingProducts(ctx, x, {&w0, &w1}, /*bmm=*/true);
-}
-
-Tensors cpu::linear_bmm_siblings(Context &ctx, const Tensor &x,
-                                 const Tensor &w0, const Tensor &w1,
-                                 const Tensor &w2) {
-  return siblingProducts(ctx, x, {&w0, &w1, &w2}, /*bmm=*/true);
+                             const Tensor &w1, const Tensor &w2,
+                             LinearForm form) {
+  return siblingProducts(ctx, x, {&w0, &w1, &w2}, form);
 }
 
 /// The linear forms with an epilogue: one product whose post-ops apply it
 /// where the GEMM library has them (f32, or a bf16 program's bf16 tensors,
-/// on the host, without autocast), else the separate ops (another device,
-/// type or library: the same entry points as unfused).
-/// The host product's batch and rows when `x` and `w` (the linear form, or
+/// without autocast), else the separate calls (another type or library).
+/// The host product's batch and rows when `x` and `w` (the flat form, or
 /// with `bmm` the bmm form) can go to the CPU's GEMM with an operand
 /// `other` of the product's shape, all of `x`'s type (f32 or bf16), not
 /// under autocast; none otherwise.
@@ -485,80 +449,67 @@ hostEpilogueShape(Context &ctx, const Tensor &x, const Tensor &w,
   return std::pair(bmm ? x.dim(0) : 1, bmm ? x.dim(1) : x.numel() / w.dim(1));
 }
 
-static Tensor linearWithEpilogue(Context &ctx, const Tensor &x, const Tensor &w,
-                                 const Tensor &other, cpu::Epilogue epilogue,
-                                 bool bmm, int64_t slot = -1) {
-  if (auto batchRows = hostEpilogueShape(ctx, x, w, other, bmm)) {
-    auto [batch, rows] = *batchRows;
-    Tensor out = ctx.placed(slot, x.dtype(), other.shape());
-    if (cpu::linearEpilogue(w, x.raw(), other.raw(), out.raw(), batch, rows,
-                            ctx.constantWeights(), x.dtype() == DType::BF16,
-                            epilogue))
+/// The product with an Add or SiluMul epilogue in the GEMM's post-ops
+/// where hostEpilogueShape and the library allow; undefined otherwise.
+static Tensor fusedEpilogue(Context &ctx, const Tensor &x, const Tensor &w,
+                            const Tensor &other, cpu::Epilogue epilogue,
+                            LinearForm form, int64_t slot) {
+  auto batchRows = hostEpilogueShape(ctx, x, w, other, form == LinearForm::Bmm);
+  if (!batchRows)
+    return Tensor();
+  auto [batch, rows] = *batchRows;
+  Tensor out = ctx.placed(slot, x.dtype(), other.shape());
+  if (!cpu::linearEpilogue(w, x.raw(), other.raw(), out.raw(), batch, rows,
+                           ctx.constantWeights(), x.dtype() == DType::BF16,
+                           epilogue))
+    return Tensor();
+  return out;
+}
+
+Tensor cpu::linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
+                            const Tensor &other, LinearForm form,
+                            LinearEpilogue epilogue, int64_t slot) {
+  if (epilogue == LinearEpilogue::SiluMul) {
+    if (Tensor out =
+            fusedEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, form, slot);
+        out.defined())
       return out;
+    return cpu::mul(ctx, cpu::silu(ctx, cpu::linear(ctx, x, w, form)), other);
   }
-  Tensor y = bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
-  return epilogue == cpu::Epilogue::Add ? add(ctx, y, other)
-                                        : mul(ctx, silu(ctx, y), other);
+  // The bias, added in place to the product (its type's rule for bf16).
+  Tensor out = cpu::linear(ctx, x, w, form, slot);
+  if (reducedType(out) != DType::F32)
+    return cpu::bias_add(ctx, out, other);
+  addBiasInPlace(out, other, "linear");
+  return out;
 }
 
 Tensor cpu::linear_add(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other) {
-  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::Add, false);
+                       const Tensor &other, LinearForm form, bool once) {
+  if (once && ctx.tp().rank() != 0)
+    return cpu::linear(ctx, x, w, form);
+  if (Tensor out =
+          fusedEpilogue(ctx, x, w, other, cpu::Epilogue::Add, form, -1);
+      out.defined())
+    return out;
+  return cpu::add(ctx, cpu::linear(ctx, x, w, form), other);
 }
 
-Tensor cpu::linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other) {
-  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::Add, true);
-}
-
-Tensor cpu::linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                            const Tensor &other, int64_t slot) {
-  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, false,
-                            slot);
-}
-
-Tensor cpu::linear_bmm_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                                const Tensor &other, int64_t slot) {
-  return linearWithEpilogue(ctx, x, w, other, cpu::Epilogue::SiluMul, true,
-                            slot);
-}
-
-/// The consuming adds: the product added into the residual's storage by a
-/// GEMM with beta 1 where the library has it for these operands, else the
-/// add (`once`: only on the group's first rank, the others multiply).
-static Tensor linearAddInto(Context &ctx, const Tensor &x, const Tensor &w,
-                            Tensor &other, bool bmm, bool once) {
+/// The product added into the residual's storage by a GEMM with beta 1
+/// where the library has it for these operands, else linear_add.
+Tensor cpu::linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                                 Tensor &other, LinearForm form, bool once) {
   Tensor residual = std::move(other);
   other = Tensor();
   if (once && ctx.tp().rank() != 0)
-    return bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
-  auto batchRows = hostEpilogueShape(ctx, x, w, residual, bmm);
+    return cpu::linear(ctx, x, w, form);
+  auto batchRows =
+      hostEpilogueShape(ctx, x, w, residual, form == LinearForm::Bmm);
   if (batchRows && x.dtype() == DType::F32 && residual.soleOwner() &&
       cpu::linearAccumulate(w, x.f32(), residual.f32(), batchRows->first,
                             batchRows->second, ctx.constantWeights()))
     return residual;
-  return bmm ? linear_bmm_add(ctx, x, w, residual)
-             : linear_add(ctx, x, w, residual);
-}
-
-Tensor cpu::linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
-                                 Tensor &other) {
-  return linearAddInto(ctx, x, w, other, /*bmm=*/false, /*once=*/false);
-}
-
-Tensor cpu::linear_bmm_add_consuming(Context &ctx, const Tensor &x,
-                                     const Tensor &w, Tensor &other) {
-  return linearAddInto(ctx, x, w, other, /*bmm=*/true, /*once=*/false);
-}
-
-Tensor cpu::linear_add_once_consuming(Context &ctx, const Tensor &x,
-                                      const Tensor &w, Tensor &other) {
-  return linearAddInto(ctx, x, w, other, /*bmm=*/false, /*once=*/true);
-}
-
-Tensor cpu::linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
-                                          const Tensor &w, Tensor &other) {
-  return linearAddInto(ctx, x, w, other, /*bmm=*/true, /*once=*/true);
+  return cpu::linear_add(ctx, x, w, residual, form, /*once=*/false);
 }
 
 Tensor cpu::rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,

@@ -36,7 +36,7 @@ Tensor projectAndConvolve(Context &ctx, const Tensor &x, const Tensor &inProj,
         xin.f32()[t * m.hidden + c] =
             x.f32()[t * m.hidden + c] * float(m.kept(t));
   }
-  Tensor zxbcdt = linear(ctx, xin, inProj);
+  Tensor zxbcdt = linear(ctx, xin, inProj, LinearForm::Flat);
   const float *p = zxbcdt.f32();
   const float *w = convWeight.f32(), *bias = convBias.f32();
 #pragma omp parallel for collapse(2) schedule(static)
@@ -169,7 +169,7 @@ Tensor cpu::mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
             y.f32(), nullptr, nullptr);
 
   // 5. Output projection.
-  return cpu::linear(ctx, y, outProj);
+  return cpu::linear(ctx, y, outProj, LinearForm::Flat);
 }
 
 namespace {

@@ -4,7 +4,7 @@
 // cuda::Name of the table's calls (tprt/Calls.def) that are one of the
 // backend's shared kernels with a parameter of their own: the elementwise
 // ops and their gradients, the loss in both forms, the rotary embedding
-// (its tables made on the host, as the CPU's), and a linear with its bias.
+// (its tables made on the host, as the CPU's), and a linear's epilogues.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,23 +15,18 @@
 namespace tprt {
 namespace cuda {
 
-namespace {
-Tensor withBias(Context &ctx, Tensor out, const Tensor &bias, const char *op) {
+/// The bias in place on the product (f32) or by bias_add; SiluMul is
+/// composed (the SiLU, then the product with `other`).
+Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &other, LinearForm form,
+                       LinearEpilogue epilogue, int64_t) {
+  Tensor out = cuda::linear(ctx, x, w, form);
+  if (epilogue == LinearEpilogue::SiluMul)
+    return cuda::mul(ctx, cuda::silu(ctx, out), other);
   if (out.dtype() != DType::F32)
-    return cuda::bias_add(ctx, out, bias);
-  addBias(out, bias, op);
+    return cuda::bias_add(ctx, out, other);
+  addBias(out, other, "linear");
   return out;
-}
-} // namespace
-
-Tensor linear_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                   const Tensor &bias, int64_t) {
-  return withBias(ctx, cuda::linear(ctx, x, w), bias, "linear");
-}
-
-Tensor linear_bmm_bias(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &bias, int64_t) {
-  return withBias(ctx, cuda::linear_bmm(ctx, x, w), bias, "linear_bmm");
 }
 
 Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,

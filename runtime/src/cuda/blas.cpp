@@ -82,12 +82,11 @@ void gemm(Context &ctx, const char *what, DType type, int64_t m, int64_t n,
         what);
 }
 
-} // namespace
-
-Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, int64_t) {
+/// The flat form: x's leading dimensions are the product's rows.
+Tensor linearFlat(Context &ctx, const Tensor &x, const Tensor &w) {
   DType type = productType(x, w);
   if (type == DType::F32)
-    TPRT_IN_F32(x, cuda::linear(ctx, widened(x), widened(w)))
+    TPRT_IN_F32(x, linearFlat(ctx, widened(x), widened(w)))
   checkLinear(x, w, type, "linear");
   int64_t in = w.dim(1), outF = w.dim(0), rows = x.numel() / in;
   std::vector<int64_t> shape = x.shape();
@@ -101,22 +100,29 @@ Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, int64_t) {
   return out;
 }
 
-Tensor linear_bmm(Context &ctx, const Tensor &x, const Tensor &w, int64_t) {
+/// The bmm form: each [seq, in] slice of a 3-D x times w^T.
+Tensor linearBmm(Context &ctx, const Tensor &x, const Tensor &w) {
   DType type = productType(x, w);
   if (type == DType::F32)
-    TPRT_IN_F32(x, cuda::linear_bmm(ctx, widened(x), widened(w)))
-  checkLinear(x, w, type, "linear_bmm");
+    TPRT_IN_F32(x, linearBmm(ctx, widened(x), widened(w)))
+  checkLinear(x, w, type, "linear (bmm)");
   if (x.rank() != 3)
-    fatal("linear_bmm: the input must be 3-D, got " + x.describe());
+    fatal("linear (bmm): the input must be 3-D, got " + x.describe());
   int64_t batch = x.dim(0), seq = x.dim(1), in = w.dim(1), outF = w.dim(0);
   Tensor out = Tensor::uninitialized(type, {batch, seq, outF}, Device::CUDA);
   if (batch == 0 || seq == 0 || outF == 0)
     return out;
-  gemm(ctx, "linear_bmm: cuBLAS strided-batched GEMM", type, outF, seq, in,
+  gemm(ctx, "linear (bmm): cuBLAS strided-batched GEMM", type, outF, seq, in,
        {w.raw(), w.numel(), CUBLAS_OP_T, in, 0},
        {x.raw(), x.numel(), CUBLAS_OP_N, in, seq * in}, out.raw(), seq * outF,
        batch);
   return out;
+}
+} // namespace
+
+Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, LinearForm form,
+              int64_t) {
+  return form == LinearForm::Bmm ? linearBmm(ctx, x, w) : linearFlat(ctx, x, w);
 }
 
 Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {

@@ -427,7 +427,7 @@ Mamba2Forward runForward(Context &ctx, const Mamba2Shape &m, const Tensor &x,
         x.f32(), m.mask, f.xin.f32(), x.numel(), m.hidden);
     checkLaunch("mamba2_mixer: mask");
   }
-  f.zxbcdt = cuda::linear(ctx, f.xin, inProj);
+  f.zxbcdt = cuda::linear(ctx, f.xin, inProj, LinearForm::Flat);
   const float *p = f.zxbcdt.f32();
   f.xbc = make({m.batch, m.seq, m.conv});
   if (keep)
@@ -484,12 +484,12 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                                dtBias, aLog, d, normWeight, outProj, keyMask,
                                Tensor(), heads, headDim, groups, state, kernel);
   if (m.tokens == 0)
-    return cuda::linear(ctx, x, outProj);
+    return cuda::linear(ctx, x, outProj, LinearForm::Flat);
   Mamba2Forward f =
       runForward(ctx, m, x, inProj, convWeight, convBias, dtBias, aLog, d,
                  normWeight, normEps, dtMin, foldedA, /*keep=*/false);
   // 5. Output projection.
-  return cuda::linear(ctx, f.normed, outProj);
+  return cuda::linear(ctx, f.normed, outProj, LinearForm::Flat);
 }
 
 Tensors mamba2_mixer_grad(Context &ctx, const Tensor &x, const Tensor &inProj,

@@ -5,7 +5,7 @@
 // fuses them yet); the CPU kernels fall back to them where their fusion
 // does not apply (a type, library or layout it does not cover). Every call
 // here goes through the dispatch layer, so each part runs on the context's
-// device. Also the Runtime entries that choose between calls by rank.
+// device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,114 +23,39 @@ Tensor composed::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
 // Products with an epilogue, siblings, SwiGLU
 //===----------------------------------------------------------------------===//
 
-namespace {
-Tensor product(Context &ctx, const Tensor &x, const Tensor &w, bool bmm) {
-  return bmm ? linear_bmm(ctx, x, w) : linear(ctx, x, w);
-}
-
-/// The adds' consuming forms: the residual taken (`other` left empty),
-/// added once over the group when `once`.
-Tensor addInto(Context &ctx, const Tensor &x, const Tensor &w, Tensor &other,
-               bool bmm, bool once) {
-  Tensor residual = std::move(other);
-  other = Tensor();
-  if (once && ctx.tp().rank() != 0)
-    return product(ctx, x, w, bmm);
-  return add(ctx, product(ctx, x, w, bmm), residual);
-}
-
-Tensors siblings(Context &ctx, const Tensor &x,
-                 std::initializer_list<const Tensor *> weights, bool bmm) {
-  Tensors results;
-  for (const Tensor *w : weights)
-    results.push_back(product(ctx, x, *w, bmm));
-  return results;
-}
-} // namespace
-
 Tensor composed::linear_add(Context &ctx, const Tensor &x, const Tensor &w,
-                            const Tensor &other) {
-  return add(ctx, tprt::linear(ctx, x, w), other);
-}
-
-Tensor composed::linear_bmm_add(Context &ctx, const Tensor &x, const Tensor &w,
-                                const Tensor &other) {
-  return add(ctx, tprt::linear_bmm(ctx, x, w), other);
-}
-
-Tensor composed::linear_silu_mul(Context &ctx, const Tensor &x, const Tensor &w,
-                                 const Tensor &other, int64_t) {
-  return mul(ctx, silu(ctx, tprt::linear(ctx, x, w)), other);
-}
-
-Tensor composed::linear_bmm_silu_mul(Context &ctx, const Tensor &x,
-                                     const Tensor &w, const Tensor &other,
-                                     int64_t) {
-  return mul(ctx, silu(ctx, tprt::linear_bmm(ctx, x, w)), other);
+                            const Tensor &other, LinearForm form, bool once) {
+  Tensor product = tprt::linear(ctx, x, w, form);
+  if (once && ctx.tp().rank() != 0)
+    return product;
+  return add(ctx, product, other);
 }
 
 Tensor composed::linear_add_consuming(Context &ctx, const Tensor &x,
-                                      const Tensor &w, Tensor &other) {
-  return addInto(ctx, x, w, other, /*bmm=*/false, /*once=*/false);
-}
-
-Tensor composed::linear_bmm_add_consuming(Context &ctx, const Tensor &x,
-                                          const Tensor &w, Tensor &other) {
-  return addInto(ctx, x, w, other, /*bmm=*/true, /*once=*/false);
-}
-
-Tensor composed::linear_add_once_consuming(Context &ctx, const Tensor &x,
-                                           const Tensor &w, Tensor &other) {
-  return addInto(ctx, x, w, other, /*bmm=*/false, /*once=*/true);
-}
-
-Tensor composed::linear_bmm_add_once_consuming(Context &ctx, const Tensor &x,
-                                               const Tensor &w, Tensor &other) {
-  return addInto(ctx, x, w, other, /*bmm=*/true, /*once=*/true);
-}
-
-Tensor linear_add_once(Context &ctx, const Tensor &x, const Tensor &w,
-                       const Tensor &other) {
-  return ctx.tp().rank() == 0 ? linear_add(ctx, x, w, other)
-                              : linear(ctx, x, w);
-}
-
-Tensor linear_bmm_add_once(Context &ctx, const Tensor &x, const Tensor &w,
-                           const Tensor &other) {
-  return ctx.tp().rank() == 0 ? linear_bmm_add(ctx, x, w, other)
-                              : linear_bmm(ctx, x, w);
-}
-
-Tensors composed::linear_siblings(Context &ctx, const Tensor &x,
-                                  const Tensor &w0, const Tensor &w1) {
-  return siblings(ctx, x, {&w0, &w1}, /*bmm=*/false);
+                                      const Tensor &w, Tensor &other,
+                                      LinearForm form, bool once) {
+  Tensor residual = std::move(other);
+  other = Tensor();
+  return composed::linear_add(ctx, x, w, residual, form, once);
 }
 
 Tensors composed::linear_siblings(Context &ctx, const Tensor &x,
                                   const Tensor &w0, const Tensor &w1,
-                                  const Tensor &w2) {
-  return siblings(ctx, x, {&w0, &w1, &w2}, /*bmm=*/false);
+                                  LinearForm form) {
+  return {tprt::linear(ctx, x, w0, form), tprt::linear(ctx, x, w1, form)};
 }
 
-Tensors composed::linear_bmm_siblings(Context &ctx, const Tensor &x,
-                                      const Tensor &w0, const Tensor &w1) {
-  return siblings(ctx, x, {&w0, &w1}, /*bmm=*/true);
-}
-
-Tensors composed::linear_bmm_siblings(Context &ctx, const Tensor &x,
-                                      const Tensor &w0, const Tensor &w1,
-                                      const Tensor &w2) {
-  return siblings(ctx, x, {&w0, &w1, &w2}, /*bmm=*/true);
+Tensors composed::linear_siblings(Context &ctx, const Tensor &x,
+                                  const Tensor &w0, const Tensor &w1,
+                                  const Tensor &w2, LinearForm form) {
+  return {tprt::linear(ctx, x, w0, form), tprt::linear(ctx, x, w1, form),
+          tprt::linear(ctx, x, w2, form)};
 }
 
 Tensor composed::linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
-                               const Tensor &wu) {
-  return tprt::linear_silu_mul(ctx, x, wg, tprt::linear(ctx, x, wu));
-}
-
-Tensor composed::linear_bmm_swiglu(Context &ctx, const Tensor &x,
-                                   const Tensor &wg, const Tensor &wu) {
-  return tprt::linear_bmm_silu_mul(ctx, x, wg, tprt::linear_bmm(ctx, x, wu));
+                               const Tensor &wu, LinearForm form) {
+  return tprt::linear_epilogue(ctx, x, wg, tprt::linear(ctx, x, wu, form), form,
+                               LinearEpilogue::SiluMul);
 }
 
 //===----------------------------------------------------------------------===//
@@ -141,7 +66,7 @@ namespace {
 Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                            const Tensor &ids, const Tensor &mask,
                            bool vocabParallel) {
-  Tensor logits = linear(ctx, x, w);
+  Tensor logits = tprt::linear(ctx, x, w, LinearForm::Flat);
   Tensors loss = vocabParallel
                      ? cross_entropy_vocab_parallel(ctx, logits, ids, mask)
                      : cross_entropy(ctx, logits, ids, mask);

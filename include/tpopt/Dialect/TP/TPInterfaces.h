@@ -123,6 +123,10 @@ enum class RuntimeArg {
   CString,
   /// `tprt::DType`.
   DType,
+  /// `tprt::LinearForm` and `tprt::LinearEpilogue` (the linear family's
+  /// form and epilogue).
+  LinearForm,
+  LinearEpilogue,
   /// `std::vector<int64_t>` (a shape).
   Shape,
   /// `std::vector<double>` (per-frequency factors).
@@ -188,6 +192,10 @@ public:
   RuntimeCall &flag(bool v) { return push(v); }
   /// A string (quoted and escaped when emitted) or a dtype name.
   RuntimeCall &str(StringRef v) { return push(v.str()); }
+  /// An enumerator of the runtime's, by its C++ name
+  /// ("tprt::LinearForm::Bmm"), for a DType, LinearForm or LinearEpilogue
+  /// parameter.
+  RuntimeCall &enumerator(StringRef cppName) { return push(cppName.str()); }
   RuntimeCall &shape(ArrayRef<int64_t> v) {
     return push(SmallVector<int64_t>(v));
   }
