@@ -366,6 +366,132 @@ template <typename Check> void forEachPackingAndForm(const Check &check) {
   }
 }
 
+// Every call of the linear family, forward and backward, where any of
+// batch, sequence, input and output is one (a single token, a rank-one
+// LoRA factor, a one-feature head): the BLAS libraries take a leading
+// dimension per operand, and a dimension of one is where a layout is
+// easiest to get wrong. With trained and constant (packed) weights, in
+// both forms, against double sums; the tprt-unittests-* tests run it under
+// each GEMM library.
+TEST(Kernels, LinearFamilyOnDimensionsOfOne) {
+  auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+  for (bool constant : {false, true}) {
+    std::optional<ConstantWeights> packing;
+    if (constant)
+      packing.emplace();
+    for (int64_t batch : {1, 2})
+      for (int64_t seq : {1, 3})
+        for (int64_t in : {1, 5})
+          for (int64_t out : {1, 4})
+            for (LinearForm form : {LinearForm::Flat, LinearForm::Bmm}) {
+              SCOPED_TRACE(::testing::Message()
+                           << "batch " << batch << " seq " << seq << " in "
+                           << in << " out " << out << " bmm "
+                           << (form == LinearForm::Bmm) << " constant "
+                           << constant);
+              unsigned seed = 100 * batch + 10 * seq + in + out;
+              Tensor x = randomTensor({batch, seq, in}, seed),
+                     w = randomTensor({out, in}, seed + 1),
+                     w1 = randomTensor({out + 1, in}, seed + 2),
+                     b = randomTensor({out}, seed + 3),
+                     other = randomTensor({batch, seq, out}, seed + 4),
+                     dy = randomTensor({batch, seq, out}, seed + 5);
+              std::vector<double> p = naiveProduct(x, w);
+              std::vector<double> withBias(p.size()), gated(p.size()),
+                  added(p.size());
+              for (size_t i = 0; i < p.size(); ++i) {
+                withBias[i] = p[i] + b.f32()[i % out];
+                gated[i] = silu(p[i]) * other.f32()[i];
+                added[i] = p[i] + other.f32()[i];
+              }
+              expectClose(linear(ctx(), x, w, form), p);
+              expectClose(
+                  linear_epilogue(ctx(), x, w, b, form, LinearEpilogue::Bias),
+                  withBias);
+              expectClose(linear_epilogue(ctx(), x, w, other, form,
+                                          LinearEpilogue::SiluMul),
+                          gated);
+              expectClose(linear_add(ctx(), x, w, other, form, false), added);
+              Tensor residual =
+                  Tensor::uninitialized(DType::F32, other.shape());
+              std::copy_n(other.f32(), other.numel(), residual.f32());
+              expectClose(
+                  linear_add_consuming(ctx(), x, w, residual, form, false),
+                  added);
+              Tensors two = linear_siblings(ctx(), x, w, w1, form);
+              expectClose(two[0], p);
+              expectClose(two[1], naiveProduct(x, w1));
+              Tensors three = linear_siblings(ctx(), x, w1, w, w1, form);
+              expectClose(three[1], p);
+              Tensor up = randomTensor({out, in}, seed + 6);
+              std::vector<double> u = naiveProduct(x, up), swiglu(p.size());
+              for (size_t i = 0; i < p.size(); ++i)
+                swiglu[i] = silu(p[i]) * u[i];
+              expectClose(linear_swiglu(ctx(), x, w, up, form), swiglu);
+              // The backward: dx = dy w, dw = dy^T x over every row.
+              int64_t rows = batch * seq;
+              std::vector<double> dx(rows * in, 0.0), dw(out * in, 0.0);
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < out; ++j)
+                  for (int64_t k = 0; k < in; ++k) {
+                    dx[r * in + k] +=
+                        double(dy.f32()[r * out + j]) * w.f32()[j * in + k];
+                    dw[j * in + k] +=
+                        double(dy.f32()[r * out + j]) * x.f32()[r * in + k];
+                  }
+              expectClose(linear_grad_input(ctx(), dy, w), dx);
+              expectClose(linear_grad_weight(ctx(), dy, x), dw);
+              ctx().grads().erase("small.w");
+              accumulate_linear_grad_weight(ctx(), dy, x, w, "small.w", -1,
+                                            false);
+              expectClose(ctx().grads()["small.w"].grad, dw);
+            }
+  }
+}
+
+// The same shapes in bf16 (a bf16 program's products, oneDNN's bf16
+// matmul where it has one): against double sums of the bf16 operands,
+// within the result's one rounding.
+TEST(Kernels, Bf16LinearFamilyOnDimensionsOfOne) {
+  auto bf16 = [](const Tensor &t) { return t.to(DType::BF16); };
+  auto f32 = [](const Tensor &t) { return t.to(DType::F32); };
+  for (int64_t batch : {1, 2})
+    for (int64_t seq : {1, 3})
+      for (int64_t in : {1, 5})
+        for (int64_t out : {1, 4})
+          for (LinearForm form : {LinearForm::Flat, LinearForm::Bmm}) {
+            SCOPED_TRACE(::testing::Message()
+                         << "batch " << batch << " seq " << seq << " in " << in
+                         << " out " << out << " bmm "
+                         << (form == LinearForm::Bmm));
+            unsigned seed = 200 + 100 * batch + 10 * seq + in + out;
+            Tensor x = bf16(randomTensor({batch, seq, in}, seed)),
+                   w = bf16(randomTensor({out, in}, seed + 1)),
+                   other = bf16(randomTensor({batch, seq, out}, seed + 2)),
+                   dy = bf16(randomTensor({batch, seq, out}, seed + 3));
+            std::vector<double> p = naiveProduct(f32(x), f32(w)),
+                                added(p.size());
+            for (size_t i = 0; i < p.size(); ++i)
+              added[i] = p[i] + f32(other).f32()[i];
+            expectClose(f32(linear(ctx(), x, w, form)), p, 1e-2);
+            expectClose(f32(linear_add(ctx(), x, w, other, form, false)), added,
+                        1e-2);
+            int64_t rows = batch * seq;
+            std::vector<double> dx(rows * in, 0.0), dw(out * in, 0.0);
+            Tensor dyF = f32(dy), xF = f32(x), wF = f32(w);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t j = 0; j < out; ++j)
+                for (int64_t k = 0; k < in; ++k) {
+                  dx[r * in + k] +=
+                      double(dyF.f32()[r * out + j]) * wF.f32()[j * in + k];
+                  dw[j * in + k] +=
+                      double(dyF.f32()[r * out + j]) * xF.f32()[r * in + k];
+                }
+            expectClose(f32(linear_grad_input(ctx(), dy, w)), dx, 1e-2);
+            expectClose(f32(linear_grad_weight(ctx(), dy, x)), dw, 1e-2);
+          }
+}
+
 // tp.linear_siblings: result i is weight i's product, in both forms, with
 // two and three weights; with constant weights one product over their
 // concatenation split into the results, otherwise the separate products.
