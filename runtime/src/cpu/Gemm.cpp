@@ -467,8 +467,7 @@ BlasOperand blasOperand(const Dims &dims, const Dims &strides) {
 
 #ifdef TPRT_WITH_OPENBLAS_FALLBACK
 /// An operand of `product` as cblas reads it.
-CBLAS_TRANSPOSE blasLayout(const Dims &dims, const Dims &strides,
-                           int64_t &ld) {
+CBLAS_TRANSPOSE blasLayout(const Dims &dims, const Dims &strides, int64_t &ld) {
   BlasOperand operand = blasOperand(dims, strides);
   ld = operand.ld;
   return operand.transposed ? CblasTrans : CblasNoTrans;

@@ -23,79 +23,6 @@
 
 namespace tprt {
 
-Tensor cpu::linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
-  // A bf16 program's products in bf16 (f32 accumulation).
-  if (dy.dtype() == DType::BF16 && w.dtype() == DType::BF16 && w.rank() == 2 &&
-      dy.rank() >= 1 && dy.dim(-1) == w.dim(0) && w.numel() > 0 &&
-      dy.numel() > 0) {
-    std::vector<int64_t> shape = dy.shape();
-    shape.back() = w.dim(1);
-    Tensor dx = Tensor::uninitialized(DType::BF16, shape);
-    if (cpu::linearGradInputBf16(static_cast<const uint16_t *>(dy.raw()),
-                                 static_cast<const uint16_t *>(w.raw()),
-                                 static_cast<uint16_t *>(dx.raw()),
-                                 dy.numel() / w.dim(0), w.dim(1), w.dim(0)))
-      return dx;
-  }
-  TPRT_IN_F32(dy, cpu::linear_grad_input(ctx, widened(dy), widened(w)))
-  requireF32(dy, "linear_grad_input", "dy");
-  requireF32(w, "linear_grad_input", "the weight");
-  if (w.rank() != 2 || dy.rank() < 1 || dy.dim(-1) != w.dim(0))
-    fatal("linear_grad_input: dy " + dy.describe() + " does not match weight " +
-          w.describe());
-  int64_t outF = w.dim(0), in = w.dim(1),
-          rows = dy.numel() / std::max<int64_t>(outF, 1);
-  std::vector<int64_t> shape = dy.shape();
-  shape.back() = in;
-  // The product overwrites every element; only an empty sum is zeros.
-  Tensor dx = rows > 0 && outF > 0 ? Tensor::uninitialized(DType::F32, shape)
-                                   : Tensor(DType::F32, shape);
-  if (rows > 0 && outF > 0)
-    cpu::linearGradInput(dy.f32(), w.f32(), dx.f32(), rows, in, outF,
-                         ctx.autocast() == DType::BF16);
-  return dx;
-}
-
-namespace {
-/// The rows a weight gradient sums over: dy [..., out] and x [..., in] with
-/// the same leading dimensions, else an error of `op`.
-int64_t weightGradRows(const Tensor &dy, const Tensor &x, const char *op) {
-  if (dy.rank() < 1 || x.rank() != dy.rank() ||
-      dy.numel() / std::max<int64_t>(dy.dim(-1), 1) !=
-          x.numel() / std::max<int64_t>(x.dim(-1), 1))
-    fatal(std::string(op) + ": dy " + dy.describe() + " and x " + x.describe() +
-          " have different rows");
-  return dy.numel() / std::max<int64_t>(dy.dim(-1), 1);
-}
-} // namespace
-
-Tensor cpu::linear_grad_weight(Context &ctx, const Tensor &dy,
-                               const Tensor &x) {
-  if (dy.dtype() == DType::BF16 && x.dtype() == DType::BF16 && dy.rank() >= 1 &&
-      x.rank() == dy.rank() && dy.numel() > 0 && x.numel() > 0 &&
-      dy.numel() / dy.dim(-1) == x.numel() / x.dim(-1)) {
-    int64_t outF = dy.dim(-1), in = x.dim(-1);
-    Tensor dw = Tensor::uninitialized(DType::BF16, {outF, in});
-    if (cpu::linearGradWeightBf16(static_cast<const uint16_t *>(dy.raw()),
-                                  static_cast<const uint16_t *>(x.raw()),
-                                  static_cast<uint16_t *>(dw.raw()),
-                                  dy.numel() / outF, in, outF))
-      return dw;
-  }
-  TPRT_IN_F32(reducedType(dy, x),
-              cpu::linear_grad_weight(ctx, widened(dy), widened(x)))
-  requireF32(dy, "linear_grad_weight", "dy");
-  requireF32(x, "linear_grad_weight", "x");
-  int64_t rows = weightGradRows(dy, x, "linear_grad_weight");
-  int64_t outF = dy.dim(-1), in = x.dim(-1);
-  Tensor dw = rows > 0 ? Tensor::uninitialized(DType::F32, {outF, in})
-                       : Tensor(DType::F32, {outF, in});
-  if (rows > 0)
-    cpu::linearGradWeight(dy.f32(), x.f32(), dw.f32(), rows, in, outF,
-                          ctx.autocast() == DType::BF16);
-  return dw;
-}
-
 Tensor cpu::sum_leading(Context &ctx, const Tensor &x) {
   TPRT_IN_F32(x, cpu::sum_leading(ctx, widened(x)))
   requireF32(x, "sum_leading", "the input");
@@ -507,33 +434,6 @@ void cpu::accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,
             acc[begin + i] += g[i];
         }
       });
-}
-
-void cpu::accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
-                                        const Tensor &x, const Tensor &param,
-                                        const char *fqn, int64_t splitDim,
-                                        bool owned) {
-  // Only f32 on the host adds in the product. A bf16 product into the f32
-  // buffer writes twice the bytes of its bf16 result and is slower than
-  // that result widened and added.
-  if (dy.dtype() != DType::F32 || x.dtype() != DType::F32)
-    return composed::accumulate_linear_grad_weight(ctx, dy, x, param, fqn,
-                                                   splitDim, owned);
-  int64_t rows = weightGradRows(dy, x, "accumulate_linear_grad_weight");
-  int64_t outF = dy.dim(-1), in = x.dim(-1);
-  if (param.rank() != 2 || outF != param.dim(0) || in != param.dim(1))
-    fatal(std::string("accumulate_linear_grad_weight: dy ") + dy.describe() +
-          " and x " + x.describe() + " do not give the gradient of '" + fqn +
-          "', " + param.describe());
-  Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
-  float *acc = buffer.grad.f32();
-  bool first = buffer.takeFirst(splitDim, owned);
-  if (rows > 0)
-    cpu::linearGradWeight(dy.f32(), x.f32(), acc, rows, in, outF,
-                          ctx.autocast() == DType::BF16,
-                          /*accumulate=*/!first);
-  else if (first)
-    std::fill_n(acc, buffer.grad.numel(), 0.0f);
 }
 
 void cpu::accumulate_embedding_grad(Context &ctx, const Tensor &ids,

@@ -454,5 +454,26 @@ Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
   return out;
 }
 
+Tensor silu_grad(Context &, const Tensor &x, const Tensor &dy) {
+  return activation_grad(x, dy, Activation::Silu, 0, "silu_grad");
+}
+
+Tensor relu_squared_grad(Context &, const Tensor &x, const Tensor &dy) {
+  return activation_grad(x, dy, Activation::ReluSquared, 0,
+                         "relu_squared_grad");
+}
+
+Tensor gelu_grad(Context &, const Tensor &x, const Tensor &dy,
+                 bool tanhApproximation) {
+  return activation_grad(
+      x, dy, tanhApproximation ? Activation::GeluTanh : Activation::Gelu, 0,
+      "gelu_grad");
+}
+
+Tensor softcap_grad(Context &, const Tensor &x, const Tensor &dy, double cap) {
+  return activation_grad(x, dy, Activation::Softcap, static_cast<float>(cap),
+                         "softcap_grad");
+}
+
 } // namespace cuda
 } // namespace tprt

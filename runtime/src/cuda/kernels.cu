@@ -12,6 +12,7 @@
 #include "Runtime.h"
 #include "Tiling.h"
 #include "common/Checks.h"
+#include "common/Rotary.h"
 
 #include <climits>
 #include <cmath>
@@ -631,6 +632,56 @@ AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
                softcap, op, nullptr, dout.f32(), stats.lse.f32(),
                stats.delta.f32());
   return stats;
+}
+
+Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
+              double theta, bool interleaved, int64_t ropeType, double factor,
+              double lowFreqFactor, double highFreqFactor,
+              int64_t originalMaxPositions, double betaFast, double betaSlow,
+              bool truncate, double attentionFactor, bool transpose,
+              std::vector<double> shortFactor, std::vector<double> longFactor,
+              int64_t) {
+  TPRT_IN_F32(x, cuda::rotary(ctx, widened(x), headDim, rotaryDim, theta,
+                              interleaved, ropeType, factor, lowFreqFactor,
+                              highFreqFactor, originalMaxPositions, betaFast,
+                              betaSlow, truncate, attentionFactor, transpose,
+                              shortFactor, longFactor))
+  if (!x.defined())
+    requireF32(x, "rotary", "the input");
+  RotaryPlan plan = planRotary(
+      ctx, x, headDim, rotaryDim, theta, ropeType, factor, lowFreqFactor,
+      highFreqFactor, originalMaxPositions, betaFast, betaSlow, truncate,
+      attentionFactor, transpose, shortFactor, longFactor);
+  return rotaryWithTables(x, headDim, plan.rotaryDim, interleaved,
+                          plan.tables->cosT.data(), plan.tables->sinT.data());
+}
+
+Tensor silu(Context &, const Tensor &x, int64_t) {
+  return unary(x, Unary::Silu, 0, "silu");
+}
+
+Tensor gelu(Context &, const Tensor &x, bool tanhApproximation, int64_t) {
+  return unary(x, tanhApproximation ? Unary::GeluTanh : Unary::Gelu, 0, "gelu");
+}
+
+Tensor relu_squared(Context &, const Tensor &x, int64_t) {
+  return unary(x, Unary::ReluSquared, 0, "relu_squared");
+}
+
+Tensor scale(Context &, const Tensor &x, double factor, int64_t) {
+  return unary(x, Unary::Scale, static_cast<float>(factor), "scale");
+}
+
+Tensor softcap(Context &, const Tensor &x, double cap, int64_t) {
+  return unary(x, Unary::Softcap, static_cast<float>(cap), "softcap");
+}
+
+Tensor add(Context &, const Tensor &a, const Tensor &b, int64_t) {
+  return binary(a, b, Binary::Add, "add");
+}
+
+Tensor mul(Context &, const Tensor &a, const Tensor &b, int64_t) {
+  return binary(a, b, Binary::Mul, "mul");
 }
 
 } // namespace cuda

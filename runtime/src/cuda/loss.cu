@@ -223,5 +223,15 @@ Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
   return out;
 }
 
+Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
+                      const Tensor &mask) {
+  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/false);
+}
+
+Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
+                                     const Tensor &ids, const Tensor &mask) {
+  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
+}
+
 } // namespace cuda
 } // namespace tprt

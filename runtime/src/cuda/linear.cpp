@@ -1,4 +1,4 @@
-//===- blas.cpp - the linear forms on cuBLAS ------------------------------===//
+//===- linear.cpp - the linear family on cuBLAS ---------------------------===//
 //
 // Row-major x [rows, in] times w [out, in]^T is, read column-major, the
 // product w^T(op T) x(op N) into out [out, rows]: one GEMM for the linear
@@ -169,6 +169,20 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
        {x.raw(), x.numel(), CUBLAS_OP_N, in, 0},
        {dy.raw(), dy.numel(), CUBLAS_OP_T, outF, 0}, dw.raw(), 0, 1);
   return dw;
+}
+
+/// The bias in place on the product (f32) or by bias_add; SiluMul is
+/// composed (the SiLU, then the product with `other`).
+Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
+                       const Tensor &other, LinearForm form,
+                       LinearEpilogue epilogue, int64_t) {
+  Tensor out = cuda::linear(ctx, x, w, form);
+  if (epilogue == LinearEpilogue::SiluMul)
+    return cuda::mul(ctx, cuda::silu(ctx, out), other);
+  if (out.dtype() != DType::F32)
+    return cuda::bias_add(ctx, out, other);
+  addBias(out, other, "linear");
+  return out;
 }
 
 } // namespace cuda

@@ -1,0 +1,111 @@
+//===- collectives.cpp - CPU kernels of the collectives -------------------===//
+//
+// cpu::Name of the collectives over the tensor-parallel group
+// (tprt/Calls.def): host tensors summed, gathered or scattered through the
+// group's MPI communicator, f32 (a reduced type summed in an f32 copy).
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelUtils.h"
+#include "common/Checks.h"
+#include "ops/Backends.h"
+
+#include <algorithm>
+
+namespace tprt {
+
+Tensor cpu::all_reduce_sum(Context &ctx, const Tensor &x) {
+  TPRT_IN_F32(x, cpu::all_reduce_sum(ctx, widened(x)))
+  requireF32(x, "all_reduce_sum", "the input");
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  std::copy_n(x.f32(), x.numel(), out.f32());
+  ctx.tp().allReduceSum(out.f32(), out.numel());
+  return out;
+}
+
+Tensor cpu::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
+  Tensor taken = std::move(x);
+  x = Tensor();
+  if (taken.dtype() != DType::F32 || !taken.soleOwner())
+    return cpu::all_reduce_sum(ctx, taken);
+  ctx.tp().allReduceSum(taken.f32(), taken.numel());
+  return taken;
+}
+
+Tensor cpu::all_reduce_sum_start(Context &ctx, const Tensor &x) {
+  // Another type is summed whole, in an f32 copy narrowed after the sum.
+  if (x.dtype() != DType::F32)
+    return cpu::all_reduce_sum(ctx, x);
+  Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+  std::copy_n(x.f32(), x.numel(), out.f32());
+  ctx.tp().startAllReduceSum(out.f32(), out.numel());
+  return out;
+}
+
+Tensor cpu::all_gather(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cpu::all_gather(ctx, widened(x), axis))
+  requireF32(x, "all_gather", "the input");
+  AxisView v(x, axis, "all_gather");
+  int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] *= ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  // Gathered on the outermost axis the blocks are the output's layout.
+  if (v.outer == 1) {
+    ctx.tp().allGather(x.f32(), out.f32(), x.numel());
+    return out;
+  }
+  // Else the other ranks' blocks arrive side by side and every block is
+  // interleaved into place; this rank's is read from `x` itself.
+  Tensor blocks = Tensor::uninitialized(DType::F32, {ranks, x.numel()});
+  ctx.tp().allGatherOthers(x.f32(), blocks.f32(), x.numel());
+  float *o = out.f32();
+  // Rank r's block is rows [r * n, (r + 1) * n) of `axis` in every outer row.
+  int64_t chunk = v.n * v.inner;
+  for (int64_t r = 0; r < ranks; ++r) {
+    const float *b = r == me ? x.f32() : blocks.f32() + r * x.numel();
+    for (int64_t i = 0; i < v.outer; ++i)
+      std::copy_n(b + i * chunk, chunk, o + (i * ranks + r) * chunk);
+  }
+  return out;
+}
+
+Tensor cpu::reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cpu::reduce_scatter_sum(ctx, widened(x), axis))
+  requireF32(x, "reduce_scatter_sum", "the input");
+  AxisView v(x, axis, "reduce_scatter_sum");
+  int64_t ranks = ctx.tp().size();
+  requireSplittable(x, v, axis, ranks, "reduce_scatter_sum", kSequenceHint);
+  // Pack so that rank r's slice of every outer row is contiguous.
+  int64_t chunk = v.n / ranks * v.inner;
+  Tensor packed = Tensor::uninitialized(DType::F32, {ranks, v.outer * chunk});
+  const float *in = x.f32();
+  float *p = packed.f32();
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t i = 0; i < v.outer; ++i)
+      std::copy_n(in + (i * ranks + r) * chunk, chunk,
+                  p + (r * v.outer + i) * chunk);
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] /= ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  ctx.tp().reduceScatterSum(packed.f32(), out.f32(), out.numel());
+  return out;
+}
+
+Tensor cpu::all_slice(Context &ctx, const Tensor &x, int64_t axis) {
+  TPRT_IN_F32(x, cpu::all_slice(ctx, widened(x), axis))
+  requireF32(x, "all_slice", "the input");
+  AxisView v(x, axis, "all_slice");
+  int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
+  requireSplittable(x, v, axis, ranks, "all_slice");
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] /= ranks;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  int64_t chunk = v.n / ranks * v.inner;
+  for (int64_t i = 0; i < v.outer; ++i)
+    std::copy_n(x.f32() + (i * ranks + rank) * chunk, chunk,
+                out.f32() + i * chunk);
+  return out;
+}
+
+} // namespace tprt
