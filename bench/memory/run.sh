@@ -12,9 +12,9 @@ work=${BENCH_DIR:-$root/build/bench/memory}
 "$root/bench/checkpoint/prepare.sh" "$work"
 for tp in 1 2; do
   for zero in 0 1 2 3; do
-    # Stage 3 gathers the parameters outside the layers (the 545 MB tied
-    # embedding and the final norm) as one bucket, as FSDP2 gathers the
-    # root module: the bucket must hold them.
+    # Stage 3 with the parameters outside the layers (the 545 MB tied
+    # embedding and the final norm) in one bucket, gathered as one, as
+    # FSDP2 gathers the root module (smaller buckets gather them apart).
     buckets=256
     [ "$zero" = 3 ] && buckets=600
     "$root/build/bin/tpc" "$work/graph.onnx" --weights "$work/model" --train \

@@ -298,8 +298,10 @@ def TPShardParams : Pass<"tp-shard-params", "ModuleOp"> {
       on each rank holds its runs only. The optimizer step's
       `tp.param_bucket_all_gather` ops are removed: the update writes the
       runs, which are all there is of a parameter between steps.
-    - A layer whose parameters of one dtype fill more than one bucket
-      (`--bucket-mib`) is an error: a layer is gathered as one bucket.
+    - A layer whose parameters fill more than one bucket (`--bucket-mib`)
+      is gathered bucket by bucket, each before its first reader and the
+      next one's after it (the same order of prefetch); so is the part
+      outside the layers. `--bucket-mib` bounds the largest gather.
 
     `tpc --zero 3` runs it after `tp-replica-grad-sync{zero=2}` and
     `tp-broadcast-replicas`.

@@ -3,9 +3,11 @@
 // ZeRO stage 3 keeps every parameter as data-parallel runs and gathers a
 // decoder layer's parameters only while the layer computes. The units are
 // the per-layer buckets of stage 2 (tp-replica-grad-sync, zero = 2), whose
-// runs the reduce-scatters and the update already use; this pass makes the
-// training step read each parameter through a gather of its bucket, the
-// init keep only the runs, and the optimizer step gather nothing.
+// runs the reduce-scatters and the update already use (a layer larger than
+// --bucket-mib is several buckets, each gathered on its own); this pass
+// makes the training step read each parameter through a gather of its
+// bucket, the init keep only the runs, and the optimizer step gather
+// nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,8 +80,6 @@ struct TPShardParamsPass
       return signalPassFailure();
     }
     Operation *loss = *losses.begin();
-    if (failed(checkOneBucketPerLayer(buckets)))
-      return signalPassFailure();
 
     llvm::StringMap<BlockArgument> argOf = argumentsByFqn(*step);
 
@@ -161,42 +161,6 @@ struct TPShardParamsPass
           builder.getI64IntegerAttr(bucket.getPaddedBytesAttr().getInt() / 4 *
                                     element));
       setDecoderLayer(shard, decoderLayerOf(bucket));
-    }
-    return success();
-  }
-
-  /// A layer is gathered as one bucket per dtype: one that fills more is
-  /// an error naming it and the bucket size it needs.
-  LogicalResult
-  checkOneBucketPerLayer(ArrayRef<GradBucketReduceScatterOp> buckets) {
-    using Unit = std::pair<int64_t, Type>;
-    DenseMap<Unit, SmallVector<GradBucketReduceScatterOp>> units;
-    SmallVector<Unit> order;
-    for (GradBucketReduceScatterOp bucket : buckets) {
-      Unit unit{decoderLayerOf(bucket).value_or(-1), bucket.getDtype()};
-      auto &members = units[unit];
-      if (members.empty())
-        order.push_back(unit);
-      members.push_back(bucket);
-    }
-    for (Unit unit : order) {
-      SmallVector<GradBucketReduceScatterOp> &split = units[unit];
-      if (split.size() == 1)
-        continue;
-      // --bucket-mib counts FP32 bytes.
-      int64_t bytes = 0;
-      for (GradBucketReduceScatterOp bucket : split)
-        bytes += bucket.getBytesAttr().getInt();
-      int64_t mib = (bytes + (1 << 20) - 1) >> 20;
-      return split[1].emitError("tp-shard-params: the ")
-             << (unit.first < 0
-                     ? std::string("parameters outside the layers")
-                     : "parameters of layer " + std::to_string(unit.first))
-             << " (" << unit.second << ") fill more than one bucket (buckets "
-             << split[0].getBucketAttr().getInt() << " and "
-             << split[1].getBucketAttr().getInt()
-             << "), which are gathered as one: raise --bucket-mib to " << mib
-             << " or more";
     }
     return success();
   }

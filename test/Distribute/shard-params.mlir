@@ -1,5 +1,6 @@
 // RUN: split-file %s %t
 // RUN: tp-opt %t/step.mlir --tp-shard-params | FileCheck %t/step.mlir
+// RUN: tp-opt %t/two-buckets.mlir --tp-shard-params | FileCheck %t/two-buckets.mlir
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-shard-params --verify-diagnostics
 
 //--- step.mlir
@@ -105,6 +106,42 @@ module {
   }
 }
 
+//--- two-buckets.mlir
+// A layer larger than --bucket-mib is two buckets: each is gathered on its
+// own, before its first reader, the second right after the first's first
+// reader (the prefetch order within the layer too), for the forward and
+// again for the backward.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[A:.*]] = tp.param_bucket_gather {bucket = 4 : i64, {{.*}}fqns = ["model.layers.3.a.weight"], tp.layer = 3 : i64}
+// CHECK-NEXT: %[[X:.*]] = tp.linear %{{.*}}, %[[A]] {tp.layer = 3 : i64}
+// CHECK-NEXT: %[[B:.*]] = tp.param_bucket_gather {bucket = 5 : i64, {{.*}}fqns = ["model.layers.3.b.weight"], tp.layer = 3 : i64}
+// CHECK-NEXT: tp.linear %[[X]], %[[B]] {tp.layer = 3 : i64}
+// CHECK: tp.cross_entropy
+// CHECK-NEXT: %[[B2:.*]] = tp.param_bucket_gather {bucket = 5 : i64, {{.*}}tp.layer = 3 : i64}
+// CHECK-NEXT: tp.linear_grad_input %{{.*}}, %[[B2]] {tp.layer = 3 : i64}
+// CHECK-NEXT: %[[A2:.*]] = tp.param_bucket_gather {bucket = 4 : i64, {{.*}}tp.layer = 3 : i64}
+// CHECK-NEXT: tp.linear_grad_input %{{.*}}, %[[A2]] {tp.layer = 3 : i64}
+module {
+  shard.grid @dp(shape = 2)
+  func.func @train_step(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>, %h: tensor<2x3x4xf32>, %logits: tensor<?x?x8xf32>, %dy: tensor<2x3x4xf32>,
+      %a: tensor<4x4xf32> {tp.fqn = "model.layers.3.a.weight"},
+      %b: tensor<4x4xf32> {tp.fqn = "model.layers.3.b.weight"}) attributes {tp.entry = "train_step"} {
+    %x = tp.linear %h, %a {tp.layer = 3 : i64} : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+    %y = tp.linear %x, %b {tp.layer = 3 : i64} : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+    %loss, %lse = tp.cross_entropy %logits, %ids, %mask : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
+    %dx = tp.linear_grad_input %dy, %b {tp.layer = 3 : i64} : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+    %dh = tp.linear_grad_input %dx, %a {tp.layer = 3 : i64} : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+    tp.grad_bucket_reduce_scatter {bucket = 4 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.a.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
+    tp.grad_bucket_reduce_scatter {bucket = 5 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.b.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
+    return
+  }
+  func.func @init(%a: tensor<4x4xf32> {tp.fqn = "model.layers.3.a.weight"}, %b: tensor<4x4xf32> {tp.fqn = "model.layers.3.b.weight"}) attributes {tp.entry = "init"} {
+    tp.broadcast_replica %a {fqn = "model.layers.3.a.weight", group = "dp"} : tensor<4x4xf32>
+    tp.broadcast_replica %b {fqn = "model.layers.3.b.weight", group = "dp"} : tensor<4x4xf32>
+    return
+  }
+}
+
 //--- errors.mlir
 module {
   shard.grid @dp(shape = 2)
@@ -121,23 +158,6 @@ module {
   // expected-error @+1 {{tp-shard-params: the training step must have exactly one tp.cross_entropy (the forward's end)}}
   func.func @train_step(%w: tensor<4x4xf32> {tp.fqn = "w"}) attributes {tp.entry = "train_step"} {
     tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 64 : i64, dtype = f32, fqns = ["w"], micro_batch, padded_bytes = 1024 : i64}
-    return
-  }
-}
-
-// -----
-
-// A layer whose f32 parameters took two buckets (a --bucket-mib smaller
-// than the layer) cannot be gathered as one.
-module {
-  shard.grid @dp(shape = 2)
-  func.func @train_step(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>, %logits: tensor<?x?x8xf32>,
-      %a: tensor<4x4xf32> {tp.fqn = "model.layers.3.a.weight"},
-      %b: tensor<4x4xf32> {tp.fqn = "model.layers.3.b.weight"}) attributes {tp.entry = "train_step"} {
-    %loss, %lse = tp.cross_entropy %logits, %ids, %mask : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
-    tp.grad_bucket_reduce_scatter {bucket = 4 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.a.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
-    // expected-error @+1 {{tp-shard-params: the parameters of layer 3 ('f32') fill more than one bucket (buckets 4 and 5), which are gathered as one: raise --bucket-mib to 1 or more}}
-    tp.grad_bucket_reduce_scatter {bucket = 5 : i64, bytes = 64 : i64, dtype = f32, fqns = ["model.layers.3.b.weight"], micro_batch, padded_bytes = 1024 : i64, tp.layer = 3 : i64}
     return
   }
 }
