@@ -11,7 +11,6 @@
 #include "KernelUtils.h"
 #include "Vector.h"
 #include "ops/Backends.h"
-#include "tprt/Train.h"
 #include "tprt/tprt.h"
 
 #include <algorithm>
@@ -385,20 +384,6 @@ Tensor cpu::replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(slots.data() + slot * n, n, out.f32());
   return out;
-}
-
-Context::GradBuffer &Context::gradBuffer(const Tensor &param, const char *fqn) {
-  GradBuffer &buffer = grads_[fqn];
-  // A bucket reduced per micro-batch (--zero 2) makes its buffers views.
-  if (!buffer.grad.defined() &&
-      !(trainState_ &&
-        bindMicroBatchBucket(*this, *trainState_, fqn, param.device())))
-    buffer.grad =
-        Tensor::uninitialized(DType::F32, param.shape(), param.device());
-  if (buffer.grad.shape() != param.shape())
-    fatal(std::string("the gradient buffer of '") + fqn + "' is " +
-          buffer.grad.describe() + ", the parameter " + param.describe());
-  return buffer;
 }
 
 void cpu::accumulate_grad(Context &ctx, const Tensor &grad, const Tensor &param,

@@ -190,7 +190,7 @@ static bool concatenable(Context &ctx, const Tensor &x,
 
 /// linear_siblings and its bmm form: one product over the concatenated
 /// weights, its output's column blocks copied into the results (a pass
-/// over the outputs). Elsewhere (training programs, the GPU, other types)
+/// over the outputs). Elsewhere (training programs, other types)
 /// the separate products.
 static Tensors siblingProducts(Context &ctx, const Tensor &x,
                                const std::vector<const Tensor *> &weights,

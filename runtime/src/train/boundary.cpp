@@ -267,6 +267,20 @@ bool bindMicroBatchBucket(Context &ctx, TrainState &state,
   return true;
 }
 
+Context::GradBuffer &Context::gradBuffer(const Tensor &param, const char *fqn) {
+  GradBuffer &buffer = grads_[fqn];
+  // A bucket reduced per micro-batch (--zero 2) makes its buffers views.
+  if (!buffer.grad.defined() &&
+      !(trainState_ &&
+        bindMicroBatchBucket(*this, *trainState_, fqn, param.device())))
+    buffer.grad =
+        Tensor::uninitialized(DType::F32, param.shape(), param.device());
+  if (buffer.grad.shape() != param.shape())
+    fatal(std::string("the gradient buffer of '") + fqn + "' is " +
+          buffer.grad.describe() + ", the parameter " + param.describe());
+  return buffer;
+}
+
 #ifdef TPRT_WITH_CUDA
 /// The buffers on the GPU: packed or unpacked by one kernel.
 static bool packedOnGpu(const std::vector<Tensor *> &grads, float *bucket,
