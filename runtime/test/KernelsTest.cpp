@@ -492,6 +492,37 @@ TEST(Kernels, Bf16LinearFamilyOnDimensionsOfOne) {
           }
 }
 
+// The calls the table computes in f32 only (KernelsInF32): on bf16 or f16
+// tensors the dispatch runs the f32 kernel on the widened operands and
+// rounds the result once to the first operand's type: bit for bit the f32
+// call's result rounded (the collectives need MPI: not here).
+TEST(Kernels, F32OnlyCallsRoundOnce) {
+  for (DType type : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(type));
+    Tensor x = randomTensor({2, 3, 8}, 301).to(type),
+           bias = randomTensor({8}, 302).to(type);
+    Tensor q = randomTensor({1, 4, 16}, 303).to(type),
+           k = randomTensor({1, 4, 8}, 304).to(type),
+           v = randomTensor({1, 4, 8}, 305).to(type);
+    auto expectRounded = [&](const Tensor &got, const Tensor &f32,
+                             const char *what) {
+      ASSERT_EQ(got.dtype(), type) << what;
+      Tensor want = f32.to(type);
+      ASSERT_EQ(got.bytes(), want.bytes()) << what;
+      EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.bytes()), 0) << what;
+    };
+    Tensor xf = x.to(DType::F32), bf = bias.to(DType::F32);
+    expectRounded(bias_add(ctx(), x, bias), bias_add(ctx(), xf, bf),
+                  "bias_add");
+    expectRounded(sum_leading(ctx(), x), sum_leading(ctx(), xf), "sum_leading");
+    expectRounded(
+        attention(ctx(), q, k, v, Tensor(), 2, 1, 8, 0.35, true, 0, 0.0),
+        attention(ctx(), q.to(DType::F32), k.to(DType::F32), v.to(DType::F32),
+                  Tensor(), 2, 1, 8, 0.35, true, 0, 0.0),
+        "attention");
+  }
+}
+
 // tp.linear_siblings: result i is weight i's product, in both forms, with
 // two and three weights; with constant weights one product over their
 // concatenation split into the results, otherwise the separate products.

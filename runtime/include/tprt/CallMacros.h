@@ -39,6 +39,30 @@
 #define TPRT_ARGS_A_END
 #define TPRT_ARGS_B_END
 
+/// The first parameter's name.
+#define TPRT_FIRST_PARAM(seq) TPRT_SEQ_END(TPRT_FIRST_I seq)
+#define TPRT_FIRST_I(kind, name) name TPRT_SKIP_A
+#define TPRT_SKIP_A(kind, name) TPRT_SKIP_B
+#define TPRT_SKIP_B(kind, name) TPRT_SKIP_A
+#define TPRT_SKIP_A_END
+#define TPRT_SKIP_B_END
+
+/// `, argument` per parameter for the call's f32 form (KernelsInF32 in
+/// Calls.def): each Tensor widened to f32 (an optional one, a key mask, as
+/// it is), no activation slot (the f32 result is not the planned one).
+#define TPRT_ARGS_IN_F32(seq) TPRT_SEQ_END(TPRT_IN_F32_A seq)
+#define TPRT_IN_F32_A(kind, name) , TPRT_IN_F32_##kind(name) TPRT_IN_F32_B
+#define TPRT_IN_F32_B(kind, name) , TPRT_IN_F32_##kind(name) TPRT_IN_F32_A
+#define TPRT_IN_F32_A_END
+#define TPRT_IN_F32_B_END
+#define TPRT_IN_F32_Tensor(name) ::tprt::widened(name)
+#define TPRT_IN_F32_OptionalTensor(name) name
+#define TPRT_IN_F32_I64(name) name
+#define TPRT_IN_F32_I32(name) name
+#define TPRT_IN_F32_F64(name) name
+#define TPRT_IN_F32_Bool(name) name
+#define TPRT_IN_F32_Slot(name) -1
+
 /// TPRT_EACH_PARAM(kind, name) per parameter, as the includer defines it.
 #define TPRT_FOR_EACH_PARAM(seq) TPRT_SEQ_END(TPRT_EACH_A seq)
 #define TPRT_EACH_A(kind, name) TPRT_EACH_PARAM(kind, name) TPRT_EACH_B

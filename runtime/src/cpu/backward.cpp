@@ -23,7 +23,6 @@
 namespace tprt {
 
 Tensor cpu::sum_leading(Context &ctx, const Tensor &x) {
-  TPRT_IN_F32(x, cpu::sum_leading(ctx, widened(x)))
   requireF32(x, "sum_leading", "the input");
   int64_t n = x.dim(-1), rows = x.numel() / std::max<int64_t>(n, 1);
   Tensor out(DType::F32, {n});
@@ -370,7 +369,6 @@ Tensor cpu::softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
 }
 
 Tensor cpu::replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
-  TPRT_IN_F32(x, cpu::replica_sum(ctx, widened(x), replicas))
   requireF32(x, "replica_sum", "the input");
   int64_t ranks = ctx.tp().size(), n = x.numel();
   if (replicas < 1 || ranks % replicas)

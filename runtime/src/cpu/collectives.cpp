@@ -15,7 +15,6 @@
 namespace tprt {
 
 Tensor cpu::all_reduce_sum(Context &ctx, const Tensor &x) {
-  TPRT_IN_F32(x, cpu::all_reduce_sum(ctx, widened(x)))
   requireF32(x, "all_reduce_sum", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -27,7 +26,7 @@ Tensor cpu::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
   Tensor taken = std::move(x);
   x = Tensor();
   if (taken.dtype() != DType::F32 || !taken.soleOwner())
-    return cpu::all_reduce_sum(ctx, taken);
+    return tprt::all_reduce_sum(ctx, taken);
   ctx.tp().allReduceSum(taken.f32(), taken.numel());
   return taken;
 }
@@ -35,7 +34,7 @@ Tensor cpu::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
 Tensor cpu::all_reduce_sum_start(Context &ctx, const Tensor &x) {
   // Another type is summed whole, in an f32 copy narrowed after the sum.
   if (x.dtype() != DType::F32)
-    return cpu::all_reduce_sum(ctx, x);
+    return tprt::all_reduce_sum(ctx, x);
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
   ctx.tp().startAllReduceSum(out.f32(), out.numel());
@@ -43,7 +42,6 @@ Tensor cpu::all_reduce_sum_start(Context &ctx, const Tensor &x) {
 }
 
 Tensor cpu::all_gather(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_IN_F32(x, cpu::all_gather(ctx, widened(x), axis))
   requireF32(x, "all_gather", "the input");
   AxisView v(x, axis, "all_gather");
   int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
@@ -71,7 +69,6 @@ Tensor cpu::all_gather(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor cpu::reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_IN_F32(x, cpu::reduce_scatter_sum(ctx, widened(x), axis))
   requireF32(x, "reduce_scatter_sum", "the input");
   AxisView v(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
@@ -93,7 +90,6 @@ Tensor cpu::reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor cpu::all_slice(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_IN_F32(x, cpu::all_slice(ctx, widened(x), axis))
   requireF32(x, "all_slice", "the input");
   AxisView v(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();

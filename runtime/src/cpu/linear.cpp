@@ -80,7 +80,6 @@ static void addBiasInPlace(Tensor &out, const Tensor &bias, const char *op) {
 
 Tensor cpu::bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
                      int64_t slot) {
-  TPRT_IN_F32(x, cpu::bias_add(ctx, widened(x), widened(bias)))
   requireF32(x, "bias_add", "the input");
   Tensor out = ctx.placed(slot, DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());
@@ -324,7 +323,7 @@ Tensor cpu::linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
   // The bias, added in place to the product (its type's rule for bf16).
   Tensor out = cpu::linear(ctx, x, w, form, slot);
   if (reducedType(out) != DType::F32)
-    return cpu::bias_add(ctx, out, other);
+    return tprt::bias_add(ctx, out, other);
   addBiasInPlace(out, other, "linear");
   return out;
 }

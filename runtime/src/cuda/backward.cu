@@ -271,7 +271,6 @@ Tensor zeros(const std::vector<int64_t> &shape, DType dtype) {
 }
 
 Tensor sum_leading(Context &ctx, const Tensor &x) {
-  TPRT_IN_F32(x, cuda::sum_leading(ctx, widened(x)))
   requireGpu(x, DType::F32, "sum_leading", "the input");
   int64_t n = x.rank() ? x.dim(-1) : 1, rows = x.numel() / (n ? n : 1);
   Tensor out = Tensor::uninitialized(DType::F32, {n}, Device::CUDA);
@@ -437,7 +436,6 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
 }
 
 Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
-  TPRT_IN_F32(x, cuda::replica_sum(ctx, widened(x), replicas))
   requireGpu(x, DType::F32, "replica_sum", "the input");
   int64_t ranks = ctx.tp().size(), n = x.numel();
   if (replicas < 1 || ranks % replicas)

@@ -33,7 +33,6 @@ void copyRuns(float *dst, int64_t dstPitch, const float *src, int64_t srcPitch,
 } // namespace
 
 Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
-  TPRT_IN_F32(x, cuda::all_reduce_sum(ctx, widened(x)))
   requireGpu(x, DType::F32, "all_reduce_sum", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
   copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
@@ -43,7 +42,7 @@ Tensor all_reduce_sum(Context &ctx, const Tensor &x) {
 
 Tensor all_reduce_sum_start(Context &ctx, const Tensor &x) {
   if (x.dtype() != DType::F32)
-    return cuda::all_reduce_sum(ctx, x);
+    return tprt::all_reduce_sum(ctx, x);
   requireGpu(x, DType::F32, "all_reduce_sum_start", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
   copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
@@ -52,7 +51,6 @@ Tensor all_reduce_sum_start(Context &ctx, const Tensor &x) {
 }
 
 Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_IN_F32(x, cuda::all_gather(ctx, widened(x), axis))
   AxisView v = gpuAxisView(x, axis, "all_gather");
   int64_t ranks = ctx.tp().size(), numel = x.numel();
   Tensor blocks =
@@ -72,7 +70,6 @@ Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_IN_F32(x, cuda::reduce_scatter_sum(ctx, widened(x), axis))
   AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();
   requireSplittable(x, v, axis, ranks, "reduce_scatter_sum", kSequenceHint);
@@ -94,7 +91,6 @@ Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
 }
 
 Tensor all_slice(Context &ctx, const Tensor &x, int64_t axis) {
-  TPRT_IN_F32(x, cuda::all_slice(ctx, widened(x), axis))
   AxisView v = gpuAxisView(x, axis, "all_slice");
   int64_t ranks = ctx.tp().size(), rank = ctx.tp().rank();
   requireSplittable(x, v, axis, ranks, "all_slice");

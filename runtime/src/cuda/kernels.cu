@@ -546,7 +546,6 @@ void addBias(Tensor &out, const Tensor &bias, const char *op) {
 }
 
 Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias, int64_t) {
-  TPRT_IN_F32(x, cuda::bias_add(ctx, widened(x), widened(bias)))
   requireGpu(x, DType::F32, "bias_add", "the input");
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
   copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
@@ -605,9 +604,6 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &keyMask, int64_t heads,
                  int64_t kvHeads, int64_t headDim, double scale, bool causal,
                  int64_t window, double softcap, int64_t) {
-  TPRT_IN_F32(q, cuda::attention(ctx, widened(q), widened(k), widened(v),
-                                 keyMask, heads, kvHeads, headDim, scale,
-                                 causal, window, softcap))
   requireGpu(q, DType::F32, "attention", "q");
   Tensor out = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
   runAttention(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal, window,

@@ -180,7 +180,7 @@ Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
   if (epilogue == LinearEpilogue::SiluMul)
     return cuda::mul(ctx, cuda::silu(ctx, out), other);
   if (out.dtype() != DType::F32)
-    return cuda::bias_add(ctx, out, other);
+    return tprt::bias_add(ctx, out, other);
   addBias(out, other, "linear");
   return out;
 }

@@ -474,12 +474,6 @@ Tensor mamba2_mixer(Context &ctx, const Tensor &x, const Tensor &inProj,
                     const Tensor &keyMask, int64_t heads, int64_t headDim,
                     int64_t groups, int64_t state, int64_t kernel,
                     double normEps, double dtMin, bool foldedA) {
-  TPRT_IN_F32(x, cuda::mamba2_mixer(ctx, widened(x), widened(inProj),
-                                    widened(convWeight), widened(convBias),
-                                    widened(dtBias), widened(aLog), widened(d),
-                                    widened(normWeight), widened(outProj),
-                                    keyMask, heads, headDim, groups, state,
-                                    kernel, normEps, dtMin, foldedA))
   Mamba2Shape m = checkedShape("mamba2_mixer", x, inProj, convWeight, convBias,
                                dtBias, aLog, d, normWeight, outProj, keyMask,
                                Tensor(), heads, headDim, groups, state, kernel);
