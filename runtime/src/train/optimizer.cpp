@@ -2,12 +2,12 @@
 //
 // The update formulas of torch.optim.AdamW and torch.optim.SGD (the
 // single-tensor implementations PyTorch runs on CPUs), in f32 with the
-// scalar factors in double as Python computes them; on the GPU the same
-// element updates as kernels (src/cuda/optimizer.cu).
+// scalar factors in double as Python computes them: the element updates
+// of the CPU (src/cpu/optimizer.cpp) or the GPU (src/cuda/optimizer.cu).
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/Vector.h"
+#include "cpu/Optimizer.h"
 #include "cuda/Cuda.h"
 #include "tprt/Train.h"
 
@@ -26,34 +26,6 @@ Tensor zeros(const std::vector<int64_t> &shape, Device device) {
     return cuda::zeros(shape);
 #endif
   return Tensor(DType::F32, shape);
-}
-
-/// Calls fn(values, begin, count) on blocks of `param`'s elements as f32,
-/// over the threads. A bf16 parameter's block is widened into a scratch
-/// buffer and rounded back once after fn, so no f32 copy of the whole
-/// parameter is made.
-template <typename Fn> void forEachBlockInF32(Tensor &param, Fn fn) {
-  constexpr int64_t kBlock = 8192;
-  int64_t n = param.numel();
-  if (param.dtype() == DType::F32) {
-    float *p = param.f32();
-    cpu::parallelBlocks(n, kBlock, [&](int64_t begin, int64_t count) {
-      fn(p + begin, begin, count);
-    });
-    return;
-  }
-  auto *p = static_cast<uint16_t *>(param.raw());
-#pragma omp parallel
-  {
-    std::vector<float> work(kBlock);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; i += kBlock) {
-      int64_t count = std::min(kBlock, n - i);
-      cpu::widenBf16(p + i, work.data(), count);
-      fn(work.data(), i, count);
-      cpu::narrowToBf16(work.data(), p + i, count);
-    }
-  }
 }
 
 } // namespace
@@ -272,14 +244,7 @@ void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
       return;
     }
 #endif
-    forEachBlockInF32(param, [&](float *p, int64_t begin, int64_t count) {
-      for (int64_t j = 0; j < count; ++j) {
-        int64_t i = begin + j;
-        float d = g[i] * gradScale + wd * p[j];
-        mp[i] = first ? d : mom * mp[i] + d;
-        p[j] -= lr * (momentum ? mp[i] : d);
-      }
-    });
+    cpu::sgdUpdate(param, g, gradScale, mp, wd, mom, lr, first, momentum);
     return;
   }
   Tensor &v = second_[fqn];
@@ -299,10 +264,8 @@ void Optimizer::update(Context &ctx, const std::string &fqn, Tensor &param,
     return;
   }
 #endif
-  forEachBlockInF32(param, [&](float *p, int64_t begin, int64_t count) {
-    cpu::adamwStep(p, g + begin, gradScale, mp + begin, vp + begin, count,
-                   decay, b1, b2, stepSize, root2, eps);
-  });
+  cpu::adamwUpdate(param, g, gradScale, mp, vp, decay, b1, b2, stepSize, root2,
+                   eps);
 }
 
 } // namespace tprt
