@@ -63,6 +63,20 @@ TEST(Kernels, LinearMatchesNaive) {
   }
 }
 
+/// dx = dy w and dw = dy^T x of a linear over every row, in double.
+std::pair<std::vector<double>, std::vector<double>>
+naiveLinearGrads(const Tensor &dy, const Tensor &x, const Tensor &w) {
+  int64_t out = w.dim(0), in = w.dim(1), rows = in ? x.numel() / in : 0;
+  std::vector<double> dx(rows * in, 0.0), dw(out * in, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < out; ++j)
+      for (int64_t k = 0; k < in; ++k) {
+        dx[r * in + k] += double(dy.f32()[r * out + j]) * w.f32()[j * in + k];
+        dw[j * in + k] += double(dy.f32()[r * out + j]) * x.f32()[r * in + k];
+      }
+  return {dx, dw};
+}
+
 // A linear's gradients overwrite an uninitialized output when there are
 // rows to sum over; over no rows (an empty batch) they are zeros. Each
 // output is made just after a same-sized buffer of NaNs is freed, which
@@ -79,20 +93,9 @@ TEST(Kernels, LinearGradientsOverwriteTheirOutput) {
       std::fill_n(poison.f32(), poison.numel(),
                   std::numeric_limits<float>::quiet_NaN());
     }
-    Tensor dx = linear_grad_input(ctx(), dy, w);
-    Tensor dw = linear_grad_weight(ctx(), dy, x);
-    for (int64_t i = 0; i < rows * in; ++i) {
-      double want = 0;
-      for (int64_t j = 0; j < out; ++j)
-        want += double(dy.f32()[i / in * out + j]) * w.f32()[j * in + i % in];
-      EXPECT_NEAR(dx.f32()[i], want, 1e-5) << "dx " << i;
-    }
-    for (int64_t i = 0; i < out * in; ++i) {
-      double want = 0;
-      for (int64_t r = 0; r < rows; ++r)
-        want += double(dy.f32()[r * out + i / in]) * x.f32()[r * in + i % in];
-      EXPECT_NEAR(dw.f32()[i], want, 1e-5) << "dw " << i << ", rows " << rows;
-    }
+    auto [wantDx, wantDw] = naiveLinearGrads(dy, x, w);
+    expectClose(linear_grad_input(ctx(), dy, w), wantDx);
+    expectClose(linear_grad_weight(ctx(), dy, x), wantDw);
   }
 }
 
@@ -107,25 +110,13 @@ TEST(Kernels, LinearGradientsWithDimensionsOfOne) {
                                {1, 1, 1}}) {
     Tensor w = randomTensor({out, in}, 17), dy = randomTensor({rows, out}, 18),
            x = randomTensor({rows, in}, 19);
-    Tensor dx = linear_grad_input(ctx(), dy, w);
-    Tensor dw = linear_grad_weight(ctx(), dy, x);
+    auto [wantDx, wantDw] = naiveLinearGrads(dy, x, w);
+    expectClose(linear_grad_input(ctx(), dy, w), wantDx);
+    expectClose(linear_grad_weight(ctx(), dy, x), wantDw);
     Context &c = ctx();
     c.grads().erase("one.w");
     accumulate_linear_grad_weight(c, dy, x, w, "one.w", -1, false);
-    const Tensor &acc = c.grads()["one.w"].grad;
-    for (int64_t i = 0; i < rows * in; ++i) {
-      double want = 0;
-      for (int64_t j = 0; j < out; ++j)
-        want += double(dy.f32()[i / in * out + j]) * w.f32()[j * in + i % in];
-      EXPECT_NEAR(dx.f32()[i], want, 1e-5) << "dx " << i;
-    }
-    for (int64_t i = 0; i < out * in; ++i) {
-      double want = 0;
-      for (int64_t r = 0; r < rows; ++r)
-        want += double(dy.f32()[r * out + i / in]) * x.f32()[r * in + i % in];
-      EXPECT_NEAR(dw.f32()[i], want, 1e-5) << "dw " << i;
-      EXPECT_NEAR(acc.f32()[i], want, 1e-5) << "accumulated dw " << i;
-    }
+    expectClose(c.grads()["one.w"].grad, wantDw);
   }
 }
 
@@ -428,17 +419,7 @@ TEST(Kernels, LinearFamilyOnDimensionsOfOne) {
               for (size_t i = 0; i < p.size(); ++i)
                 swiglu[i] = silu(p[i]) * u[i];
               expectClose(linear_swiglu(ctx(), x, w, up, form), swiglu);
-              // The backward: dx = dy w, dw = dy^T x over every row.
-              int64_t rows = batch * seq;
-              std::vector<double> dx(rows * in, 0.0), dw(out * in, 0.0);
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t j = 0; j < out; ++j)
-                  for (int64_t k = 0; k < in; ++k) {
-                    dx[r * in + k] +=
-                        double(dy.f32()[r * out + j]) * w.f32()[j * in + k];
-                    dw[j * in + k] +=
-                        double(dy.f32()[r * out + j]) * x.f32()[r * in + k];
-                  }
+              auto [dx, dw] = naiveLinearGrads(dy, x, w);
               expectClose(linear_grad_input(ctx(), dy, w), dx);
               expectClose(linear_grad_weight(ctx(), dy, x), dw);
               ctx().grads().erase("small.w");
@@ -476,17 +457,7 @@ TEST(Kernels, Bf16LinearFamilyOnDimensionsOfOne) {
             expectClose(f32(linear(ctx(), x, w, form)), p, 1e-2);
             expectClose(f32(linear_add(ctx(), x, w, other, form, false)), added,
                         1e-2);
-            int64_t rows = batch * seq;
-            std::vector<double> dx(rows * in, 0.0), dw(out * in, 0.0);
-            Tensor dyF = f32(dy), xF = f32(x), wF = f32(w);
-            for (int64_t r = 0; r < rows; ++r)
-              for (int64_t j = 0; j < out; ++j)
-                for (int64_t k = 0; k < in; ++k) {
-                  dx[r * in + k] +=
-                      double(dyF.f32()[r * out + j]) * wF.f32()[j * in + k];
-                  dw[j * in + k] +=
-                      double(dyF.f32()[r * out + j]) * xF.f32()[r * in + k];
-                }
+            auto [dx, dw] = naiveLinearGrads(f32(dy), f32(x), f32(w));
             expectClose(f32(linear_grad_input(ctx(), dy, w)), dx, 1e-2);
             expectClose(f32(linear_grad_weight(ctx(), dy, x)), dw, 1e-2);
           }
