@@ -122,20 +122,15 @@ void testElementwise(Context &c, Context &g) {
 void testLinear(Context &c, Context &g) {
   Tensor x = randomTensor({2, 9, 48}, 3), w = randomTensor({40, 48}, 4),
          b = randomTensor({40}, 5), dy = randomTensor({2, 9, 40}, 6);
-  expectClose("linear", linear(c, x, w, LinearForm::Flat),
-              linear(g, gpu(x), gpu(w), LinearForm::Flat));
-  expectClose(
-      "linear_bias",
-      linear_epilogue(c, x, w, b, LinearForm::Flat, LinearEpilogue::Bias),
-      linear_epilogue(g, gpu(x), gpu(w), gpu(b), LinearForm::Flat,
-                      LinearEpilogue::Bias));
-  expectClose("linear_bmm", linear(c, x, w, LinearForm::Bmm),
-              linear(g, gpu(x), gpu(w), LinearForm::Bmm));
-  expectClose(
-      "linear_bmm_bias",
-      linear_epilogue(c, x, w, b, LinearForm::Bmm, LinearEpilogue::Bias),
-      linear_epilogue(g, gpu(x), gpu(w), gpu(b), LinearForm::Bmm,
-                      LinearEpilogue::Bias));
+  for (LinearForm form : {LinearForm::Flat, LinearForm::Bmm}) {
+    bool bmm = form == LinearForm::Bmm;
+    expectClose(bmm ? "linear_bmm" : "linear", linear(c, x, w, form),
+                linear(g, gpu(x), gpu(w), form));
+    expectClose(
+        bmm ? "linear_bmm_bias" : "linear_bias",
+        linear_epilogue(c, x, w, b, form, LinearEpilogue::Bias),
+        linear_epilogue(g, gpu(x), gpu(w), gpu(b), form, LinearEpilogue::Bias));
+  }
   expectClose("bias_add", bias_add(c, dy, b), bias_add(g, gpu(dy), gpu(b)));
   expectClose("linear_grad_input", linear_grad_input(c, dy, w),
               linear_grad_input(g, gpu(dy), gpu(w)));

@@ -357,6 +357,22 @@ template <typename Check> void forEachPackingAndForm(const Check &check) {
   }
 }
 
+/// `check(batch, seq, in, out, form)` over the linear shapes where each of
+/// batch, sequence, input and output is one or not, in both forms.
+template <typename Check> void forEachShapeWithOnes(const Check &check) {
+  for (int64_t batch : {1, 2})
+    for (int64_t seq : {1, 3})
+      for (int64_t in : {1, 5})
+        for (int64_t out : {1, 4})
+          for (LinearForm form : {LinearForm::Flat, LinearForm::Bmm}) {
+            SCOPED_TRACE(::testing::Message()
+                         << "batch " << batch << " seq " << seq << " in " << in
+                         << " out " << out << " bmm "
+                         << (form == LinearForm::Bmm));
+            check(batch, seq, in, out, form);
+          }
+}
+
 // Every call of the linear family, forward and backward, where any of
 // batch, sequence, input and output is one (a single token, a rank-one
 // LoRA factor, a one-feature head): the BLAS libraries take a leading
@@ -370,63 +386,51 @@ TEST(Kernels, LinearFamilyOnDimensionsOfOne) {
     std::optional<ConstantWeights> packing;
     if (constant)
       packing.emplace();
-    for (int64_t batch : {1, 2})
-      for (int64_t seq : {1, 3})
-        for (int64_t in : {1, 5})
-          for (int64_t out : {1, 4})
-            for (LinearForm form : {LinearForm::Flat, LinearForm::Bmm}) {
-              SCOPED_TRACE(::testing::Message()
-                           << "batch " << batch << " seq " << seq << " in "
-                           << in << " out " << out << " bmm "
-                           << (form == LinearForm::Bmm) << " constant "
-                           << constant);
-              unsigned seed = 100 * batch + 10 * seq + in + out;
-              Tensor x = randomTensor({batch, seq, in}, seed),
-                     w = randomTensor({out, in}, seed + 1),
-                     w1 = randomTensor({out + 1, in}, seed + 2),
-                     b = randomTensor({out}, seed + 3),
-                     other = randomTensor({batch, seq, out}, seed + 4),
-                     dy = randomTensor({batch, seq, out}, seed + 5);
-              std::vector<double> p = naiveProduct(x, w);
-              std::vector<double> withBias(p.size()), gated(p.size()),
-                  added(p.size());
-              for (size_t i = 0; i < p.size(); ++i) {
-                withBias[i] = p[i] + b.f32()[i % out];
-                gated[i] = silu(p[i]) * other.f32()[i];
-                added[i] = p[i] + other.f32()[i];
-              }
-              expectClose(linear(ctx(), x, w, form), p);
-              expectClose(
-                  linear_epilogue(ctx(), x, w, b, form, LinearEpilogue::Bias),
+    SCOPED_TRACE(constant ? "constant weights" : "trained weights");
+    forEachShapeWithOnes([&](int64_t batch, int64_t seq, int64_t in,
+                             int64_t out, LinearForm form) {
+      unsigned seed = 100 * batch + 10 * seq + in + out;
+      Tensor x = randomTensor({batch, seq, in}, seed),
+             w = randomTensor({out, in}, seed + 1),
+             w1 = randomTensor({out + 1, in}, seed + 2),
+             b = randomTensor({out}, seed + 3),
+             other = randomTensor({batch, seq, out}, seed + 4),
+             dy = randomTensor({batch, seq, out}, seed + 5);
+      std::vector<double> p = naiveProduct(x, w);
+      std::vector<double> withBias(p.size()), gated(p.size()), added(p.size());
+      for (size_t i = 0; i < p.size(); ++i) {
+        withBias[i] = p[i] + b.f32()[i % out];
+        gated[i] = silu(p[i]) * other.f32()[i];
+        added[i] = p[i] + other.f32()[i];
+      }
+      expectClose(linear(ctx(), x, w, form), p);
+      expectClose(linear_epilogue(ctx(), x, w, b, form, LinearEpilogue::Bias),
                   withBias);
-              expectClose(linear_epilogue(ctx(), x, w, other, form,
-                                          LinearEpilogue::SiluMul),
-                          gated);
-              expectClose(linear_add(ctx(), x, w, other, form, false), added);
-              Tensor residual =
-                  Tensor::uninitialized(DType::F32, other.shape());
-              std::copy_n(other.f32(), other.numel(), residual.f32());
-              expectClose(
-                  linear_add_consuming(ctx(), x, w, residual, form, false),
+      expectClose(
+          linear_epilogue(ctx(), x, w, other, form, LinearEpilogue::SiluMul),
+          gated);
+      expectClose(linear_add(ctx(), x, w, other, form, false), added);
+      Tensor residual = Tensor::uninitialized(DType::F32, other.shape());
+      std::copy_n(other.f32(), other.numel(), residual.f32());
+      expectClose(linear_add_consuming(ctx(), x, w, residual, form, false),
                   added);
-              Tensors two = linear_siblings(ctx(), x, w, w1, form);
-              expectClose(two[0], p);
-              expectClose(two[1], naiveProduct(x, w1));
-              Tensors three = linear_siblings(ctx(), x, w1, w, w1, form);
-              expectClose(three[1], p);
-              Tensor up = randomTensor({out, in}, seed + 6);
-              std::vector<double> u = naiveProduct(x, up), swiglu(p.size());
-              for (size_t i = 0; i < p.size(); ++i)
-                swiglu[i] = silu(p[i]) * u[i];
-              expectClose(linear_swiglu(ctx(), x, w, up, form), swiglu);
-              auto [dx, dw] = naiveLinearGrads(dy, x, w);
-              expectClose(linear_grad_input(ctx(), dy, w), dx);
-              expectClose(linear_grad_weight(ctx(), dy, x), dw);
-              ctx().grads().erase("small.w");
-              accumulate_linear_grad_weight(ctx(), dy, x, w, "small.w", -1,
-                                            false);
-              expectClose(ctx().grads()["small.w"].grad, dw);
-            }
+      Tensors two = linear_siblings(ctx(), x, w, w1, form);
+      expectClose(two[0], p);
+      expectClose(two[1], naiveProduct(x, w1));
+      Tensors three = linear_siblings(ctx(), x, w1, w, w1, form);
+      expectClose(three[1], p);
+      Tensor up = randomTensor({out, in}, seed + 6);
+      std::vector<double> u = naiveProduct(x, up), swiglu(p.size());
+      for (size_t i = 0; i < p.size(); ++i)
+        swiglu[i] = silu(p[i]) * u[i];
+      expectClose(linear_swiglu(ctx(), x, w, up, form), swiglu);
+      auto [dx, dw] = naiveLinearGrads(dy, x, w);
+      expectClose(linear_grad_input(ctx(), dy, w), dx);
+      expectClose(linear_grad_weight(ctx(), dy, x), dw);
+      ctx().grads().erase("small.w");
+      accumulate_linear_grad_weight(ctx(), dy, x, w, "small.w", -1, false);
+      expectClose(ctx().grads()["small.w"].grad, dw);
+    });
   }
 }
 
@@ -436,31 +440,22 @@ TEST(Kernels, LinearFamilyOnDimensionsOfOne) {
 TEST(Kernels, Bf16LinearFamilyOnDimensionsOfOne) {
   auto bf16 = [](const Tensor &t) { return t.to(DType::BF16); };
   auto f32 = [](const Tensor &t) { return t.to(DType::F32); };
-  for (int64_t batch : {1, 2})
-    for (int64_t seq : {1, 3})
-      for (int64_t in : {1, 5})
-        for (int64_t out : {1, 4})
-          for (LinearForm form : {LinearForm::Flat, LinearForm::Bmm}) {
-            SCOPED_TRACE(::testing::Message()
-                         << "batch " << batch << " seq " << seq << " in " << in
-                         << " out " << out << " bmm "
-                         << (form == LinearForm::Bmm));
-            unsigned seed = 200 + 100 * batch + 10 * seq + in + out;
-            Tensor x = bf16(randomTensor({batch, seq, in}, seed)),
-                   w = bf16(randomTensor({out, in}, seed + 1)),
-                   other = bf16(randomTensor({batch, seq, out}, seed + 2)),
-                   dy = bf16(randomTensor({batch, seq, out}, seed + 3));
-            std::vector<double> p = naiveProduct(f32(x), f32(w)),
-                                added(p.size());
-            for (size_t i = 0; i < p.size(); ++i)
-              added[i] = p[i] + f32(other).f32()[i];
-            expectClose(f32(linear(ctx(), x, w, form)), p, 1e-2);
-            expectClose(f32(linear_add(ctx(), x, w, other, form, false)), added,
-                        1e-2);
-            auto [dx, dw] = naiveLinearGrads(f32(dy), f32(x), f32(w));
-            expectClose(f32(linear_grad_input(ctx(), dy, w)), dx, 1e-2);
-            expectClose(f32(linear_grad_weight(ctx(), dy, x)), dw, 1e-2);
-          }
+  forEachShapeWithOnes([&](int64_t batch, int64_t seq, int64_t in, int64_t out,
+                           LinearForm form) {
+    unsigned seed = 200 + 100 * batch + 10 * seq + in + out;
+    Tensor x = bf16(randomTensor({batch, seq, in}, seed)),
+           w = bf16(randomTensor({out, in}, seed + 1)),
+           other = bf16(randomTensor({batch, seq, out}, seed + 2)),
+           dy = bf16(randomTensor({batch, seq, out}, seed + 3));
+    std::vector<double> p = naiveProduct(f32(x), f32(w)), added(p.size());
+    for (size_t i = 0; i < p.size(); ++i)
+      added[i] = p[i] + f32(other).f32()[i];
+    expectClose(f32(linear(ctx(), x, w, form)), p, 1e-2);
+    expectClose(f32(linear_add(ctx(), x, w, other, form, false)), added, 1e-2);
+    auto [dx, dw] = naiveLinearGrads(f32(dy), f32(x), f32(w));
+    expectClose(f32(linear_grad_input(ctx(), dy, w)), dx, 1e-2);
+    expectClose(f32(linear_grad_weight(ctx(), dy, x)), dw, 1e-2);
+  });
 }
 
 // The calls the table computes in f32 only (KernelsInF32): on bf16 or f16

@@ -143,38 +143,29 @@ FailureOr<Value> PartitionState::reduceScattered(Operation *op, Value v,
 //===----------------------------------------------------------------------===//
 
 StringRef mlir::tp::getRuntimeArgCppType(RuntimeArg kind) {
+  // The runtime's spelling of each kind (tprt/CallMacros.h).
+#define TPRT_KIND_CASE(name)                                                   \
+  case RuntimeArg::name:                                                       \
+    return TPRT_STRINGIZE(TPRT_TYPE_##name);
   switch (kind) {
-  case RuntimeArg::Tensor:
-  case RuntimeArg::OptionalTensor:
-    return "const tprt::Tensor &";
-  case RuntimeArg::ConsumedTensor:
-    return "tprt::Tensor &";
-  case RuntimeArg::I64:
-  case RuntimeArg::Slot:
-    return "int64_t";
-  case RuntimeArg::I32:
-    return "int";
-  case RuntimeArg::F64:
-    return "double";
-  case RuntimeArg::Bool:
-    return "bool";
-  case RuntimeArg::U64:
-    return "uint64_t";
-  case RuntimeArg::CString:
-    return "const char *";
-  case RuntimeArg::DType:
-    return "tprt::DType";
-  case RuntimeArg::LinearForm:
-    return "tprt::LinearForm";
-  case RuntimeArg::LinearEpilogue:
-    return "tprt::LinearEpilogue";
-  case RuntimeArg::Shape:
-    return "std::vector<int64_t>";
-  case RuntimeArg::Reals:
-    return "std::vector<double>";
-  case RuntimeArg::Strings:
-    return "std::vector<std::string>";
+    TPRT_KIND_CASE(Tensor)
+    TPRT_KIND_CASE(OptionalTensor)
+    TPRT_KIND_CASE(ConsumedTensor)
+    TPRT_KIND_CASE(I64)
+    TPRT_KIND_CASE(I32)
+    TPRT_KIND_CASE(F64)
+    TPRT_KIND_CASE(Bool)
+    TPRT_KIND_CASE(U64)
+    TPRT_KIND_CASE(CString)
+    TPRT_KIND_CASE(DType)
+    TPRT_KIND_CASE(LinearForm)
+    TPRT_KIND_CASE(LinearEpilogue)
+    TPRT_KIND_CASE(Shape)
+    TPRT_KIND_CASE(Reals)
+    TPRT_KIND_CASE(Strings)
+    TPRT_KIND_CASE(Slot)
   }
+#undef TPRT_KIND_CASE
   return "";
 }
 

@@ -13,6 +13,9 @@
 #ifndef TPRT_CALLMACROS_H
 #define TPRT_CALLMACROS_H
 
+#define TPRT_STRINGIZE(...) TPRT_STRINGIZE_I(__VA_ARGS__)
+#define TPRT_STRINGIZE_I(...) #__VA_ARGS__
+
 #define TPRT_SEQ_END(...) TPRT_SEQ_END_I(__VA_ARGS__)
 #define TPRT_SEQ_END_I(...) __VA_ARGS__##_END
 
@@ -55,7 +58,7 @@
 #define TPRT_IN_F32_B(kind, name) , TPRT_IN_F32_##kind(name) TPRT_IN_F32_A
 #define TPRT_IN_F32_A_END
 #define TPRT_IN_F32_B_END
-#define TPRT_IN_F32_Tensor(name) ::tprt::widened(name)
+#define TPRT_IN_F32_Tensor(name) tprt::widened(name)
 #define TPRT_IN_F32_OptionalTensor(name) name
 #define TPRT_IN_F32_I64(name) name
 #define TPRT_IN_F32_I32(name) name
@@ -70,22 +73,23 @@
 #define TPRT_EACH_A_END
 #define TPRT_EACH_B_END
 
-/// The C++ type of each parameter kind (mlir::tp::RuntimeArg's).
-#define TPRT_TYPE_Tensor const ::tprt::Tensor &
-#define TPRT_TYPE_OptionalTensor const ::tprt::Tensor &
-#define TPRT_TYPE_ConsumedTensor ::tprt::Tensor &
+/// The C++ type of each parameter kind (mlir::tp::RuntimeArg's), as
+/// generated code spells it (getRuntimeArgCppType reads these).
+#define TPRT_TYPE_Tensor const tprt::Tensor &
+#define TPRT_TYPE_OptionalTensor const tprt::Tensor &
+#define TPRT_TYPE_ConsumedTensor tprt::Tensor &
 #define TPRT_TYPE_I64 int64_t
 #define TPRT_TYPE_I32 int
 #define TPRT_TYPE_F64 double
 #define TPRT_TYPE_Bool bool
 #define TPRT_TYPE_U64 uint64_t
 #define TPRT_TYPE_CString const char *
-#define TPRT_TYPE_DType ::tprt::DType
+#define TPRT_TYPE_DType tprt::DType
 #define TPRT_TYPE_Shape std::vector<int64_t>
 #define TPRT_TYPE_Reals std::vector<double>
 #define TPRT_TYPE_Strings std::vector<std::string>
-#define TPRT_TYPE_LinearForm ::tprt::LinearForm
-#define TPRT_TYPE_LinearEpilogue ::tprt::LinearEpilogue
+#define TPRT_TYPE_LinearForm tprt::LinearForm
+#define TPRT_TYPE_LinearEpilogue tprt::LinearEpilogue
 #define TPRT_TYPE_Slot int64_t
 
 #define TPRT_DEFAULT_Tensor
@@ -106,11 +110,11 @@
 #define TPRT_DEFAULT_Slot = -1
 
 /// The C++ result of each result kind.
-#define TPRT_RESULT_Tensor ::tprt::Tensor
+#define TPRT_RESULT_Tensor tprt::Tensor
 #define TPRT_RESULT_Void void
-#define TPRT_RESULT_Tensors2 ::tprt::Tensors
-#define TPRT_RESULT_Tensors3 ::tprt::Tensors
-#define TPRT_RESULT_Tensors9 ::tprt::Tensors
-#define TPRT_RESULT_TensorsN ::tprt::Tensors
+#define TPRT_RESULT_Tensors2 tprt::Tensors
+#define TPRT_RESULT_Tensors3 tprt::Tensors
+#define TPRT_RESULT_Tensors9 tprt::Tensors
+#define TPRT_RESULT_TensorsN tprt::Tensors
 
 #endif // TPRT_CALLMACROS_H

@@ -23,10 +23,10 @@ Tensor cpu::all_reduce_sum(Context &ctx, const Tensor &x) {
 }
 
 Tensor cpu::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
+  if (x.dtype() != DType::F32 || !x.soleOwner())
+    return composed::all_reduce_sum_consuming(ctx, x);
   Tensor taken = std::move(x);
   x = Tensor();
-  if (taken.dtype() != DType::F32 || !taken.soleOwner())
-    return tprt::all_reduce_sum(ctx, taken);
   ctx.tp().allReduceSum(taken.f32(), taken.numel());
   return taken;
 }

@@ -233,8 +233,7 @@ Tensor cpu::linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
                           const Tensor &wu, LinearForm form) {
   if (!concatenable(ctx, x, {&wg, &wu}, form == LinearForm::Bmm) ||
       cpu::f32EpiloguesFused() || wg.dim(0) != wu.dim(0))
-    return cpu::linear_epilogue(ctx, x, wg, cpu::linear(ctx, x, wu, form), form,
-                                LinearEpilogue::SiluMul);
+    return composed::linear_swiglu(ctx, x, wg, wu, form);
   Tensor both = cpu::linear(ctx, x, concatenatedWeight({&wg, &wu}), form);
   int64_t width = wg.dim(0), rows = width ? both.numel() / (2 * width) : 0;
   std::vector<int64_t> shape = x.shape();
@@ -330,13 +329,12 @@ Tensor cpu::linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
 
 Tensor cpu::linear_add(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &other, LinearForm form, bool once) {
-  if (once && ctx.tp().rank() != 0)
-    return cpu::linear(ctx, x, w, form);
-  if (Tensor out =
-          fusedEpilogue(ctx, x, w, other, cpu::Epilogue::Add, form, -1);
-      out.defined())
-    return out;
-  return cpu::add(ctx, cpu::linear(ctx, x, w, form), other);
+  if (!once || ctx.tp().rank() == 0)
+    if (Tensor out =
+            fusedEpilogue(ctx, x, w, other, cpu::Epilogue::Add, form, -1);
+        out.defined())
+      return out;
+  return composed::linear_add(ctx, x, w, other, form, once);
 }
 
 /// The product added into the residual's storage by a GEMM with beta 1
