@@ -140,7 +140,12 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
 
     Validation, with diagnostics naming the plan key and the numbers:
     attention heads and KV heads, MLP widths, the vocabulary and the LoRA
-    rank must divide by `tp`; a tied embedding and lm_head must get the same
+    rank must divide by `tp`, unless `allow-uneven=true`: then a split that
+    does not divide gives the ranks ceil/floor shares in whole units (KV
+    heads, with the query heads of their groups, when tp does not exceed
+    them; query heads within each KV head's group of ranks when it does;
+    single features and vocabulary rows otherwise), recorded as the
+    placement's `starts` and `sizes` (the LoRA rank must still divide); a tied embedding and lm_head must get the same
     split; a plan key that matches no module is a warning; a LoRA factor
     missing from the adapter, or of another shape or dtype, is an error
     naming the key and the file.
@@ -151,6 +156,9 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
            "hf:CONFIG.json or file:PLAN.json">,
     Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks">,
     Option<"sp", "sp", "bool", /*default=*/"false", "Sequence parallelism">,
+    Option<"allowUneven", "allow-uneven", "bool", /*default=*/"false",
+           "Split heads, KV heads, features and the vocabulary unevenly "
+           "where they do not divide by tp (padded blocks)">,
     Option<"loraRank", "lora-rank", "int64_t", /*default=*/"0",
            "LoRA rank r (0: no LoRA)">,
     Option<"loraAlpha", "lora-alpha", "double", /*default=*/"32.0",

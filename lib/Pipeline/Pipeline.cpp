@@ -44,6 +44,7 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
     plan.plan = options.plan;
     plan.tp = options.tp;
     plan.sp = options.sp;
+    plan.allowUneven = options.allowUneven;
     plan.loraRank = options.loraRank;
     plan.loraAlpha = options.loraAlpha;
     plan.loraTargets = options.loraTargets;

@@ -53,6 +53,17 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       return signalPassFailure();
     SmallVector<func::FuncOp, 2> funcs = {func};
     if (*trainStep) {
+      // Padding's gradients, replicas of uneven KV heads and checkpoints of
+      // padded blocks are not there yet.
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (auto placement = func.getArgAttrOfType<PlacementAttr>(
+                i, TPDialect::kPlacementAttrName);
+            placement && placement.isUneven()) {
+          func.emitError() << "tp-partition: argument " << i
+                           << " is split unevenly (" << placement
+                           << "); the training step splits evenly only";
+          return signalPassFailure();
+        }
       auto train = dyn_cast<func::FuncOp>(trainStep->getOperation());
       if (!train) {
         trainStep->getOperation()->emitError(
@@ -138,6 +149,26 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                << type
                << " is dynamic; only parameters (of static shape) are split "
                   "by an annotation of the argument";
+      if (placement.isUneven()) {
+        // Each rank's range in a block of the largest (tp-apply-plan made
+        // the ranges; they must fit this grid and this parameter).
+        if (static_cast<int64_t>(placement.getSizes().size()) != ranks ||
+            placement.getGlobalSize(type.getDimSize(dim)) !=
+                type.getDimSize(dim))
+          return func.emitError()
+                 << "argument " << arg.getArgNumber() << ": " << placement
+                 << " does not split dim " << dim << " of " << type << " over "
+                 << ranks << " ranks";
+        SmallVector<int64_t> shape(type.getShape());
+        shape[dim] = placement.getUnevenExtent();
+        arg.setType(RankedTensorType::get(shape, type.getElementType()));
+        func.setArgAttr(arg.getArgNumber(), TPDialect::kPlacementAttrName,
+                        placement.withBlocks(ranks));
+        state.setParamSplitDim(arg, dim);
+        state.setUneven(arg, {SmallVector<int64_t>(placement.getStarts()),
+                              SmallVector<int64_t>(placement.getSizes())});
+        continue;
+      }
       if (ranks % replicas || type.getDimSize(dim) % (ranks / replicas))
         return func.emitError()
                << "argument " << arg.getArgNumber() << ": dim " << dim << " of "

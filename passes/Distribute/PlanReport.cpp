@@ -85,10 +85,29 @@ std::string describeClass(PlacementAttr placement, const GradSinks &sinks,
   return "replica-" + stringifyGradReduction(used).str() + " (" + why + ")";
 }
 
+/// What an uneven split costs: the largest share over the mean.
+double imbalanceOf(PlacementAttr placement) {
+  if (!placement || !placement.isUneven())
+    return 1.0;
+  int64_t total = 0;
+  for (int64_t size : placement.getSizes())
+    total += size;
+  return static_cast<double>(placement.getUnevenExtent()) *
+         placement.getSizes().size() / total;
+}
+
+/// The largest load imbalance of the uneven splits, and its plan key.
+struct Imbalance {
+  int count = 0;
+  double largest = 1.0;
+  std::string key;
+};
+
 /// The parameters' table; counts what is split and replicated.
 void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
                      raw_ostream &os, uint64_t &localBytes,
-                     uint64_t &globalBytes, int &sharded, int &replicated) {
+                     uint64_t &globalBytes, int &sharded, int &replicated,
+                     Imbalance &imbalance) {
   os << "| parameter | global shape | placement | class | plan key | bytes "
         "per rank |\n|---|---|---|---|---|---|\n";
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -102,11 +121,13 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
     int64_t blocks = placement ? placement.getBlocks() : 1;
     SmallVector<int64_t> global(type.getShape());
     if (split)
-      global[placement.getSplitDim()] *= blocks;
-    uint64_t bytes = type.getNumElements() *
-                     (type.getElementType().getIntOrFloatBitWidth() / 8);
+      global[placement.getSplitDim()] =
+          placement.getGlobalSize(global[placement.getSplitDim()]);
+    uint64_t elementBytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+    uint64_t bytes = type.getNumElements() * elementBytes;
     localBytes += bytes;
-    globalBytes += bytes * blocks;
+    globalBytes +=
+        split ? ShapedType::getNumElements(global) * elementBytes : bytes;
     (split ? sharded : replicated)++;
     os << "| `" << fqn.getValue() << "` | [";
     llvm::interleaveComma(global, os);
@@ -116,6 +137,21 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
     if (split && placement.getReplicas() > 1)
       where += ", each block on " + std::to_string(placement.getReplicas()) +
                " ranks";
+    if (split && placement.isUneven()) {
+      // Each rank's share, padded to the largest.
+      where +=
+          ", uneven: " +
+          llvm::join(llvm::map_range(
+                         placement.getSizes(),
+                         [](int64_t size) { return std::to_string(size); }),
+                     " + ") +
+          llvm::formatv(" (imbalance {0:F2})", imbalanceOf(placement)).str();
+      ++imbalance.count;
+      if (imbalanceOf(placement) > imbalance.largest) {
+        imbalance.largest = imbalanceOf(placement);
+        imbalance.key = placement.getKey().str();
+      }
+    }
     std::string gradClass =
         split ? std::string("sharded")
               : describeClass(placement, sinks, fqn.getValue(), training);
@@ -125,6 +161,29 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
        << (key.empty() ? "(no key: replicated)" : key) << " | " << bytes
        << " |\n";
   }
+}
+
+/// The linears' multiply-adds per token on each rank: what it computes (its
+/// blocks, padding included) beside its real share, the work an even split
+/// of the same weights would give every rank (their mean).
+void writeLinearWork(func::FuncOp func, raw_ostream &os) {
+  double held = 0, real = 0;
+  func.walk([&](LinearOp linear) {
+    auto weight = cast<RankedTensorType>(linear.getWeight().getType());
+    double elements = weight.getNumElements();
+    held += elements;
+    auto arg = dyn_cast<BlockArgument>(linear.getWeight());
+    auto placement =
+        arg ? func.getArgAttrOfType<PlacementAttr>(
+                  arg.getArgNumber(), TPDialect::kPlacementAttrName)
+            : PlacementAttr();
+    real += elements / imbalanceOf(placement);
+  });
+  if (held == 0)
+    return;
+  os << llvm::formatv("\nLinear work per token per rank: {0:F0} multiply-adds "
+                      "computed, {1:F0} for the rank's mean share ({2:F3}x)\n",
+                      held, real, held / real);
 }
 
 /// What a training program holds per rank besides activations, as the
@@ -444,8 +503,10 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   if (*step)
     step->getOperation()->walk(
         [&](AccumulateGradOp acc) { sinks[acc.getFqn()] = acc; });
+  Imbalance imbalance;
   writeParameters(func, sinks, static_cast<bool>(*step), os, localBytes,
-                  globalBytes, sharded, replicated);
+                  globalBytes, sharded, replicated, imbalance);
+  writeLinearWork(func, os);
 
   int collectives = writeCollectives(func, os);
   writeSiblingProducts(func, os);
@@ -462,6 +523,12 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
                     ranks, sharded, replicated, localBytes / 1048576.0,
                     globalBytes / 1048576.0, collectives)
           .str();
+  if (imbalance.count)
+    report.summary +=
+        llvm::formatv("; {0} split unevenly, load imbalance up "
+                      "to {1:F2} ('{2}')",
+                      imbalance.count, imbalance.largest, imbalance.key)
+            .str();
   std::string source = "(no plan applied)";
   if (auto attr =
           module->getAttrOfType<StringAttr>(TPDialect::kPlanSourceAttrName))

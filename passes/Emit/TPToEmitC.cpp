@@ -228,7 +228,8 @@ SmallVector<int64_t> globalShapeOf(func::FuncOp func, unsigned index) {
   if (auto placement = func.getArgAttrOfType<PlacementAttr>(
           index, TPDialect::kPlacementAttrName))
     if (placement.getSplitDim() >= 0)
-      global[placement.getSplitDim()] *= placement.getBlocks();
+      global[placement.getSplitDim()] =
+          placement.getGlobalSize(global[placement.getSplitDim()]);
   return global;
 }
 
@@ -280,6 +281,9 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index,
       .i64(shardDim)
       .i64(shards)
       .i64(replicas)
+      // An uneven split: each rank's range.
+      .shape(placement ? placement.getStarts() : ArrayRef<int64_t>())
+      .shape(placement ? placement.getSizes() : ArrayRef<int64_t>())
       .str(*held)
       // A folded Gemma norm weight stores w + 1.
       .f64(source.getStoredOffsetValue());

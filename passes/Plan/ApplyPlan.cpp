@@ -40,6 +40,9 @@ struct Placement {
   std::string gradReduction;
   /// The plan's "exclude": neither broadcast nor synchronized.
   bool exclude = false;
+  /// An uneven split (allow-uneven): each rank's first element and element
+  /// count along `dim`.
+  SmallVector<int64_t> starts, sizes;
   bool operator==(const Placement &o) const { return dim == o.dim; }
 };
 
@@ -58,6 +61,21 @@ shard::ShardOp annotateValue(OpBuilder &builder, Value v, int64_t splitDim,
                                 forUsers);
 }
 
+/// Ceil/floor shares of `units` units of `unit` elements over `parts`
+/// ranks, the larger first, from element `base` on: appended to `starts`
+/// and `sizes` in elements.
+void appendShares(int64_t units, int64_t parts, int64_t unit, int64_t base,
+                  SmallVectorImpl<int64_t> &starts,
+                  SmallVectorImpl<int64_t> &sizes) {
+  int64_t at = 0;
+  for (int64_t r = 0; r < parts; ++r) {
+    int64_t share = units / parts + (r < units % parts ? 1 : 0);
+    starts.push_back(base + at * unit);
+    sizes.push_back(share * unit);
+    at += share;
+  }
+}
+
 /// The parameter behind its annotation.
 Value parameterOf(Value v) {
   if (auto annotated = v.getDefiningOp<shard::ShardOp>())
@@ -67,6 +85,7 @@ Value parameterOf(Value v) {
 
 struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
   using Base::Base;
+  using Placements = llvm::DenseMap<Value, Placement>;
 
   void runOnOperation() override {
     // The state below is per run: a pass manager may run this pass again.
@@ -336,11 +355,101 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
          " are not divisible by tp " + Twine(static_cast<int64_t>(tp)))
             .str();
     if (reportedViolations.insert(message).second)
-      op->emitError() << message;
+      op->emitError() << message << unevenHint();
     return failure();
   }
 
-  using Placements = llvm::DenseMap<Value, Placement>;
+  /// Where an even split is what the user asked for: the flag that lifts
+  /// it.
+  StringRef unevenHint() const {
+    return allowUneven ? "" : " (--allow-uneven splits it unevenly)";
+  }
+
+  /// Each rank's range of `units` units of `unit` elements (ceil/floor
+  /// shares) on every parameter of `proj` (weight, bias, LoRA B and its
+  /// bias), all split on dim 0.
+  LogicalResult setRanges(Operation *at, StringRef key, LinearOp proj,
+                          ArrayRef<int64_t> starts, ArrayRef<int64_t> sizes,
+                          Placements &placements) {
+    auto lora = loraBranches.byBase.find(proj);
+    Value loraB, loraBias;
+    if (lora != loraBranches.byBase.end()) {
+      loraB = lora->second.b.getWeight();
+      loraBias = lora->second.bias;
+    }
+    for (Value param :
+         {Value(proj.getWeight()), Value(proj.getBias()), loraB, loraBias}) {
+      if (!param)
+        continue;
+      auto it = placements.find(parameterOf(param));
+      if (it == placements.end() || it->second.dim != 0)
+        return at->emitError()
+               << "plan key '" << key << "': heads split unevenly need "
+               << "every parameter of the q, k and v projections split on "
+                  "their output features";
+      it->second.starts.assign(starts.begin(), starts.end());
+      it->second.sizes.assign(sizes.begin(), sizes.end());
+    }
+    return success();
+  }
+
+  /// Heads that do not divide by tp (allow-uneven): each rank gets whole
+  /// KV heads with their query groups when tp does not exceed the KV
+  /// heads; otherwise the ranks are shared out over the KV heads (a KV
+  /// head replicated on its ranks) and each KV head's query group over its
+  /// ranks. The output projection's input features follow the query
+  /// heads.
+  LogicalResult splitHeadsUnevenly(AttentionOp att, StringRef key, LinearOp q,
+                                   LinearOp k, LinearOp v,
+                                   Placements &placements) {
+    int64_t heads = att.getNumHeadsAttr().getInt(),
+            kv = att.getNumKvHeadsAttr().getInt(), d = att.getHeadDim();
+    int64_t ranks = tp, group = heads / kv;
+    if (heads < ranks)
+      return att.emitError() << "plan key '" << key << "': " << heads
+                             << " attention heads cannot give each of " << ranks
+                             << " ranks a head";
+    SmallVector<int64_t> qStarts, qSizes, kvStarts, kvSizes;
+    if (ranks <= kv) {
+      appendShares(kv, ranks, d, 0, kvStarts, kvSizes);
+      for (auto [start, size] : llvm::zip_equal(kvStarts, kvSizes)) {
+        qStarts.push_back(start * group);
+        qSizes.push_back(size * group);
+      }
+    } else {
+      SmallVector<int64_t> unusedStarts, ranksOf;
+      appendShares(ranks, kv, 1, 0, unusedStarts, ranksOf);
+      // With no more ranks than heads, no KV head has more ranks than
+      // query heads.
+      for (auto [j, shared] : llvm::enumerate(ranksOf)) {
+        appendShares(group, shared, d, j * group * d, qStarts, qSizes);
+        for (int64_t r = 0; r < shared; ++r) {
+          kvStarts.push_back(j * d);
+          kvSizes.push_back(d);
+        }
+      }
+    }
+    if (q && failed(setRanges(att, key, q, qStarts, qSizes, placements)))
+      return failure();
+    for (LinearOp proj : {k, v})
+      if (proj &&
+          failed(setRanges(att, key, proj, kvStarts, kvSizes, placements)))
+        return failure();
+    // The output projection (and its LoRA A) reads the heads as input
+    // features.
+    for (Operation *user : att.getResult().getUsers()) {
+      auto out = dyn_cast<LinearOp>(user);
+      auto it = out ? placements.find(parameterOf(out.getWeight()))
+                    : placements.end();
+      if (it == placements.end() || it->second.dim != 1)
+        return att.emitError()
+               << "plan key '" << key << "': heads split unevenly need the "
+               << "attention output read by row-split projections only";
+      it->second.starts = qStarts;
+      it->second.sizes = qSizes;
+    }
+    return success();
+  }
 
   LogicalResult apply(func::FuncOp func, const Plan &plan) {
     OpBuilder builder(func.getContext());
@@ -479,7 +588,21 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
             v = v.getDefiningOp()->getOperand(0);
           return v.getDefiningOp<LinearOp>();
         };
-        LinearOp q = projOf(att.getQ()), k = projOf(att.getK());
+        LinearOp q = projOf(att.getQ()), k = projOf(att.getK()),
+                 v = projOf(att.getV());
+        if (allowUneven) {
+          int64_t heads = att.getNumHeadsAttr().getInt(),
+                  kv = att.getNumKvHeadsAttr().getInt();
+          std::optional<Placement> p;
+          for (LinearOp proj : {q, k, v})
+            if (proj && !p)
+              p = splitOf(proj.getWeight());
+          if (p && (heads % tp || (kv % tp && tp % kv))) {
+            violated |=
+                failed(splitHeadsUnevenly(att, p->key, q, k, v, placements));
+            return WalkResult::advance();
+          }
+        }
         if (q)
           if (auto p = splitOf(q.getWeight()))
             violated |= failed(checkDivisible(op, p->key, "attention heads",
@@ -495,7 +618,7 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
                      Twine(static_cast<int64_t>(tp)) + " (nor tp by them)")
                         .str();
                 if (reportedViolations.insert(message).second)
-                  op->emitError() << message;
+                  op->emitError() << message << unevenHint();
                 violated = true;
                 return WalkResult::advance();
               }
@@ -537,9 +660,22 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
 
   /// What each split cuts (features, vocabulary rows, LoRA ranks) divides
   /// by tp.
-  LogicalResult checkSplits(func::FuncOp func, const Placements &placements) {
+  LogicalResult checkSplits(func::FuncOp func, Placements &placements) {
     auto splitOf = [&](Value v) {
       return TPApplyPlanPass::splitOf(placements, v);
+    };
+    // Ceil/floor single elements where allowed; a LoRA rank still divides.
+    auto divides = [&](Operation *op, Value param, const Placement &p,
+                       StringRef what, int64_t size, bool mayBeUneven) {
+      if (!p.sizes.empty())
+        return success(); // split by heads
+      if (size % tp == 0 || !allowUneven || !mayBeUneven)
+        return checkDivisible(op, p.key, what, size);
+      Placement &placed = placements[parameterOf(param)];
+      placed.starts.clear();
+      placed.sizes.clear();
+      appendShares(size, tp, 1, 0, placed.starts, placed.sizes);
+      return success();
     };
     bool violated = false;
     func.walk([&](Operation *op) {
@@ -548,22 +684,25 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
         if (p && p->replicas == 1) {
           auto w = linear.getWeight().getType();
           StringRef what = p->dim == 0 ? "output features" : "input features";
-          auto arg = dyn_cast<BlockArgument>(linear.getWeight());
+          auto arg = dyn_cast<BlockArgument>(parameterOf(linear.getWeight()));
           auto fqn = arg ? func.getArgAttrOfType<StringAttr>(
                                arg.getArgNumber(), TPDialect::kFqnAttrName)
                          : StringAttr();
           // A is [rank, in], B [out, rank]: the split cuts the rank.
-          if (fqn && isLoRAFactor(fqn.getValue()) &&
-              (p->dim == 0) == fqn.getValue().ends_with(".lora_A.weight"))
+          bool loraRank =
+              fqn && isLoRAFactor(fqn.getValue()) &&
+              (p->dim == 0) == fqn.getValue().ends_with(".lora_A.weight");
+          if (loraRank)
             what = "LoRA rank dimensions";
-          violated |=
-              failed(checkDivisible(op, p->key, what, w.getDimSize(p->dim)));
+          violated |= failed(divides(op, linear.getWeight(), *p, what,
+                                     w.getDimSize(p->dim), !loraRank));
         }
       } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
         if (auto p = splitOf(emb.getTable())) {
           StringRef what = p->dim == 0 ? "vocabulary rows" : "hidden features";
-          violated |= failed(checkDivisible(
-              op, p->key, what, emb.getTable().getType().getDimSize(p->dim)));
+          violated |= failed(
+              divides(op, emb.getTable(), *p, what,
+                      emb.getTable().getType().getDimSize(p->dim), true));
         }
       }
     });
@@ -583,13 +722,15 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
       arg.replaceAllUsesExcept(annotated.getResult(), annotated);
       MLIRContext *ctx = func.getContext();
       PlacementAttr placement =
-          p.dim >= 0 ? PlacementAttr::getSplit(ctx, p.dim, p.replicas, p.key)
-                     : PlacementAttr::getReplicated(
-                           ctx,
-                           p.gradSum || readsHeadShards(annotated, placements)
-                               ? GradReduction::Sum
-                               : GradReduction::Mean,
-                           p.key);
+          !p.sizes.empty()
+              ? PlacementAttr::getUneven(ctx, p.dim, p.starts, p.sizes, p.key)
+          : p.dim >= 0 ? PlacementAttr::getSplit(ctx, p.dim, p.replicas, p.key)
+                       : PlacementAttr::getReplicated(
+                             ctx,
+                             p.gradSum || readsHeadShards(annotated, placements)
+                                 ? GradReduction::Sum
+                                 : GradReduction::Mean,
+                             p.key);
       func.setArgAttr(arg.getArgNumber(), TPDialect::kPlacementAttrName,
                       placement);
       if (p.exclude)

@@ -57,7 +57,8 @@ FailureOr<bool> embedding(Raiser &r, NodeOp node, ArrayRef<Abstract *> in,
   r.elementType = table.getElementType();
   Value y = EmbeddingOp::create(r.builder, node.getLoc(),
                                 r.packedType(table.getDimSize(1)),
-                                in[1]->runtime, *w);
+                                in[1]->runtime, *w, /*vocab_parallel=*/false,
+                                DenseI64ArrayAttr(), DenseI64ArrayAttr());
   out = r.makeAct({y}, {r.probeBatch, r.probeSeq, table.getDimSize(1)});
   return true;
 }

@@ -1444,52 +1444,85 @@ TEST(Io, NpyRoundTripAndParamLoading) {
   std::fclose(f);
   Context c(0, 1, base + "/model.onnx", "model.onnx");
   Tensor w = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                        true, -1, 1, 1, DType::F32, 0.0);
+                        true, -1, 1, 1, {}, {}, DType::F32, 0.0);
   float want[6] = {1, 3, 5, 2, 4, 6};
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(w.f32()[i], want[i]);
   // Read once: the same FQN again is the cached tensor.
   Tensor again = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32,
-                            {2, 3}, true, -1, 1, 1, DType::F32, 0.0);
+                            {2, 3}, true, -1, 1, 1, {}, {}, DType::F32, 0.0);
   EXPECT_EQ(again.raw(), w.raw());
   EXPECT_EXIT(
       load_param(c, "short.weight", "w", "w.bin", 8, 24, DType::F32, {2, 3},
-                 true, -1, 1, 1, DType::F32, 0.0),
+                 true, -1, 1, 1, {}, {}, DType::F32, 0.0),
       testing::ExitedWithCode(1),
       "parameter 'short.weight' \\(initializer 'w'\\): '.*w.bin' is too "
       "short \\(28 bytes\\) for bytes \\[8, 32\\)");
   EXPECT_EXIT(load_param(c, "b.weight", "w", "missing.bin", 0, 24, DType::F32,
-                         {2, 3}, false, -1, 1, 1, DType::F32, 0.0),
+                         {2, 3}, false, -1, 1, 1, {}, {}, DType::F32, 0.0),
               testing::ExitedWithCode(1),
               "parameter 'b.weight' \\(initializer 'w'\\): cannot open");
   EXPECT_EXIT(load_param(c, "c.weight", "w", "w.bin", 0, 20, DType::F32, {2, 3},
-                         false, -1, 1, 1, DType::F32, 0.0),
+                         false, -1, 1, 1, {}, {}, DType::F32, 0.0),
               testing::ExitedWithCode(1), "20 bytes of f32 cannot hold");
 
   // Slices: canonical [2, 3] = {{1, 3, 5}, {2, 4, 6}}, stored transposed.
   // Rows (dim 0) in 2 blocks: block 1 is {2, 4, 6} (a strided run on disk).
+  auto block = [](std::vector<int64_t> shape, int dim, int64_t shards, int rank,
+                  std::vector<int64_t> starts = {},
+                  std::vector<int64_t> sizes = {}) {
+    Context::ParamLayout layout;
+    layout.shape = std::move(shape);
+    layout.shardDim = dim;
+    layout.shards = shards;
+    layout.starts = std::move(starts);
+    layout.sizes = std::move(sizes);
+    return paramBlockOf("w", layout, rank);
+  };
   Tensor row = readParamBlock(c, "r1", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                              true, 0, 2, 1);
+                              true, block({2, 3}, 0, 2, 1));
   EXPECT_EQ(row.shape(), (std::vector<int64_t>{1, 3}));
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(row.f32()[i], float(2 + 2 * i));
   // Columns (dim 1) in 3 blocks: block 2 is {5, 6} (one contiguous run).
   Tensor col = readParamBlock(c, "c2", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                              true, 1, 3, 2);
+                              true, block({2, 3}, 1, 3, 2));
   EXPECT_EQ(col.shape(), (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(col.f32()[0], 5.0f);
   EXPECT_EQ(col.f32()[1], 6.0f);
   // Untransposed [3, 2] = {{1, 2}, {3, 4}, {5, 6}}: columns in 2 blocks.
   Tensor plain = readParamBlock(c, "p1", "w", "w.bin", 4, 24, DType::F32,
-                                {3, 2}, false, 1, 2, 1);
+                                {3, 2}, false, block({3, 2}, 1, 2, 1));
   EXPECT_EQ(plain.shape(), (std::vector<int64_t>{3, 1}));
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(plain.f32()[i], float(2 + 2 * i));
-  EXPECT_EXIT(readParamBlock(c, "u", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                             true, 1, 2, 0),
+  // Uneven: rows [0, 2) and [2, 3) of [3, 2]; rank 1's block is its row
+  // and a row of zeros.
+  Tensor rows = readParamBlock(c, "u1", "w", "w.bin", 4, 24, DType::F32, {3, 2},
+                               false, block({3, 2}, 0, 2, 1, {0, 2}, {2, 1}));
+  EXPECT_EQ(rows.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(std::vector<float>(rows.f32(), rows.f32() + 4),
+            (std::vector<float>{5, 6, 0, 0}));
+  // Uneven columns of the transposed [2, 3]: rank 1 holds column 2 and a
+  // column of zeros.
+  Tensor cols = readParamBlock(c, "u2", "w", "w.bin", 4, 24, DType::F32, {2, 3},
+                               true, block({2, 3}, 1, 2, 1, {0, 2}, {2, 1}));
+  EXPECT_EQ(cols.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(std::vector<float>(cols.f32(), cols.f32() + 4),
+            (std::vector<float>{5, 0, 6, 0}));
+  // Replicated uneven ranges (a KV head on two ranks): both read it.
+  Tensor shared =
+      readParamBlock(c, "u3", "w", "w.bin", 4, 24, DType::F32, {3, 2}, false,
+                     block({3, 2}, 0, 3, 1, {0, 0, 2}, {2, 2, 1}));
+  EXPECT_EQ(std::vector<float>(shared.f32(), shared.f32() + 4),
+            (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EXIT(block({2, 3}, 1, 2, 0), testing::ExitedWithCode(1),
+              "parameter 'w': cannot split dimension 1 of size 3: not into 2 "
+              "equal blocks");
+  EXPECT_EXIT(block({3, 2}, 0, 2, 1, {0, 2}, {2, 2}),
               testing::ExitedWithCode(1),
-              "parameter 'u' \\(initializer 'w'\\): cannot split dimension 1 "
-              "of size 3 into 2 equal blocks");
+              "parameter 'w': cannot split dimension 0 of size 3: rank 1's "
+              "range \\[2, 4\\) is outside it");
 }
 
 } // namespace

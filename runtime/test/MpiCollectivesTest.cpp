@@ -142,6 +142,46 @@ void checkSequenceKernels(tprt::Communicator *comm, int r, int n,
         ok &= stacked.f32()[(q * 2 + i) * 3 + j] ==
               wide.f32()[i * 3 * n + q * 3 + j];
   check(ok, "all_gather on the first dim");
+
+  // tp.all_gather_uneven on the last dim: rank q holds q + 1 real columns
+  // of a block of n, the rest padding (-1); the result is the real columns
+  // of every rank one after the other, the whole [2, n (n + 1) / 2] a
+  // single rank would hold.
+  std::vector<int64_t> sizes;
+  for (int q = 0; q < n; ++q)
+    sizes.push_back(q + 1);
+  int64_t total = int64_t(n) * (n + 1) / 2, offset = int64_t(r) * (r + 1) / 2;
+  tprt::Tensor padded = tprt::Tensor::uninitialized(tprt::DType::F32, {2, n});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < n; ++j)
+      padded.f32()[i * n + j] = j <= r ? float(i * total + offset + j) : -1.f;
+  tprt::Tensor whole = tprt::all_gather_uneven(ctx, padded, 1, sizes);
+  ok = whole.shape() == std::vector<int64_t>{2, total};
+  for (int64_t i = 0; ok && i < 2 * total; ++i)
+    ok &= whole.f32()[i] == float(i);
+  check(ok, "all_gather_uneven on the last dim");
+
+  // A vocabulary-parallel lookup over the same uneven rows (rank q holds
+  // rows [q (q + 1) / 2, + q + 1) of a vocabulary of `total` in a block of
+  // n, padded with rows a lookup must never read), completed by the sum:
+  // every id's row, as one table gives it.
+  std::vector<int64_t> starts;
+  for (int q = 0; q < n; ++q)
+    starts.push_back(int64_t(q) * (q + 1) / 2);
+  tprt::Tensor table = tprt::Tensor::uninitialized(tprt::DType::F32, {n, 2});
+  for (int j = 0; j < n; ++j)
+    for (int h = 0; h < 2; ++h)
+      table.f32()[j * 2 + h] = j <= r ? float(10 * (offset + j) + h) : 1e6f;
+  tprt::Tensor ids = tprt::Tensor::uninitialized(tprt::DType::I64, {1, total});
+  for (int64_t i = 0; i < total; ++i)
+    ids.i64()[i] = total - 1 - i;
+  tprt::Tensor looked = tprt::all_reduce_sum(
+      ctx, tprt::embedding_vocab_parallel(ctx, ids, table, starts, sizes));
+  ok = looked.shape() == std::vector<int64_t>{1, total, 2};
+  for (int64_t i = 0; ok && i < total; ++i)
+    for (int h = 0; h < 2; ++h)
+      ok &= looked.f32()[i * 2 + h] == float(10 * (total - 1 - i) + h);
+  check(ok, "embedding_vocab_parallel over uneven rows");
 }
 
 // all_reduce_sum_consuming takes its input: the caller's tensor is left

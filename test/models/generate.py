@@ -196,13 +196,32 @@ VARIANTS = {
     "gemma3_6layers": lambda: variant_of(
         gemma3, num_hidden_layers=6,
         layer_types=["sliding_attention"] * 5 + ["full_attention"]),
+    # Shapes that do not divide by tp 3, 4, 5 (tpc --allow-uneven): 6 or 14
+    # query heads over 2 or 3 KV heads, MLP 224, vocabulary 321.
+    "llama_uneven": lambda: llama_with(
+        num_attention_heads=6, num_key_value_heads=2, intermediate_size=224,
+        vocab_size=321),
+    "qwen2_uneven": lambda: variant_of(
+        qwen2, hidden_size=96, num_attention_heads=6, num_key_value_heads=3,
+        intermediate_size=224, vocab_size=321),
+    "qwen3_uneven": lambda: variant_of(
+        qwen3, num_attention_heads=14, num_key_value_heads=2, head_dim=8,
+        intermediate_size=224, vocab_size=321),
+    "gemma3_uneven": lambda: variant_of(
+        gemma3, num_attention_heads=6, num_key_value_heads=2,
+        intermediate_size=224, vocab_size=321),
 }
+# Variants whose reference ids span their whole vocabulary (not the first
+# VOCAB ids): every rank's part of an uneven vocabulary is looked up.
+WHOLE_VOCAB_IDS = {"llama_uneven", "qwen2_uneven", "qwen3_uneven",
+                   "gemma3_uneven"}
 ARCHS.update(VARIANTS)
 # Variants torch.export cannot trace (dynamic RoPE recomputes its
-# frequencies behind a data-dependent branch): TorchScript only; and those
+# frequencies behind a data-dependent branch), and the uneven shapes, whose
+# tests need one export: TorchScript only; and those
 # the TorchScript exporter cannot (LongRoPE copies its choice of factors
 # into the inv_freq buffer, aten::copy_): dynamo only.
-TORCHSCRIPT_ONLY = {"llama_rope_dynamic"}
+TORCHSCRIPT_ONLY = {"llama_rope_dynamic"} | WHOLE_VOCAB_IDS
 DYNAMO_ONLY = {"llama_rope_longrope"}
 # Variants exported with the inner model under another name.
 VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}
@@ -246,10 +265,10 @@ class LogitsOnly(torch.nn.Module):
                        use_cache=False).logits
 
 
-def inputs_for(shape, padded, seed):
+def inputs_for(shape, padded, seed, vocab=VOCAB):
     g = torch.Generator().manual_seed(seed)
     batch, seq = shape
-    ids = torch.randint(0, VOCAB, (batch, seq), generator=g)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g)
     mask = torch.ones(batch, seq, dtype=torch.long)
     if padded:
         mask[0, :3] = 0
@@ -311,8 +330,10 @@ def export_folded_and_dynamo(model, out, dynamo_opsets=(None,), torchscript=True
 def rebuild_checked(arch, out):
     """The model of `arch` rebuilt, with the padded reference inputs and
     logits in `out`/ref; exits when it no longer reproduces them."""
-    _, hf = build(arch)
-    ids, mask = inputs_for(REF_SHAPES["b3_s12_pad"], True, 11)
+    config, hf = build(arch)
+    ids, mask = inputs_for(REF_SHAPES["b3_s12_pad"], True, 11,
+                           config.vocab_size if arch in WHOLE_VOCAB_IDS
+                           else VOCAB)
     ref = np.load(os.path.join(out, "ref", "logits_b3_s12_pad.npy"))
     with torch.no_grad():
         base = hf(input_ids=ids, attention_mask=mask, use_cache=False).logits

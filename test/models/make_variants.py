@@ -100,7 +100,10 @@ def make_variant_as_built(name, out):
     ref = os.path.join(out, "ref")
     os.makedirs(ref, exist_ok=True)
     for i, (tag, shape) in enumerate(generate.REF_SHAPES.items()):
-        ids_r, mask_r = generate.inputs_for(shape, tag.endswith("pad"), 10 + i)
+        vocab = (config.vocab_size if name in generate.WHOLE_VOCAB_IDS
+                 else generate.VOCAB)
+        ids_r, mask_r = generate.inputs_for(shape, tag.endswith("pad"), 10 + i,
+                                            vocab)
         with torch.no_grad():
             logits = model(ids_r, mask_r).float().numpy()
         np.save(os.path.join(ref, f"input_ids_{tag}.npy"), ids_r.numpy())

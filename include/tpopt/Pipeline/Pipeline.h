@@ -31,6 +31,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      llvm::cl::init(1)};
   Option<bool> sp{*this, "sp", llvm::cl::desc("Sequence parallelism"),
                   llvm::cl::init(false)};
+  Option<bool> allowUneven{
+      *this, "allow-uneven",
+      llvm::cl::desc("Split what does not divide by tp unevenly (ceil/floor "
+                     "shares in padded blocks) instead of an error"),
+      llvm::cl::init(false)};
   Option<std::string> plan{
       *this, "plan",
       llvm::cl::desc("TP plan: auto (the architecture's), llama, qwen2, "

@@ -22,7 +22,8 @@ using namespace mlir::tp;
 LogicalResult
 PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t splitDim, int64_t blocks, int64_t replicas,
-                      GradReduction grad, StringRef key) {
+                      GradReduction grad, StringRef key,
+                      ArrayRef<int64_t> starts, ArrayRef<int64_t> sizes) {
   if (splitDim < -1)
     return emitError() << "split dimension must be at least 0, got "
                        << splitDim;
@@ -34,13 +35,57 @@ PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (splitDim >= 0 && grad != GradReduction::Mean)
     return emitError() << "a split parameter's gradient is sharded; 'grad' "
                           "is for replicated ones";
+  if (starts.size() != sizes.size())
+    return emitError() << "an uneven split gives each rank a start and a "
+                          "size, got "
+                       << starts.size() << " starts and " << sizes.size()
+                       << " sizes";
+  if (!sizes.empty()) {
+    if (splitDim < 0)
+      return emitError() << "a replicated parameter has no ranges";
+    if (replicas != 1)
+      return emitError() << "an uneven split says its replicas by equal "
+                            "ranges, not 'replicas'";
+    if (blocks != 1 && blocks != static_cast<int64_t>(sizes.size()))
+      return emitError() << "an uneven split over " << sizes.size()
+                         << " ranks is partitioned into one block per rank, "
+                            "not "
+                         << blocks;
+    for (auto [rank, start, size] : llvm::enumerate(starts, sizes))
+      if (start < 0 || size < 1)
+        return emitError() << "rank " << rank << " holds [" << start << ", "
+                           << start + size << "): a range needs a start of "
+                           << "at least 0 and a size of at least 1";
+  }
   return success();
+}
+
+int64_t PlacementAttr::getUnevenExtent() const {
+  return getSizes().empty() ? 0 : *llvm::max_element(getSizes());
+}
+
+int64_t PlacementAttr::getGlobalSize(int64_t local) const {
+  if (!isUneven())
+    return local * getBlocks();
+  int64_t end = 0;
+  for (auto [start, size] : llvm::zip_equal(getStarts(), getSizes()))
+    end = std::max(end, start + size);
+  return end;
+}
+
+/// `[a, b, c]` into `values`.
+static ParseResult parseIntegerList(AsmParser &parser,
+                                    SmallVectorImpl<int64_t> &values) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
+    return parser.parseInteger(values.emplace_back());
+  });
 }
 
 // #tp.placement<replicated, grad = sum, key = "...">
 // #tp.placement<split(0), blocks = 2, replicas = 2, key = "...">
 Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   int64_t dim = -1, blocks = 1, replicas = 1;
+  SmallVector<int64_t> starts, sizes;
   GradReduction grad = GradReduction::Mean;
   std::string key;
   if (parser.parseLess())
@@ -59,6 +104,9 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
       return {};
     if (field == "blocks" || field == "replicas") {
       if (parser.parseInteger(field == "blocks" ? blocks : replicas))
+        return {};
+    } else if (field == "starts" || field == "sizes") {
+      if (parseIntegerList(parser, field == "starts" ? starts : sizes))
         return {};
     } else if (field == "grad") {
       StringRef name;
@@ -82,7 +130,7 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   if (parser.parseGreater())
     return {};
   return parser.getChecked<PlacementAttr>(parser.getContext(), dim, blocks,
-                                          replicas, grad, key);
+                                          replicas, grad, key, starts, sizes);
 }
 
 void PlacementAttr::print(AsmPrinter &printer) const {
@@ -95,6 +143,13 @@ void PlacementAttr::print(AsmPrinter &printer) const {
     printer << ", blocks = " << getBlocks();
   if (getReplicas() != 1)
     printer << ", replicas = " << getReplicas();
+  if (isUneven()) {
+    printer << ", starts = [";
+    llvm::interleaveComma(getStarts(), printer);
+    printer << "], sizes = [";
+    llvm::interleaveComma(getSizes(), printer);
+    printer << "]";
+  }
   if (!getKey().empty()) {
     printer << ", key = ";
     printer.printString(getKey());

@@ -66,12 +66,17 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     if (!bytes)
       return emitArgError()
              << "cannot size element type " << tensorType.getElementType();
-    // A partitioned parameter is one of `blocks` equal blocks.
+    // A partitioned parameter is this rank's block of the whole.
     if (auto attrs = op->getAttrDictionary().getAs<ArrayAttr>("arg_attrs"))
       if (argIndex < attrs.size())
         if (auto dict = dyn_cast<DictionaryAttr>(attrs[argIndex]))
-          if (auto placement = dict.getAs<PlacementAttr>(kPlacementAttrName))
-            *bytes *= placement.getBlocks();
+          if (auto placement = dict.getAs<PlacementAttr>(kPlacementAttrName);
+              placement && placement.isSplit() &&
+              placement.getSplitDim() < tensorType.getRank() &&
+              tensorType.getDimSize(placement.getSplitDim()) > 0)
+            *bytes = *bytes / tensorType.getDimSize(placement.getSplitDim()) *
+                     placement.getGlobalSize(
+                         tensorType.getDimSize(placement.getSplitDim()));
     if (*bytes != source.getLength())
       return emitArgError() << "source '" << source.getInitializer()
                             << "' holds " << source.getLength() << " bytes but "
@@ -108,6 +113,19 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
         placement.getSplitDim() >= tensorType.getRank())
       return emitArgError() << "placement splits dimension "
                             << placement.getSplitDim() << " of " << argType;
+    // An uneven split's ranges cover the dimension; once partitioned, the
+    // argument is the largest range.
+    if (placement.isUneven() && tensorType &&
+        !tensorType.isDynamicDim(placement.getSplitDim())) {
+      int64_t size = tensorType.getDimSize(placement.getSplitDim());
+      int64_t expected = placement.isPartitioned()
+                             ? placement.getUnevenExtent()
+                             : placement.getGlobalSize(size);
+      if (size != expected)
+        return emitArgError() << "placement " << placement
+                              << " needs dimension " << placement.getSplitDim()
+                              << " of " << argType << " to be " << expected;
+    }
     return success();
   }
 

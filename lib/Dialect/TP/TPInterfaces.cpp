@@ -2,6 +2,7 @@
 
 #include "tpopt/Dialect/TP/TPInterfaces.h"
 #include "tpopt/Dialect/TP/RuntimeCalls.h"
+#include "tpopt/Dialect/TP/TPOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -25,9 +26,21 @@ int64_t PartitionState::getParamSplitDim(Value v) const {
   return it == paramSplit.end() ? -1 : it->second;
 }
 
+const PartitionState::UnevenSplit *PartitionState::getUneven(Value v) const {
+  auto it = uneven.find(v);
+  return it == uneven.end() ? nullptr : &it->second;
+}
+
+bool PartitionState::splitAlike(Value a, Value b) const {
+  const UnevenSplit *x = getUneven(a), *y = getUneven(b);
+  return x == y || (x && y && *x == *y);
+}
+
 void PartitionState::propagate(Value from, Value result) {
   result.setType(from.getType());
   setLayout(result, getLayout(from));
+  if (const UnevenSplit *split = getUneven(from))
+    setUneven(result, *split);
   // A parameter through a per-element op (LoRA's scaled lora_B bias) is
   // still held as the parameter is.
   if (int64_t dim = getParamSplitDim(from); dim >= 0)
@@ -88,6 +101,30 @@ FailureOr<RankedTensorType> PartitionState::resized(Operation *op, Type type,
 }
 
 FailureOr<Value> PartitionState::gathered(Operation *op, Value v, int64_t dim) {
+  if (const UnevenSplit *split = getUneven(v)) {
+    // The ranks' ranges must follow one another for the concatenation to be
+    // the whole (replicated ranges are never gathered).
+    auto t = cast<RankedTensorType>(v.getType());
+    int64_t at = 0;
+    for (auto [start, size] : llvm::zip_equal(split->starts, split->sizes)) {
+      if (start != at)
+        return op->emitError() << "tp-partition: the uneven ranges of " << t
+                               << " do not follow one another; only such "
+                                  "a split is gathered";
+      at += size;
+    }
+    if (dim != t.getRank() - 1)
+      return op->emitError("tp-partition: an uneven split is gathered on "
+                           "its last dimension only");
+    SmallVector<int64_t> shape(t.getShape());
+    shape[dim] = at;
+    MLIRContext *ctx = builder.getContext();
+    return Value(AllGatherUnevenOp::create(
+        builder, op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
+        v, FlatSymbolRefAttr::get(ctx, "tp"), builder.getDenseI16ArrayAttr({0}),
+        builder.getI64IntegerAttr(dim),
+        builder.getDenseI64ArrayAttr(split->sizes)));
+  }
   FailureOr<RankedTensorType> type =
       resized(op, v.getType(), dim, /*gather=*/true);
   if (failed(type))

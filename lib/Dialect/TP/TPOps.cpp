@@ -130,6 +130,24 @@ LogicalResult EmbeddingOp::verify() {
     return emitOpError("result hidden size ")
            << dimStr(result.getDimSize(ids.getRank()))
            << " differs from the table's " << dimStr(table.getDimSize(1));
+  std::optional<ArrayRef<int64_t>> starts = getVocabStarts(),
+                                   sizes = getVocabSizes();
+  if (starts.has_value() != sizes.has_value() ||
+      (starts && (!getVocabParallel() || starts->size() != sizes->size() ||
+                  starts->empty())))
+    return emitOpError("vocab_starts and vocab_sizes come together, one "
+                       "entry per rank, on a vocab_parallel lookup");
+  if (sizes) {
+    for (auto [start, size] : llvm::zip_equal(*starts, *sizes))
+      if (start < 0 || size < 1)
+        return emitOpError("a rank's vocabulary rows need a start of at "
+                           "least 0 and a size of at least 1");
+    if (!dimsAgree(*llvm::max_element(*sizes), table.getDimSize(0)))
+      return emitOpError("the table's ")
+             << dimStr(table.getDimSize(0))
+             << " rows are not the largest of vocab_sizes ("
+             << *llvm::max_element(*sizes) << ")";
+  }
   return verifySameElementType(*this, {getTable(), getResult()});
 }
 
@@ -932,4 +950,35 @@ LogicalResult OptimizerUpdateOp::verify() {
     return emitOpError("optimizer must be adamw or sgd, got '")
            << getOptimizer() << "'";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AllGatherUnevenOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllGatherUnevenOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  int64_t axis = getGatherAxis();
+  if (axis < 0 || axis >= in.getRank() || in.getRank() != out.getRank())
+    return emitOpError("gathers axis ")
+           << axis << " of " << in << " into " << out;
+  ArrayRef<int64_t> sizes = getSizes();
+  if (sizes.empty() || llvm::any_of(sizes, [](int64_t s) { return s < 1; }))
+    return emitOpError("needs a size of at least 1 for each rank");
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  if (!dimsAgree(in.getDimSize(axis), *llvm::max_element(sizes)))
+    return emitOpError("input axis ")
+           << dimStr(in.getDimSize(axis)) << " is not the largest size ("
+           << *llvm::max_element(sizes) << ")";
+  if (!dimsAgree(out.getDimSize(axis), total))
+    return emitOpError("result axis ")
+           << dimStr(out.getDimSize(axis)) << " is not the sizes' sum ("
+           << total << ")";
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (d != axis && !dimsAgree(in.getDimSize(d), out.getDimSize(d)))
+      return emitOpError("input and result differ on dimension ") << d;
+  return verifySameElementType(*this, {getInput(), getResult()});
 }

@@ -35,7 +35,8 @@ static LogicalResult partitionElementwise(Operation *op,
   Value first = op->getOperand(0);
   for (Value operand : op->getOperands().drop_front())
     if (state.getLayout(operand) != state.getLayout(first) ||
-        state.getParamSplitDim(operand) != state.getParamSplitDim(first))
+        state.getParamSplitDim(operand) != state.getParamSplitDim(first) ||
+        !state.splitAlike(operand, first))
       return op->emitError("tp-partition: operands are split differently");
   state.propagate(op->getOperand(0), op->getResult(0));
   return success();
@@ -51,9 +52,20 @@ LogicalResult EmbeddingOp::partition(PartitionState &state) {
     getResult().setType(
         withLast(getResult().getType(), getTable().getType().getDimSize(1)));
     state.setLayout(getResult(), ShardLayout::SplitLast);
+    if (const PartitionState::UnevenSplit *split = state.getUneven(getTable()))
+      state.setUneven(getResult(), *split);
     return success();
   }
+  if (d == 0 && getResult().getType().getShape().back() !=
+                    getTable().getType().getDimSize(1))
+    return emitError("tp-partition: a vocabulary-split embedding's rows are "
+                     "whole");
   setVocabParallel(true);
+  if (const PartitionState::UnevenSplit *split = state.getUneven(getTable())) {
+    Builder b(getContext());
+    setVocabStartsAttr(b.getDenseI64ArrayAttr(split->starts));
+    setVocabSizesAttr(b.getDenseI64ArrayAttr(split->sizes));
+  }
   state.markPartial(getResult());
   return success();
 }
@@ -77,8 +89,15 @@ LogicalResult LinearOp::partition(PartitionState &state) {
     getResult().setType(
         withLast(getResult().getType(), getWeight().getType().getDimSize(0)));
     state.setLayout(getResult(), ShardLayout::SplitLast);
+    if (const PartitionState::UnevenSplit *split = state.getUneven(getWeight()))
+      state.setUneven(getResult(), *split);
     return success();
   }
+  if (!state.splitAlike(getX(), getWeight()))
+    return emitError("tp-partition: a row-split linear's input and weight "
+                     "are split over different ranges (an uneven split "
+                     "reaches a row-split linear only from the column-split "
+                     "one it pairs with)");
   if (in != ShardLayout::SplitLast)
     return emitError("tp-partition: a row-split linear needs an input split "
                      "on its last dimension")
@@ -100,7 +119,8 @@ LogicalResult LinearOp::partition(PartitionState &state) {
 LogicalResult BiasAddOp::partition(PartitionState &state) {
   ShardLayout in = state.getLayout(getX());
   if ((in == ShardLayout::SplitLast) !=
-      (state.getParamSplitDim(getBias()) == 0))
+          (state.getParamSplitDim(getBias()) == 0) ||
+      (in == ShardLayout::SplitLast && !state.splitAlike(getX(), getBias())))
     return emitError("tp-partition: the bias and its input are split "
                      "differently");
   state.propagate(getX(), getResult());
@@ -144,9 +164,21 @@ static LogicalResult partitionAttention(AttentionLikeOp op,
   int64_t qf = op.getQ().getType().getShape().back(),
           kf = op.getK().getType().getShape().back();
   int64_t localHeads = qf / d, localKv = kf / d;
-  if (qf % d || kf % d || heads != localHeads * ranks || localKv < 1 ||
-      localHeads % localKv ||
-      (kv % ranks == 0 ? localKv * ranks != kv : localKv != 1 || ranks % kv))
+  // Uneven heads (tp-apply-plan's allow-uneven) come in padded blocks
+  // whose query groups line up with the KV heads by construction; the
+  // ranges sum to the heads.
+  const PartitionState::UnevenSplit *uneven = state.getUneven(op.getQ());
+  int64_t unevenHeads = 0;
+  if (uneven)
+    for (int64_t size : uneven->sizes)
+      unevenHeads += size;
+  bool evenSplit =
+      !uneven && !state.getUneven(op.getK()) &&
+      (heads != localHeads * ranks ||
+       (kv % ranks == 0 ? localKv * ranks != kv : localKv != 1 || ranks % kv));
+  bool unevenSplit = uneven && unevenHeads != heads * d;
+  if (qf % d || kf % d || localKv < 1 || localHeads % localKv || evenSplit ||
+      unevenSplit)
     return op.emitError() << "tp-partition: " << heads << " heads / " << kv
                           << " KV heads do not split into " << ranks
                           << " (this rank's projections give " << qf << " and "

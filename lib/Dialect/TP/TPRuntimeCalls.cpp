@@ -33,6 +33,9 @@ LogicalResult EmbeddingOp::buildRuntimeCall(RuntimeCall &call) {
   call.callee(kEmbedding[getVocabParallel() ? 1 : 0])
       .tensor(getIds())
       .tensor(getTable());
+  if (getVocabParallel())
+    call.shape(getVocabStarts().value_or(ArrayRef<int64_t>()))
+        .shape(getVocabSizes().value_or(ArrayRef<int64_t>()));
   return success();
 }
 
@@ -881,6 +884,21 @@ struct AllReduceRuntimeCall
 };
 
 } // namespace
+
+static constexpr RuntimeSignature kAllGatherUneven[] = {
+    calls::all_gather_uneven};
+
+ArrayRef<RuntimeSignature> AllGatherUnevenOp::getRuntimeSignatures() {
+  return kAllGatherUneven;
+}
+
+LogicalResult AllGatherUnevenOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAllGatherUneven[0])
+      .tensor(getInput())
+      .i64(getGatherAxis())
+      .shape(getSizes());
+  return success();
+}
 
 static constexpr RuntimeSignature kAllReduceStartConsuming =
     calls::all_reduce_sum_start_consuming;

@@ -64,6 +64,7 @@
 #define TPRT_IN_F32_I32(name) name
 #define TPRT_IN_F32_F64(name) name
 #define TPRT_IN_F32_Bool(name) name
+#define TPRT_IN_F32_Shape(name) name
 #define TPRT_IN_F32_Slot(name) -1
 
 /// TPRT_EACH_PARAM(kind, name) per parameter, as the includer defines it.

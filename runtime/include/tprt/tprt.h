@@ -336,6 +336,10 @@ public:
     std::vector<int64_t> shape;
     int shardDim = -1;
     int64_t shards = 1, replicas = 1;
+    /// An uneven split: rank r holds elements [starts[r], starts[r] +
+    /// sizes[r]) of shardDim in a block of the largest size (the rest
+    /// zeros); empty for equal blocks.
+    std::vector<int64_t> starts, sizes;
     /// The file it was read from.
     std::string file;
     /// Where in it, as load_param read it: what readParamF32 reads again
@@ -472,13 +476,23 @@ private:
 /// in f32, as stored in its source file (a stored offset undone), before
 /// any rounding to the program's type.
 Tensor readParamF32(Context &ctx, const std::string &fqn);
-/// Block `shardIndex` of `shards` along `shardDim` (-1: the whole
-/// parameter), whatever the rank; not cached.
+/// What one rank holds of a parameter: elements [start, start + size) of
+/// dimension `dim` in a block `extent` long whose tail is zeros (an uneven
+/// split's padding); `dim` -1: the whole parameter.
+struct ParamBlock {
+  int dim = -1;
+  int64_t start = 0, size = 0, extent = 0;
+};
+/// Rank `rank`'s block of a parameter of global `shape` held as `layout`
+/// says (its shardDim, shards, replicas, starts and sizes); a layout that
+/// does not fit the shape is fatal, naming `fqn`.
+ParamBlock paramBlockOf(const std::string &fqn,
+                        const Context::ParamLayout &layout, int rank);
+/// `block` of the parameter, whatever the rank; not cached.
 Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
                       const char *file, uint64_t offset, uint64_t length,
                       DType storedDtype, const std::vector<int64_t> &shape,
-                      bool transposed, int shardDim, int64_t shards,
-                      int64_t shardIndex);
+                      bool transposed, const ParamBlock &block);
 
 //===----------------------------------------------------------------------===//
 // The calls generated code makes: tprt/Calls.def

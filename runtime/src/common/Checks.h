@@ -103,6 +103,51 @@ struct AxisView {
   }
 };
 
+/// The rows of the vocabulary a vocabulary-parallel kernel's table holds on
+/// this rank: [start, start + rows) of `vocab`, from even blocks of `held`
+/// rows or from the uneven split's `starts` and `sizes` (one per rank).
+struct VocabRange {
+  int64_t start = 0, rows = 0, vocab = 0;
+};
+inline VocabRange vocabRangeOf(int64_t rank, int64_t ranks, int64_t held,
+                               const std::vector<int64_t> &starts,
+                               const std::vector<int64_t> &sizes,
+                               const char *op) {
+  if (starts.empty() && sizes.empty())
+    return {rank * held, held, held * ranks};
+  if (starts.size() != static_cast<size_t>(ranks) ||
+      sizes.size() != static_cast<size_t>(ranks) || sizes[rank] > held)
+    fatal(std::string(op) +
+          ": an uneven split needs a start and a size of "
+          "at most the table's " +
+          std::to_string(held) + " rows for each of " + std::to_string(ranks) +
+          " ranks, got " + std::to_string(starts.size()) + " and " +
+          std::to_string(sizes.size()));
+  VocabRange range{starts[rank], sizes[rank], 0};
+  for (size_t r = 0; r < starts.size(); ++r)
+    range.vocab = std::max(range.vocab, starts[r] + sizes[r]);
+  return range;
+}
+
+/// The ranks' element counts of an uneven all-gather of `x` along an axis
+/// `n` long (the largest count): checked, and their sum.
+inline int64_t requireUnevenSizes(const Tensor &x, int64_t n, int64_t ranks,
+                                  const std::vector<int64_t> &sizes,
+                                  const char *op) {
+  int64_t total = 0, largest = 0;
+  for (int64_t s : sizes) {
+    if (s < 1)
+      fatal(std::string(op) + ": a rank's size must be at least 1");
+    total += s;
+    largest = std::max(largest, s);
+  }
+  if (sizes.size() != static_cast<size_t>(ranks) || largest != n)
+    fatal(std::string(op) + ": " + std::to_string(sizes.size()) +
+          " sizes for " + std::to_string(ranks) +
+          " ranks, the largest of which must be the axis of " + x.describe());
+  return total;
+}
+
 /// Features [offset, offset + size) of `x`'s rows (tp.feature_slice and
 /// its gradient): the number of rows; a range past the row is fatal.
 inline int64_t requireFeatureRange(const Tensor &x, int64_t offset,

@@ -68,6 +68,29 @@ Tensor cpu::all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
+Tensor cpu::all_gather_uneven(Context &ctx, const Tensor &x, int64_t axis,
+                              std::vector<int64_t> sizes) {
+  requireF32(x, "all_gather_uneven", "the input");
+  AxisView v(x, axis, "all_gather_uneven");
+  int64_t ranks = ctx.tp().size();
+  int64_t total = requireUnevenSizes(x, v.n, ranks, sizes, "all_gather_uneven");
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = total;
+  Tensor out = Tensor::uninitialized(DType::F32, shape);
+  // The padded blocks travel whole; rank r's first sizes[r] rows of `axis`
+  // in every outer row are copied after the ranks before it.
+  Tensor blocks = Tensor::uninitialized(DType::F32, {ranks, x.numel()});
+  ctx.tp().allGather(x.f32(), blocks.f32(), x.numel());
+  float *o = out.f32();
+  for (int64_t r = 0, at = 0; r < ranks; at += sizes[r++]) {
+    const float *b = blocks.f32() + r * x.numel();
+    for (int64_t i = 0; i < v.outer; ++i)
+      std::copy_n(b + i * v.n * v.inner, sizes[r] * v.inner,
+                  o + (i * total + at) * v.inner);
+  }
+  return out;
+}
+
 Tensor cpu::reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   requireF32(x, "reduce_scatter_sum", "the input");
   AxisView v(x, axis, "reduce_scatter_sum");

@@ -56,23 +56,28 @@ Tensor cpu::embedding(Context &ctx, const Tensor &ids, const Tensor &table,
 }
 
 Tensor cpu::embedding_vocab_parallel(Context &ctx, const Tensor &ids,
-                                     const Tensor &table) {
+                                     const Tensor &table,
+                                     std::vector<int64_t> starts,
+                                     std::vector<int64_t> sizes) {
   if (ids.dtype() != DType::I64 || table.rank() != 2 ||
       table.dtype() == DType::I64 || table.onGpu())
     fatal("embedding_vocab_parallel: ids must be int64 and the table a 2-D "
           "float tensor, got " +
           ids.describe() + " and " + table.describe());
-  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
-  int64_t ranks = ctx.tp().size(), start = ctx.tp().rank() * rows;
+  int64_t hidden = table.dim(1), n = ids.numel();
+  VocabRange range =
+      vocabRangeOf(ctx.tp().rank(), ctx.tp().size(), table.dim(0), starts,
+                   sizes, "embedding_vocab_parallel");
+  int64_t start = range.start, rows = range.rows;
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
   Tensor out(table.dtype(), shape);
   const int64_t *id = ids.i64();
   for (int64_t i = 0; i < n; ++i)
-    if (id[i] < 0 || id[i] >= rows * ranks)
+    if (id[i] < 0 || id[i] >= range.vocab)
       fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
             std::to_string(i) + " is outside the vocabulary [0, " +
-            std::to_string(rows * ranks) + ")");
+            std::to_string(range.vocab) + ")");
   size_t row = hidden * dtypeSize(table.dtype());
   const auto *t = static_cast<const unsigned char *>(table.raw());
   auto *o = static_cast<unsigned char *>(out.raw());

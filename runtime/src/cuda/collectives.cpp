@@ -69,6 +69,26 @@ Tensor all_gather(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
+Tensor all_gather_uneven(Context &ctx, const Tensor &x, int64_t axis,
+                         std::vector<int64_t> sizes) {
+  AxisView v = gpuAxisView(x, axis, "all_gather_uneven");
+  int64_t ranks = ctx.tp().size(), numel = x.numel();
+  int64_t total = requireUnevenSizes(x, v.n, ranks, sizes, "all_gather_uneven");
+  Tensor blocks =
+      Tensor::uninitialized(DType::F32, {ranks, numel}, Device::CUDA);
+  ctx.tp().allGather(x.f32(), blocks.f32(), numel);
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = total;
+  Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  // Rank r's first sizes[r] rows of `axis` in every outer row, after the
+  // ranks before it; the padding stays behind.
+  for (int64_t r = 0, at = 0; r < ranks; at += sizes[r++])
+    copyRuns(out.f32() + at * v.inner, total * v.inner,
+             blocks.f32() + r * numel, v.n * v.inner, sizes[r] * v.inner,
+             v.outer);
+  return out;
+}
+
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();

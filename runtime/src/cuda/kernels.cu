@@ -51,7 +51,8 @@ __global__ void embeddingKernel(const int64_t *ids, const T *table, T *out,
 }
 
 Tensor embed(Context &ctx, const Tensor &ids, const Tensor &table,
-             bool vocabParallel, const char *op) {
+             bool vocabParallel, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &sizes, const char *op) {
   requireGpu(ids, DType::I64, op, "the ids");
   if (!table.defined() || table.dtype() == DType::I64 || !table.onGpu() ||
       table.rank() != 2)
@@ -59,9 +60,12 @@ Tensor embed(Context &ctx, const Tensor &ids, const Tensor &table,
           ": the table must be a [vocab, hidden] float tensor on the GPU, "
           "got " +
           (table.defined() ? table.describe() : "nothing"));
-  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
-  int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
-  int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
+  int64_t hidden = table.dim(1), n = ids.numel();
+  VocabRange range = vocabParallel
+                         ? vocabRangeOf(ctx.tp().rank(), ctx.tp().size(),
+                                        table.dim(0), starts, sizes, op)
+                         : VocabRange{0, table.dim(0), table.dim(0)};
+  int64_t start = range.start, rows = range.rows, vocab = range.vocab;
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
   // Rows are copied in the table's type (a bf16 program's embedding is
@@ -74,13 +78,11 @@ Tensor embed(Context &ctx, const Tensor &ids, const Tensor &table,
   auto *bad = static_cast<unsigned long long *>(firstBad.raw());
   if (table.dtype() == DType::F32)
     embeddingKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
-        ids.i64(), table.f32(), out.f32(), n, hidden, start, rows, rows * ranks,
-        bad);
+        ids.i64(), table.f32(), out.f32(), n, hidden, start, rows, vocab, bad);
   else
     embeddingKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
         ids.i64(), static_cast<const uint16_t *>(table.raw()),
-        static_cast<uint16_t *>(out.raw()), n, hidden, start, rows,
-        rows * ranks, bad);
+        static_cast<uint16_t *>(out.raw()), n, hidden, start, rows, vocab, bad);
   checkLaunch("embedding");
   // One small copy per embedding (once per forward pass): a bad id is an
   // error naming its position, as on the CPU.
@@ -91,7 +93,7 @@ Tensor embed(Context &ctx, const Tensor &ids, const Tensor &table,
     copy(&id, Device::CPU, ids.i64() + position, Device::CUDA, sizeof(id));
     fatal("embedding: token id " + std::to_string(id) + " at position " +
           std::to_string(position) + " is outside the vocabulary [0, " +
-          std::to_string(rows * ranks) + ")");
+          std::to_string(vocab) + ")");
   }
   return out;
 }
@@ -428,12 +430,14 @@ void runAttention(const Tensor &q, const Tensor &k, const Tensor &v,
 
 Tensor embedding(Context &ctx, const Tensor &ids, const Tensor &table,
                  int64_t) {
-  return embed(ctx, ids, table, /*vocabParallel=*/false, "embedding");
+  return embed(ctx, ids, table, /*vocabParallel=*/false, {}, {}, "embedding");
 }
 
 Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
-                                const Tensor &table) {
-  return embed(ctx, ids, table, /*vocabParallel=*/true,
+                                const Tensor &table,
+                                std::vector<int64_t> starts,
+                                std::vector<int64_t> sizes) {
+  return embed(ctx, ids, table, /*vocabParallel=*/true, starts, sizes,
                "embedding_vocab_parallel");
 }
 

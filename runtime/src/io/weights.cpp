@@ -128,11 +128,55 @@ void Context::holdParamRun(const std::string &fqn, Tensor run, int64_t begin) {
   params_[fqn] = std::move(run);
 }
 
+/// This rank in the tensor-parallel group, asked only of a split parameter
+/// (a replicated one is read before, or without, any group).
+static int thisTpRank(Context &ctx, const Context::ParamLayout &layout) {
+  return layout.shardDim >= 0 ? ctx.tp().rank() : 0;
+}
+
+ParamBlock paramBlockOf(const std::string &fqn,
+                        const Context::ParamLayout &layout, int rank) {
+  ParamBlock block;
+  if (layout.shardDim < 0)
+    return block;
+  const std::vector<int64_t> &shape = layout.shape;
+  int dim = layout.shardDim;
+  auto bad = [&](const std::string &why) {
+    fatal("parameter '" + fqn + "': cannot split dimension " +
+          std::to_string(dim) + " of size " +
+          (dim < static_cast<int>(shape.size()) ? std::to_string(shape[dim])
+                                                : std::string("?")) +
+          ": " + why);
+  };
+  if (dim >= static_cast<int>(shape.size()))
+    bad("the parameter has no such dimension");
+  block.dim = dim;
+  if (!layout.sizes.empty()) {
+    if (layout.starts.size() != layout.sizes.size() || rank < 0 ||
+        rank >= static_cast<int>(layout.sizes.size()))
+      bad("the uneven split has no range for rank " + std::to_string(rank));
+    block.start = layout.starts[rank];
+    block.size = layout.sizes[rank];
+    block.extent = *std::max_element(layout.sizes.begin(), layout.sizes.end());
+    if (block.start < 0 || block.size < 1 ||
+        block.start + block.size > shape[dim])
+      bad("rank " + std::to_string(rank) + "'s range [" +
+          std::to_string(block.start) + ", " +
+          std::to_string(block.start + block.size) + ") is outside it");
+    return block;
+  }
+  int64_t shards = layout.shards, index = rank / layout.replicas;
+  if (shards < 1 || index < 0 || index >= shards || shape[dim] % shards != 0)
+    bad("not into " + std::to_string(shards) + " equal blocks");
+  block.size = block.extent = shape[dim] / shards;
+  block.start = index * block.size;
+  return block;
+}
+
 Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
                       const char *file, uint64_t offset, uint64_t length,
                       DType storedDtype, const std::vector<int64_t> &shape,
-                      bool transposed, int shardDim, int64_t shards,
-                      int64_t shardIndex) {
+                      bool transposed, const ParamBlock &block) {
   auto started = std::chrono::steady_clock::now();
   std::string name = std::string("parameter '") + fqn + "' (initializer '" +
                      initializer + "')";
@@ -149,25 +193,25 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
   if (transposed)
     std::swap(stored[0], stored[1]);
 
-  // The block of the stored tensor to read: [outer, extent, inner] runs.
-  int64_t storedDim = -1, extent = 0, start = 0;
-  if (shardDim >= 0) {
-    if (shardDim >= static_cast<int>(shape.size()) || shards < 1 ||
-        shardIndex < 0 || shardIndex >= shards || shape[shardDim] % shards != 0)
-      fatal(name + ": cannot split dimension " + std::to_string(shardDim) +
-            " of size " +
-            (shardDim < static_cast<int>(shape.size())
-                 ? std::to_string(shape[shardDim])
-                 : std::string("?")) +
-            " into " + std::to_string(shards) + " equal blocks");
-    storedDim = transposed ? 1 - shardDim : shardDim;
-    extent = stored[storedDim] / shards;
-    start = shardIndex * extent;
+  // The block of the stored tensor to read: [outer, extent, inner] runs,
+  // of which the first `extent` rows of each are read (the rest: padding).
+  int64_t storedDim = -1, extent = 0, start = 0, padded = 0;
+  if (block.dim >= 0) {
+    if (block.dim >= static_cast<int>(shape.size()) ||
+        block.start + block.size > shape[block.dim] || block.size < 1 ||
+        block.extent < block.size)
+      fatal(name + ": no block [" + std::to_string(block.start) + ", " +
+            std::to_string(block.start + block.size) + ") of dimension " +
+            std::to_string(block.dim));
+    storedDim = transposed ? 1 - block.dim : block.dim;
+    extent = block.size;
+    start = block.start;
+    padded = block.extent;
   }
   std::vector<int64_t> local = stored;
   int64_t outer = 1, inner = 1, dimLen = 1;
   if (storedDim >= 0) {
-    local[storedDim] = extent;
+    local[storedDim] = padded;
     for (int64_t i = 0; i < storedDim; ++i)
       outer *= stored[i];
     for (size_t i = storedDim + 1; i < stored.size(); ++i)
@@ -196,7 +240,8 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
   // node too) and nothing writes it.
   uint64_t mappedOffset = offset + static_cast<uint64_t>(start) * inner * elem;
   if (ctx.constantWeights() && ctx.device() == Device::CPU && !transposed &&
-      storedDtype == DType::F32 && outer == 1 && mappedOffset % 8 == 0) {
+      storedDtype == DType::F32 && outer == 1 && mappedOffset % 8 == 0 &&
+      (storedDim < 0 || padded == extent)) {
     Tensor value = Tensor::mapped(fd, mappedOffset, storedDtype, local);
     if (value.defined()) {
       ::close(fd);
@@ -207,14 +252,18 @@ Tensor readParamBlock(Context &ctx, const char *fqn, const char *initializer,
       return value;
     }
   }
-  // Every byte is read into it: no zeroing first.
-  Tensor raw = Tensor::uninitialized(storedDtype, local);
+  // Every byte but the padding is read into it: only padding is zeroed.
+  bool padding = storedDim >= 0 && padded > extent;
+  Tensor raw = padding ? Tensor(storedDtype, local)
+                       : Tensor::uninitialized(storedDtype, local);
   auto *dst = static_cast<char *>(raw.raw());
   uint64_t run = static_cast<uint64_t>(extent) * inner * elem;
+  uint64_t pitch =
+      storedDim >= 0 ? static_cast<uint64_t>(padded) * inner * elem : run;
   for (int64_t o = 0; o < outer; ++o) {
     uint64_t from = offset + ((o * dimLen + start) * inner) * elem;
     for (uint64_t done = 0; done < run;) {
-      ssize_t n = ::pread(fd, dst + o * run + done, run - done, from + done);
+      ssize_t n = ::pread(fd, dst + o * pitch + done, run - done, from + done);
       if (n <= 0) {
         ::close(fd);
         fatal(name + ": read of '" + path + "' failed");
@@ -268,7 +317,9 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim, int64_t shards,
-                  int64_t replicas, DType dtype, double storedOffset) {
+                  int64_t replicas, std::vector<int64_t> starts,
+                  std::vector<int64_t> sizes, DType dtype,
+                  double storedOffset) {
   if (Tensor *cached = ctx.cachedParam(fqn)) {
     if (ctx.paramLayouts().at(fqn).runBegin >= 0)
       fatal(std::string("parameter '") + fqn +
@@ -295,20 +346,30 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
     // A checkpoint holds the parameter itself.
     storedOffset = 0.0;
   }
-  int64_t shardIndex = 0;
   if (shardDim >= 0) {
     // main checked the ranks against the program's tp size; a parameter
     // that disagrees is a compiler bug, said as such.
-    if (replicas < 1 || shards * replicas != ctx.tp().size())
+    bool fits = sizes.empty()
+                    ? replicas >= 1 && shards * replicas == ctx.tp().size()
+                    : static_cast<int64_t>(sizes.size()) == ctx.tp().size() &&
+                          shards == ctx.tp().size() && replicas == 1;
+    if (!fits)
       fatal(std::string("parameter '") + fqn + "': " + std::to_string(shards) +
-            " blocks held by " + std::to_string(replicas) +
-            " ranks each do not make the " + std::to_string(ctx.tp().size()) +
+            " blocks held by " + std::to_string(replicas) + " ranks each (" +
+            std::to_string(sizes.size()) + " uneven ranges) do not make the " +
+            std::to_string(ctx.tp().size()) +
             " ranks of the tensor-parallel group");
-    shardIndex = ctx.tp().rank() / replicas;
   }
-  Tensor value =
-      readParamBlock(ctx, fqn, initializer, file, offset, length, storedDtype,
-                     shape, transposed, shardDim, shards, shardIndex);
+  Context::ParamLayout layout{shape,
+                              shardDim,
+                              shards,
+                              replicas,
+                              std::move(starts),
+                              std::move(sizes),
+                              ctx.resolve(file)};
+  Tensor value = readParamBlock(
+      ctx, fqn, initializer, file, offset, length, storedDtype, shape,
+      transposed, paramBlockOf(fqn, layout, thisTpRank(ctx, layout)));
   subtractStoredOffset(value, storedOffset);
   // A test hook: TPRT_TEST_PERTURB_REPLICAS=R makes rank R's copies of the
   // replicated parameters differ from the others' (what the init's
@@ -322,8 +383,6 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   // the kernels run.
   value = value.to(dtype).to(ctx.device());
   ctx.cacheParam(fqn, value);
-  Context::ParamLayout layout{shape, shardDim, shards, replicas,
-                              ctx.resolve(file)};
   layout.initializer = initializer;
   layout.offset = offset;
   layout.length = length;
@@ -339,11 +398,10 @@ Tensor readParamF32(Context &ctx, const std::string &fqn) {
   if (found == ctx.paramLayouts().end())
     fatal("parameter '" + fqn + "' was not read");
   const Context::ParamLayout &l = found->second;
-  int64_t index = l.shardDim >= 0 ? ctx.tp().rank() / l.replicas : 0;
   Tensor value =
       readParamBlock(ctx, fqn.c_str(), l.initializer.c_str(), l.file.c_str(),
                      l.offset, l.length, l.storedDtype, l.shape, l.transposed,
-                     l.shardDim, l.shards, index);
+                     paramBlockOf(fqn, l, thisTpRank(ctx, l)));
   subtractStoredOffset(value, l.storedOffset);
   return value;
 }

@@ -341,6 +341,10 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
   } base, adapter, state;
   std::string adapterFile;
   for (const auto &[fqn, layout] : ctx.paramLayouts()) {
+    if (!layout.sizes.empty())
+      fatal("--save: parameter '" + fqn +
+            "' is split unevenly (--allow-uneven), which checkpoints do not "
+            "hold yet");
     const Tensor *local = ctx.cachedParam(fqn);
     auto grad = ctx.grads().find(fqn);
     bool owned = grad != ctx.grads().end() && grad->second.owned;

@@ -199,12 +199,11 @@ Tensor Optimizer::initialState(Context &ctx, const std::string &fqn,
           "shape");
   // This rank's block, as its parameter's: the state follows the
   // parameter's placement in this program, whatever grid saved it.
-  int64_t index = l.shardDim >= 0 ? ctx.tp().rank() / l.replicas : 0;
   Tensor block = readParamBlock(
       ctx, key.c_str(), key.c_str(), entry->second.file.c_str(),
       entry->second.offset, entry->second.end - entry->second.begin,
-      entry->second.dtype, l.shape, /*transposed=*/false, l.shardDim, l.shards,
-      index);
+      entry->second.dtype, l.shape, /*transposed=*/false,
+      paramBlockOf(fqn, l, ctx.tp().rank()));
   if (begin)
     return runOf(block, *begin, param).to(param.device());
   if (block.shape() != param.shape())

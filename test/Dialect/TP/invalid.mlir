@@ -1078,3 +1078,43 @@ module {
     return
   }
 }
+
+// -----
+
+func.func @embedding_vocab_ranges_alone(%ids: tensor<2x8xi64>, %t: tensor<3x4xf32>) {
+  // expected-error @+1 {{vocab_starts and vocab_sizes come together, one entry per rank, on a vocab_parallel lookup}}
+  %0 = tp.embedding %ids, %t {vocab_starts = array<i64: 0, 3, 5>, vocab_sizes = array<i64: 3, 2, 2>} : (tensor<2x8xi64>, tensor<3x4xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_vocab_ranges_rows(%ids: tensor<2x8xi64>, %t: tensor<2x4xf32>) {
+  // expected-error @+1 {{the table's 2 rows are not the largest of vocab_sizes (3)}}
+  %0 = tp.embedding %ids, %t {vocab_parallel, vocab_starts = array<i64: 0, 3, 5>, vocab_sizes = array<i64: 3, 2, 2>} : (tensor<2x8xi64>, tensor<2x4xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @all_gather_uneven_input(%x: tensor<2x8x2xf32>) {
+  // expected-error @+1 {{input axis 2 is not the largest size (3)}}
+  %0 = tp.all_gather_uneven %x on @tp grid_axes = [0] gather_axis = 2 sizes = [3, 2, 2] : tensor<2x8x2xf32> -> tensor<2x8x7xf32>
+  return
+}
+
+// -----
+
+func.func @all_gather_uneven_result(%x: tensor<2x8x3xf32>) {
+  // expected-error @+1 {{result axis 9 is not the sizes' sum (7)}}
+  %0 = tp.all_gather_uneven %x on @tp grid_axes = [0] gather_axis = 2 sizes = [3, 2, 2] : tensor<2x8x3xf32> -> tensor<2x8x9xf32>
+  return
+}
+
+// -----
+
+func.func @all_gather_uneven_sizes(%x: tensor<2x8x3xf32>) {
+  // expected-error @+1 {{needs a size of at least 1 for each rank}}
+  %0 = tp.all_gather_uneven %x on @tp grid_axes = [0] gather_axis = 2 sizes = [3, 0, 2] : tensor<2x8x3xf32> -> tensor<2x8x5xf32>
+  return
+}

@@ -101,6 +101,65 @@ func.func @placement_rank(%w: tensor<4xf32> {tp.placement = #tp.placement<split(
 
 // -----
 
+// expected-error @+1 {{an uneven split gives each rank a start and a size, got 2 starts and 3 sizes}}
+func.func @uneven_counts(%w: tensor<7xf32> {tp.placement = #tp.placement<split(0), starts = [0, 3], sizes = [3, 2, 2]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{rank 1 holds [3, 3): a range needs a start of at least 0 and a size of at least 1}}
+func.func @uneven_empty(%w: tensor<7xf32> {tp.placement = #tp.placement<split(0), starts = [0, 3, 3], sizes = [3, 0, 4]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{an uneven split says its replicas by equal ranges, not 'replicas'}}
+func.func @uneven_replicas(%w: tensor<7xf32> {tp.placement = #tp.placement<split(0), replicas = 2, starts = [0, 3], sizes = [3, 4]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{an uneven split over 3 ranks is partitioned into one block per rank, not 2}}
+func.func @uneven_blocks(%w: tensor<3xf32> {tp.placement = #tp.placement<split(0), blocks = 2, starts = [0, 3, 5], sizes = [3, 2, 2]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{a replicated parameter has no ranges}}
+func.func @uneven_replicated(%w: tensor<7xf32> {tp.placement = #tp.placement<replicated, grad = mean, starts = [0, 3], sizes = [3, 4]>}) {
+  return
+}
+
+// -----
+
+// The ranges end at the dimension's size; partitioned, it is the largest.
+// expected-error @+1 {{'func.func' op argument 0: placement #tp.placement<split(0), starts = [0, 3, 5], sizes = [3, 2, 2]> needs dimension 0 of 'tensor<8xf32>' to be 7}}
+func.func @uneven_whole(%w: tensor<8xf32> {tp.placement = #tp.placement<split(0), starts = [0, 3, 5], sizes = [3, 2, 2]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0: placement #tp.placement<split(0), blocks = 3, starts = [0, 3, 5], sizes = [3, 2, 2]> needs dimension 0 of 'tensor<2xf32>' to be 3}}
+func.func @uneven_block(%w: tensor<2xf32> {tp.placement = #tp.placement<split(0), blocks = 3, starts = [0, 3, 5], sizes = [3, 2, 2]>}) {
+  return
+}
+
+// -----
+
+// An uneven block's source holds the whole parameter.
+// expected-error @+1 {{'func.func' op argument 0: source 'w' holds 64 bytes but 'tensor<3x4xf32>' needs 112}}
+func.func @uneven_source(%w: tensor<3x4xf32> {tp.fqn = "w.weight", tp.placement = #tp.placement<split(0), blocks = 3, starts = [0, 3, 5], sizes = [3, 2, 2]>,
+    tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 0, length = 64, transposed = false>}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{grad must be mean or sum}}
 func.func @grad_kind(%w: tensor<4xf32> {tp.placement = #tp.placement<replicated, grad = max>}) {
   return

@@ -72,11 +72,18 @@ def TP_PlacementAttr : TP_Attr<"Placement", "placement"> {
       with `replicas = r` (KV heads shared by a query group) each block is
       held by `r` consecutive ranks. After `tp-partition`, `blocks = n` says
       the argument is one of `n` blocks and its type is the block's.
+    - `starts = [..], sizes = [..]` (an uneven split, `tpc --allow-uneven`):
+      rank r holds elements `[starts[r], starts[r] + sizes[r])` of dimension
+      `d`, one entry per rank, in a block of the largest size whose tail
+      past `sizes[r]` is zeros (padding no result reads). Ranks with equal
+      ranges hold replicas (KV heads shared by query groups of any size);
+      `replicas` stays 1.
     - `key`: the plan key that placed it (empty when no key matched).
 
     ```mlir
     %w: tensor<32x64xf32> {tp.placement = #tp.placement<split(0), replicas = 2, key = "model.layers.*.self_attn.k_proj">}
     %n: tensor<16xf32> {tp.placement = #tp.placement<replicated, grad = sum, key = "model.layers.*.self_attn.q_norm">}
+    %u: tensor<224x64xf32> {tp.placement = #tp.placement<split(0), starts = [0, 75, 150], sizes = [75, 75, 74], key = "model.layers.*.mlp.up_proj">}
     ```
   }];
   let parameters = (ins
@@ -84,25 +91,42 @@ def TP_PlacementAttr : TP_Attr<"Placement", "placement"> {
     "int64_t":$blocks,
     "int64_t":$replicas,
     "GradReduction":$grad,
-    StringRefParameter<"plan key">:$key);
+    StringRefParameter<"plan key">:$key,
+    OptionalArrayRefParameter<"int64_t", "each rank's first element">:$starts,
+    OptionalArrayRefParameter<"int64_t", "each rank's element count">:$sizes);
   let hasCustomAssemblyFormat = 1;
   let extraClassDeclaration = [{
     bool isSplit() const { return getSplitDim() >= 0; }
+    /// Whether the ranks hold ranges of different sizes or positions
+    /// (starts/sizes) rather than equal blocks.
+    bool isUneven() const { return !getSizes().empty(); }
+    /// The elements of the split dimension one rank holds, padding
+    /// included: the largest range.
+    int64_t getUnevenExtent() const;
+    /// The global size of the split dimension of an argument whose split
+    /// dimension is `local` long on this rank.
+    int64_t getGlobalSize(int64_t local) const;
     /// Whether tp-partition made the argument this rank's block.
     bool isPartitioned() const { return getBlocks() > 1; }
     static PlacementAttr getReplicated(::mlir::MLIRContext *ctx,
                                        GradReduction grad,
                                        ::llvm::StringRef key) {
-      return get(ctx, -1, 1, 1, grad, key);
+      return get(ctx, -1, 1, 1, grad, key, {}, {});
     }
     static PlacementAttr getSplit(::mlir::MLIRContext *ctx, int64_t dim,
                                   int64_t replicas, ::llvm::StringRef key) {
-      return get(ctx, dim, 1, replicas, GradReduction::Mean, key);
+      return get(ctx, dim, 1, replicas, GradReduction::Mean, key, {}, {});
+    }
+    static PlacementAttr getUneven(::mlir::MLIRContext *ctx, int64_t dim,
+                                   ::llvm::ArrayRef<int64_t> starts,
+                                   ::llvm::ArrayRef<int64_t> sizes,
+                                   ::llvm::StringRef key) {
+      return get(ctx, dim, 1, 1, GradReduction::Mean, key, starts, sizes);
     }
     /// This placement once partitioned into `blocks` blocks.
     PlacementAttr withBlocks(int64_t blocks) const {
       return get(getContext(), getSplitDim(), blocks, getReplicas(),
-                 getGrad(), getKey());
+                 getGrad(), getKey(), getStarts(), getSizes());
     }
   }];
   let genVerifyDecl = 1;

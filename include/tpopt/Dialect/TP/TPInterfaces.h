@@ -56,6 +56,22 @@ public:
   int64_t getParamSplitDim(Value v) const;
   void setParamSplitDim(Value v, int64_t dim) { paramSplit[v] = dim; }
 
+  /// An uneven split (tpc --allow-uneven) of a value's split dimension:
+  /// rank r holds elements [starts[r], starts[r] + sizes[r]) in a block of
+  /// the largest size whose tail is zeros.
+  struct UnevenSplit {
+    SmallVector<int64_t> starts, sizes;
+    bool operator==(const UnevenSplit &other) const {
+      return starts == other.starts && sizes == other.sizes;
+    }
+  };
+  /// `v`'s uneven split; null when it is split evenly or not at all.
+  const UnevenSplit *getUneven(Value v) const;
+  void setUneven(Value v, UnevenSplit split) { uneven[v] = std::move(split); }
+  /// Whether `a` and `b` are split alike: both evenly (or not at all), or
+  /// over the same ranges.
+  bool splitAlike(Value a, Value b) const;
+
   /// `result` takes the local type and the layout of `from` (ops that act
   /// per element or per token), and its split when `from` is a parameter.
   void propagate(Value from, Value result);
@@ -91,6 +107,7 @@ private:
   int64_t ranks;
   llvm::DenseMap<Value, ShardLayout> layouts;
   llvm::DenseMap<Value, int64_t> paramSplit;
+  llvm::DenseMap<Value, UnevenSplit> uneven;
   /// Partial sums and their all-reduce.
   llvm::DenseMap<Value, Value> allReduced;
   /// Values split on their last dimension and their one all-gather.

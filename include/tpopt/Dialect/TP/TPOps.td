@@ -38,7 +38,10 @@ def TP_EmbeddingOp : TP_Op<"embedding",
     With `vocab_parallel` (a partitioned program) the table is this rank's
     contiguous block of the vocabulary over the ranks of grid `@tp`: ids
     outside the block give zero rows, so the result is one rank's part of a
-    sum that a `shard.all_reduce` completes.
+    sum that a `shard.all_reduce` completes. With `vocab_starts` and
+    `vocab_sizes` (an uneven split, one entry per rank) rank r's table holds
+    rows `[vocab_starts[r], vocab_starts[r] + vocab_sizes[r])` followed by
+    padding up to the largest size.
 
     ```mlir
     %h = tp.embedding %ids, %table
@@ -46,7 +49,9 @@ def TP_EmbeddingOp : TP_Op<"embedding",
     ```
   }];
   let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$table,
-                   UnitAttr:$vocab_parallel);
+                   UnitAttr:$vocab_parallel,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
     $ids `,` $table attr-dict `:` functional-type(operands, results)
@@ -539,6 +544,35 @@ def TP_FeatureSliceOp : TP_Op<"feature_slice",
 //===----------------------------------------------------------------------===//
 // An all-reduce in flight (tp-overlap-all-reduces)
 //===----------------------------------------------------------------------===//
+
+def TP_AllGatherUnevenOp : TP_Op<"all_gather_uneven",
+    [Pure, TP_RuntimeCalled]> {
+  let summary = "All-gather of blocks that hold different numbers of elements";
+  let description = [{
+    `shard.all_gather` over `grid_axes` of `grid` along `gather_axis` for an
+    uneven split (`tpc --allow-uneven`): rank r's `input` holds `sizes[r]`
+    elements of the axis followed by padding up to the largest size, the
+    length of the axis in `input`; `result` holds the ranks' elements one
+    after the other (the axis is the sum of `sizes`) and no padding.
+    `tp-partition` makes it where a value split unevenly is wanted whole
+    (the logits over a vocabulary that does not divide by tp).
+
+    ```mlir
+    %l = tp.all_gather_uneven %x on @tp grid_axes = [0] gather_axis = 2
+        sizes = [81, 80, 80, 80] : tensor<2x8x81xf32> -> tensor<2x8x321xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes, I64Attr:$gather_axis,
+                   DenseI64ArrayAttr:$sizes);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes `gather_axis` `=`
+    $gather_axis `sizes` `=` $sizes attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
 
 def TP_AllReduceStartOp : TP_Op<"all_reduce_start",
     [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>,
