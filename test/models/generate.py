@@ -210,11 +210,16 @@ VARIANTS = {
     "gemma3_uneven": lambda: variant_of(
         gemma3, num_attention_heads=6, num_key_value_heads=2,
         intermediate_size=224, vocab_size=321),
+    # NemotronH: the attention and MLP layers uneven (its Mamba mixers run
+    # replicated).
+    "nemotron_h_uneven": lambda: variant_of(
+        nemotron_h, num_attention_heads=6, num_key_value_heads=2,
+        intermediate_size=224, vocab_size=321),
 }
 # Variants whose reference ids span their whole vocabulary (not the first
 # VOCAB ids): every rank's part of an uneven vocabulary is looked up.
 WHOLE_VOCAB_IDS = {"llama_uneven", "qwen2_uneven", "qwen3_uneven",
-                   "gemma3_uneven"}
+                   "gemma3_uneven", "nemotron_h_uneven"}
 ARCHS.update(VARIANTS)
 # Variants torch.export cannot trace (dynamic RoPE recomputes its
 # frequencies behind a data-dependent branch), and the uneven shapes, whose
