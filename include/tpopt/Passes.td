@@ -145,7 +145,7 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     heads, with the query heads of their groups, when tp does not exceed
     them; query heads within each KV head's group of ranks when it does;
     single features and vocabulary rows otherwise), recorded as the
-    placement's `starts` and `sizes` (the LoRA rank must still divide); a tied embedding and lm_head must get the same
+    placement's `starts` and `sizes`; a tied embedding and lm_head must get the same
     split; a plan key that matches no module is a warning; a LoRA factor
     missing from the adapter, or of another shape or dtype, is an error
     naming the key and the file.

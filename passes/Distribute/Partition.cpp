@@ -282,8 +282,20 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
         return annotated.emitError("tp-partition: only the partial result "
                                    "of a row-split op is split here");
       } else {
+        // Over the readers' uneven ranges when they have them (a LoRA B
+        // whose rank is split unevenly; through LoRA's scale).
+        const PartitionState::UnevenSplit *ranges = nullptr;
+        SmallVector<Operation *> readers(annotated->getUsers());
+        while (axis == rank - 1 && !readers.empty()) {
+          Operation *reader = readers.pop_back_val();
+          if (isa<ScaleOp>(reader))
+            readers.append(reader->user_begin(), reader->user_end());
+          else if (auto linear = dyn_cast<LinearOp>(reader);
+                   linear && state.getParamSplitDim(linear.getWeight()) == 1)
+            ranges = state.getUneven(linear.getWeight());
+        }
         FailureOr<Value> scattered =
-            state.reduceScattered(annotated, src, axis);
+            state.reduceScattered(annotated, src, axis, ranges);
         if (failed(scattered))
           return failure();
         local = *scattered;

@@ -664,12 +664,12 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
     auto splitOf = [&](Value v) {
       return TPApplyPlanPass::splitOf(placements, v);
     };
-    // Ceil/floor single elements where allowed; a LoRA rank still divides.
+    // Ceil/floor single elements where allowed.
     auto divides = [&](Operation *op, Value param, const Placement &p,
-                       StringRef what, int64_t size, bool mayBeUneven) {
+                       StringRef what, int64_t size) {
       if (!p.sizes.empty())
         return success(); // split by heads
-      if (size % tp == 0 || !allowUneven || !mayBeUneven)
+      if (size % tp == 0 || !allowUneven)
         return checkDivisible(op, p.key, what, size);
       Placement &placed = placements[parameterOf(param)];
       placed.starts.clear();
@@ -694,15 +694,15 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
               (p->dim == 0) == fqn.getValue().ends_with(".lora_A.weight");
           if (loraRank)
             what = "LoRA rank dimensions";
-          violated |= failed(divides(op, linear.getWeight(), *p, what,
-                                     w.getDimSize(p->dim), !loraRank));
+          violated |= failed(
+              divides(op, linear.getWeight(), *p, what, w.getDimSize(p->dim)));
         }
       } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
         if (auto p = splitOf(emb.getTable())) {
           StringRef what = p->dim == 0 ? "vocabulary rows" : "hidden features";
-          violated |= failed(
-              divides(op, emb.getTable(), *p, what,
-                      emb.getTable().getType().getDimSize(p->dim), true));
+          violated |=
+              failed(divides(op, emb.getTable(), *p, what,
+                             emb.getTable().getType().getDimSize(p->dim)));
         }
       }
     });

@@ -161,6 +161,23 @@ void checkSequenceKernels(tprt::Communicator *comm, int r, int n,
     ok &= whole.f32()[i] == float(i);
   check(ok, "all_gather_uneven on the last dim");
 
+  // tp.reduce_scatter_uneven, its inverse on partial sums: every rank holds
+  // (r + 1) times [2, total]; rank q keeps its q + 1 columns of the sum,
+  // padded with zeros to n.
+  tprt::Tensor partial =
+      tprt::Tensor::uninitialized(tprt::DType::F32, {2, total});
+  for (int64_t i = 0; i < 2 * total; ++i)
+    partial.f32()[i] = float((r + 1) * i);
+  tprt::Tensor scattered =
+      tprt::reduce_scatter_sum_uneven(ctx, partial, 1, sizes);
+  float ranksSum = float(n * (n + 1) / 2);
+  ok = scattered.shape() == std::vector<int64_t>{2, n};
+  for (int i = 0; ok && i < 2; ++i)
+    for (int j = 0; j < n; ++j)
+      ok &= scattered.f32()[i * n + j] ==
+            (j <= r ? ranksSum * float(i * total + offset + j) : 0.f);
+  check(ok, "reduce_scatter_sum_uneven on the last dim");
+
   // A vocabulary-parallel lookup over the same uneven rows (rank q holds
   // rows [q (q + 1) / 2, + q + 1) of a vocabulary of `total` in a block of
   // n, padded with rows a lookup must never read), completed by the sum:

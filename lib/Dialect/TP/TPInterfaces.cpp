@@ -16,6 +16,19 @@ using namespace mlir::tp;
 // PartitionState
 //===----------------------------------------------------------------------===//
 
+/// Whether `split`'s ranges follow one another from 0 (what a gather or a
+/// scatter of the whole needs); their end in `total`.
+static bool rangesFollow(const PartitionState::UnevenSplit &split,
+                         int64_t &total) {
+  total = 0;
+  for (auto [start, size] : llvm::zip_equal(split.starts, split.sizes)) {
+    if (start != total)
+      return false;
+    total += size;
+  }
+  return true;
+}
+
 ShardLayout PartitionState::getLayout(Value v) const {
   auto it = layouts.find(v);
   return it == layouts.end() ? ShardLayout::Replicated : it->second;
@@ -106,13 +119,10 @@ FailureOr<Value> PartitionState::gathered(Operation *op, Value v, int64_t dim) {
     // the whole (replicated ranges are never gathered).
     auto t = cast<RankedTensorType>(v.getType());
     int64_t at = 0;
-    for (auto [start, size] : llvm::zip_equal(split->starts, split->sizes)) {
-      if (start != at)
-        return op->emitError() << "tp-partition: the uneven ranges of " << t
-                               << " do not follow one another; only such "
-                                  "a split is gathered";
-      at += size;
-    }
+    if (!rangesFollow(*split, at))
+      return op->emitError() << "tp-partition: the uneven ranges of " << t
+                             << " do not follow one another; only such "
+                                "a split is gathered";
     if (dim != t.getRank() - 1)
       return op->emitError("tp-partition: an uneven split is gathered on "
                            "its last dimension only");
@@ -162,7 +172,27 @@ FailureOr<Value> PartitionState::sliced(Operation *op, Value v, int64_t dim) {
 }
 
 FailureOr<Value> PartitionState::reduceScattered(Operation *op, Value v,
-                                                 int64_t dim) {
+                                                 int64_t dim,
+                                                 const UnevenSplit *split) {
+  if (split) {
+    auto t = cast<RankedTensorType>(v.getType());
+    int64_t total = 0;
+    if (!rangesFollow(*split, total) || t.isDynamicDim(dim) ||
+        t.getDimSize(dim) != total)
+      return op->emitError() << "tp-partition: " << t
+                             << " does not reduce-scatter over the uneven "
+                                "ranges of its readers";
+    SmallVector<int64_t> shape(t.getShape());
+    shape[dim] = *llvm::max_element(split->sizes);
+    MLIRContext *ctx = builder.getContext();
+    Value scattered = ReduceScatterUnevenOp::create(
+        builder, op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
+        v, FlatSymbolRefAttr::get(ctx, "tp"), builder.getDenseI16ArrayAttr({0}),
+        builder.getI64IntegerAttr(dim),
+        builder.getDenseI64ArrayAttr(split->sizes));
+    setUneven(scattered, *split);
+    return scattered;
+  }
   FailureOr<RankedTensorType> type =
       resized(op, v.getType(), dim, /*gather=*/false);
   if (failed(type))

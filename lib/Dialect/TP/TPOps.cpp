@@ -956,29 +956,43 @@ LogicalResult OptimizerUpdateOp::verify() {
 // AllGatherUnevenOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AllGatherUnevenOp::verify() {
-  auto in = cast<RankedTensorType>(getInput().getType());
-  auto out = cast<RankedTensorType>(getResult().getType());
-  int64_t axis = getGatherAxis();
-  if (axis < 0 || axis >= in.getRank() || in.getRank() != out.getRank())
-    return emitOpError("gathers axis ")
-           << axis << " of " << in << " into " << out;
-  ArrayRef<int64_t> sizes = getSizes();
+/// An uneven collective between `blocks` (each rank's padded block: its
+/// axis the largest size) and `whole` (the ranks' elements one after the
+/// other) along `axis`; the names say which is the input.
+static LogicalResult verifyUnevenCollective(Operation *op, Value blocks,
+                                            StringRef blocksName, Value whole,
+                                            StringRef wholeName, int64_t axis,
+                                            ArrayRef<int64_t> sizes) {
+  auto part = cast<RankedTensorType>(blocks.getType());
+  auto all = cast<RankedTensorType>(whole.getType());
+  if (axis < 0 || axis >= part.getRank() || part.getRank() != all.getRank())
+    return op->emitOpError("axis ")
+           << axis << " does not relate " << part << " and " << all;
   if (sizes.empty() || llvm::any_of(sizes, [](int64_t s) { return s < 1; }))
-    return emitOpError("needs a size of at least 1 for each rank");
+    return op->emitOpError("needs a size of at least 1 for each rank");
   int64_t total = 0;
   for (int64_t s : sizes)
     total += s;
-  if (!dimsAgree(in.getDimSize(axis), *llvm::max_element(sizes)))
-    return emitOpError("input axis ")
-           << dimStr(in.getDimSize(axis)) << " is not the largest size ("
-           << *llvm::max_element(sizes) << ")";
-  if (!dimsAgree(out.getDimSize(axis), total))
-    return emitOpError("result axis ")
-           << dimStr(out.getDimSize(axis)) << " is not the sizes' sum ("
-           << total << ")";
-  for (int64_t d = 0; d < in.getRank(); ++d)
-    if (d != axis && !dimsAgree(in.getDimSize(d), out.getDimSize(d)))
-      return emitOpError("input and result differ on dimension ") << d;
-  return verifySameElementType(*this, {getInput(), getResult()});
+  if (!dimsAgree(part.getDimSize(axis), *llvm::max_element(sizes)))
+    return op->emitOpError()
+           << blocksName << " axis " << dimStr(part.getDimSize(axis))
+           << " is not the largest size (" << *llvm::max_element(sizes) << ")";
+  if (!dimsAgree(all.getDimSize(axis), total))
+    return op->emitOpError()
+           << wholeName << " axis " << dimStr(all.getDimSize(axis))
+           << " is not the sizes' sum (" << total << ")";
+  for (int64_t d = 0; d < part.getRank(); ++d)
+    if (d != axis && !dimsAgree(part.getDimSize(d), all.getDimSize(d)))
+      return op->emitOpError("input and result differ on dimension ") << d;
+  return verifySameElementType(op, {blocks, whole});
+}
+
+LogicalResult AllGatherUnevenOp::verify() {
+  return verifyUnevenCollective(*this, getInput(), "input", getResult(),
+                                "result", getGatherAxis(), getSizes());
+}
+
+LogicalResult ReduceScatterUnevenOp::verify() {
+  return verifyUnevenCollective(*this, getResult(), "result", getInput(),
+                                "input", getScatterAxis(), getSizes());
 }

@@ -900,6 +900,21 @@ LogicalResult AllGatherUnevenOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeSignature kReduceScatterUneven[] = {
+    calls::reduce_scatter_sum_uneven};
+
+ArrayRef<RuntimeSignature> ReduceScatterUnevenOp::getRuntimeSignatures() {
+  return kReduceScatterUneven;
+}
+
+LogicalResult ReduceScatterUnevenOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kReduceScatterUneven[0])
+      .tensor(getInput())
+      .i64(getScatterAxis())
+      .shape(getSizes());
+  return success();
+}
+
 static constexpr RuntimeSignature kAllReduceStartConsuming =
     calls::all_reduce_sum_start_consuming;
 static constexpr RuntimeSignature kAllReduceStart[] = {calls::withConsuming(

@@ -148,6 +148,25 @@ inline int64_t requireUnevenSizes(const Tensor &x, int64_t n, int64_t ranks,
   return total;
 }
 
+/// The ranks' element counts of an uneven reduce-scatter of `x` along an
+/// axis `n` long (their sum): checked, and the largest.
+inline int64_t requireUnevenTotal(const Tensor &x, int64_t n, int64_t ranks,
+                                  const std::vector<int64_t> &sizes,
+                                  const char *op) {
+  int64_t total = 0, largest = 0;
+  for (int64_t s : sizes) {
+    if (s < 1)
+      fatal(std::string(op) + ": a rank's size must be at least 1");
+    total += s;
+    largest = std::max(largest, s);
+  }
+  if (sizes.size() != static_cast<size_t>(ranks) || total != n)
+    fatal(std::string(op) + ": " + std::to_string(sizes.size()) +
+          " sizes for " + std::to_string(ranks) +
+          " ranks, whose sum must be the axis of " + x.describe());
+  return largest;
+}
+
 /// Features [offset, offset + size) of `x`'s rows (tp.feature_slice and
 /// its gradient): the number of rows; a range past the row is fatal.
 inline int64_t requireFeatureRange(const Tensor &x, int64_t offset,

@@ -91,6 +91,34 @@ Tensor cpu::all_gather_uneven(Context &ctx, const Tensor &x, int64_t axis,
   return out;
 }
 
+Tensor cpu::reduce_scatter_sum_uneven(Context &ctx, const Tensor &x,
+                                      int64_t axis,
+                                      std::vector<int64_t> sizes) {
+  requireF32(x, "reduce_scatter_sum_uneven", "the input");
+  AxisView v(x, axis, "reduce_scatter_sum_uneven");
+  int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
+  int64_t extent =
+      requireUnevenTotal(x, v.n, ranks, sizes, "reduce_scatter_sum_uneven");
+  // Rank r's slice of every outer row, one rank after the other.
+  std::vector<int64_t> counts(ranks);
+  Tensor packed = Tensor::uninitialized(DType::F32, {x.numel()});
+  float *p = packed.f32();
+  for (int64_t r = 0, at = 0; r < ranks; at += sizes[r++]) {
+    counts[r] = v.outer * sizes[r] * v.inner;
+    for (int64_t i = 0; i < v.outer; ++i, p += sizes[r] * v.inner)
+      std::copy_n(x.f32() + (i * v.n + at) * v.inner, sizes[r] * v.inner, p);
+  }
+  Tensor sum = Tensor::uninitialized(DType::F32, {counts[me]});
+  ctx.tp().reduceScatterSumUneven(packed.f32(), sum.f32(), counts);
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = extent;
+  Tensor out(DType::F32, shape);
+  for (int64_t i = 0; i < v.outer; ++i)
+    std::copy_n(sum.f32() + i * sizes[me] * v.inner, sizes[me] * v.inner,
+                out.f32() + i * extent * v.inner);
+  return out;
+}
+
 Tensor cpu::reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   requireF32(x, "reduce_scatter_sum", "the input");
   AxisView v(x, axis, "reduce_scatter_sum");

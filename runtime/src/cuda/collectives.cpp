@@ -89,6 +89,32 @@ Tensor all_gather_uneven(Context &ctx, const Tensor &x, int64_t axis,
   return out;
 }
 
+Tensor reduce_scatter_sum_uneven(Context &ctx, const Tensor &x, int64_t axis,
+                                 std::vector<int64_t> sizes) {
+  AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum_uneven");
+  int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
+  int64_t extent =
+      requireUnevenTotal(x, v.n, ranks, sizes, "reduce_scatter_sum_uneven");
+  // Rank r's slice of every outer row, one rank after the other.
+  std::vector<int64_t> counts(ranks);
+  Tensor packed = Tensor::uninitialized(DType::F32, {x.numel()}, Device::CUDA);
+  int64_t done = 0;
+  for (int64_t r = 0, at = 0; r < ranks; at += sizes[r++]) {
+    counts[r] = v.outer * sizes[r] * v.inner;
+    copyRuns(packed.f32() + done, sizes[r] * v.inner, x.f32() + at * v.inner,
+             v.n * v.inner, sizes[r] * v.inner, v.outer);
+    done += counts[r];
+  }
+  Tensor sum = Tensor::uninitialized(DType::F32, {counts[me]}, Device::CUDA);
+  ctx.tp().reduceScatterSumUneven(packed.f32(), sum.f32(), counts);
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = extent;
+  Tensor out = zeros(shape);
+  copyRuns(out.f32(), extent * v.inner, sum.f32(), sizes[me] * v.inner,
+           sizes[me] * v.inner, v.outer);
+  return out;
+}
+
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();

@@ -1118,3 +1118,27 @@ func.func @all_gather_uneven_sizes(%x: tensor<2x8x3xf32>) {
   %0 = tp.all_gather_uneven %x on @tp grid_axes = [0] gather_axis = 2 sizes = [3, 0, 2] : tensor<2x8x3xf32> -> tensor<2x8x5xf32>
   return
 }
+
+// -----
+
+func.func @reduce_scatter_uneven_input(%x: tensor<2x8x6xf32>) {
+  // expected-error @+1 {{input axis 6 is not the sizes' sum (7)}}
+  %0 = tp.reduce_scatter_uneven %x on @tp grid_axes = [0] scatter_axis = 2 sizes = [3, 2, 2] : tensor<2x8x6xf32> -> tensor<2x8x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_scatter_uneven_result(%x: tensor<2x8x7xf32>) {
+  // expected-error @+1 {{result axis 2 is not the largest size (3)}}
+  %0 = tp.reduce_scatter_uneven %x on @tp grid_axes = [0] scatter_axis = 2 sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_scatter_uneven_axis(%x: tensor<2x8x7xf32>) {
+  // expected-error @+1 {{axis 3 does not relate 'tensor<2x8x3xf32>' and 'tensor<2x8x7xf32>'}}
+  %0 = tp.reduce_scatter_uneven %x on @tp grid_axes = [0] scatter_axis = 3 sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
+  return
+}

@@ -97,8 +97,10 @@ public:
   FailureOr<Value> gatheredOnce(Operation *op, Value v, int64_t dim);
   /// This rank's block of replicated `v` along `dim` (no communication).
   FailureOr<Value> sliced(Operation *op, Value v, int64_t dim);
-  /// The reduce-scatter of partial sum `v` along `dim`.
-  FailureOr<Value> reduceScattered(Operation *op, Value v, int64_t dim);
+  /// The reduce-scatter of partial sum `v` along `dim`; with `split`, over
+  /// its ranges (which must follow one another) into padded blocks.
+  FailureOr<Value> reduceScattered(Operation *op, Value v, int64_t dim,
+                                   const UnevenSplit *split = nullptr);
 
 private:
   Value allReduce(Location loc, Value v);

@@ -574,6 +574,35 @@ def TP_AllGatherUnevenOp : TP_Op<"all_gather_uneven",
   let hasVerifier = 1;
 }
 
+def TP_ReduceScatterUnevenOp : TP_Op<"reduce_scatter_uneven",
+    [Pure, TP_RuntimeCalled]> {
+  let summary = "Reduce-scatter into blocks of different numbers of elements";
+  let description = [{
+    `shard.reduce_scatter` (a sum) over `grid_axes` of `grid` along
+    `scatter_axis` for an uneven split: rank r keeps elements
+    `[sizes[0] + ... + sizes[r - 1], + sizes[r])` of the axis of the sum,
+    in a block of the largest size whose tail is zeros; the axis of `input`
+    is the sum of `sizes`. `tp-partition` makes it where a partial sum is
+    wanted split over ranges that do not divide (x A^T of a row-split
+    module's LoRA, its rank unevenly split).
+
+    ```mlir
+    %p = tp.reduce_scatter_uneven %x on @tp grid_axes = [0] scatter_axis = 2
+        sizes = [3, 3, 2] : tensor<?x?x8xf32> -> tensor<?x?x3xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes, I64Attr:$scatter_axis,
+                   DenseI64ArrayAttr:$sizes);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes `scatter_axis` `=`
+    $scatter_axis `sizes` `=` $sizes attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_AllReduceStartOp : TP_Op<"all_reduce_start",
     [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>,
      AllTypesMatch<["input", "pending"]>]> {
