@@ -4,10 +4,13 @@ heads, head_dim 64, MLP 1408, vocab 4096) with transformers'
 LlamaForCausalLM and random weights (norms included), and exports it with the TorchScript
 exporter (opset 17, constant folding, input_ids + attention_mask).
 
-    make_model.py OUT_DIR [VOCAB]  (needs scripts/setup.sh --models)
+    make_model.py OUT_DIR [VOCAB [HEADS KV_HEADS MLP]]
+    (needs scripts/setup.sh --models)
 
 VOCAB (default 4096) changes only the vocabulary (bench/train/ab.sh builds
-the model with Llama-2's 32000 to weigh the loss's memory).
+the model with Llama-2's 32000 to weigh the loss's memory); HEADS, KV_HEADS
+and MLP the attention heads (of 64 features: hidden HEADS x 64) and the MLP
+width (bench/forward/scaling.sh's uneven split: 9 over 3, 1407).
 """
 import os
 import sys
@@ -44,7 +47,14 @@ if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     vocab = int(sys.argv[2]) if len(sys.argv) > 2 else CONFIG["vocab_size"]
-    config = transformers.LlamaConfig(**{**CONFIG, "vocab_size": vocab})
+    shape = {}
+    if len(sys.argv) > 5:
+        shape = dict(num_attention_heads=int(sys.argv[3]),
+                     num_key_value_heads=int(sys.argv[4]),
+                     intermediate_size=int(sys.argv[5]),
+                     hidden_size=64 * int(sys.argv[3]))
+    config = transformers.LlamaConfig(**{**CONFIG, "vocab_size": vocab,
+                                         **shape})
     model = LogitsOnly(medium_llama(config).eval()).eval()
     ids = torch.randint(0, vocab, (2, 16))
     mask = torch.ones_like(ids)
