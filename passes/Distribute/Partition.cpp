@@ -243,6 +243,24 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
     return success();
   }
 
+  /// The uneven ranges of the row-split linears that read `annotated`'s
+  /// result (through LoRA's scale); null when they split evenly.
+  static const PartitionState::UnevenSplit *
+  unevenRangesOfReaders(shard::ShardOp annotated, const PartitionState &state) {
+    SmallVector<Operation *> readers(annotated->getUsers());
+    while (!readers.empty()) {
+      Operation *reader = readers.pop_back_val();
+      if (isa<ScaleOp>(reader))
+        readers.append(reader->user_begin(), reader->user_end());
+      else if (auto linear = dyn_cast<LinearOp>(reader);
+               linear && state.getParamSplitDim(linear.getWeight()) == 1)
+        if (const PartitionState::UnevenSplit *split =
+                state.getUneven(linear.getWeight()))
+          return split;
+    }
+    return nullptr;
+  }
+
   /// An activation annotation of tp-apply-plan's sequence parallelism: a
   /// sequence-split result of a row-split op is reduce-scattered; a value
   /// its users want replicated is all-gathered when sequence-split.
@@ -283,19 +301,11 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
                                    "of a row-split op is split here");
       } else {
         // Over the readers' uneven ranges when they have them (a LoRA B
-        // whose rank is split unevenly; through LoRA's scale).
-        const PartitionState::UnevenSplit *ranges = nullptr;
-        SmallVector<Operation *> readers(annotated->getUsers());
-        while (axis == rank - 1 && !readers.empty()) {
-          Operation *reader = readers.pop_back_val();
-          if (isa<ScaleOp>(reader))
-            readers.append(reader->user_begin(), reader->user_end());
-          else if (auto linear = dyn_cast<LinearOp>(reader);
-                   linear && state.getParamSplitDim(linear.getWeight()) == 1)
-            ranges = state.getUneven(linear.getWeight());
-        }
-        FailureOr<Value> scattered =
-            state.reduceScattered(annotated, src, axis, ranges);
+        // whose rank is split unevenly).
+        FailureOr<Value> scattered = state.reduceScattered(
+            annotated, src, axis,
+            axis == rank - 1 ? unevenRangesOfReaders(annotated, state)
+                             : nullptr);
         if (failed(scattered))
           return failure();
         local = *scattered;
@@ -311,7 +321,10 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       // replicated value is sliced locally, a split one stays.
       if (in == ShardLayout::Replicated) {
         int64_t axis = (*dims)[0];
-        FailureOr<Value> block = state.sliced(annotated, src, axis);
+        FailureOr<Value> block = state.sliced(
+            annotated, src, axis,
+            axis == rank - 1 ? unevenRangesOfReaders(annotated, state)
+                             : nullptr);
         if (failed(block))
           return failure();
         local = *block;

@@ -696,7 +696,18 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
             what = "LoRA rank dimensions";
           violated |= failed(
               divides(op, linear.getWeight(), *p, what, w.getDimSize(p->dim)));
+          // Its bias follows its output features.
+          if (Value bias = linear.getBias(); bias && p->dim == 0)
+            if (auto b = splitOf(bias); b && b->sizes.empty())
+              (void)divides(op, bias, *b, what, w.getDimSize(0));
         }
+      } else if (auto biased = dyn_cast<BiasAddOp>(op)) {
+        // A bias added after the product (LoRA's lora_B bias, async TP's
+        // split-off bias) follows the features it is added to.
+        if (auto p = splitOf(biased.getBias()); p && p->sizes.empty())
+          violated |=
+              failed(divides(op, biased.getBias(), *p, "output features",
+                             biased.getBias().getType().getDimSize(0)));
       } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
         if (auto p = splitOf(emb.getTable())) {
           StringRef what = p->dim == 0 ? "vocabulary rows" : "hidden features";

@@ -147,9 +147,11 @@ void checkSequenceKernels(tprt::Communicator *comm, int r, int n,
   // of a block of n, the rest padding (-1); the result is the real columns
   // of every rank one after the other, the whole [2, n (n + 1) / 2] a
   // single rank would hold.
-  std::vector<int64_t> sizes;
-  for (int q = 0; q < n; ++q)
+  std::vector<int64_t> sizes, starts;
+  for (int q = 0; q < n; ++q) {
     sizes.push_back(q + 1);
+    starts.push_back(int64_t(q) * (q + 1) / 2);
+  }
   int64_t total = int64_t(n) * (n + 1) / 2, offset = int64_t(r) * (r + 1) / 2;
   tprt::Tensor padded = tprt::Tensor::uninitialized(tprt::DType::F32, {2, n});
   for (int i = 0; i < 2; ++i)
@@ -178,13 +180,19 @@ void checkSequenceKernels(tprt::Communicator *comm, int r, int n,
             (j <= r ? ranksSum * float(i * total + offset + j) : 0.f);
   check(ok, "reduce_scatter_sum_uneven on the last dim");
 
+  // tp.all_slice_uneven: each rank's columns of the gathered whole, back in
+  // the padded block (zeros where padding was).
+  tprt::Tensor sliced = tprt::all_slice_uneven(ctx, whole, 1, starts, sizes);
+  ok = sliced.shape() == std::vector<int64_t>{2, n};
+  for (int i = 0; ok && i < 2; ++i)
+    for (int j = 0; j < n; ++j)
+      ok &= sliced.f32()[i * n + j] == (j <= r ? padded.f32()[i * n + j] : 0.f);
+  check(ok, "all_slice_uneven on the last dim");
+
   // A vocabulary-parallel lookup over the same uneven rows (rank q holds
   // rows [q (q + 1) / 2, + q + 1) of a vocabulary of `total` in a block of
   // n, padded with rows a lookup must never read), completed by the sum:
   // every id's row, as one table gives it.
-  std::vector<int64_t> starts;
-  for (int q = 0; q < n; ++q)
-    starts.push_back(int64_t(q) * (q + 1) / 2);
   tprt::Tensor table = tprt::Tensor::uninitialized(tprt::DType::F32, {n, 2});
   for (int j = 0; j < n; ++j)
     for (int h = 0; h < 2; ++h)

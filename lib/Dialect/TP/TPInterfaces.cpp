@@ -160,7 +160,22 @@ FailureOr<Value> PartitionState::gatheredOnce(Operation *op, Value v,
   return whole;
 }
 
-FailureOr<Value> PartitionState::sliced(Operation *op, Value v, int64_t dim) {
+FailureOr<Value> PartitionState::sliced(Operation *op, Value v, int64_t dim,
+                                        const UnevenSplit *split) {
+  if (split) {
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    shape[dim] = *llvm::max_element(split->sizes);
+    MLIRContext *ctx = builder.getContext();
+    Value block = AllSliceUnevenOp::create(
+        builder, op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
+        v, FlatSymbolRefAttr::get(ctx, "tp"), builder.getDenseI16ArrayAttr({0}),
+        builder.getI64IntegerAttr(dim),
+        builder.getDenseI64ArrayAttr(split->starts),
+        builder.getDenseI64ArrayAttr(split->sizes));
+    setUneven(block, *split);
+    return block;
+  }
   FailureOr<RankedTensorType> type =
       resized(op, v.getType(), dim, /*gather=*/false);
   if (failed(type))

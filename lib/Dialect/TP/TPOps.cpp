@@ -996,3 +996,29 @@ LogicalResult ReduceScatterUnevenOp::verify() {
   return verifyUnevenCollective(*this, getResult(), "result", getInput(),
                                 "input", getScatterAxis(), getSizes());
 }
+
+LogicalResult AllSliceUnevenOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  int64_t axis = getSliceAxis();
+  ArrayRef<int64_t> starts = getStarts(), sizes = getSizes();
+  if (axis < 0 || axis >= in.getRank() || in.getRank() != out.getRank())
+    return emitOpError("axis ")
+           << axis << " does not relate " << in << " and " << out;
+  if (sizes.empty() || starts.size() != sizes.size())
+    return emitOpError("needs a start and a size for each rank");
+  for (auto [start, size] : llvm::zip_equal(starts, sizes))
+    if (start < 0 || size < 1 ||
+        (!in.isDynamicDim(axis) && start + size > in.getDimSize(axis)))
+      return emitOpError("range [")
+             << start << ", " << start + size << ") is not in input axis "
+             << dimStr(in.getDimSize(axis));
+  if (!dimsAgree(out.getDimSize(axis), *llvm::max_element(sizes)))
+    return emitOpError("result axis ")
+           << dimStr(out.getDimSize(axis)) << " is not the largest size ("
+           << *llvm::max_element(sizes) << ")";
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (d != axis && !dimsAgree(in.getDimSize(d), out.getDimSize(d)))
+      return emitOpError("input and result differ on dimension ") << d;
+  return verifySameElementType(*this, {getInput(), getResult()});
+}

@@ -93,11 +93,6 @@ LogicalResult LinearOp::partition(PartitionState &state) {
       state.setUneven(getResult(), *split);
     return success();
   }
-  if (!state.splitAlike(getX(), getWeight()))
-    return emitError("tp-partition: a row-split linear's input and weight "
-                     "are split over different ranges (an uneven split "
-                     "reaches a row-split linear only from the column-split "
-                     "one it pairs with)");
   if (in != ShardLayout::SplitLast)
     return emitError("tp-partition: a row-split linear needs an input split "
                      "on its last dimension")
@@ -108,6 +103,11 @@ LogicalResult LinearOp::partition(PartitionState &state) {
                      "\"replicate\" (transformers' rowwise_split_input) so "
                      "that each rank takes its block"
                    : "");
+  if (!state.splitAlike(getX(), getWeight()))
+    return emitError("tp-partition: a row-split linear's input and weight "
+                     "are split over different ranges (an uneven split "
+                     "reaches a row-split linear only from the column-split "
+                     "one it pairs with)");
   if (getBias())
     return emitError("tp-partition: a row-split linear must add its bias "
                      "after the reduction (run tp-lower-linear, which "

@@ -915,6 +915,21 @@ LogicalResult ReduceScatterUnevenOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeSignature kAllSliceUneven[] = {calls::all_slice_uneven};
+
+ArrayRef<RuntimeSignature> AllSliceUnevenOp::getRuntimeSignatures() {
+  return kAllSliceUneven;
+}
+
+LogicalResult AllSliceUnevenOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAllSliceUneven[0])
+      .tensor(getInput())
+      .i64(getSliceAxis())
+      .shape(getStarts())
+      .shape(getSizes());
+  return success();
+}
+
 static constexpr RuntimeSignature kAllReduceStartConsuming =
     calls::all_reduce_sum_start_consuming;
 static constexpr RuntimeSignature kAllReduceStart[] = {calls::withConsuming(

@@ -167,6 +167,31 @@ inline int64_t requireUnevenTotal(const Tensor &x, int64_t n, int64_t ranks,
   return largest;
 }
 
+/// This rank's range of an uneven slice of `x` along an axis `n` long:
+/// checked; its start, size and the block (the largest size).
+struct UnevenRange {
+  int64_t start = 0, size = 0, extent = 0;
+};
+inline UnevenRange requireUnevenRange(const Tensor &x, int64_t n, int64_t rank,
+                                      int64_t ranks,
+                                      const std::vector<int64_t> &starts,
+                                      const std::vector<int64_t> &sizes,
+                                      const char *op) {
+  UnevenRange range;
+  bool ok = starts.size() == static_cast<size_t>(ranks) &&
+            sizes.size() == static_cast<size_t>(ranks);
+  for (size_t r = 0; ok && r < sizes.size(); ++r) {
+    ok = starts[r] >= 0 && sizes[r] >= 1 && starts[r] + sizes[r] <= n;
+    range.extent = std::max(range.extent, sizes[r]);
+  }
+  if (!ok)
+    fatal(std::string(op) + ": no range of " + std::to_string(ranks) +
+          " ranks fits the axis of " + x.describe());
+  range.start = starts[rank];
+  range.size = sizes[rank];
+  return range;
+}
+
 /// Features [offset, offset + size) of `x`'s rows (tp.feature_slice and
 /// its gradient): the number of rows; a range past the row is fatal.
 inline int64_t requireFeatureRange(const Tensor &x, int64_t offset,

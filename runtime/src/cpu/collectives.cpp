@@ -140,6 +140,23 @@ Tensor cpu::reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   return out;
 }
 
+Tensor cpu::all_slice_uneven(Context &ctx, const Tensor &x, int64_t axis,
+                             std::vector<int64_t> starts,
+                             std::vector<int64_t> sizes) {
+  requireF32(x, "all_slice_uneven", "the input");
+  AxisView v(x, axis, "all_slice_uneven");
+  UnevenRange range =
+      requireUnevenRange(x, v.n, ctx.tp().rank(), ctx.tp().size(), starts,
+                         sizes, "all_slice_uneven");
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = range.extent;
+  Tensor out(DType::F32, shape);
+  for (int64_t i = 0; i < v.outer; ++i)
+    std::copy_n(x.f32() + (i * v.n + range.start) * v.inner,
+                range.size * v.inner, out.f32() + i * range.extent * v.inner);
+  return out;
+}
+
 Tensor cpu::all_slice(Context &ctx, const Tensor &x, int64_t axis) {
   requireF32(x, "all_slice", "the input");
   AxisView v(x, axis, "all_slice");

@@ -115,6 +115,21 @@ Tensor reduce_scatter_sum_uneven(Context &ctx, const Tensor &x, int64_t axis,
   return out;
 }
 
+Tensor all_slice_uneven(Context &ctx, const Tensor &x, int64_t axis,
+                        std::vector<int64_t> starts,
+                        std::vector<int64_t> sizes) {
+  AxisView v = gpuAxisView(x, axis, "all_slice_uneven");
+  UnevenRange range =
+      requireUnevenRange(x, v.n, ctx.tp().rank(), ctx.tp().size(), starts,
+                         sizes, "all_slice_uneven");
+  std::vector<int64_t> shape = x.shape();
+  shape[axis] = range.extent;
+  Tensor out = zeros(shape);
+  copyRuns(out.f32(), range.extent * v.inner, x.f32() + range.start * v.inner,
+           v.n * v.inner, range.size * v.inner, v.outer);
+  return out;
+}
+
 Tensor reduce_scatter_sum(Context &ctx, const Tensor &x, int64_t axis) {
   AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum");
   int64_t ranks = ctx.tp().size();

@@ -1142,3 +1142,19 @@ func.func @reduce_scatter_uneven_axis(%x: tensor<2x8x7xf32>) {
   %0 = tp.reduce_scatter_uneven %x on @tp grid_axes = [0] scatter_axis = 3 sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
   return
 }
+
+// -----
+
+func.func @all_slice_uneven_range(%x: tensor<2x8x7xf32>) {
+  // expected-error @+1 {{range [5, 8) is not in input axis 7}}
+  %0 = tp.all_slice_uneven %x on @tp grid_axes = [0] slice_axis = 2 starts = [0, 3, 5] sizes = [3, 2, 3] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
+  return
+}
+
+// -----
+
+func.func @all_slice_uneven_counts(%x: tensor<2x8x7xf32>) {
+  // expected-error @+1 {{needs a start and a size for each rank}}
+  %0 = tp.all_slice_uneven %x on @tp grid_axes = [0] slice_axis = 2 starts = [0, 3] sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
+  return
+}

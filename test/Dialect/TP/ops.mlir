@@ -102,6 +102,7 @@ func.func @placements(
 // CHECK: tp.embedding %{{.*}}, %{{.*}} {vocab_parallel, vocab_sizes = array<i64: 3, 2, 2>, vocab_starts = array<i64: 0, 3, 5>}
 // CHECK: tp.all_gather_uneven %{{.*}} on @tp grid_axes = [0] gather_axis = 2 sizes = [3, 2, 2] : tensor<2x8x3xf32> -> tensor<2x8x7xf32>
 // CHECK: tp.reduce_scatter_uneven %{{.*}} on @tp grid_axes = [0] scatter_axis = 2 sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
+// CHECK: tp.all_slice_uneven %{{.*}} on @tp grid_axes = [0] slice_axis = 2 starts = [0, 3, 5] sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
 func.func @uneven(%ids: tensor<2x8xi64>,
     %e: tensor<7x4xf32> {tp.placement = #tp.placement<split(0), starts = [0, 3, 5], sizes = [3, 2, 2]>},
     %k: tensor<4x16xf32> {tp.placement = #tp.placement<split(1), blocks = 3, starts = [0, 0, 16], sizes = [16, 16, 16]>},
@@ -109,6 +110,7 @@ func.func @uneven(%ids: tensor<2x8xi64>,
   %h = tp.embedding %ids, %t {vocab_parallel, vocab_starts = array<i64: 0, 3, 5>, vocab_sizes = array<i64: 3, 2, 2>} : (tensor<2x8xi64>, tensor<3x4xf32>) -> tensor<2x8x4xf32>
   %l = tp.all_gather_uneven %x on @tp grid_axes = [0] gather_axis = 2 sizes = [3, 2, 2] : tensor<2x8x3xf32> -> tensor<2x8x7xf32>
   %s = tp.reduce_scatter_uneven %l on @tp grid_axes = [0] scatter_axis = 2 sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
+  %b = tp.all_slice_uneven %l on @tp grid_axes = [0] slice_axis = 2 starts = [0, 3, 5] sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
   return
 }
 

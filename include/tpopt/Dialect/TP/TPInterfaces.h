@@ -95,8 +95,10 @@ public:
   /// `gathered` made once, right after `v`'s producer, for every reader
   /// that needs `v` whole (the parts of a fused projection).
   FailureOr<Value> gatheredOnce(Operation *op, Value v, int64_t dim);
-  /// This rank's block of replicated `v` along `dim` (no communication).
-  FailureOr<Value> sliced(Operation *op, Value v, int64_t dim);
+  /// This rank's block of replicated `v` along `dim` (no communication);
+  /// with `split`, its range in a padded block.
+  FailureOr<Value> sliced(Operation *op, Value v, int64_t dim,
+                          const UnevenSplit *split = nullptr);
   /// The reduce-scatter of partial sum `v` along `dim`; with `split`, over
   /// its ranges (which must follow one another) into padded blocks.
   FailureOr<Value> reduceScattered(Operation *op, Value v, int64_t dim,

@@ -603,6 +603,35 @@ def TP_ReduceScatterUnevenOp : TP_Op<"reduce_scatter_uneven",
   let hasVerifier = 1;
 }
 
+def TP_AllSliceUnevenOp : TP_Op<"all_slice_uneven",
+    [Pure, TP_RuntimeCalled]> {
+  let summary = "This rank's uneven range of a replicated value";
+  let description = [{
+    `shard.all_slice` for an uneven split, without communication: rank r
+    keeps elements `[starts[r], starts[r] + sizes[r])` of `slice_axis` of
+    the replicated `input`, in a block of the largest size whose tail is
+    zeros. `tp-partition` makes it where a row-split linear over uneven
+    ranges reads a replicated value (transformers' rowwise_split_input
+    after a fused projection's parts).
+
+    ```mlir
+    %b = tp.all_slice_uneven %x on @tp grid_axes = [0] slice_axis = 2
+        starts = [0, 3, 5] sizes = [3, 2, 2]
+        : tensor<?x?x7xf32> -> tensor<?x?x3xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes, I64Attr:$slice_axis,
+                   DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$sizes);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes `slice_axis` `=`
+    $slice_axis `starts` `=` $starts `sizes` `=` $sizes attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_AllReduceStartOp : TP_Op<"all_reduce_start",
     [TP_RuntimeCalled, MemoryEffects<[MemRead, MemWrite]>,
      AllTypesMatch<["input", "pending"]>]> {
