@@ -702,8 +702,8 @@ struct TPApplyPlanPass : public tp::impl::TPApplyPlanBase<TPApplyPlanPass> {
               (void)divides(op, bias, *b, what, w.getDimSize(0));
         }
       } else if (auto biased = dyn_cast<BiasAddOp>(op)) {
-        // A bias added after the product (LoRA's lora_B bias, async TP's
-        // split-off bias) follows the features it is added to.
+        // A bias added after the product (PEFT's lora_B bias) follows the
+        // features it is added to.
         if (auto p = splitOf(biased.getBias()); p && p->sizes.empty())
           violated |=
               failed(divides(op, biased.getBias(), *p, "output features",

@@ -172,13 +172,13 @@ static LogicalResult partitionAttention(AttentionLikeOp op,
   if (uneven)
     for (int64_t size : uneven->sizes)
       unevenHeads += size;
-  bool evenSplit =
+  bool evenMismatch =
       !uneven && !state.getUneven(op.getK()) &&
       (heads != localHeads * ranks ||
        (kv % ranks == 0 ? localKv * ranks != kv : localKv != 1 || ranks % kv));
-  bool unevenSplit = uneven && unevenHeads != heads * d;
-  if (qf % d || kf % d || localKv < 1 || localHeads % localKv || evenSplit ||
-      unevenSplit)
+  bool unevenMismatch = uneven && unevenHeads != heads * d;
+  if (qf % d || kf % d || localKv < 1 || localHeads % localKv ||
+      evenMismatch || unevenMismatch)
     return op.emitError() << "tp-partition: " << heads << " heads / " << kv
                           << " KV heads do not split into " << ranks
                           << " (this rank's projections give " << qf << " and "
