@@ -177,8 +177,8 @@ static LogicalResult partitionAttention(AttentionLikeOp op,
       (heads != localHeads * ranks ||
        (kv % ranks == 0 ? localKv * ranks != kv : localKv != 1 || ranks % kv));
   bool unevenMismatch = uneven && unevenHeads != heads * d;
-  if (qf % d || kf % d || localKv < 1 || localHeads % localKv ||
-      evenMismatch || unevenMismatch)
+  if (qf % d || kf % d || localKv < 1 || localHeads % localKv || evenMismatch ||
+      unevenMismatch)
     return op.emitError() << "tp-partition: " << heads << " heads / " << kv
                           << " KV heads do not split into " << ranks
                           << " (this rank's projections give " << qf << " and "
