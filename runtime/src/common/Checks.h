@@ -129,42 +129,31 @@ inline VocabRange vocabRangeOf(int64_t rank, int64_t ranks, int64_t held,
   return range;
 }
 
-/// The ranks' element counts of an uneven all-gather of `x` along an axis
-/// `n` long (the largest count): checked, and their sum.
-inline int64_t requireUnevenSizes(const Tensor &x, int64_t n, int64_t ranks,
-                                  const std::vector<int64_t> &sizes,
-                                  const char *op) {
+/// The ranks' element counts of an uneven collective on `x`: their sum
+/// and the largest.
+struct UnevenSizes {
   int64_t total = 0, largest = 0;
+};
+/// Checks one count of at least 1 per rank, and that `x`'s axis (`n`
+/// long) is their largest (`whole` false: `x` holds padded blocks, an
+/// all-gather's input) or their sum (`whole`: a reduce-scatter's input).
+inline UnevenSizes requireUnevenSizes(const Tensor &x, int64_t n, int64_t ranks,
+                                      const std::vector<int64_t> &sizes,
+                                      bool whole, const char *op) {
+  UnevenSizes counted;
   for (int64_t s : sizes) {
     if (s < 1)
       fatal(std::string(op) + ": a rank's size must be at least 1");
-    total += s;
-    largest = std::max(largest, s);
+    counted.total += s;
+    counted.largest = std::max(counted.largest, s);
   }
-  if (sizes.size() != static_cast<size_t>(ranks) || largest != n)
+  if (sizes.size() != static_cast<size_t>(ranks) ||
+      (whole ? counted.total : counted.largest) != n)
     fatal(std::string(op) + ": " + std::to_string(sizes.size()) +
-          " sizes for " + std::to_string(ranks) +
-          " ranks, the largest of which must be the axis of " + x.describe());
-  return total;
-}
-
-/// The ranks' element counts of an uneven reduce-scatter of `x` along an
-/// axis `n` long (their sum): checked, and the largest.
-inline int64_t requireUnevenTotal(const Tensor &x, int64_t n, int64_t ranks,
-                                  const std::vector<int64_t> &sizes,
-                                  const char *op) {
-  int64_t total = 0, largest = 0;
-  for (int64_t s : sizes) {
-    if (s < 1)
-      fatal(std::string(op) + ": a rank's size must be at least 1");
-    total += s;
-    largest = std::max(largest, s);
-  }
-  if (sizes.size() != static_cast<size_t>(ranks) || total != n)
-    fatal(std::string(op) + ": " + std::to_string(sizes.size()) +
-          " sizes for " + std::to_string(ranks) +
-          " ranks, whose sum must be the axis of " + x.describe());
-  return largest;
+          " sizes for " + std::to_string(ranks) + " ranks, " +
+          (whole ? "whose sum" : "the largest of which") +
+          " must be the axis of " + x.describe());
+  return counted;
 }
 
 /// This rank's range of an uneven slice of `x` along an axis `n` long:

@@ -73,7 +73,9 @@ Tensor cpu::all_gather_uneven(Context &ctx, const Tensor &x, int64_t axis,
   requireF32(x, "all_gather_uneven", "the input");
   AxisView v(x, axis, "all_gather_uneven");
   int64_t ranks = ctx.tp().size();
-  int64_t total = requireUnevenSizes(x, v.n, ranks, sizes, "all_gather_uneven");
+  int64_t total = requireUnevenSizes(x, v.n, ranks, sizes, /*whole=*/false,
+                                     "all_gather_uneven")
+                      .total;
   std::vector<int64_t> shape = x.shape();
   shape[axis] = total;
   Tensor out = Tensor::uninitialized(DType::F32, shape);
@@ -97,8 +99,9 @@ Tensor cpu::reduce_scatter_sum_uneven(Context &ctx, const Tensor &x,
   requireF32(x, "reduce_scatter_sum_uneven", "the input");
   AxisView v(x, axis, "reduce_scatter_sum_uneven");
   int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
-  int64_t extent =
-      requireUnevenTotal(x, v.n, ranks, sizes, "reduce_scatter_sum_uneven");
+  int64_t extent = requireUnevenSizes(x, v.n, ranks, sizes, /*whole=*/true,
+                                      "reduce_scatter_sum_uneven")
+                       .largest;
   // Rank r's slice of every outer row, one rank after the other.
   std::vector<int64_t> counts(ranks);
   Tensor packed = Tensor::uninitialized(DType::F32, {x.numel()});

@@ -73,7 +73,9 @@ Tensor all_gather_uneven(Context &ctx, const Tensor &x, int64_t axis,
                          std::vector<int64_t> sizes) {
   AxisView v = gpuAxisView(x, axis, "all_gather_uneven");
   int64_t ranks = ctx.tp().size(), numel = x.numel();
-  int64_t total = requireUnevenSizes(x, v.n, ranks, sizes, "all_gather_uneven");
+  int64_t total = requireUnevenSizes(x, v.n, ranks, sizes, /*whole=*/false,
+                                     "all_gather_uneven")
+                      .total;
   Tensor blocks =
       Tensor::uninitialized(DType::F32, {ranks, numel}, Device::CUDA);
   ctx.tp().allGather(x.f32(), blocks.f32(), numel);
@@ -93,8 +95,9 @@ Tensor reduce_scatter_sum_uneven(Context &ctx, const Tensor &x, int64_t axis,
                                  std::vector<int64_t> sizes) {
   AxisView v = gpuAxisView(x, axis, "reduce_scatter_sum_uneven");
   int64_t ranks = ctx.tp().size(), me = ctx.tp().rank();
-  int64_t extent =
-      requireUnevenTotal(x, v.n, ranks, sizes, "reduce_scatter_sum_uneven");
+  int64_t extent = requireUnevenSizes(x, v.n, ranks, sizes, /*whole=*/true,
+                                      "reduce_scatter_sum_uneven")
+                       .largest;
   // Rank r's slice of every outer row, one rank after the other.
   std::vector<int64_t> counts(ranks);
   Tensor packed = Tensor::uninitialized(DType::F32, {x.numel()}, Device::CUDA);
