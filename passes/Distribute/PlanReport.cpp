@@ -139,16 +139,17 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
                " ranks";
     if (split && placement.isUneven()) {
       // Each rank's share, padded to the largest.
-      where +=
-          ", uneven: " +
-          llvm::join(llvm::map_range(
-                         placement.getSizes(),
-                         [](int64_t size) { return std::to_string(size); }),
-                     " + ") +
-          llvm::formatv(" (imbalance {0:F2})", imbalanceOf(placement)).str();
+      double cost = imbalanceOf(placement);
+      where += ", uneven: " +
+               llvm::join(llvm::map_range(placement.getSizes(),
+                                          [](int64_t size) {
+                                            return std::to_string(size);
+                                          }),
+                          " + ") +
+               llvm::formatv(" (imbalance {0:F2})", cost).str();
       ++imbalance.count;
-      if (imbalanceOf(placement) > imbalance.largest) {
-        imbalance.largest = imbalanceOf(placement);
+      if (cost > imbalance.largest) {
+        imbalance.largest = cost;
         imbalance.key = placement.getKey().str();
       }
     }

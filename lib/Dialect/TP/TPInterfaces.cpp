@@ -29,6 +29,14 @@ static bool rangesFollow(const PartitionState::UnevenSplit &split,
   return true;
 }
 
+/// `type` with dimension `dim` `size` long.
+static RankedTensorType withDimSize(Type type, int64_t dim, int64_t size) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] = size;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
 ShardLayout PartitionState::getLayout(Value v) const {
   auto it = layouts.find(v);
   return it == layouts.end() ? ShardLayout::Replicated : it->second;
@@ -86,9 +94,8 @@ Value PartitionState::completed(Value v) {
 Value PartitionState::allReduce(Location loc, Value v) {
   MLIRContext *ctx = builder.getContext();
   return shard::AllReduceOp::create(
-      builder, loc, v.getType(), FlatSymbolRefAttr::get(ctx, "tp"),
-      builder.getDenseI16ArrayAttr({0}), v,
-      shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum));
+      builder, loc, v.getType(), gridRef(), builder.getDenseI16ArrayAttr({0}),
+      v, shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum));
 }
 
 FailureOr<RankedTensorType> PartitionState::resized(Operation *op, Type type,
@@ -126,13 +133,9 @@ FailureOr<Value> PartitionState::gathered(Operation *op, Value v, int64_t dim) {
     if (dim != t.getRank() - 1)
       return op->emitError("tp-partition: an uneven split is gathered on "
                            "its last dimension only");
-    SmallVector<int64_t> shape(t.getShape());
-    shape[dim] = at;
-    MLIRContext *ctx = builder.getContext();
     return Value(AllGatherUnevenOp::create(
-        builder, op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
-        v, FlatSymbolRefAttr::get(ctx, "tp"), builder.getDenseI16ArrayAttr({0}),
-        builder.getI64IntegerAttr(dim),
+        builder, op->getLoc(), withDimSize(t, dim, at), v, gridRef(),
+        builder.getDenseI16ArrayAttr({0}), builder.getI64IntegerAttr(dim),
         builder.getDenseI64ArrayAttr(split->sizes)));
   }
   FailureOr<RankedTensorType> type =
@@ -140,8 +143,7 @@ FailureOr<Value> PartitionState::gathered(Operation *op, Value v, int64_t dim) {
   if (failed(type))
     return failure();
   return Value(shard::AllGatherOp::create(
-      builder, op->getLoc(), *type,
-      FlatSymbolRefAttr::get(builder.getContext(), "tp"),
+      builder, op->getLoc(), *type, gridRef(),
       builder.getDenseI16ArrayAttr({0}), v, builder.getIndexAttr(dim)));
 }
 
@@ -163,13 +165,10 @@ FailureOr<Value> PartitionState::gatheredOnce(Operation *op, Value v,
 FailureOr<Value> PartitionState::sliced(Operation *op, Value v, int64_t dim,
                                         const UnevenSplit *split) {
   if (split) {
-    auto t = cast<RankedTensorType>(v.getType());
-    SmallVector<int64_t> shape(t.getShape());
-    shape[dim] = *llvm::max_element(split->sizes);
-    MLIRContext *ctx = builder.getContext();
     Value block = AllSliceUnevenOp::create(
-        builder, op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
-        v, FlatSymbolRefAttr::get(ctx, "tp"), builder.getDenseI16ArrayAttr({0}),
+        builder, op->getLoc(),
+        withDimSize(v.getType(), dim, *llvm::max_element(split->sizes)), v,
+        gridRef(), builder.getDenseI16ArrayAttr({0}),
         builder.getI64IntegerAttr(dim),
         builder.getDenseI64ArrayAttr(split->starts),
         builder.getDenseI64ArrayAttr(split->sizes));
@@ -181,8 +180,7 @@ FailureOr<Value> PartitionState::sliced(Operation *op, Value v, int64_t dim,
   if (failed(type))
     return failure();
   return Value(shard::AllSliceOp::create(
-      builder, op->getLoc(), *type,
-      FlatSymbolRefAttr::get(builder.getContext(), "tp"),
+      builder, op->getLoc(), *type, gridRef(),
       builder.getDenseI16ArrayAttr({0}), v, builder.getIndexAttr(dim)));
 }
 
@@ -197,13 +195,10 @@ FailureOr<Value> PartitionState::reduceScattered(Operation *op, Value v,
       return op->emitError() << "tp-partition: " << t
                              << " does not reduce-scatter over the uneven "
                                 "ranges of its readers";
-    SmallVector<int64_t> shape(t.getShape());
-    shape[dim] = *llvm::max_element(split->sizes);
-    MLIRContext *ctx = builder.getContext();
     Value scattered = ReduceScatterUnevenOp::create(
-        builder, op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
-        v, FlatSymbolRefAttr::get(ctx, "tp"), builder.getDenseI16ArrayAttr({0}),
-        builder.getI64IntegerAttr(dim),
+        builder, op->getLoc(),
+        withDimSize(t, dim, *llvm::max_element(split->sizes)), v, gridRef(),
+        builder.getDenseI16ArrayAttr({0}), builder.getI64IntegerAttr(dim),
         builder.getDenseI64ArrayAttr(split->sizes));
     setUneven(scattered, *split);
     return scattered;
@@ -214,7 +209,7 @@ FailureOr<Value> PartitionState::reduceScattered(Operation *op, Value v,
     return failure();
   MLIRContext *ctx = builder.getContext();
   return Value(shard::ReduceScatterOp::create(
-      builder, op->getLoc(), *type, FlatSymbolRefAttr::get(ctx, "tp"),
+      builder, op->getLoc(), *type, gridRef(),
       builder.getDenseI16ArrayAttr({0}), v,
       shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
       builder.getIndexAttr(dim)));

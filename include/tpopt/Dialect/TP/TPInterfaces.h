@@ -106,6 +106,10 @@ public:
 
 private:
   Value allReduce(Location loc, Value v);
+  /// The grid every collective runs on, @tp.
+  FlatSymbolRefAttr gridRef() {
+    return FlatSymbolRefAttr::get(builder.getContext(), "tp");
+  }
 
   OpBuilder builder;
   int64_t ranks;
