@@ -94,11 +94,6 @@ llvm::Error mlir::tp::checkTPCompileOptions(const TPCompileOptions &opts) {
   // sequence all-gathers and reduce-scatters.
   if (opts.asyncTP && !opts.sp)
     return fail("--async-tp requires sequence parallelism (--sp)");
-  // Uneven blocks' padding is zero in the forward; the training step,
-  // checkpoints and data parallelism do not keep it so yet.
-  if (opts.allowUneven && opts.train)
-    return fail("--allow-uneven compiles forward programs only: the "
-                "training step does not split unevenly yet");
   if (opts.sp && opts.tp < 2)
     return fail("--sp shards the sequence over the tensor-parallel ranks: it "
                 "needs --tp 2 or more");

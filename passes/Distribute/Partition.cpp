@@ -53,17 +53,6 @@ struct TPPartitionPass : public tp::impl::TPPartitionBase<TPPartitionPass> {
       return signalPassFailure();
     SmallVector<func::FuncOp, 2> funcs = {func};
     if (*trainStep) {
-      // Padding's gradients, replicas of uneven KV heads and checkpoints of
-      // padded blocks are not there yet.
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        if (auto placement = func.getArgAttrOfType<PlacementAttr>(
-                i, TPDialect::kPlacementAttrName);
-            placement && placement.isUneven()) {
-          func.emitError() << "tp-partition: argument " << i
-                           << " is split unevenly (" << placement
-                           << "); the training step splits evenly only";
-          return signalPassFailure();
-        }
       auto train = dyn_cast<func::FuncOp>(trainStep->getOperation());
       if (!train) {
         trainStep->getOperation()->emitError(

@@ -62,7 +62,8 @@ struct TPFuseGradAccumulation
             loss.getX(), loss.getIds(), loss.getMask(), acc.getParam(),
             acc.getFqnAttr(), acc.getSplitDimAttr(), acc.getReductionAttr(),
             acc.getDerivedReductionAttr(), acc.getOwnedAttr(),
-            loss.getVocabParallelAttr());
+            loss.getVocabParallelAttr(), loss.getVocabStartsAttr(),
+            loss.getVocabSizesAttr());
         inheritDecoderLayer(loss, fused);
         loss.getLoss().replaceAllUsesWith(fused.getLoss());
         loss.getDx().replaceAllUsesWith(fused.getDx());
@@ -76,7 +77,8 @@ struct TPFuseGradAccumulation
             b, acc.getLoc(), grad.getIds(), grad.getDy(), acc.getParam(),
             acc.getFqnAttr(), acc.getSplitDimAttr(), acc.getReductionAttr(),
             acc.getDerivedReductionAttr(), acc.getOwnedAttr(),
-            grad.getVocabParallelAttr(), grad.getPaddingIdxAttr());
+            grad.getVocabParallelAttr(), grad.getPaddingIdxAttr(),
+            grad.getVocabStartsAttr(), grad.getVocabSizesAttr());
         inheritDecoderLayer(acc, fused);
         acc.erase();
         grad.erase();

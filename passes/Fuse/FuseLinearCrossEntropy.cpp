@@ -53,7 +53,9 @@ std::optional<LossOps> match(CrossEntropyOp loss) {
     auto grad = dyn_cast<CrossEntropyGradOp>(user);
     if (!grad || ops.lossGrad || grad.getLse() != loss.getLse() ||
         grad.getIds() != loss.getIds() || grad.getMask() != loss.getMask() ||
-        grad.getVocabParallel() != loss.getVocabParallel())
+        grad.getVocabParallel() != loss.getVocabParallel() ||
+        grad.getVocabStartsAttr() != loss.getVocabStartsAttr() ||
+        grad.getVocabSizesAttr() != loss.getVocabSizesAttr())
       return std::nullopt;
     ops.lossGrad = grad;
   }
@@ -95,7 +97,8 @@ struct TPFuseLinearCrossEntropy
           ops->gradInput.getResult().getType(),
           ops->gradWeight.getResult().getType(), ops->projection.getX(),
           ops->projection.getWeight(), loss.getIds(), loss.getMask(),
-          loss.getVocabParallel());
+          loss.getVocabParallel(), loss.getVocabStartsAttr(),
+          loss.getVocabSizesAttr());
       inheritDecoderLayer(ops->projection, fused);
       loss.getLoss().replaceAllUsesWith(fused.getLoss());
       ops->gradInput.getResult().replaceAllUsesWith(fused.getDx());

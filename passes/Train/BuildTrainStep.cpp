@@ -205,7 +205,8 @@ struct TPBuildTrainStepPass
                                          b.getF32Type());
     auto loss = CrossEntropyOp::create(
         b, loc, RankedTensorType::get({}, b.getF32Type()), lseType, logits, ids,
-        mask, UnitAttr());
+        mask, /*vocab_parallel=*/UnitAttr(), /*vocab_starts=*/nullptr,
+        /*vocab_sizes=*/nullptr);
 
     // Which values depend on a trainable parameter: only their ops need a
     // backward.

@@ -233,11 +233,11 @@ void testBf16Programs(Context &c, Context &g) {
   Tensors lc = cross_entropy(c, logits, labels, keep),
           lg = cross_entropy(g, gpu(logits), gpu(labels), gpu(keep));
   expectClose("bf16 cross_entropy loss", lc[0], lg[0]);
-  expectClose(
-      "bf16 cross_entropy_grad",
-      cross_entropy_grad(c, logits, labels, keep, lc[1], false),
-      cross_entropy_grad(g, gpu(logits), gpu(labels), gpu(keep), lg[1], false),
-      tol);
+  expectClose("bf16 cross_entropy_grad",
+              cross_entropy_grad(c, logits, labels, keep, lc[1], false, {}, {}),
+              cross_entropy_grad(g, gpu(logits), gpu(labels), gpu(keep), lg[1],
+                                 false, {}, {}),
+              tol);
 }
 
 /// A replica-gradient bucket's pack and unpack on the GPU (one kernel for
@@ -367,12 +367,13 @@ void testEmbeddingAndNorm(Context &c, Context &g) {
   expectClose("embedding", embedding(c, ids, table),
               embedding(g, gpu(ids), gpu(table)));
   Tensor dy = randomTensor({3, 11, 24}, 9);
-  expectClose("embedding_grad", embedding_grad(c, ids, dy, table, false, -1),
-              embedding_grad(g, gpu(ids), gpu(dy), gpu(table), false, -1));
   expectClose(
-      "embedding_grad padding",
-      embedding_grad(c, ids, dy, table, false, ids.i64()[0]),
-      embedding_grad(g, gpu(ids), gpu(dy), gpu(table), false, ids.i64()[0]));
+      "embedding_grad", embedding_grad(c, ids, dy, table, false, -1, {}, {}),
+      embedding_grad(g, gpu(ids), gpu(dy), gpu(table), false, -1, {}, {}));
+  expectClose("embedding_grad padding",
+              embedding_grad(c, ids, dy, table, false, ids.i64()[0], {}, {}),
+              embedding_grad(g, gpu(ids), gpu(dy), gpu(table), false,
+                             ids.i64()[0], {}, {}));
   Tensor x = randomTensor({3, 5, 64}, 10), w = randomTensor({64}, 11),
          wg = randomTensor({16}, 12), d = randomTensor({3, 5, 64}, 13);
   for (auto [weight, group, offset] : {std::tuple{&w, int64_t(0), 0.0},
@@ -461,10 +462,10 @@ void testLoss(Context &c, Context &g) {
   Tensors dev = cross_entropy(g, gpu(logits), gpu(ids), gpu(mask));
   expectClose("cross_entropy loss", cpu[0], dev[0]);
   expectClose("cross_entropy lse", cpu[1], dev[1]);
-  expectClose(
-      "cross_entropy_grad",
-      cross_entropy_grad(c, logits, ids, mask, cpu[1], false),
-      cross_entropy_grad(g, gpu(logits), gpu(ids), gpu(mask), dev[1], false));
+  expectClose("cross_entropy_grad",
+              cross_entropy_grad(c, logits, ids, mask, cpu[1], false, {}, {}),
+              cross_entropy_grad(g, gpu(logits), gpu(ids), gpu(mask), dev[1],
+                                 false, {}, {}));
 
   // The accumulating forms (tp-fuse-grad-accumulation): on the GPU the
   // separate calls, into the FP32 buffer as the host's fused ones, over
@@ -473,16 +474,16 @@ void testLoss(Context &c, Context &g) {
   Tensor dy = randomTensor({2, 10, 16}, 34);
   for (int micro = 0; micro < 2; ++micro) {
     Tensors lossCpu = accumulate_linear_cross_entropy(
-        c, x, w, ids, mask, "loss.weight", -1, false, false);
-    Tensors lossDev =
-        accumulate_linear_cross_entropy(g, gpu(x), gpu(w), gpu(ids), gpu(mask),
-                                        "loss.weight", -1, false, false);
+        c, x, w, ids, mask, "loss.weight", -1, false, false, {}, {});
+    Tensors lossDev = accumulate_linear_cross_entropy(
+        g, gpu(x), gpu(w), gpu(ids), gpu(mask), "loss.weight", -1, false, false,
+        {}, {});
     expectClose("accumulate_linear_cross_entropy loss", lossCpu[0], lossDev[0]);
     expectClose("accumulate_linear_cross_entropy dx", lossCpu[1], lossDev[1]);
     accumulate_embedding_grad(c, ids, dy, w, "embed.weight", -1, false, false,
-                              0);
+                              0, {}, {});
     accumulate_embedding_grad(g, gpu(ids), gpu(dy), gpu(w), "embed.weight", -1,
-                              false, false, 0);
+                              false, false, 0, {}, {});
   }
   expectClose("accumulate_linear_cross_entropy dweight in FP32",
               c.grads()["loss.weight"].grad, g.grads()["loss.weight"].grad);

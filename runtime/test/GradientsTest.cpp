@@ -220,8 +220,8 @@ TEST(Gradients, EmbeddingSkipsThePaddingRow) {
     return dot(embedding(ctx(), ids, in[0]), r);
   };
   checkDirectional({table}, 0, loss,
-                   embedding_grad(ctx(), ids, r, table, false, -1), 53);
-  Tensor padded = embedding_grad(ctx(), ids, r, table, false, 0);
+                   embedding_grad(ctx(), ids, r, table, false, -1, {}, {}), 53);
+  Tensor padded = embedding_grad(ctx(), ids, r, table, false, 0, {}, {});
   for (int64_t h = 0; h < 4; ++h) {
     EXPECT_EQ(padded.f32()[h], 0.0f); // row 0, the padding token
     // Token 1 appears twice: its row sums both.
@@ -253,9 +253,9 @@ TEST(Gradients, CrossEntropy) {
   auto loss = [&](std::vector<Tensor> &in) {
     return double(cross_entropy(ctx(), in[0], ids, mask)[0].f32()[0]);
   };
-  checkDirectional({logits}, 0, loss,
-                   cross_entropy_grad(ctx(), logits, ids, mask, out[1], false),
-                   62);
+  checkDirectional(
+      {logits}, 0, loss,
+      cross_entropy_grad(ctx(), logits, ids, mask, out[1], false, {}, {}), 62);
 }
 
 TEST(Gradients, CrossEntropyAcrossRowBlocks) {
@@ -270,7 +270,8 @@ TEST(Gradients, CrossEntropyAcrossRowBlocks) {
     mask.i64()[i] = i % 5 != 4;
   }
   Tensors out = cross_entropy(ctx(), logits, ids, mask);
-  Tensor grad = cross_entropy_grad(ctx(), logits, ids, mask, out[1], false);
+  Tensor grad =
+      cross_entropy_grad(ctx(), logits, ids, mask, out[1], false, {}, {});
   double want = 0;
   for (int64_t p = 0; p < batch * seq; ++p) {
     const float *row = logits.f32() + p * vocab;

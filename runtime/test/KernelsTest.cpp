@@ -189,9 +189,9 @@ TEST(Kernels, EmbeddingGradientAccumulatesIntoItsBuffer) {
     std::copy(batches[k], batches[k] + 4, ids.i64());
     Tensor dy = randomTensor({2, 2, hidden}, 91 + k);
     accumulate_embedding_grad(c, ids, dy, table, "fused.e", -1, false, false,
-                              /*paddingIdx=*/0);
-    accumulate_grad(c, embedding_grad(c, ids, dy, table, false, 0), table,
-                    "separate.e", -1, false);
+                              /*paddingIdx=*/0, {}, {});
+    accumulate_grad(c, embedding_grad(c, ids, dy, table, false, 0, {}, {}),
+                    table, "separate.e", -1, false);
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t h = 0; h < hidden; ++h)
         if (batches[k][i] != 0)
@@ -224,9 +224,9 @@ TEST(Kernels, LossWeightGradientAccumulatesIntoItsBuffer) {
       ids.i64()[i] = (i * 131 + 7 * k) % vocab;
       mask.i64()[i] = i % 9 != 8;
     }
-    Tensors fused = accumulate_linear_cross_entropy(c, x, w, ids, mask,
-                                                    "fused.lm", -1, false,
-                                                    /*vocabParallel=*/false);
+    Tensors fused = accumulate_linear_cross_entropy(
+        c, x, w, ids, mask, "fused.lm", -1, false,
+        /*vocabParallel=*/false, {}, {});
     Tensors separate = linear_cross_entropy(c, x, w, ids, mask);
     accumulate_grad(c, separate[2], w, "separate.lm", -1, false);
     ASSERT_EQ(fused.size(), 2u);

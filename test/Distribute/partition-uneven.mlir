@@ -1,6 +1,7 @@
 // RUN: split-file %s %t
 // RUN: tp-opt %t/block.mlir "--tp-apply-plan=plan=llama tp=4 allow-uneven=true" --tp-partition 2>/dev/null | FileCheck %t/block.mlir
 // RUN: tp-opt %t/block.mlir "--tp-apply-plan=plan=llama tp=4 allow-uneven=true" --tp-partition --tp-to-emitc 2>/dev/null | FileCheck %t/block.mlir --check-prefix=EMITC
+// RUN: tp-opt %t/train.mlir --tp-partition 2>/dev/null | FileCheck %t/train.mlir
 // RUN: tp-opt %t/errors.mlir --split-input-file --tp-partition --verify-diagnostics
 
 //--- block.mlir
@@ -51,6 +52,44 @@ module attributes {onnx.file = "m.onnx"} {
   }
 }
 
+//--- train.mlir
+// A training step over uneven placements: the vocabulary-parallel loss and
+// its gradient take the vocabulary ranges of the logits (the padding
+// excluded at run time), the weight gradient is held as the weight is,
+// and a k projection whose KV heads are shared unevenly (ranks 0 and 1
+// hold head 0, rank 2 head 1) sums its gradient over each head's ranks.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: %arg3: tensor<3x4xf32> {tp.fqn = "lm_head.weight"
+// CHECK-SAME: %arg4: tensor<4x4xf32> {tp.fqn = "k_proj.weight"
+// CHECK: %[[LOGITS:.*]] = tp.linear %arg0, %arg3 : (tensor<?x?x4xf32>, tensor<3x4xf32>) -> tensor<?x?x3xf32>
+// CHECK: %loss, %lse = tp.cross_entropy %[[LOGITS]], %arg1, %arg2 {vocab_parallel, vocab_sizes = array<i64: 3, 2, 2>, vocab_starts = array<i64: 0, 3, 5>}
+// CHECK: %[[DL:.*]] = tp.cross_entropy_grad %[[LOGITS]], %arg1, %arg2, %lse {vocab_parallel, vocab_sizes = array<i64: 3, 2, 2>, vocab_starts = array<i64: 0, 3, 5>}
+// CHECK: %[[DH:.*]] = tp.linear_grad_weight %[[DL]], %arg0 : (tensor<?x?x3xf32>, tensor<?x?x4xf32>) -> tensor<3x4xf32>
+// CHECK: tp.accumulate_grad %[[DH]] into %arg3 {fqn = "lm_head.weight", split_dim = 0 : i64}
+// CHECK: %[[DK:.*]] = tp.linear_grad_weight
+// CHECK: %[[SUM:.*]] = tp.replica_sum %[[DK]] {blocks = array<i64: 0, 0, 1>} : tensor<4x4xf32>
+// CHECK: tp.accumulate_grad %[[SUM]] into %arg4 {fqn = "k_proj.weight", split_dim = 0 : i64}
+module {
+  shard.grid @tp(shape = 3)
+  func.func @forward(%x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> attributes {tp.entry = "forward"} {
+    return %x : tensor<?x?x4xf32>
+  }
+  func.func @step(%x: tensor<?x?x4xf32>, %ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>, %head: tensor<7x4xf32> {tp.fqn = "lm_head.weight", tp.placement = #tp.placement<split(0), starts = [0, 3, 5], sizes = [3, 2, 2]>}, %k: tensor<8x4xf32> {tp.fqn = "k_proj.weight", tp.placement = #tp.placement<split(0), starts = [0, 0, 4], sizes = [4, 4, 4]>}) -> tensor<f32> attributes {tp.entry = "train_step"} {
+    %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %h = shard.shard %head to %s annotate_for_users : tensor<7x4xf32>
+    %kk = shard.shard %k to %s annotate_for_users : tensor<8x4xf32>
+    %logits = tp.linear %x, %h : (tensor<?x?x4xf32>, tensor<7x4xf32>) -> tensor<?x?x7xf32>
+    %loss, %lse = tp.cross_entropy %logits, %ids, %mask : (tensor<?x?x7xf32>, tensor<?x?xi64>, tensor<?x?xi64>) -> (tensor<f32>, tensor<?x?xf32>)
+    %dl = tp.cross_entropy_grad %logits, %ids, %mask, %lse : (tensor<?x?x7xf32>, tensor<?x?xi64>, tensor<?x?xi64>, tensor<?x?xf32>) -> tensor<?x?x7xf32>
+    %dh = tp.linear_grad_weight %dl, %x : (tensor<?x?x7xf32>, tensor<?x?x4xf32>) -> tensor<7x4xf32>
+    tp.accumulate_grad %dh into %head {fqn = "lm_head.weight"} : tensor<7x4xf32>
+    %kv = tp.linear %x, %kk : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+    %dk = tp.linear_grad_weight %kv, %x : (tensor<?x?x8xf32>, tensor<?x?x4xf32>) -> tensor<8x4xf32>
+    tp.accumulate_grad %dk into %k {fqn = "k_proj.weight"} : tensor<8x4xf32>
+    return %loss : tensor<f32>
+  }
+}
+
 //--- errors.mlir
 // An uneven split reaches a row-split linear only from its column-split
 // pair: an evenly split input does not fit.
@@ -85,18 +124,18 @@ module {
 
 // -----
 
-// The training step splits evenly only.
+// A column-split linear's output gradient arrives split over other ranges
+// than the weight it multiplies: a wrong program.
 module {
-  shard.grid @tp(shape = 2)
-  // expected-error @+1 {{tp-partition: argument 1 is split unevenly (#tp.placement<split(0), starts = [0, 4], sizes = [4, 2]>); the training step splits evenly only}}
-  func.func @forward(%x: tensor<?x?x4xf32>, %up: tensor<6x4xf32> {tp.placement = #tp.placement<split(0), starts = [0, 4], sizes = [4, 2]>}) -> tensor<?x?x6xf32> attributes {tp.entry = "forward"} {
-    %s1 = shard.sharding @tp split_axes = [[0]] : !shard.sharding
-    %u = shard.shard %up to %s1 annotate_for_users : tensor<6x4xf32>
-    %a = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<6x4xf32>) -> tensor<?x?x6xf32>
-    return %a : tensor<?x?x6xf32>
-  }
-  func.func @step(%x: tensor<?x?x4xf32>) attributes {tp.entry = "train_step"} {
-    return
+  shard.grid @tp(shape = 3)
+  func.func @forward(%x: tensor<?x?x4xf32>, %up: tensor<7x4xf32> {tp.placement = #tp.placement<split(0), starts = [0, 3, 5], sizes = [3, 2, 2]>}, %other: tensor<7x4xf32> {tp.placement = #tp.placement<split(0), starts = [0, 2, 4], sizes = [2, 2, 3]>}) -> tensor<?x?x4xf32> attributes {tp.entry = "forward"} {
+    %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %u = shard.shard %up to %s annotate_for_users : tensor<7x4xf32>
+    %o = shard.shard %other to %s annotate_for_users : tensor<7x4xf32>
+    %a = tp.linear %x, %u : (tensor<?x?x4xf32>, tensor<7x4xf32>) -> tensor<?x?x7xf32>
+    // expected-error @+1 {{tp-partition: a column-split linear's output gradient and weight are split over different ranges}}
+    %dx = tp.linear_grad_input %a, %o : (tensor<?x?x7xf32>, tensor<7x4xf32>) -> tensor<?x?x4xf32>
+    return %dx : tensor<?x?x4xf32>
   }
 }
 

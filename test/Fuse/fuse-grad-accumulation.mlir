@@ -10,7 +10,7 @@
 // CHECK-NEXT: tp.accumulate_linear_grad_weight %arg0, %arg1 into %arg3 {derived_reduction = #tp.grad_reduction<sum>, fqn = "rep.weight", reduction = #tp.grad_reduction<mean>} : tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<8x4xf32>
 // CHECK-NEXT: tp.accumulate_linear_grad_weight %arg0, %arg1 into %arg4 {fqn = "own.weight", owned} : tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<8x4xf32>
 // CHECK-NEXT: %[[DK:.*]] = tp.linear_grad_weight %arg0, %arg1
-// CHECK-NEXT: %[[SUM:.*]] = tp.replica_sum %[[DK]] {replicas = 2 : i64}
+// CHECK-NEXT: %[[SUM:.*]] = tp.replica_sum %[[DK]] {blocks = array<i64: 0, 0>}
 // CHECK-NEXT: tp.accumulate_grad %[[SUM]] into %arg5 {fqn = "k.weight", split_dim = 0 : i64}
 // CHECK-NEXT: %[[DO:.*]] = tp.linear_grad_weight %arg0, %arg1
 // CHECK-NEXT: tp.accumulate_grad %[[DO]] into %arg6 {fqn = "o.weight"}
@@ -29,7 +29,7 @@ func.func @train_step(%dy: tensor<?x?x8xf32>, %x: tensor<?x?x4xf32>,
   %down = tp.linear_grad_weight %dy, %x : (tensor<?x?x8xf32>, tensor<?x?x4xf32>) -> tensor<8x4xf32>
   tp.accumulate_grad %down into %own {fqn = "own.weight", owned} : tensor<8x4xf32>
   %dk = tp.linear_grad_weight %dy, %x : (tensor<?x?x8xf32>, tensor<?x?x4xf32>) -> tensor<8x4xf32>
-  %sum = tp.replica_sum %dk {replicas = 2 : i64} : tensor<8x4xf32>
+  %sum = tp.replica_sum %dk {blocks = array<i64: 0, 0>} : tensor<8x4xf32>
   tp.accumulate_grad %sum into %k {fqn = "k.weight", split_dim = 0 : i64} : tensor<8x4xf32>
   %do = tp.linear_grad_weight %dy, %x : (tensor<?x?x8xf32>, tensor<?x?x4xf32>) -> tensor<8x4xf32>
   tp.accumulate_grad %do into %o {fqn = "o.weight"} : tensor<8x4xf32>

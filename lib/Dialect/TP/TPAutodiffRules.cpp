@@ -36,7 +36,9 @@ LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   // tp-build-train-step sets the padding row, which the graph cannot show.
   operandGrads.push_back(EmbeddingGradOp::create(
       b, getLoc(), getTable().getType(), getIds(), *dy, getTable(),
-      /*vocab_parallel=*/UnitAttr(), /*padding_idx=*/IntegerAttr()));
+      /*vocab_parallel=*/UnitAttr(), /*padding_idx=*/IntegerAttr(),
+      /*vocab_starts=*/DenseI64ArrayAttr(),
+      /*vocab_sizes=*/DenseI64ArrayAttr()));
   return success();
 }
 
@@ -272,7 +274,8 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                      "may be computed from it");
   operandGrads.push_back(CrossEntropyGradOp::create(
       b, getLoc(), getLogits().getType(), getLogits(), getIds(), getMask(),
-      getLse(), getVocabParallelAttr()));
+      getLse(), getVocabParallelAttr(), getVocabStartsAttr(),
+      getVocabSizesAttr()));
   operandGrads.append({Value(), Value()});
   return success();
 }

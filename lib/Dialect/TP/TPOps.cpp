@@ -113,6 +113,32 @@ static ParseResult parseEpilogue(OpAsmParser &parser, EpilogueAttr &attr) {
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
 
+/// An op's uneven vocabulary (`vocab_starts`, `vocab_sizes`): both or
+/// neither, one entry per rank, on a vocab_parallel op, whose block of
+/// the vocabulary (`held`, `what`) is the largest range.
+template <typename VocabOp>
+static LogicalResult verifyVocabRanges(VocabOp op, int64_t held,
+                                       StringRef what) {
+  std::optional<ArrayRef<int64_t>> starts = op.getVocabStarts(),
+                                   sizes = op.getVocabSizes();
+  if (starts.has_value() != sizes.has_value() ||
+      (starts && (!op.getVocabParallel() || starts->size() != sizes->size() ||
+                  starts->empty())))
+    return op.emitOpError("vocab_starts and vocab_sizes come together, one "
+                          "entry per rank, on a vocab_parallel op");
+  if (!sizes)
+    return success();
+  for (auto [start, size] : llvm::zip_equal(*starts, *sizes))
+    if (start < 0 || size < 1)
+      return op.emitOpError("a rank's vocabulary rows need a start of at "
+                            "least 0 and a size of at least 1");
+  if (!dimsAgree(*llvm::max_element(*sizes), held))
+    return op.emitOpError("the ") << what << " (" << dimStr(held)
+                                  << ") are not the largest of vocab_sizes ("
+                                  << *llvm::max_element(*sizes) << ")";
+  return success();
+}
+
 LogicalResult EmbeddingOp::verify() {
   auto ids = getIds().getType();
   auto table = getTable().getType();
@@ -130,24 +156,8 @@ LogicalResult EmbeddingOp::verify() {
     return emitOpError("result hidden size ")
            << dimStr(result.getDimSize(ids.getRank()))
            << " differs from the table's " << dimStr(table.getDimSize(1));
-  std::optional<ArrayRef<int64_t>> starts = getVocabStarts(),
-                                   sizes = getVocabSizes();
-  if (starts.has_value() != sizes.has_value() ||
-      (starts && (!getVocabParallel() || starts->size() != sizes->size() ||
-                  starts->empty())))
-    return emitOpError("vocab_starts and vocab_sizes come together, one "
-                       "entry per rank, on a vocab_parallel lookup");
-  if (sizes) {
-    for (auto [start, size] : llvm::zip_equal(*starts, *sizes))
-      if (start < 0 || size < 1)
-        return emitOpError("a rank's vocabulary rows need a start of at "
-                           "least 0 and a size of at least 1");
-    if (!dimsAgree(*llvm::max_element(*sizes), table.getDimSize(0)))
-      return emitOpError("the table's ")
-             << dimStr(table.getDimSize(0))
-             << " rows are not the largest of vocab_sizes ("
-             << *llvm::max_element(*sizes) << ")";
-  }
+  if (failed(verifyVocabRanges(*this, table.getDimSize(0), "table's rows")))
+    return failure();
   return verifySameElementType(*this, {getTable(), getResult()});
 }
 
@@ -638,7 +648,13 @@ LogicalResult CrossEntropyOp::verify() {
              << d << " of logits, ids, mask and lse differ";
   if (!lse.getElementType().isF32())
     return emitOpError("lse must be f32, got ") << lse;
-  return success();
+  return verifyVocabRanges(*this, logits.getDimSize(2),
+                           "logits' vocabulary entries");
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyVocabRanges(*this, getLogits().getType().getDimSize(2),
+                           "logits' vocabulary entries");
 }
 
 /// x [batch, seq, hidden], ids and mask [batch, seq], weight [vocab, hidden].
@@ -664,8 +680,11 @@ static LogicalResult verifyLinearCrossEntropy(Operation *op, Value xValue,
 }
 
 LogicalResult LinearCrossEntropyOp::verify() {
-  return verifyLinearCrossEntropy(*this, getX(), getIds(), getMask(),
-                                  getWeight());
+  if (failed(verifyLinearCrossEntropy(*this, getX(), getIds(), getMask(),
+                                      getWeight())))
+    return failure();
+  return verifyVocabRanges(*this, getWeight().getType().getDimSize(0),
+                           "weight's rows");
 }
 
 LogicalResult LinearGradInputOp::verify() {
@@ -791,6 +810,23 @@ static LogicalResult verifyAccumulation(AccumulateOp op) {
   return success();
 }
 
+LogicalResult ReplicaSumOp::verify() {
+  // Numbered in order of first appearance: each block is the next number
+  // or one seen before.
+  int64_t next = 0;
+  for (int64_t block : getBlocks()) {
+    if (block < 0 || block > next)
+      return emitOpError("blocks must number the ranks' blocks from 0 in "
+                         "the order they first appear, got ")
+             << getBlocksAttr();
+    next = std::max(next, block + 1);
+  }
+  if (next == static_cast<int64_t>(getBlocks().size()))
+    return emitOpError("no block is held by more than one rank: nothing to "
+                       "sum");
+  return success();
+}
+
 LogicalResult AccumulateGradOp::verify() { return verifyAccumulation(*this); }
 
 LogicalResult AccumulateLinearGradWeightOp::verify() {
@@ -810,9 +846,16 @@ LogicalResult AccumulateLinearCrossEntropyOp::verify() {
       getParam().getType().getElementType())
     return emitOpError("x and the parameter must have one element type");
   if (failed(verifyLinearCrossEntropy(*this, getX(), getIds(), getMask(),
-                                      getParam())))
+                                      getParam())) ||
+      failed(verifyVocabRanges(*this, getParam().getType().getDimSize(0),
+                               "parameter's rows")))
     return failure();
   return verifyAccumulation(*this);
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  return verifyVocabRanges(*this, getTable().getType().getDimSize(0),
+                           "table's rows");
 }
 
 LogicalResult AccumulateEmbeddingGradOp::verify() {
@@ -828,6 +871,8 @@ LogicalResult AccumulateEmbeddingGradOp::verify() {
                                    table.getShape().take_back())))
     return emitOpError("dy must be [ids..., hidden] for ")
            << getIds().getType() << " and a table of " << table;
+  if (failed(verifyVocabRanges(*this, table.getDimSize(0), "table's rows")))
+    return failure();
   return verifyAccumulation(*this);
 }
 

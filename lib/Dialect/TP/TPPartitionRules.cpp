@@ -29,6 +29,24 @@ static int64_t splitDimOf(ShardLayout layout, int64_t rank) {
                                                 : -1;
 }
 
+/// `to` takes `from`'s uneven split, if it has one.
+static void copyUneven(PartitionState &state, Value from, Value to) {
+  if (const PartitionState::UnevenSplit *split = state.getUneven(from))
+    state.setUneven(to, *split);
+}
+
+/// Sets `op`'s vocab_starts and vocab_sizes to `split`'s ranges (an
+/// uneven vocabulary).
+template <typename VocabOp>
+static void setVocabRanges(VocabOp op,
+                           const PartitionState::UnevenSplit *split) {
+  if (!split)
+    return;
+  Builder b(op.getContext());
+  op.setVocabStartsAttr(b.getDenseI64ArrayAttr(split->starts));
+  op.setVocabSizesAttr(b.getDenseI64ArrayAttr(split->sizes));
+}
+
 /// Elementwise binary ops need their operands held alike.
 static LogicalResult partitionElementwise(Operation *op,
                                           PartitionState &state) {
@@ -52,8 +70,7 @@ LogicalResult EmbeddingOp::partition(PartitionState &state) {
     getResult().setType(
         withLast(getResult().getType(), getTable().getType().getDimSize(1)));
     state.setLayout(getResult(), ShardLayout::SplitLast);
-    if (const PartitionState::UnevenSplit *split = state.getUneven(getTable()))
-      state.setUneven(getResult(), *split);
+    copyUneven(state, getTable(), getResult());
     return success();
   }
   if (d == 0 && getResult().getType().getShape().back() !=
@@ -61,11 +78,7 @@ LogicalResult EmbeddingOp::partition(PartitionState &state) {
     return emitError("tp-partition: a vocabulary-split embedding's rows are "
                      "whole");
   setVocabParallel(true);
-  if (const PartitionState::UnevenSplit *split = state.getUneven(getTable())) {
-    Builder b(getContext());
-    setVocabStartsAttr(b.getDenseI64ArrayAttr(split->starts));
-    setVocabSizesAttr(b.getDenseI64ArrayAttr(split->sizes));
-  }
+  setVocabRanges(*this, state.getUneven(getTable()));
   state.markPartial(getResult());
   return success();
 }
@@ -89,8 +102,7 @@ LogicalResult LinearOp::partition(PartitionState &state) {
     getResult().setType(
         withLast(getResult().getType(), getWeight().getType().getDimSize(0)));
     state.setLayout(getResult(), ShardLayout::SplitLast);
-    if (const PartitionState::UnevenSplit *split = state.getUneven(getWeight()))
-      state.setUneven(getResult(), *split);
+    copyUneven(state, getWeight(), getResult());
     return success();
   }
   if (in != ShardLayout::SplitLast)
@@ -231,7 +243,8 @@ LogicalResult MulOp::partition(PartitionState &state) {
 /// tokens themselves are split over the ranks, a partial sum.
 static LogicalResult setTokenSumLayout(Operation *op, PartitionState &state,
                                        Value result, ShardLayout tokens,
-                                       int64_t splitDim) {
+                                       int64_t splitDim,
+                                       Value splitFrom = nullptr) {
   if (tokens == ShardLayout::SplitSequence) {
     if (splitDim >= 0)
       return op->emitError("tp-partition: a gradient both split and summed "
@@ -241,6 +254,8 @@ static LogicalResult setTokenSumLayout(Operation *op, PartitionState &state,
   }
   if (splitDim >= 0)
     state.setParamSplitDim(result, splitDim);
+  if (splitFrom)
+    copyUneven(state, splitFrom, result);
   return success();
 }
 
@@ -252,11 +267,13 @@ LogicalResult CrossEntropyOp::partition(PartitionState &state) {
   // Split on the vocabulary: the op's own reductions make both results
   // whole on every rank.
   setVocabParallel(in == ShardLayout::SplitLast);
+  setVocabRanges(*this, state.getUneven(getLogits()));
   return success();
 }
 
 LogicalResult CrossEntropyGradOp::partition(PartitionState &state) {
   setVocabParallel(state.getLayout(getLogits()) == ShardLayout::SplitLast);
+  setVocabRanges(*this, state.getUneven(getLogits()));
   state.propagate(getLogits(), getResult());
   return success();
 }
@@ -275,12 +292,16 @@ LogicalResult LinearGradInputOp::partition(PartitionState &state) {
     if (dy != ShardLayout::SplitLast)
       return emitError("tp-partition: a column-split linear's output "
                        "gradient must be split on its last dimension");
+    if (!state.splitAlike(getDy(), getWeight()))
+      return emitError("tp-partition: a column-split linear's output "
+                       "gradient and weight are split over different ranges");
     state.markPartial(getResult());
   } else {
     if (dy != ShardLayout::Replicated)
       return emitError("tp-partition: a row-split linear's output gradient "
                        "must be replicated");
     state.setLayout(getResult(), ShardLayout::SplitLast);
+    copyUneven(state, getWeight(), getResult());
   }
   return success();
 }
@@ -291,9 +312,9 @@ LogicalResult LinearGradWeightOp::partition(PartitionState &state) {
       {getDy().getType().getShape().back(), getX().getType().getShape().back()},
       getResult().getType().getElementType()));
   if (dy == ShardLayout::SplitLast && x != ShardLayout::SplitLast)
-    return setTokenSumLayout(*this, state, getResult(), x, 0);
+    return setTokenSumLayout(*this, state, getResult(), x, 0, getDy());
   if (x == ShardLayout::SplitLast && dy != ShardLayout::SplitLast)
-    return setTokenSumLayout(*this, state, getResult(), dy, 1);
+    return setTokenSumLayout(*this, state, getResult(), dy, 1, getX());
   if (dy != x || dy == ShardLayout::SplitLast)
     return emitError("tp-partition: a weight gradient from an output "
                      "gradient and an input split differently");
@@ -306,19 +327,23 @@ LogicalResult SumLeadingOp::partition(PartitionState &state) {
       RankedTensorType::get({getX().getType().getShape().back()},
                             getResult().getType().getElementType()));
   return setTokenSumLayout(*this, state, getResult(), in,
-                           in == ShardLayout::SplitLast ? 0 : -1);
+                           in == ShardLayout::SplitLast ? 0 : -1, getX());
 }
 
 LogicalResult EmbeddingGradOp::partition(PartitionState &state) {
   int64_t d = state.getParamSplitDim(getTable());
   ShardLayout dy = state.getLayout(getDy());
   getResult().setType(getTable().getType());
-  if (dy != (d == 1 ? ShardLayout::SplitLast : ShardLayout::Replicated))
+  if (dy != (d == 1 ? ShardLayout::SplitLast : ShardLayout::Replicated) ||
+      (d == 1 && !state.splitAlike(getDy(), getTable())))
     return emitError("tp-partition: the embedding's output gradient is not "
                      "held as its table is split");
   setVocabParallel(d == 0);
+  if (d == 0)
+    setVocabRanges(*this, state.getUneven(getTable()));
   if (d >= 0)
     state.setParamSplitDim(getResult(), d);
+  copyUneven(state, getTable(), getResult());
   return success();
 }
 
@@ -423,12 +448,18 @@ LogicalResult HoldLikeOp::partition(PartitionState &state) {
   OpBuilder::InsertionGuard guard(state.getBuilder());
   state.getBuilder().setInsertionPoint(*this);
   Value local = getCotangent();
+  // An uneven split is wanted over `like`'s ranges (on the last dimension).
+  const PartitionState::UnevenSplit *wantRanges =
+      want == ShardLayout::SplitLast ? state.getUneven(getLike()) : nullptr;
+  if (have == want && !state.splitAlike(local, getLike()))
+    return emitError("tp-partition: a gradient is split over other ranges "
+                     "than the value it is the gradient of");
   if (have == ShardLayout::Partial) {
     if (want == ShardLayout::Replicated) {
       local = state.completed(local);
     } else {
-      FailureOr<Value> scattered =
-          state.reduceScattered(*this, local, splitDimOf(want, rank));
+      FailureOr<Value> scattered = state.reduceScattered(
+          *this, local, splitDimOf(want, rank), wantRanges);
       if (failed(scattered))
         return failure();
       local = *scattered;
@@ -443,7 +474,7 @@ LogicalResult HoldLikeOp::partition(PartitionState &state) {
     }
     if (want != ShardLayout::Replicated) {
       FailureOr<Value> block =
-          state.sliced(*this, local, splitDimOf(want, rank));
+          state.sliced(*this, local, splitDimOf(want, rank), wantRanges);
       if (failed(block))
         return failure();
       local = *block;
@@ -453,6 +484,33 @@ LogicalResult HoldLikeOp::partition(PartitionState &state) {
   getResult().setType(cast<RankedTensorType>(local.getType()));
   getResult().replaceAllUsesWith(local);
   return success();
+}
+
+/// The block each rank holds of a parameter placed as `placement` when
+/// some blocks are held by several ranks (KV heads fewer than the ranks,
+/// evenly or not): rank r holds block result[r]. Empty when every rank
+/// holds its own.
+static SmallVector<int64_t> sharedBlocks(PlacementAttr placement) {
+  SmallVector<int64_t> blocks;
+  if (placement.isUneven()) {
+    // Ranges are equal or disjoint: ranks with one start share a range,
+    // numbered in the order they first appear.
+    ArrayRef<int64_t> starts = placement.getStarts();
+    SmallVector<int64_t> distinct;
+    for (int64_t start : starts) {
+      auto at = llvm::find(distinct, start);
+      blocks.push_back(at - distinct.begin());
+      if (at == distinct.end())
+        distinct.push_back(start);
+    }
+    return distinct.size() < starts.size() ? blocks : SmallVector<int64_t>();
+  }
+  int64_t replicas = placement.getReplicas();
+  if (replicas <= 1)
+    return blocks;
+  for (int64_t r = 0; r < placement.getBlocks() * replicas; ++r)
+    blocks.push_back(r / replicas);
+  return blocks;
 }
 
 // A replicated parameter's partial gradient is accumulated as it is: the
@@ -472,7 +530,8 @@ LogicalResult AccumulateGradOp::partition(PartitionState &state) {
     // the sequence). A plan may override it.
     setDerivedReduction(GradReduction::Sum);
   } else if (layout == ShardLayout::Replicated &&
-             state.getParamSplitDim(getGrad()) == d) {
+             state.getParamSplitDim(getGrad()) == d &&
+             state.splitAlike(getGrad(), getParam())) {
     if (d < 0)
       setDerivedReduction(GradReduction::Mean);
   } else {
@@ -494,14 +553,16 @@ LogicalResult AccumulateGradOp::partition(PartitionState &state) {
   auto placement = func.getArgAttrOfType<PlacementAttr>(
       arg.getArgNumber(), TPDialect::kPlacementAttrName);
   // Blocks shared by several ranks: each has its query heads' part.
-  if (placement && placement.getReplicas() > 1) {
+  SmallVector<int64_t> blocks =
+      placement ? sharedBlocks(placement) : SmallVector<int64_t>();
+  if (!blocks.empty()) {
     OpBuilder::InsertionGuard guard(state.getBuilder());
     state.getBuilder().setInsertionPoint(*this);
-    Value sum = ReplicaSumOp::create(
-        state.getBuilder(), getLoc(), getGrad(),
-        state.getBuilder().getI64IntegerAttr(placement.getReplicas()));
+    Value sum =
+        ReplicaSumOp::create(state.getBuilder(), getLoc(), getGrad(),
+                             state.getBuilder().getDenseI64ArrayAttr(blocks));
     inheritDecoderLayer(*this, sum.getDefiningOp());
-    state.setParamSplitDim(sum, d);
+    state.propagate(getGrad(), sum);
     getGradMutable().assign(sum);
   }
   // The gradient norm sums a split gradient's squares over the ranks.

@@ -361,6 +361,13 @@ LogicalResult ScaleOp::buildRuntimeCall(RuntimeCall &call) {
 // Training step
 //===----------------------------------------------------------------------===//
 
+/// The vocabulary ranges of an uneven split (empty: an even one).
+template <typename VocabOp>
+static RuntimeCall &vocabRanges(RuntimeCall &call, VocabOp op) {
+  return call.shape(op.getVocabStarts().value_or(ArrayRef<int64_t>()))
+      .shape(op.getVocabSizes().value_or(ArrayRef<int64_t>()));
+}
+
 static constexpr RuntimeSignature kCrossEntropy[] = {
     calls::cross_entropy, calls::cross_entropy_vocab_parallel};
 
@@ -373,6 +380,8 @@ LogicalResult CrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
       .tensor(getLogits())
       .tensor(getIds())
       .tensor(getMask());
+  if (getVocabParallel())
+    vocabRanges(call, *this);
   return success();
 }
 
@@ -389,6 +398,8 @@ LogicalResult LinearCrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
       .tensor(getWeight())
       .tensor(getIds())
       .tensor(getMask());
+  if (getVocabParallel())
+    vocabRanges(call, *this);
   return success();
 }
 
@@ -406,6 +417,7 @@ LogicalResult CrossEntropyGradOp::buildRuntimeCall(RuntimeCall &call) {
       .tensor(getMask())
       .tensor(getLse())
       .flag(getVocabParallel());
+  vocabRanges(call, *this);
   return success();
 }
 
@@ -457,6 +469,7 @@ LogicalResult EmbeddingGradOp::buildRuntimeCall(RuntimeCall &call) {
       .tensor(getTable())
       .flag(getVocabParallel())
       .i64(getPaddingIdx().value_or(-1));
+  vocabRanges(call, *this);
   return success();
 }
 
@@ -581,7 +594,7 @@ ArrayRef<RuntimeSignature> ReplicaSumOp::getRuntimeSignatures() {
 }
 
 LogicalResult ReplicaSumOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kReplicaSum[0]).tensor(getX()).i64(getReplicas());
+  call.callee(kReplicaSum[0]).tensor(getX()).shape(getBlocks());
   return success();
 }
 
@@ -640,6 +653,7 @@ AccumulateLinearCrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
       .i64(getSplitDim())
       .flag(getOwned())
       .flag(getVocabParallel());
+  vocabRanges(call, *this);
   return success();
 }
 
@@ -660,6 +674,7 @@ LogicalResult AccumulateEmbeddingGradOp::buildRuntimeCall(RuntimeCall &call) {
       .flag(getOwned())
       .flag(getVocabParallel())
       .i64(getPaddingIdx().value_or(-1));
+  vocabRanges(call, *this);
   return success();
 }
 

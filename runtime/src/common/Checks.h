@@ -129,6 +129,44 @@ inline VocabRange vocabRangeOf(int64_t rank, int64_t ranks, int64_t held,
   return range;
 }
 
+/// This rank's part of a vocabulary of which it holds `held` entries: all
+/// of it, or its block of a vocabulary-parallel split (its range of an
+/// uneven one, by `starts` and `sizes`).
+inline VocabRange vocabPartOf(Context &ctx, int64_t held, bool vocabParallel,
+                              const std::vector<int64_t> &starts,
+                              const std::vector<int64_t> &sizes,
+                              const char *op) {
+  if (!vocabParallel) {
+    if (!starts.empty() || !sizes.empty())
+      fatal(std::string(op) + ": an uneven vocabulary needs the "
+                              "vocabulary-parallel form");
+    return {0, held, held};
+  }
+  return vocabRangeOf(ctx.tp().rank(), ctx.tp().size(), held, starts, sizes,
+                      op);
+}
+
+/// The shared blocks of replica_sum: `rank`'s block and the number of
+/// blocks, from one block number per rank (numbered from 0).
+struct ReplicaBlocks {
+  int64_t mine = 0, count = 0;
+};
+inline ReplicaBlocks replicaBlocksOf(int64_t rank, int64_t ranks,
+                                     const std::vector<int64_t> &blocks) {
+  ReplicaBlocks r;
+  bool numbered = blocks.size() == static_cast<size_t>(ranks);
+  for (int64_t block : blocks) {
+    numbered &= block >= 0 && block <= r.count;
+    r.count = std::max(r.count, block + 1);
+  }
+  if (!numbered)
+    fatal("replica_sum: " + std::to_string(blocks.size()) +
+          " block numbers for " + std::to_string(ranks) +
+          " ranks; one per rank, numbered from 0 in order of first appearance");
+  r.mine = blocks[rank];
+  return r;
+}
+
 /// The ranks' element counts of an uneven collective on `x`: their sum
 /// and the largest.
 struct UnevenSizes {

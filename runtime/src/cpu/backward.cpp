@@ -79,18 +79,20 @@ void scatterAddEmbeddingRows(const Tensor &ids, const Tensor &dy, float *out,
 
 Tensor cpu::embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                            const Tensor &table, bool vocabParallel,
-                           int64_t paddingIdx) {
+                           int64_t paddingIdx, std::vector<int64_t> vocabStarts,
+                           std::vector<int64_t> vocabSizes) {
   // Only the table's shape is read; its gradient is of its type.
   if (reducedType(dy) != DType::F32)
     return cpu::embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
-                               paddingIdx);
+                               paddingIdx, std::move(vocabStarts),
+                               std::move(vocabSizes));
   if (table.rank() != 2)
     fatal("embedding_grad: the table " + table.describe() + " is not 2-D");
-  int64_t rows = table.dim(0), hidden = table.dim(1);
+  VocabRange range = vocabPartOf(ctx, table.dim(0), vocabParallel, vocabStarts,
+                                 vocabSizes, "embedding_grad");
   Tensor out(DType::F32, table.shape());
-  scatterAddEmbeddingRows(ids, dy, out.f32(), rows, hidden,
-                          vocabParallel ? ctx.tp().rank() * rows : 0,
-                          paddingIdx, "embedding_grad");
+  scatterAddEmbeddingRows(ids, dy, out.f32(), range.rows, table.dim(1),
+                          range.start, paddingIdx, "embedding_grad");
   return narrowed(out, reducedType(table));
 }
 
@@ -368,19 +370,17 @@ Tensor cpu::softcap_grad(Context &ctx, const Tensor &x, const Tensor &dy,
   });
 }
 
-Tensor cpu::replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
+Tensor cpu::replica_sum(Context &ctx, const Tensor &x,
+                        std::vector<int64_t> blocks) {
   requireF32(x, "replica_sum", "the input");
-  int64_t ranks = ctx.tp().size(), n = x.numel();
-  if (replicas < 1 || ranks % replicas)
-    fatal("replica_sum: " + std::to_string(replicas) +
-          " replicas do not divide the " + std::to_string(ranks) + " ranks");
+  int64_t n = x.numel();
+  ReplicaBlocks b = replicaBlocksOf(ctx.tp().rank(), ctx.tp().size(), blocks);
   // Each block's slot of one all-reduce: the ranks sharing it add into it.
-  int64_t slot = ctx.tp().rank() / replicas;
-  std::vector<float> slots((ranks / replicas) * n, 0.0f);
-  std::copy_n(x.f32(), n, slots.data() + slot * n);
+  std::vector<float> slots(b.count * n, 0.0f);
+  std::copy_n(x.f32(), n, slots.data() + b.mine * n);
   ctx.tp().allReduceSum(slots.data(), static_cast<int64_t>(slots.size()));
   Tensor out = Tensor::uninitialized(DType::F32, x.shape());
-  std::copy_n(slots.data() + slot * n, n, out.f32());
+  std::copy_n(slots.data() + b.mine * n, n, out.f32());
   return out;
 }
 
@@ -423,11 +423,13 @@ void cpu::accumulate_embedding_grad(Context &ctx, const Tensor &ids,
                                     const Tensor &dy, const Tensor &param,
                                     const char *fqn, int64_t splitDim,
                                     bool owned, bool vocabParallel,
-                                    int64_t paddingIdx) {
+                                    int64_t paddingIdx,
+                                    std::vector<int64_t> vocabStarts,
+                                    std::vector<int64_t> vocabSizes) {
   if (reducedType(dy) != DType::F32)
-    return cpu::accumulate_embedding_grad(ctx, ids, widened(dy), param, fqn,
-                                          splitDim, owned, vocabParallel,
-                                          paddingIdx);
+    return cpu::accumulate_embedding_grad(
+        ctx, ids, widened(dy), param, fqn, splitDim, owned, vocabParallel,
+        paddingIdx, std::move(vocabStarts), std::move(vocabSizes));
   if (param.rank() != 2)
     fatal(std::string("accumulate_embedding_grad: the parameter '") + fqn +
           "' is " + param.describe() + ", not a table");
@@ -439,9 +441,9 @@ void cpu::accumulate_embedding_grad(Context &ctx, const Tensor &ids,
                         [&](int64_t begin, int64_t count) {
                           std::fill_n(acc + begin, count, 0.0f);
                         });
-  int64_t rows = param.dim(0);
-  scatterAddEmbeddingRows(ids, dy, acc, rows, param.dim(1),
-                          vocabParallel ? ctx.tp().rank() * rows : 0,
+  VocabRange range = vocabPartOf(ctx, param.dim(0), vocabParallel, vocabStarts,
+                                 vocabSizes, "accumulate_embedding_grad");
+  scatterAddEmbeddingRows(ids, dy, acc, range.rows, param.dim(1), range.start,
                           paddingIdx, "accumulate_embedding_grad");
 }
 

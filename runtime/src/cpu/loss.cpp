@@ -82,15 +82,40 @@ const float *logitRows(const Tensor &logits, int64_t vocab, int64_t first,
   return scratch.data();
 }
 
+/// `rows` rows of `held` logits of which the first `n` are the vocabulary
+/// (the rest an uneven block's padding): sums[r] of exp(x[r, i] -
+/// shifts[r]) over i < n, `exps` holding rows x held floats.
+void sumsOfExpHeldRows(const float *x, const float *shifts, int64_t rows,
+                       int64_t n, int64_t held, float *exps, double *sums) {
+  if (n == held)
+    return cpu::sumsOfExpRows(x, shifts, rows, n, exps, sums);
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::sumsOfExpRows(x + r * held, shifts + r, 1, n, exps, sums + r);
+}
+
+/// out[r, i] = exp(x[r, i] - shifts[r]) for i < n, zero in the padding.
+void expShiftedHeldRows(const float *x, const float *shifts, int64_t rows,
+                        int64_t n, int64_t held, float *out) {
+  if (n == held)
+    return cpu::expShiftedRows(x, shifts, rows, n, out);
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::expShiftedRows(x + r * held, shifts + r, 1, n, out + r * held);
+    std::fill(out + r * held + n, out + (r + 1) * held, 0.0f);
+  }
+}
+
 Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
-                     const Tensor &mask, bool vocabParallel) {
+                     const Tensor &mask, bool vocabParallel,
+                     const std::vector<int64_t> &starts = {},
+                     const std::vector<int64_t> &sizes = {}) {
   const char *op =
       vocabParallel ? "cross_entropy_vocab_parallel" : "cross_entropy";
   bool bf16 = onHostAsBf16(logits);
   LossShape s(logits, ids, mask, op, bf16);
   int64_t positions = s.batch * s.seq;
-  int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
-  int64_t start = vocabParallel ? ctx.tp().rank() * s.vocab : 0;
+  VocabRange range =
+      vocabPartOf(ctx, s.vocab, vocabParallel, starts, sizes, op);
+  int64_t start = range.start, n = range.rows;
   // bf16 logits are read a block of positions at a time, widened into the
   // thread's scratch (mapBf16Blocks' reason).
   auto scratchFor = [&] {
@@ -109,15 +134,15 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
       int64_t rows = std::min(kRowBlock, positions - i);
       const float *x = logitRows(logits, s.vocab, i, rows, scratch);
       for (int64_t r = 0; r < rows; ++r)
-        m[i + r] = cpu::maxOf(x + r * s.vocab, s.vocab);
+        m[i + r] = cpu::maxOf(x + r * s.vocab, n);
     }
   }
   if (vocabParallel)
     ctx.tp().allReduceMax(m, positions);
   for (int64_t i = 0; i < positions; ++i) {
     int64_t label = labelAt(ids, mask, s.seq, i);
-    checkLabel(op, label, i, s.seq, s.vocab * ranks);
-    if (label >= start && label < start + s.vocab) {
+    checkLabel(op, label, i, s.seq, range.vocab);
+    if (label >= start && label < start + n) {
       int64_t at = i * s.vocab + label - start;
       targets[i] =
           bf16 ? bf16Load(static_cast<const uint16_t *>(logits.raw())[at])
@@ -132,7 +157,7 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
     for (int64_t i = 0; i < positions; i += kRowBlock) {
       int64_t rows = std::min(kRowBlock, positions - i);
       const float *x = logitRows(logits, s.vocab, i, rows, scratch);
-      cpu::sumsOfExpRows(x, m + i, rows, s.vocab, exps.data(), blockSums);
+      sumsOfExpHeldRows(x, m + i, rows, n, s.vocab, exps.data(), blockSums);
       for (int64_t r = 0; r < rows; ++r)
         sums[i + r] = static_cast<float>(blockSums[r]);
     }
@@ -170,8 +195,10 @@ constexpr int64_t kLossBlockMinRows = 256;
 /// when `overwrite`) and not returned.
 Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                            const Tensor &ids, const Tensor &mask,
-                           bool vocabParallel, float *dwInto = nullptr,
-                           bool overwrite = false) {
+                           bool vocabParallel,
+                           const std::vector<int64_t> &starts,
+                           const std::vector<int64_t> &sizes,
+                           float *dwInto = nullptr, bool overwrite = false) {
   const char *op = vocabParallel ? "linear_cross_entropy_vocab_parallel"
                                  : "linear_cross_entropy";
   requireF32(x, op, "x");
@@ -185,12 +212,14 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
           " are not [B, S, H], [V, H], int64 [B, S], int64 [B, S]");
   int64_t seq = x.dim(1), hidden = x.dim(2), vocab = w.dim(0);
   int64_t positions = x.dim(0) * seq;
-  int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
-  int64_t start = vocabParallel ? ctx.tp().rank() * vocab : 0;
+  // An uneven block's padding rows of w are zeros: their logits are
+  // computed (one product) but never read, and their gradient is zero.
+  VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
+  int64_t start = range.start, n = range.rows;
   bool bf16Operands = ctx.autocast() == DType::BF16;
   auto label = [&](int64_t i) { return labelAt(ids, mask, seq, i); };
   for (int64_t i = 0; i < positions; ++i)
-    checkLabel(op, label(i), i, seq, vocab * ranks);
+    checkLabel(op, label(i), i, seq, range.vocab);
   int64_t blockRows = std::min(
       positions, std::max(kLossBlockMinRows,
                           kLossBlockElements / std::max<int64_t>(vocab, 1)));
@@ -213,12 +242,12 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
       std::fill_n(l, rows * vocab, 0.0f);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r)
-      lse[r] = cpu::maxOf(l + r * vocab, vocab);
+      lse[r] = cpu::maxOf(l + r * vocab, n);
     if (vocabParallel)
       ctx.tp().allReduceMax(lse.data(), rows);
     for (int64_t r = 0; r < rows; ++r) {
       int64_t target = label(first + r);
-      targets[r] = target >= start && target < start + vocab
+      targets[r] = target >= start && target < start + n
                        ? l[r * vocab + target - start]
                        : 0.0f;
     }
@@ -228,10 +257,10 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
       double blockSums[kRowBlock];
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; r += kRowBlock) {
-        int64_t n = std::min(kRowBlock, rows - r);
-        cpu::sumsOfExpRows(l + r * vocab, lse.data() + r, n, vocab, exps.data(),
-                           blockSums);
-        for (int64_t j = 0; j < n; ++j)
+        int64_t count = std::min(kRowBlock, rows - r);
+        sumsOfExpHeldRows(l + r * vocab, lse.data() + r, count, n, vocab,
+                          exps.data(), blockSums);
+        for (int64_t j = 0; j < count; ++j)
           sums[r + j] = static_cast<float>(blockSums[j]);
       }
     }
@@ -247,14 +276,14 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
     // The logits' gradient in place: softmax - onehot at counted positions.
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r += kRowBlock) {
-      int64_t n = std::min(kRowBlock, rows - r);
-      cpu::expShiftedRows(l + r * vocab, lse.data() + r, n, vocab,
-                          l + r * vocab);
-      for (int64_t j = r; j < r + n; ++j) {
+      int64_t count = std::min(kRowBlock, rows - r);
+      expShiftedHeldRows(l + r * vocab, lse.data() + r, count, n, vocab,
+                         l + r * vocab);
+      for (int64_t j = r; j < r + count; ++j) {
         int64_t target = label(first + j);
         if (target < 0)
           std::fill_n(l + j * vocab, vocab, 0.0f);
-        else if (target >= start && target < start + vocab)
+        else if (target >= start && target < start + n)
           l[j * vocab + target - start] -= 1.0f;
       }
     }
@@ -279,30 +308,35 @@ Tensors cpu::linear_cross_entropy(Context &ctx, const Tensor &x,
                                   const Tensor &mask) {
   if (x.dtype() != DType::F32 || w.dtype() != DType::F32)
     return composed::linear_cross_entropy(ctx, x, w, ids, mask);
-  return linearCrossEntropy(ctx, x, w, ids, mask, false);
+  return linearCrossEntropy(ctx, x, w, ids, mask, false, {}, {});
 }
 
-Tensors cpu::linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
-                                                 const Tensor &w,
-                                                 const Tensor &ids,
-                                                 const Tensor &mask) {
+Tensors cpu::linear_cross_entropy_vocab_parallel(
+    Context &ctx, const Tensor &x, const Tensor &w, const Tensor &ids,
+    const Tensor &mask, std::vector<int64_t> vocabStarts,
+    std::vector<int64_t> vocabSizes) {
   if (x.dtype() != DType::F32 || w.dtype() != DType::F32)
-    return composed::linear_cross_entropy_vocab_parallel(ctx, x, w, ids, mask);
-  return linearCrossEntropy(ctx, x, w, ids, mask, true);
+    return composed::linear_cross_entropy_vocab_parallel(
+        ctx, x, w, ids, mask, std::move(vocabStarts), std::move(vocabSizes));
+  return linearCrossEntropy(ctx, x, w, ids, mask, true, vocabStarts,
+                            vocabSizes);
 }
 
 Tensors cpu::accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
                                              const Tensor &w, const Tensor &ids,
                                              const Tensor &mask,
                                              const char *fqn, int64_t splitDim,
-                                             bool owned, bool vocabParallel) {
+                                             bool owned, bool vocabParallel,
+                                             std::vector<int64_t> vocabStarts,
+                                             std::vector<int64_t> vocabSizes) {
   if (x.dtype() != DType::F32 || w.dtype() != DType::F32)
     return composed::accumulate_linear_cross_entropy(
-        ctx, x, w, ids, mask, fqn, splitDim, owned, vocabParallel);
+        ctx, x, w, ids, mask, fqn, splitDim, owned, vocabParallel,
+        std::move(vocabStarts), std::move(vocabSizes));
   Context::GradBuffer &buffer = ctx.gradBuffer(w, fqn);
   bool first = buffer.takeFirst(splitDim, owned);
-  return linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel,
-                            buffer.grad.f32(), first);
+  return linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel, vocabStarts,
+                            vocabSizes, buffer.grad.f32(), first);
 }
 
 Tensors cpu::cross_entropy(Context &ctx, const Tensor &logits,
@@ -314,27 +348,36 @@ Tensors cpu::cross_entropy(Context &ctx, const Tensor &logits,
 }
 
 Tensors cpu::cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
-                                          const Tensor &ids,
-                                          const Tensor &mask) {
+                                          const Tensor &ids, const Tensor &mask,
+                                          std::vector<int64_t> vocabStarts,
+                                          std::vector<int64_t> vocabSizes) {
   if (!onHostAsBf16(logits) && reducedType(logits) != DType::F32)
-    return cpu::cross_entropy_vocab_parallel(ctx, widened(logits), ids, mask);
-  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
+    return cpu::cross_entropy_vocab_parallel(ctx, widened(logits), ids, mask,
+                                             std::move(vocabStarts),
+                                             std::move(vocabSizes));
+  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true,
+                      vocabStarts, vocabSizes);
 }
 
 Tensor cpu::cross_entropy_grad(Context &ctx, const Tensor &logits,
                                const Tensor &ids, const Tensor &mask,
-                               const Tensor &lse, bool vocabParallel) {
+                               const Tensor &lse, bool vocabParallel,
+                               std::vector<int64_t> vocabStarts,
+                               std::vector<int64_t> vocabSizes) {
   // bf16 logits are widened a block of rows at a time (mapBf16Blocks'
   // reason), the gradient rounded to bf16 as the block is done.
   bool bf16 = onHostAsBf16(logits);
   if (!bf16)
-    TPRT_IN_F32(logits, cpu::cross_entropy_grad(ctx, widened(logits), ids, mask,
-                                                lse, vocabParallel))
+    TPRT_IN_F32(logits,
+                cpu::cross_entropy_grad(ctx, widened(logits), ids, mask, lse,
+                                        vocabParallel, vocabStarts, vocabSizes))
   LossShape s(logits, ids, mask, "cross_entropy_grad", bf16);
   requireF32(lse, "cross_entropy_grad", "lse");
   if (lse.shape() != ids.shape())
     fatal("cross_entropy_grad: lse " + lse.describe() + " is not [B, S]");
-  int64_t start = vocabParallel ? ctx.tp().rank() * s.vocab : 0;
+  VocabRange range = vocabPartOf(ctx, s.vocab, vocabParallel, vocabStarts,
+                                 vocabSizes, "cross_entropy_grad");
+  int64_t start = range.start, n = range.rows;
   Tensor out = Tensor::uninitialized(logits.dtype(), logits.shape());
   const float *l = lse.f32();
   int64_t positions = s.batch * s.seq;
@@ -350,12 +393,12 @@ Tensor cpu::cross_entropy_grad(Context &ctx, const Tensor &logits,
         cpu::widenBf16(static_cast<const uint16_t *>(logits.raw()) +
                            i * s.vocab,
                        scratch.data(), rows * s.vocab);
-      cpu::expShiftedRows(x, l + i, rows, s.vocab, o);
+      expShiftedHeldRows(x, l + i, rows, n, s.vocab, o);
       for (int64_t r = 0; r < rows; ++r) {
         int64_t label = s.label(ids, mask, (i + r) / s.seq, (i + r) % s.seq);
         if (label < 0)
           std::fill_n(o + r * s.vocab, s.vocab, 0.0f);
-        else if (label >= start && label < start + s.vocab)
+        else if (label >= start && label < start + n)
           o[r * s.vocab + label - start] -= 1.0f;
       }
       if (bf16)

@@ -80,9 +80,12 @@ AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
 Tensor zeros(const std::vector<int64_t> &shape, DType dtype = DType::F32);
 
 // The training step's shared kernels (backward.cu, loss.cu).
-/// cross_entropy and its vocabulary-parallel form.
+/// cross_entropy and its vocabulary-parallel form (over an uneven split's
+/// ranges when `starts` and `sizes` are given).
 Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
-                     const Tensor &mask, bool vocabParallel);
+                     const Tensor &mask, bool vocabParallel,
+                     const std::vector<int64_t> &starts = {},
+                     const std::vector<int64_t> &sizes = {});
 enum class Activation { Silu, ReluSquared, Gelu, GeluTanh, Softcap };
 /// dy * f'(x) of an activation (`parameter`: the soft cap).
 Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,

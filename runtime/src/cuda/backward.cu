@@ -284,18 +284,22 @@ Tensor sum_leading(Context &ctx, const Tensor &x) {
 
 Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                       const Tensor &table, bool vocabParallel,
-                      int64_t paddingIdx) {
+                      int64_t paddingIdx, std::vector<int64_t> vocabStarts,
+                      std::vector<int64_t> vocabSizes) {
   // Only the table's shape is read; its gradient is of its type.
   if (reducedType(dy) != DType::F32)
     return cuda::embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
-                                paddingIdx);
+                                paddingIdx, std::move(vocabStarts),
+                                std::move(vocabSizes));
   requireGpu(ids, DType::I64, "embedding_grad", "the ids");
   requireGpu(dy, DType::F32, "embedding_grad", "dy");
   if (table.rank() != 2 || dy.numel() != ids.numel() * table.dim(1))
     fatal("embedding_grad: ids " + ids.describe() + ", dy " + dy.describe() +
           " and table " + table.describe() + " do not match");
-  int64_t rows = table.dim(0), hidden = table.dim(1), n = ids.numel();
-  int64_t start = vocabParallel ? ctx.tp().rank() * rows : 0;
+  int64_t hidden = table.dim(1), n = ids.numel();
+  VocabRange range = vocabPartOf(ctx, table.dim(0), vocabParallel, vocabStarts,
+                                 vocabSizes, "embedding_grad");
+  int64_t rows = range.rows, start = range.start;
   Tensor out = zeros(table.shape());
   if (n == 0 || hidden == 0)
     return narrowed(out, reducedType(table));
@@ -435,19 +439,17 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
   return {dq, dk, dv};
 }
 
-Tensor replica_sum(Context &ctx, const Tensor &x, int64_t replicas) {
+Tensor replica_sum(Context &ctx, const Tensor &x, std::vector<int64_t> blocks) {
   requireGpu(x, DType::F32, "replica_sum", "the input");
-  int64_t ranks = ctx.tp().size(), n = x.numel();
-  if (replicas < 1 || ranks % replicas)
-    fatal("replica_sum: " + std::to_string(replicas) +
-          " replicas do not divide the " + std::to_string(ranks) + " ranks");
+  int64_t n = x.numel();
+  ReplicaBlocks b = replicaBlocksOf(ctx.tp().rank(), ctx.tp().size(), blocks);
   // Each block's slot of one all-reduce: the ranks sharing it add into it.
-  int64_t slot = ctx.tp().rank() / replicas;
-  Tensor slots = zeros({ranks / replicas, n});
-  copy(slots.f32() + slot * n, Device::CUDA, x.raw(), Device::CUDA, x.bytes());
+  Tensor slots = zeros({b.count, n});
+  copy(slots.f32() + b.mine * n, Device::CUDA, x.raw(), Device::CUDA,
+       x.bytes());
   ctx.tp().allReduceSum(slots.f32(), slots.numel());
   Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
-  copy(out.raw(), Device::CUDA, slots.f32() + slot * n, Device::CUDA,
+  copy(out.raw(), Device::CUDA, slots.f32() + b.mine * n, Device::CUDA,
        x.bytes());
   return out;
 }

@@ -34,14 +34,15 @@ __device__ int64_t labelAt(const int64_t *ids, const int64_t *mask, int64_t i,
   return ids[i + 1];
 }
 
-/// One block per position: the row's maximum.
+/// One block per position: the maximum of the row's first `valid` of
+/// `vocab` logits (the rest an uneven block's padding).
 __global__ void rowMaxKernel(const float *x, float *m, int64_t positions,
-                             int64_t vocab) {
+                             int64_t vocab, int64_t valid) {
   __shared__ float scratch[kThreads / 32];
   for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
     const float *row = x + i * vocab;
     float best = -INFINITY;
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    for (int64_t v = threadIdx.x; v < valid; v += blockDim.x)
       best = fmaxf(best, row[v]);
     for (int off = 16; off; off >>= 1)
       best = fmaxf(best, __shfl_xor_sync(kFullMask, best, off));
@@ -63,13 +64,13 @@ __global__ void rowMaxKernel(const float *x, float *m, int64_t positions,
 __global__ void rowSumKernel(const float *x, const float *m, const int64_t *ids,
                              const int64_t *mask, float *sums, float *targets,
                              int64_t positions, int64_t seq, int64_t vocab,
-                             int64_t start, int64_t fullVocab,
+                             int64_t valid, int64_t start, int64_t fullVocab,
                              unsigned long long *firstBad) {
   __shared__ double scratch[kThreads / 32];
   for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
     const float *row = x + i * vocab;
     double sum = 0;
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    for (int64_t v = threadIdx.x; v < valid; v += blockDim.x)
       sum += exp(static_cast<double>(row[v] - m[i]));
     for (int off = 16; off; off >>= 1)
       sum += __shfl_xor_sync(kFullMask, sum, off);
@@ -86,7 +87,7 @@ __global__ void rowSumKernel(const float *x, const float *m, const int64_t *ids,
       if (label >= fullVocab || label < -1)
         atomicMin(firstBad, static_cast<unsigned long long>(i));
       targets[i] =
-          label >= start && label < start + vocab ? row[label - start] : 0.0f;
+          label >= start && label < start + valid ? row[label - start] : 0.0f;
     }
   }
 }
@@ -103,18 +104,18 @@ __global__ void lossKernel(float *m, const float *sums, const float *targets,
   }
 }
 
-/// One block per counted position: softmax - onehot (rows that do not
-/// count stay zero).
+/// One block per counted position: softmax - onehot over the first
+/// `valid` logits (rows that do not count, and the padding, stay zero).
 __global__ void crossEntropyGradKernel(const float *x, const int64_t *ids,
                                        const int64_t *mask, const float *lse,
                                        float *out, int64_t positions,
                                        int64_t seq, int64_t vocab,
-                                       int64_t start) {
+                                       int64_t valid, int64_t start) {
   for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
     int64_t label = labelAt(ids, mask, i, seq);
     if (label < 0)
       continue;
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    for (int64_t v = threadIdx.x; v < valid; v += blockDim.x) {
       float g = expf(x[i * vocab + v] - lse[i]);
       if (v == label - start)
         g -= 1.0f;
@@ -138,17 +139,20 @@ void checkLoss(const Tensor &logits, const Tensor &ids, const Tensor &mask,
 } // namespace
 
 Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
-                     const Tensor &mask, bool vocabParallel) {
+                     const Tensor &mask, bool vocabParallel,
+                     const std::vector<int64_t> &starts,
+                     const std::vector<int64_t> &sizes) {
   // As transformers' loss upcasts the logits: loss and lse in f32.
   if (reducedType(logits) != DType::F32)
-    return crossEntropy(ctx, widened(logits), ids, mask, vocabParallel);
+    return crossEntropy(ctx, widened(logits), ids, mask, vocabParallel, starts,
+                        sizes);
   const char *op =
       vocabParallel ? "cross_entropy_vocab_parallel" : "cross_entropy";
   checkLoss(logits, ids, mask, op);
   int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2),
           positions = batch * seq;
-  int64_t ranks = vocabParallel ? ctx.tp().size() : 1;
-  int64_t start = vocabParallel ? ctx.tp().rank() * vocab : 0;
+  VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
+  int64_t start = range.start;
   Tensor lse = Tensor::uninitialized(DType::F32, {batch, seq}, Device::CUDA);
   Tensor total = Tensor::uninitialized(DType::F32, {}, Device::CUDA);
   if (positions == 0) {
@@ -162,13 +166,13 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
   memset(firstBad.raw(), 0xff, sizeof(int64_t));
   unsigned blocks = gridBlocks(positions, 1);
   rowMaxKernel<<<blocks, kThreads, 0, stream()>>>(logits.f32(), lse.f32(),
-                                                  positions, vocab);
+                                                  positions, vocab, range.rows);
   checkLaunch(op);
   if (vocabParallel)
     ctx.tp().allReduceMax(lse.f32(), positions);
   rowSumKernel<<<blocks, kThreads, 0, stream()>>>(
       logits.f32(), lse.f32(), ids.i64(), mask.i64(), sums.f32(), targets.f32(),
-      positions, seq, vocab, start, vocab * ranks,
+      positions, seq, vocab, range.rows, start, range.vocab,
       static_cast<unsigned long long *>(firstBad.raw()));
   checkLaunch(op);
   unsigned long long bad = 0;
@@ -179,7 +183,7 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
     fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
           std::to_string(bad / seq) + ", position " +
           std::to_string(bad % seq + 1) + " is outside the vocabulary [0, " +
-          std::to_string(vocab * ranks) + ")");
+          std::to_string(range.vocab) + ")");
   }
   if (vocabParallel) {
     ctx.tp().allReduceSum(sums.f32(), positions);
@@ -203,22 +207,25 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
 
 Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
                           const Tensor &mask, const Tensor &lse,
-                          bool vocabParallel) {
-  TPRT_IN_F32(logits, cuda::cross_entropy_grad(ctx, widened(logits), ids, mask,
-                                               lse, vocabParallel))
+                          bool vocabParallel, std::vector<int64_t> vocabStarts,
+                          std::vector<int64_t> vocabSizes) {
+  TPRT_IN_F32(logits,
+              cuda::cross_entropy_grad(ctx, widened(logits), ids, mask, lse,
+                                       vocabParallel, vocabStarts, vocabSizes))
   checkLoss(logits, ids, mask, "cross_entropy_grad");
   requireGpu(lse, DType::F32, "cross_entropy_grad", "lse");
   if (lse.shape() != ids.shape())
     fatal("cross_entropy_grad: lse " + lse.describe() + " is not [B, S]");
   int64_t seq = logits.dim(1), vocab = logits.dim(2),
           positions = logits.dim(0) * seq;
-  int64_t start = vocabParallel ? ctx.tp().rank() * vocab : 0;
+  VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, vocabStarts,
+                                 vocabSizes, "cross_entropy_grad");
   Tensor out = zeros(logits.shape());
   if (positions == 0 || vocab == 0)
     return out;
   crossEntropyGradKernel<<<gridBlocks(positions, 1), kThreads, 0, stream()>>>(
       logits.f32(), ids.i64(), mask.i64(), lse.f32(), out.f32(), positions, seq,
-      vocab, start);
+      vocab, range.rows, range.start);
   checkLaunch("cross_entropy_grad");
   return out;
 }
@@ -229,8 +236,11 @@ Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,
 }
 
 Tensors cross_entropy_vocab_parallel(Context &ctx, const Tensor &logits,
-                                     const Tensor &ids, const Tensor &mask) {
-  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true);
+                                     const Tensor &ids, const Tensor &mask,
+                                     std::vector<int64_t> vocabStarts,
+                                     std::vector<int64_t> vocabSizes) {
+  return crossEntropy(ctx, logits, ids, mask, /*vocabParallel=*/true,
+                      vocabStarts, vocabSizes);
 }
 
 } // namespace cuda

@@ -65,13 +65,16 @@ Tensor composed::linear_swiglu(Context &ctx, const Tensor &x, const Tensor &wg,
 namespace {
 Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                            const Tensor &ids, const Tensor &mask,
-                           bool vocabParallel) {
+                           bool vocabParallel,
+                           const std::vector<int64_t> &starts = {},
+                           const std::vector<int64_t> &sizes = {}) {
   Tensor logits = tprt::linear(ctx, x, w, LinearForm::Flat);
-  Tensors loss = vocabParallel
-                     ? cross_entropy_vocab_parallel(ctx, logits, ids, mask)
-                     : cross_entropy(ctx, logits, ids, mask);
-  Tensor dlogits =
-      cross_entropy_grad(ctx, logits, ids, mask, loss[1], vocabParallel);
+  Tensors loss =
+      vocabParallel
+          ? cross_entropy_vocab_parallel(ctx, logits, ids, mask, starts, sizes)
+          : cross_entropy(ctx, logits, ids, mask);
+  Tensor dlogits = cross_entropy_grad(ctx, logits, ids, mask, loss[1],
+                                      vocabParallel, starts, sizes);
   release(logits);
   return {loss[0], linear_grad_input(ctx, dlogits, w),
           linear_grad_weight(ctx, dlogits, x)};
@@ -84,19 +87,21 @@ Tensors composed::linear_cross_entropy(Context &ctx, const Tensor &x,
   return linearCrossEntropy(ctx, x, w, ids, mask, /*vocabParallel=*/false);
 }
 
-Tensors composed::linear_cross_entropy_vocab_parallel(Context &ctx,
-                                                      const Tensor &x,
-                                                      const Tensor &w,
-                                                      const Tensor &ids,
-                                                      const Tensor &mask) {
-  return linearCrossEntropy(ctx, x, w, ids, mask, /*vocabParallel=*/true);
+Tensors composed::linear_cross_entropy_vocab_parallel(
+    Context &ctx, const Tensor &x, const Tensor &w, const Tensor &ids,
+    const Tensor &mask, std::vector<int64_t> vocabStarts,
+    std::vector<int64_t> vocabSizes) {
+  return linearCrossEntropy(ctx, x, w, ids, mask, /*vocabParallel=*/true,
+                            vocabStarts, vocabSizes);
 }
 
 Tensors composed::accumulate_linear_cross_entropy(
     Context &ctx, const Tensor &x, const Tensor &w, const Tensor &ids,
     const Tensor &mask, const char *fqn, int64_t splitDim, bool owned,
-    bool vocabParallel) {
-  Tensors r = linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel);
+    bool vocabParallel, std::vector<int64_t> vocabStarts,
+    std::vector<int64_t> vocabSizes) {
+  Tensors r = linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel,
+                                 vocabStarts, vocabSizes);
   accumulate_grad(ctx, r[2], w, fqn, splitDim, owned);
   return {r[0], r[1]};
 }
@@ -120,10 +125,13 @@ void composed::accumulate_embedding_grad(Context &ctx, const Tensor &ids,
                                          const Tensor &dy, const Tensor &param,
                                          const char *fqn, int64_t splitDim,
                                          bool owned, bool vocabParallel,
-                                         int64_t paddingIdx) {
-  accumulate_grad(
-      ctx, embedding_grad(ctx, ids, dy, param, vocabParallel, paddingIdx),
-      param, fqn, splitDim, owned);
+                                         int64_t paddingIdx,
+                                         std::vector<int64_t> vocabStarts,
+                                         std::vector<int64_t> vocabSizes) {
+  accumulate_grad(ctx,
+                  embedding_grad(ctx, ids, dy, param, vocabParallel, paddingIdx,
+                                 std::move(vocabStarts), std::move(vocabSizes)),
+                  param, fqn, splitDim, owned);
 }
 
 } // namespace tprt

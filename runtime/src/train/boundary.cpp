@@ -96,6 +96,17 @@ double normPart(const float *g, int64_t n, bool onGpu, bool inf) {
   return squares;
 }
 
+/// The ranks of the tensor-parallel group that hold the same block of a
+/// parameter laid out as `layout` as `rank` does: its replicas (KV heads
+/// fewer than the ranks), of an even split or of an uneven one, whose
+/// ranks sharing a range may be groups of different sizes.
+int64_t blockHolders(const Context::ParamLayout &layout, int rank) {
+  if (layout.sizes.empty())
+    return layout.replicas;
+  return std::count(layout.starts.begin(), layout.starts.end(),
+                    layout.starts.at(rank));
+}
+
 /// Adds `n` elements at `g` of the gradient of `fqn` (held in `buffer`,
 /// times its pending scale) into the norm's parts: [split (or each rank's
 /// own), replicated], sums of squares or largest magnitudes (`inf`). A
@@ -107,8 +118,8 @@ void addNormPart(Context &ctx, const std::string &fqn,
   double scale = std::fabs(static_cast<double>(buffer.pendingScale));
   double part = normPart(g, n, onGpu, inf) * (inf ? scale : scale * scale);
   auto layout = ctx.paramLayouts().find(fqn);
-  if (!inf && layout != ctx.paramLayouts().end())
-    part /= static_cast<double>(layout->second.replicas);
+  if (!inf && layout != ctx.paramLayouts().end() && buffer.splitDim >= 0)
+    part /= static_cast<double>(blockHolders(layout->second, ctx.tp().rank()));
   double &into = parts[buffer.splitDim >= 0 || buffer.owned ? 0 : 1];
   into = inf ? maxMagnitude(into, part) : into + part;
 }
@@ -166,6 +177,36 @@ bucketGrads(Context &ctx, const std::vector<std::string> &fqns,
 
 } // namespace
 
+/// `bytes` zeros at `dst` on `device`.
+static void zeroBytes(void *dst, size_t bytes, Device device) {
+#ifdef TPRT_WITH_CUDA
+  if (device == Device::CUDA)
+    return cuda::memset(dst, 0, bytes);
+#endif
+  std::memset(dst, 0, bytes);
+}
+
+/// Zeros the padding of `block` (its rows [size, extent) of dimension
+/// `dim`) in `grad`, this rank's f32 gradient of the block.
+static void zeroPadding(Tensor &grad, const ParamBlock &block) {
+  if (block.dim < 0 || block.size == block.extent)
+    return;
+  if (grad.rank() <= block.dim || grad.dim(block.dim) != block.extent)
+    fatal("optimizer_boundary: a gradient of " + grad.describe() +
+          " is not an uneven block of " + std::to_string(block.extent) +
+          " rows of dimension " + std::to_string(block.dim));
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < block.dim; ++d)
+    outer *= grad.dim(d);
+  for (int64_t d = block.dim + 1; d < grad.rank(); ++d)
+    inner *= grad.dim(d);
+  for (int64_t o = 0; o < outer; ++o)
+    zeroBytes(grad.f32() + (o * block.extent + block.size) * inner,
+              static_cast<size_t>((block.extent - block.size) * inner) *
+                  sizeof(float),
+              grad.device());
+}
+
 void optimizer_boundary(Context &ctx) {
   TrainState &state = trainState(ctx, "optimizer_boundary");
   if (ctx.grads().empty())
@@ -185,6 +226,17 @@ void optimizer_boundary(Context &ctx) {
                  ? " before its bucket's reduce-scatter"
                  : ""));
   }
+  // An uneven block's padding is not part of the parameter: whatever
+  // reached its gradient (the output projection's columns of padded query
+  // heads read their attention's output) goes, before the norm and the
+  // update read it, so the padding stays zero.
+  for (auto &[fqn, buffer] : ctx.grads()) {
+    auto layout = ctx.paramLayouts().find(fqn);
+    if (layout != ctx.paramLayouts().end() && !layout->second.sizes.empty() &&
+        buffer.grad.defined())
+      zeroPadding(buffer.grad,
+                  paramBlockOf(fqn, layout->second, ctx.tp().rank()));
+  }
   state.skipped = false;
   state.bucketCollectives = 0;
   state.bucketBytes = 0;
@@ -197,15 +249,6 @@ void beginTrainStep(Context &ctx, TrainState &state) {
   state.shardedBytes = 0;
   for (auto &entry : state.shardedBuckets)
     entry.second.reduced = false;
-}
-
-/// `bytes` zeros at `dst` on `device`.
-static void zeroBytes(void *dst, size_t bytes, Device device) {
-#ifdef TPRT_WITH_CUDA
-  if (device == Device::CUDA)
-    return cuda::memset(dst, 0, bytes);
-#endif
-  std::memset(dst, 0, bytes);
 }
 
 /// A sharded bucket's whole FP32 buffer, its padding zeroed: summed too,

@@ -1082,7 +1082,7 @@ module {
 // -----
 
 func.func @embedding_vocab_ranges_alone(%ids: tensor<2x8xi64>, %t: tensor<3x4xf32>) {
-  // expected-error @+1 {{vocab_starts and vocab_sizes come together, one entry per rank, on a vocab_parallel lookup}}
+  // expected-error @+1 {{vocab_starts and vocab_sizes come together, one entry per rank, on a vocab_parallel op}}
   %0 = tp.embedding %ids, %t {vocab_starts = array<i64: 0, 3, 5>, vocab_sizes = array<i64: 3, 2, 2>} : (tensor<2x8xi64>, tensor<3x4xf32>) -> tensor<2x8x4xf32>
   return
 }
@@ -1090,7 +1090,7 @@ func.func @embedding_vocab_ranges_alone(%ids: tensor<2x8xi64>, %t: tensor<3x4xf3
 // -----
 
 func.func @embedding_vocab_ranges_rows(%ids: tensor<2x8xi64>, %t: tensor<2x4xf32>) {
-  // expected-error @+1 {{the table's 2 rows are not the largest of vocab_sizes (3)}}
+  // expected-error @+1 {{the table's rows (2) are not the largest of vocab_sizes (3)}}
   %0 = tp.embedding %ids, %t {vocab_parallel, vocab_starts = array<i64: 0, 3, 5>, vocab_sizes = array<i64: 3, 2, 2>} : (tensor<2x8xi64>, tensor<2x4xf32>) -> tensor<2x8x4xf32>
   return
 }
@@ -1156,5 +1156,45 @@ func.func @all_slice_uneven_range(%x: tensor<2x8x7xf32>) {
 func.func @all_slice_uneven_counts(%x: tensor<2x8x7xf32>) {
   // expected-error @+1 {{needs a start and a size for each rank}}
   %0 = tp.all_slice_uneven %x on @tp grid_axes = [0] slice_axis = 2 starts = [0, 3] sizes = [3, 2, 2] : tensor<2x8x7xf32> -> tensor<2x8x3xf32>
+  return
+}
+
+// -----
+
+func.func @replica_sum_numbering(%g: tensor<4x4xf32>) {
+  // expected-error @+1 {{blocks must number the ranks' blocks from 0 in the order they first appear, got array<i64: 0, 2, 2>}}
+  %0 = tp.replica_sum %g {blocks = array<i64: 0, 2, 2>} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @replica_sum_unshared(%g: tensor<4x4xf32>) {
+  // expected-error @+1 {{no block is held by more than one rank: nothing to sum}}
+  %0 = tp.replica_sum %g {blocks = array<i64: 0, 1, 2>} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_ranges_alone(%l: tensor<2x8x3xf32>, %ids: tensor<2x8xi64>, %m: tensor<2x8xi64>) {
+  // expected-error @+1 {{vocab_starts and vocab_sizes come together, one entry per rank, on a vocab_parallel op}}
+  %loss, %lse = tp.cross_entropy %l, %ids, %m {vocab_starts = array<i64: 0, 3, 5>, vocab_sizes = array<i64: 3, 2, 2>} : (tensor<2x8x3xf32>, tensor<2x8xi64>, tensor<2x8xi64>) -> (tensor<f32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_ranges(%l: tensor<2x8x2xf32>, %ids: tensor<2x8xi64>, %m: tensor<2x8xi64>, %lse: tensor<2x8xf32>) {
+  // expected-error @+1 {{the logits' vocabulary entries (2) are not the largest of vocab_sizes (3)}}
+  %0 = tp.cross_entropy_grad %l, %ids, %m, %lse {vocab_parallel, vocab_starts = array<i64: 0, 3, 5>, vocab_sizes = array<i64: 3, 2, 2>} : (tensor<2x8x2xf32>, tensor<2x8xi64>, tensor<2x8xi64>, tensor<2x8xf32>) -> tensor<2x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_ranges(%ids: tensor<2x8xi64>, %dy: tensor<2x8x4xf32>, %t: tensor<3x4xf32>) {
+  // expected-error @+1 {{a rank's vocabulary rows need a start of at least 0 and a size of at least 1}}
+  %0 = tp.embedding_grad %ids, %dy, %t {vocab_parallel, vocab_starts = array<i64: 0, 3, 6>, vocab_sizes = array<i64: 3, 3, 0>} : (tensor<2x8xi64>, tensor<2x8x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   return
 }

@@ -29,7 +29,10 @@ def TP_CrossEntropyOp : TP_Op<"cross_entropy",
     the maximum and the sum of exponentials are all-reduced over the ranks
     of `@tp` inside the op, and the target logit comes from the rank that
     owns it, so the full logits are never gathered. Both results are
-    replicated.
+    replicated. With `vocab_starts` and `vocab_sizes` (an uneven split, one
+    entry per rank) rank r's logits are vocabulary entries
+    `[vocab_starts[r], vocab_starts[r] + vocab_sizes[r])` followed by
+    padding up to the largest size, which the loss does not read.
 
     ```mlir
     %loss, %lse = tp.cross_entropy %logits, %ids, %mask
@@ -38,7 +41,9 @@ def TP_CrossEntropyOp : TP_Op<"cross_entropy",
     ```
   }];
   let arguments = (ins TP_FloatTensor:$logits, TP_IndexTensor:$ids,
-                   TP_MaskTensor:$mask, UnitAttr:$vocab_parallel);
+                   TP_MaskTensor:$mask, UnitAttr:$vocab_parallel,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
   let results = (outs 0DTensorOf<[F32]>:$loss, TP_FloatTensor:$lse);
   let assemblyFormat = [{
     $logits `,` $ids `,` $mask attr-dict `:` functional-type(operands, results)
@@ -54,7 +59,9 @@ def TP_CrossEntropyGradOp : TP_Op<"cross_entropy_grad",
     The derivative of the summed loss of `tp.cross_entropy` (a seed of 1):
     `exp(logits - lse) - onehot(ids[b, t + 1])` at the positions the loss
     counts, zero elsewhere. With `vocab_parallel` each rank writes its block
-    of the vocabulary, without communication (`lse` is already whole).
+    of the vocabulary, without communication (`lse` is already whole); the
+    padding of an uneven block (`vocab_starts`, `vocab_sizes` as in
+    `tp.cross_entropy`) gets zeros.
 
     ```mlir
     %dl = tp.cross_entropy_grad %logits, %ids, %mask, %lse
@@ -64,12 +71,15 @@ def TP_CrossEntropyGradOp : TP_Op<"cross_entropy_grad",
   }];
   let arguments = (ins TP_FloatTensor:$logits, TP_IndexTensor:$ids,
                    TP_MaskTensor:$mask, TP_FloatTensor:$lse,
-                   UnitAttr:$vocab_parallel);
+                   UnitAttr:$vocab_parallel,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $ids `,` $mask `,` $lse attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def TP_LinearCrossEntropyOp : TP_Op<"linear_cross_entropy",
@@ -88,7 +98,9 @@ def TP_LinearCrossEntropyOp : TP_Op<"linear_cross_entropy",
     `vocab_parallel` is `tp.cross_entropy`'s: `weight` is this rank's block
     of the vocabulary, each block's maxima, sums and target logits are
     all-reduced over `@tp`, and `dx` is this rank's partial sum, as
-    `tp.linear_grad_input`'s is.
+    `tp.linear_grad_input`'s is; `vocab_starts` and `vocab_sizes` are
+    `tp.cross_entropy`'s (the padding rows of `weight` are zeros, and so is
+    their gradient).
 
     `tp-fuse-linear-cross-entropy` makes it on a partitioned training step
     from the five ops; it has no partition rule or derivative.
@@ -102,7 +114,9 @@ def TP_LinearCrossEntropyOp : TP_Op<"linear_cross_entropy",
   }];
   let arguments = (ins TP_FloatTensor:$x, TP_FloatTensor:$weight,
                    TP_IndexTensor:$ids, TP_MaskTensor:$mask,
-                   UnitAttr:$vocab_parallel);
+                   UnitAttr:$vocab_parallel,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
   let results = (outs 0DTensorOf<[F32]>:$loss, TP_FloatTensor:$dx,
                       TP_FloatTensor:$dweight);
   let assemblyFormat = [{
@@ -187,7 +201,8 @@ def TP_EmbeddingGradOp : TP_Op<"embedding_grad",
     `nn.Embedding(padding_idx=...)` never trains that row). `table` is the
     parameter itself, read for its shape and placement only. With
     `vocab_parallel` each rank adds only the rows of its block of the
-    vocabulary.
+    vocabulary (with `vocab_starts` and `vocab_sizes`, its range of an
+    uneven split, as in `tp.embedding`).
 
     ```mlir
     %dt = tp.embedding_grad %ids, %dy, %table
@@ -197,11 +212,14 @@ def TP_EmbeddingGradOp : TP_Op<"embedding_grad",
   }];
   let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$dy,
                    TP_FloatTensor:$table, UnitAttr:$vocab_parallel,
-                   OptionalAttr<I64Attr>:$padding_idx);
+                   OptionalAttr<I64Attr>:$padding_idx,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
     $ids `,` $dy `,` $table attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def TP_RmsNormGradOp : TP_Op<"rms_norm_grad",
@@ -409,19 +427,23 @@ def TP_ReplicaSumOp : TP_Op<"replica_sum",
     [Pure, SameOperandsAndResultType, TP_Partitioned, TP_RuntimeCalled]> {
   let summary = "Sum of a block's gradient over the ranks that share it";
   let description = [{
-    In a partitioned program whose parameter blocks are each held by
-    `replicas` consecutive ranks of `@tp` (KV heads fewer than the ranks),
-    each rank's gradient of its block is the part its own query heads
-    contribute; every rank gets the sum over the ranks holding the same
-    block. `tp-partition` adds it before `tp.accumulate_grad`.
+    In a partitioned program where some ranks of `@tp` hold the same block
+    of a parameter (KV heads fewer than the ranks), rank r holding block
+    `blocks[r]`, each rank's gradient of its block is the part its own query
+    heads contribute; every rank gets the sum over the ranks holding the
+    same block. The blocks are numbered from 0 in the order of the ranks
+    that first hold them; an uneven split's blocks may be shared by groups
+    of different sizes. `tp-partition` adds it before `tp.accumulate_grad`.
 
     ```mlir
-    %g = tp.replica_sum %dk {replicas = 2 : i64} : tensor<16x64xf32>
+    %g = tp.replica_sum %dk {blocks = array<i64: 0, 0, 1, 1>}
+        : tensor<16x64xf32>
     ```
   }];
-  let arguments = (ins TP_FloatTensor:$x, I64Attr:$replicas);
+  let arguments = (ins TP_FloatTensor:$x, DenseI64ArrayAttr:$blocks);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -521,8 +543,8 @@ def TP_AccumulateLinearCrossEntropyOp
     `fqn` by its product (the step's first micro-batch overwrites it), so
     no `[vocab, hidden]` gradient is made: for a large vocabulary that
     tensor is the largest of the backward. Results `loss` and `dx` are
-    `tp.linear_cross_entropy`'s; `vocab_parallel` is its attribute, the
-    others `tp.accumulate_grad`'s.
+    `tp.linear_cross_entropy`'s; `vocab_parallel`, `vocab_starts` and
+    `vocab_sizes` are its attributes, the others `tp.accumulate_grad`'s.
 
     `tp-fuse-grad-accumulation` makes it, after `tp-replica-grad-sync`: it
     has no partition rule or derivative. The runtime fuses f32 on the host;
@@ -540,7 +562,9 @@ def TP_AccumulateLinearCrossEntropyOp
                    DefaultValuedAttr<I64Attr, "-1">:$split_dim,
                    OptionalAttr<TP_GradReductionAttr>:$reduction,
                    OptionalAttr<TP_GradReductionAttr>:$derived_reduction,
-                   UnitAttr:$owned, UnitAttr:$vocab_parallel);
+                   UnitAttr:$owned, UnitAttr:$vocab_parallel,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
   let results = (outs 0DTensorOf<[F32]>:$loss, TP_FloatTensor:$dx);
   let assemblyFormat = [{
     $x `,` $ids `,` $mask `into` $param attr-dict `:`
@@ -557,7 +581,8 @@ def TP_AccumulateEmbeddingGradOp : TP_Op<"accumulate_embedding_grad",
     step: each `dy[i]` is added to row `ids[i]` of the runtime's f32
     gradient buffer of `fqn` (the step's first micro-batch zeroes the
     buffer first), skipping `padding_idx` and, with `vocab_parallel`, the
-    ids outside this rank's block of the vocabulary. No `[vocab, hidden]`
+    ids outside this rank's block of the vocabulary (its range with
+    `vocab_starts` and `vocab_sizes`). No `[vocab, hidden]`
     gradient is made: for a large vocabulary that tensor is the largest of
     the backward. `ids` and `dy` are `tp.embedding_grad`'s; the other
     attributes are `tp.accumulate_grad`'s.
@@ -578,7 +603,9 @@ def TP_AccumulateEmbeddingGradOp : TP_Op<"accumulate_embedding_grad",
                    OptionalAttr<TP_GradReductionAttr>:$reduction,
                    OptionalAttr<TP_GradReductionAttr>:$derived_reduction,
                    UnitAttr:$owned, UnitAttr:$vocab_parallel,
-                   OptionalAttr<I64Attr>:$padding_idx);
+                   OptionalAttr<I64Attr>:$padding_idx,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
   let assemblyFormat = [{
     $ids `,` $dy `into` $param attr-dict `:` type($ids) `,` type($dy) `,`
     type($param)
