@@ -207,6 +207,87 @@ void checkSequenceKernels(tprt::Communicator *comm, int r, int n,
     for (int h = 0; h < 2; ++h)
       ok &= looked.f32()[i * 2 + h] == float(10 * (total - 1 - i) + h);
   check(ok, "embedding_vocab_parallel over uneven rows");
+
+  // The vocabulary-parallel loss over the same uneven ranges, each rank's
+  // padding a large logit that would dominate any softmax reading it: the
+  // loss and lse of one rank's whole logits, and its gradient's columns of
+  // the range (zeros in the padding).
+  int64_t seq = total + 1;
+  tprt::Tensor labels = tprt::Tensor::uninitialized(tprt::DType::I64, {1, seq});
+  tprt::Tensor keep = tprt::Tensor::uninitialized(tprt::DType::I64, {1, seq});
+  for (int64_t t = 0; t < seq; ++t) {
+    labels.i64()[t] = (t * 7) % total;
+    keep.i64()[t] = 1;
+  }
+  tprt::Tensor logits =
+      tprt::Tensor::uninitialized(tprt::DType::F32, {1, seq, total});
+  for (int64_t i = 0; i < seq * total; ++i)
+    logits.f32()[i] = float(std::sin(0.37 * double(i)));
+  tprt::Tensor block =
+      tprt::Tensor::uninitialized(tprt::DType::F32, {1, seq, n});
+  for (int64_t t = 0; t < seq; ++t)
+    for (int j = 0; j < n; ++j)
+      block.f32()[t * n + j] =
+          j <= r ? logits.f32()[t * total + offset + j] : 1e3f;
+  tprt::Tensors ref = tprt::cross_entropy(ctx, logits, labels, keep);
+  tprt::Tensors got = tprt::cross_entropy_vocab_parallel(ctx, block, labels,
+                                                         keep, starts, sizes);
+  auto near = [](float a, float b) {
+    return std::fabs(a - b) <= 1e-5f * std::max(1.f, std::fabs(b));
+  };
+  ok = near(got[0].f32()[0], ref[0].f32()[0]);
+  for (int64_t t = 0; ok && t < seq; ++t)
+    ok &= near(got[1].f32()[t], ref[1].f32()[t]);
+  check(ok, "cross_entropy_vocab_parallel over uneven ranges");
+  tprt::Tensor refGrad = tprt::cross_entropy_grad(ctx, logits, labels, keep,
+                                                  ref[1], false, {}, {});
+  tprt::Tensor gotGrad = tprt::cross_entropy_grad(ctx, block, labels, keep,
+                                                  got[1], true, starts, sizes);
+  ok = gotGrad.shape() == block.shape();
+  for (int64_t t = 0; ok && t < seq; ++t)
+    for (int j = 0; j < n; ++j)
+      ok &= j <= r ? near(gotGrad.f32()[t * n + j],
+                          refGrad.f32()[t * total + offset + j])
+                   : gotGrad.f32()[t * n + j] == 0.f;
+  check(ok, "cross_entropy_grad over uneven ranges");
+
+  // The embedding's gradient over them: each rank's rows of one table's
+  // gradient, zeros in the padding.
+  tprt::Tensor dy =
+      tprt::Tensor::uninitialized(tprt::DType::F32, {1, total, 2});
+  for (int64_t i = 0; i < 2 * total; ++i)
+    dy.f32()[i] = float(i % 5) - 2.f;
+  tprt::Tensor wholeTable =
+      tprt::Tensor::uninitialized(tprt::DType::F32, {total, 2});
+  tprt::Tensor refTable =
+      tprt::embedding_grad(ctx, ids, dy, wholeTable, false, -1, {}, {});
+  tprt::Tensor gotTable =
+      tprt::embedding_grad(ctx, ids, dy, table, true, -1, starts, sizes);
+  ok = gotTable.shape() == table.shape();
+  for (int j = 0; ok && j < n; ++j)
+    for (int h = 0; h < 2; ++h)
+      ok &= gotTable.f32()[j * 2 + h] ==
+            (j <= r ? refTable.f32()[(offset + j) * 2 + h] : 0.f);
+  check(ok, "embedding_grad over uneven ranges");
+
+  // tp.replica_sum over blocks shared by groups of different sizes: ranks
+  // [0, (n + 1) / 2) hold block 0, the others block 1; each gets the sum of
+  // its group's (rank + 1).
+  std::vector<int64_t> blocks;
+  int64_t split = (n + 1) / 2, groupSum = 0;
+  for (int q = 0; q < n; ++q) {
+    blocks.push_back(q < split ? 0 : 1);
+    if ((q < split) == (r < split))
+      groupSum += q + 1;
+  }
+  tprt::Tensor share = tprt::Tensor::uninitialized(tprt::DType::F32, {3});
+  for (int i = 0; i < 3; ++i)
+    share.f32()[i] = float((r + 1) * (i + 1));
+  tprt::Tensor summed = tprt::replica_sum(ctx, share, blocks);
+  ok = summed.shape() == share.shape();
+  for (int i = 0; ok && i < 3; ++i)
+    ok &= summed.f32()[i] == float(groupSum * (i + 1));
+  check(ok, "replica_sum over groups of different sizes");
 }
 
 // all_reduce_sum_consuming takes its input: the caller's tensor is left

@@ -39,6 +39,9 @@ float32 parameters; the saved weights are their bf16 rounding, what the
 program holds. With --seq L
 (default arch: llama) only the plain run, on sequences of length L, into
 ARCH/train_sL/ (L = 11: sequence parallelism pads to a multiple of tp).
+The uneven models (--arch llama_uneven, ..., make_variants.py's) train on
+ids over their whole vocabulary (321), so that every rank's range of an
+uneven split has labels; llama_uneven also with its LoRA adapter.
 
 Needs the model tools (scripts/setup.sh --models).
 """
@@ -65,16 +68,20 @@ ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "nemotron_h"]
 # (Phi-3). Only with --arch.
 REDUCED = ["llama_bf16", "llama_rope_llama3_short", "gemma3_softcap",
            "phi3_fused"]
-LORA_ARCHS = ["llama", "qwen2"]
+# Shapes that do not divide by tp 3-6 (tpc --allow-uneven), trained on ids
+# over their whole vocabulary, so that every rank's range has labels. Only
+# with --arch.
+UNEVEN = sorted(generate.WHOLE_VOCAB_IDS)
+LORA_ARCHS = ["llama", "qwen2", "llama_uneven"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 
 
-def data(seq=SEQ):
+def data(seq=SEQ, vocab=generate.VOCAB):
     g = torch.Generator().manual_seed(2024)
     rows = STEPS * ACCUM * BATCH
-    ids = torch.randint(0, generate.VOCAB, (rows, seq), generator=g)
+    ids = torch.randint(0, vocab, (rows, seq), generator=g)
     mask = torch.ones(rows, seq, dtype=torch.long)
     mask[1::BATCH, -3:] = 0
     return ids, mask
@@ -137,7 +144,9 @@ def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ,
         model = PeftModel.from_pretrained(
             hf, os.path.join(out, arch, "lora"), is_trainable=True)
     model.train()
-    ids, mask = data(seq)
+    vocab = (hf.config.vocab_size if arch in generate.WHOLE_VOCAB_IDS
+             else generate.VOCAB)
+    ids, mask = data(seq, vocab)
     labels = ids.masked_fill(mask == 0, -100)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01,
@@ -173,7 +182,7 @@ def train(arch, out, lora=False, max_grad_norm=None, dtype=None, seq=SEQ,
     # (a checkpoint reloaded at any tp must give them).
     model.eval()
     ids_ref, mask_ref = generate.inputs_for(generate.REF_SHAPES["b3_s12_pad"],
-                                            True, 11)
+                                            True, 11, vocab)
     with torch.no_grad():
         logits = model(input_ids=ids_ref, attention_mask=mask_ref,
                        use_cache=False).logits
@@ -239,7 +248,8 @@ def train_master(arch, out, hf, dtype):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(__file__))
-    parser.add_argument("--arch", action="append", choices=ARCHS + REDUCED)
+    parser.add_argument("--arch", action="append",
+                        choices=ARCHS + REDUCED + UNEVEN)
     parser.add_argument("--dtype", choices=list(TYPES),
                         help="only the plain run, trained in this type "
                              "(ARCH/train_DTYPE)")

@@ -67,12 +67,21 @@ void writeWhole(const std::string &path, const std::string &text) {
     fatal("cannot write '" + path + "': " + std::strerror(errno));
 }
 
-/// This rank's block `index` of `item` (held in `host`; the whole tensor
-/// when it is not split), or the run of it from item.runBegin, into the
-/// file at `offset`: one write per row of a block split on a later
-/// dimension.
+/// Whether tensor-parallel rank `tpRank` is the first of the ranks that
+/// hold its block of `item` (the one that writes it).
+bool firstHolder(const CheckpointTensor &item, int tpRank) {
+  if (item.sizes.empty())
+    return tpRank % item.replicas == 0;
+  return std::find(item.starts.begin(), item.starts.end(),
+                   item.starts[tpRank]) == item.starts.begin() + tpRank;
+}
+
+/// Tensor-parallel rank `tpRank`'s block of `item` (held in `host`; the
+/// whole tensor when it is not split), or the run of it from
+/// item.runBegin, into the file at `offset`: one write per row of a block
+/// split on a later dimension. An uneven block's padding is not written.
 void writeBlock(int fd, const std::string &path, const CheckpointTensor &item,
-                const Tensor &host, uint64_t offset, uint64_t index) {
+                const Tensor &host, uint64_t offset, int tpRank) {
   const char *data = static_cast<const char *>(host.raw());
   uint64_t elem = dtypeSize(item.dtype), outer = 1, inner = 1;
   int dim = std::max(item.shardDim, 0);
@@ -81,19 +90,35 @@ void writeBlock(int fd, const std::string &path, const CheckpointTensor &item,
   for (size_t d = dim + 1; d < item.shape.size(); ++d)
     inner *= static_cast<uint64_t>(item.shape[d]);
   uint64_t dimLen = item.shape.empty() ? 1 : item.shape[dim];
-  uint64_t extent =
-      item.shardDim < 0 ? dimLen : dimLen / static_cast<uint64_t>(item.shards);
-  uint64_t start = item.shardDim < 0 ? 0 : index * extent;
-  uint64_t row = extent * inner, blockElems = outer * row;
+  // The block's rows in the file [start, start + extent), of `held` rows
+  // in `host` (more: an uneven block's padding).
+  uint64_t extent = dimLen, start = 0, held = dimLen;
+  if (item.shardDim >= 0 && item.sizes.empty()) {
+    extent = held = dimLen / static_cast<uint64_t>(item.shards);
+    start = static_cast<uint64_t>(tpRank / item.replicas) * extent;
+  } else if (item.shardDim >= 0) {
+    if (item.runBegin >= 0)
+      fatal("--save: '" + item.name +
+            "' is split unevenly and held as a run (--zero), which "
+            "checkpoints do not write");
+    extent = static_cast<uint64_t>(item.sizes[tpRank]);
+    start = static_cast<uint64_t>(item.starts[tpRank]);
+    held = static_cast<uint64_t>(
+        *std::max_element(item.sizes.begin(), item.sizes.end()));
+  }
+  uint64_t row = extent * inner, blockElems = outer * held * inner;
   uint64_t begin = item.runBegin < 0 ? 0 : item.runBegin,
-           count = host.bytes() / elem;
-  if (item.runBegin < 0 ? count != blockElems : begin + count > blockElems)
+           count = item.runBegin < 0 ? outer * row : host.bytes() / elem;
+  if (item.runBegin < 0 ? host.bytes() / elem != blockElems
+                        : begin + count > blockElems)
     fatal("--save: '" + item.name + "' on this rank is " + host.describe() +
           ", not its block of " + jsonShape(item.shape));
-  // Element k of the block is in row k / row at column k % row.
+  // Element k of the block's rows is in row k / row at column k % row;
+  // in `host` each row is held * inner long.
   for (uint64_t k = begin; k < begin + count;) {
     uint64_t o = k / row, take = std::min(begin + count, (o + 1) * row) - k;
-    writeAt(fd, data + (k - begin) * elem, take * elem,
+    uint64_t at = item.runBegin < 0 ? o * held * inner + k % row : k - begin;
+    writeAt(fd, data + at * elem, take * elem,
             offset + ((o * dimLen + start) * inner + k % row) * elem, path);
     k += take;
   }
@@ -129,11 +154,11 @@ void writeFiles(Context &ctx, const std::string &dir,
     bool mine = item.runBegin >= 0
                     ? locals[i] && (item.owned || item.shardDim < 0
                                         ? tpRank == 0
-                                        : tpRank % item.replicas == 0)
+                                        : firstHolder(item, tpRank))
                 : item.owned ? ctx.rank() == 0
                 : item.shardDim < 0
                     ? ctx.rank() == writers.rank[i]
-                    : dpRank == writers.group[i] && tpRank % item.replicas == 0;
+                    : dpRank == writers.group[i] && firstHolder(item, tpRank);
     if (!mine)
       continue;
     const FilePlacement &at = plan.placements[i];
@@ -147,8 +172,7 @@ void writeFiles(Context &ctx, const std::string &dir,
     Tensor host = locals[i]->to(Device::CPU);
     if (host.dtype() != item.dtype)
       host = host.to(item.dtype);
-    writeBlock(fds[at.file], path, item, host, at.offset,
-               static_cast<uint64_t>(tpRank / item.replicas));
+    writeBlock(fds[at.file], path, item, host, at.offset, tpRank);
   }
   // A test hook: TPRT_TEST_INTERRUPT_SAVE=R stops rank R once it wrote its
   // blocks of the first file set, as a crash would (what is left must not
@@ -253,6 +277,10 @@ void removeEarlierSave(const std::string &dir) {
 std::string placementText(const Context::ParamLayout &l) {
   if (l.shardDim < 0)
     return "replicated";
+  if (!l.sizes.empty())
+    return "split(" + std::to_string(l.shardDim) +
+           "), starts = " + jsonShape(l.starts) +
+           ", sizes = " + jsonShape(l.sizes);
   return "split(" + std::to_string(l.shardDim) +
          "), blocks = " + std::to_string(l.shards) +
          ", replicas = " + std::to_string(l.replicas);
@@ -341,16 +369,14 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
   } base, adapter, state;
   std::string adapterFile;
   for (const auto &[fqn, layout] : ctx.paramLayouts()) {
-    if (!layout.sizes.empty())
-      fatal("--save: parameter '" + fqn +
-            "' is split unevenly (--allow-uneven), which checkpoints do not "
-            "hold yet");
     const Tensor *local = ctx.cachedParam(fqn);
     auto grad = ctx.grads().find(fqn);
     bool owned = grad != ctx.grads().end() && grad->second.owned;
     CheckpointTensor tensor{
         fqn,           local->dtype(),  layout.shape, layout.shardDim,
         layout.shards, layout.replicas, owned};
+    tensor.starts = layout.starts;
+    tensor.sizes = layout.sizes;
     // Held as a run (--zero 3): each data-parallel rank writes its own.
     tensor.runBegin = layout.runBegin;
     if (layout.runBegin >= 0 && local->numel() == 0)
