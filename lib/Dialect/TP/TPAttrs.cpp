@@ -73,6 +73,27 @@ int64_t PlacementAttr::getGlobalSize(int64_t local) const {
   return end;
 }
 
+SmallVector<int64_t> PlacementAttr::getSharedBlocks() const {
+  SmallVector<int64_t> blocks;
+  if (isUneven()) {
+    // Ranges are equal or disjoint: ranks with one start share a range.
+    SmallVector<int64_t> distinct;
+    for (int64_t start : getStarts()) {
+      auto at = llvm::find(distinct, start);
+      blocks.push_back(at - distinct.begin());
+      if (at == distinct.end())
+        distinct.push_back(start);
+    }
+    if (distinct.size() == getStarts().size())
+      blocks.clear();
+    return blocks;
+  }
+  if (getReplicas() > 1)
+    for (int64_t r = 0; r < getBlocks() * getReplicas(); ++r)
+      blocks.push_back(r / getReplicas());
+  return blocks;
+}
+
 /// `[a, b, c]` into `values`.
 static ParseResult parseIntegerList(AsmParser &parser,
                                     SmallVectorImpl<int64_t> &values) {

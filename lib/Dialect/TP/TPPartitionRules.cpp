@@ -486,33 +486,6 @@ LogicalResult HoldLikeOp::partition(PartitionState &state) {
   return success();
 }
 
-/// The block each rank holds of a parameter placed as `placement` when
-/// some blocks are held by several ranks (KV heads fewer than the ranks,
-/// evenly or not): rank r holds block result[r]. Empty when every rank
-/// holds its own.
-static SmallVector<int64_t> sharedBlocks(PlacementAttr placement) {
-  SmallVector<int64_t> blocks;
-  if (placement.isUneven()) {
-    // Ranges are equal or disjoint: ranks with one start share a range,
-    // numbered in the order they first appear.
-    ArrayRef<int64_t> starts = placement.getStarts();
-    SmallVector<int64_t> distinct;
-    for (int64_t start : starts) {
-      auto at = llvm::find(distinct, start);
-      blocks.push_back(at - distinct.begin());
-      if (at == distinct.end())
-        distinct.push_back(start);
-    }
-    return distinct.size() < starts.size() ? blocks : SmallVector<int64_t>();
-  }
-  int64_t replicas = placement.getReplicas();
-  if (replicas <= 1)
-    return blocks;
-  for (int64_t r = 0; r < placement.getBlocks() * replicas; ++r)
-    blocks.push_back(r / replicas);
-  return blocks;
-}
-
 // A replicated parameter's partial gradient is accumulated as it is: the
 // optimizer boundary reduces the step's sum once (tp-replica-grad-sync).
 bool AccumulateGradOp::keepsPartialSums(const PartitionState &state) {
@@ -554,7 +527,7 @@ LogicalResult AccumulateGradOp::partition(PartitionState &state) {
       arg.getArgNumber(), TPDialect::kPlacementAttrName);
   // Blocks shared by several ranks: each has its query heads' part.
   SmallVector<int64_t> blocks =
-      placement ? sharedBlocks(placement) : SmallVector<int64_t>();
+      placement ? placement.getSharedBlocks() : SmallVector<int64_t>();
   if (!blocks.empty()) {
     OpBuilder::InsertionGuard guard(state.getBuilder());
     state.getBuilder().setInsertionPoint(*this);

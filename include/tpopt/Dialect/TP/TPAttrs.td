@@ -108,6 +108,11 @@ def TP_PlacementAttr : TP_Attr<"Placement", "placement"> {
     int64_t getGlobalSize(int64_t local) const;
     /// Whether tp-partition made the argument this rank's block.
     bool isPartitioned() const { return getBlocks() > 1; }
+    /// When some blocks are held by several ranks (KV heads fewer than the
+    /// ranks, evenly or not) of a partitioned placement: the block rank r
+    /// holds, numbered from 0 in the order the ranks first hold them
+    /// (tp.replica_sum's `blocks`). Empty when every rank holds its own.
+    ::llvm::SmallVector<int64_t> getSharedBlocks() const;
     static PlacementAttr getReplicated(::mlir::MLIRContext *ctx,
                                        GradReduction grad,
                                        ::llvm::StringRef key) {
