@@ -374,6 +374,13 @@ void testEmbeddingAndNorm(Context &c, Context &g) {
               embedding_grad(c, ids, dy, table, false, ids.i64()[0], {}, {}),
               embedding_grad(g, gpu(ids), gpu(dy), gpu(table), false,
                              ids.i64()[0], {}, {}));
+  // Rows [20, 60) of an uneven vocabulary held in a block of 50: the ids
+  // outside them, and the 10 padding rows, get no gradient.
+  Tensor wide = randomIds({3, 11}, 60, 14);
+  expectClose(
+      "embedding_grad uneven",
+      embedding_grad(c, wide, dy, table, true, -1, {20}, {40}),
+      embedding_grad(g, gpu(wide), gpu(dy), gpu(table), true, -1, {20}, {40}));
   Tensor x = randomTensor({3, 5, 64}, 10), w = randomTensor({64}, 11),
          wg = randomTensor({16}, 12), d = randomTensor({3, 5, 64}, 13);
   for (auto [weight, group, offset] : {std::tuple{&w, int64_t(0), 0.0},
@@ -466,6 +473,29 @@ void testLoss(Context &c, Context &g) {
               cross_entropy_grad(c, logits, ids, mask, cpu[1], false, {}, {}),
               cross_entropy_grad(g, gpu(logits), gpu(ids), gpu(mask), dev[1],
                                  false, {}, {}));
+
+  // One rank's block of an uneven vocabulary: 257 entries in a block of
+  // 300, the padding large logits that would dominate if read; the host's
+  // form is checked against whole logits by tprt-mpi-test.
+  std::vector<int64_t> starts = {0}, sizes = {257};
+  Tensor held = randomTensor({2, 10, 300}, 36, -5, 5);
+  for (int64_t i = 0; i < 2 * 10; ++i)
+    for (int64_t v = 257; v < 300; ++v)
+      held.f32()[i * 300 + v] = 50.f;
+  Tensor labels = randomIds({2, 10}, 257, 37);
+  Tensors cpuHeld =
+      cross_entropy_vocab_parallel(c, held, labels, mask, starts, sizes);
+  Tensors devHeld = cross_entropy_vocab_parallel(g, gpu(held), gpu(labels),
+                                                 gpu(mask), starts, sizes);
+  expectClose("cross_entropy_vocab_parallel uneven loss", cpuHeld[0],
+              devHeld[0]);
+  expectClose("cross_entropy_vocab_parallel uneven lse", cpuHeld[1],
+              devHeld[1]);
+  expectClose("cross_entropy_grad uneven (zero padding)",
+              cross_entropy_grad(c, held, labels, mask, cpuHeld[1], true,
+                                 starts, sizes),
+              cross_entropy_grad(g, gpu(held), gpu(labels), gpu(mask),
+                                 devHeld[1], true, starts, sizes));
 
   // The accumulating forms (tp-fuse-grad-accumulation): on the GPU the
   // separate calls, into the FP32 buffer as the host's fused ones, over
