@@ -478,10 +478,15 @@ private:
 Tensor readParamF32(Context &ctx, const std::string &fqn);
 /// What one rank holds of a parameter: elements [start, start + size) of
 /// dimension `dim` in a block `extent` long whose tail is zeros (an uneven
-/// split's padding); `dim` -1: the whole parameter.
+/// split's padding); `dim` -1: the whole parameter. `holders` ranks of the
+/// tensor-parallel group hold the same block (KV heads fewer than the
+/// ranks, in groups of any size when uneven), this one the first of them
+/// when `first`.
 struct ParamBlock {
   int dim = -1;
   int64_t start = 0, size = 0, extent = 0;
+  int64_t holders = 1;
+  bool first = true;
 };
 /// Rank `rank`'s block of a parameter of global `shape` held as `layout`
 /// says (its shardDim, shards, replicas, starts and sizes); a layout that

@@ -163,6 +163,10 @@ ParamBlock paramBlockOf(const std::string &fqn,
       bad("rank " + std::to_string(rank) + "'s range [" +
           std::to_string(block.start) + ", " +
           std::to_string(block.start + block.size) + ") is outside it");
+    // Ranges are equal or disjoint: the ranks with this start share it.
+    auto begin = layout.starts.begin(), end = layout.starts.end();
+    block.holders = std::count(begin, end, block.start);
+    block.first = std::find(begin, end, block.start) == begin + rank;
     return block;
   }
   int64_t shards = layout.shards, index = rank / layout.replicas;
@@ -170,6 +174,8 @@ ParamBlock paramBlockOf(const std::string &fqn,
     bad("not into " + std::to_string(shards) + " equal blocks");
   block.size = block.extent = shape[dim] / shards;
   block.start = index * block.size;
+  block.holders = layout.replicas;
+  block.first = rank % layout.replicas == 0;
   return block;
 }
 

@@ -27,11 +27,9 @@ struct CheckpointTensor {
   int64_t shards, replicas;
   /// Each rank's own copy (a plan's exclude): rank 0's is written.
   bool owned = false;
-  /// An uneven split (tpc --allow-uneven): tensor-parallel rank r holds
-  /// elements [starts[r], starts[r] + sizes[r]) of `shardDim` in a block of
-  /// the largest size, its tail padding; equal ranges are replicas. Empty:
-  /// `shards` equal blocks.
-  std::vector<int64_t> starts, sizes;
+  /// This rank's block of it (an uneven split's padding is not written;
+  /// the first of the ranks holding a block writes it).
+  ParamBlock block;
   /// A rank's local tensor is the run of its block's elements (row-major)
   /// from here on, not the whole block (optimizer state under --zero: each
   /// data-parallel rank writes its own run); -1: the whole block.

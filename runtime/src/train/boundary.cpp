@@ -96,17 +96,6 @@ double normPart(const float *g, int64_t n, bool onGpu, bool inf) {
   return squares;
 }
 
-/// The ranks of the tensor-parallel group that hold the same block of a
-/// parameter laid out as `layout` as `rank` does: its replicas (KV heads
-/// fewer than the ranks), of an even split or of an uneven one, whose
-/// ranks sharing a range may be groups of different sizes.
-int64_t blockHolders(const Context::ParamLayout &layout, int rank) {
-  if (layout.sizes.empty())
-    return layout.replicas;
-  return std::count(layout.starts.begin(), layout.starts.end(),
-                    layout.starts.at(rank));
-}
-
 /// Adds `n` elements at `g` of the gradient of `fqn` (held in `buffer`,
 /// times its pending scale) into the norm's parts: [split (or each rank's
 /// own), replicated], sums of squares or largest magnitudes (`inf`). A
@@ -118,8 +107,9 @@ void addNormPart(Context &ctx, const std::string &fqn,
   double scale = std::fabs(static_cast<double>(buffer.pendingScale));
   double part = normPart(g, n, onGpu, inf) * (inf ? scale : scale * scale);
   auto layout = ctx.paramLayouts().find(fqn);
-  if (!inf && layout != ctx.paramLayouts().end() && buffer.splitDim >= 0)
-    part /= static_cast<double>(blockHolders(layout->second, ctx.tp().rank()));
+  if (!inf && layout != ctx.paramLayouts().end())
+    part /= static_cast<double>(
+        paramBlockOf(fqn, layout->second, ctx.tp().rank()).holders);
   double &into = parts[buffer.splitDim >= 0 || buffer.owned ? 0 : 1];
   into = inf ? maxMagnitude(into, part) : into + part;
 }

@@ -67,24 +67,15 @@ void writeWhole(const std::string &path, const std::string &text) {
     fatal("cannot write '" + path + "': " + std::strerror(errno));
 }
 
-/// Whether tensor-parallel rank `tpRank` is the first of the ranks that
-/// hold its block of `item` (the one that writes it).
-bool firstHolder(const CheckpointTensor &item, int tpRank) {
-  if (item.sizes.empty())
-    return tpRank % item.replicas == 0;
-  return std::find(item.starts.begin(), item.starts.end(),
-                   item.starts[tpRank]) == item.starts.begin() + tpRank;
-}
-
-/// Tensor-parallel rank `tpRank`'s block of `item` (held in `host`; the
-/// whole tensor when it is not split), or the run of it from
-/// item.runBegin, into the file at `offset`: one write per row of a block
-/// split on a later dimension. An uneven block's padding is not written.
+/// This rank's block of `item` (held in `host`; the whole tensor when it
+/// is not split), or the run of it from item.runBegin, into the file at
+/// `offset`: one write per row of a block split on a later dimension. An
+/// uneven block's padding is not written.
 void writeBlock(int fd, const std::string &path, const CheckpointTensor &item,
-                const Tensor &host, uint64_t offset, int tpRank) {
+                const Tensor &host, uint64_t offset) {
   const char *data = static_cast<const char *>(host.raw());
   uint64_t elem = dtypeSize(item.dtype), outer = 1, inner = 1;
-  int dim = std::max(item.shardDim, 0);
+  int dim = std::max(item.block.dim, 0);
   for (int d = 0; d < dim; ++d)
     outer *= static_cast<uint64_t>(item.shape[d]);
   for (size_t d = dim + 1; d < item.shape.size(); ++d)
@@ -93,19 +84,15 @@ void writeBlock(int fd, const std::string &path, const CheckpointTensor &item,
   // The block's rows in the file [start, start + extent), of `held` rows
   // in `host` (more: an uneven block's padding).
   uint64_t extent = dimLen, start = 0, held = dimLen;
-  if (item.shardDim >= 0 && item.sizes.empty()) {
-    extent = held = dimLen / static_cast<uint64_t>(item.shards);
-    start = static_cast<uint64_t>(tpRank / item.replicas) * extent;
-  } else if (item.shardDim >= 0) {
-    if (item.runBegin >= 0)
-      fatal("--save: '" + item.name +
-            "' is split unevenly and held as a run (--zero), which "
-            "checkpoints do not write");
-    extent = static_cast<uint64_t>(item.sizes[tpRank]);
-    start = static_cast<uint64_t>(item.starts[tpRank]);
-    held = static_cast<uint64_t>(
-        *std::max_element(item.sizes.begin(), item.sizes.end()));
+  if (item.block.dim >= 0) {
+    extent = static_cast<uint64_t>(item.block.size);
+    start = static_cast<uint64_t>(item.block.start);
+    held = static_cast<uint64_t>(item.block.extent);
   }
+  if (item.runBegin >= 0 && held != extent)
+    fatal("--save: '" + item.name +
+          "' is split unevenly and held as a run (--zero), which "
+          "checkpoints do not write");
   uint64_t row = extent * inner, blockElems = outer * held * inner;
   uint64_t begin = item.runBegin < 0 ? 0 : item.runBegin,
            count = item.runBegin < 0 ? outer * row : host.bytes() / elem;
@@ -151,14 +138,13 @@ void writeFiles(Context &ctx, const std::string &dir,
     // A run (--zero's optimizer state) is written by whichever
     // data-parallel rank holds it: tensor-parallel rank 0's for a
     // replicated tensor, each block's first holder's for a split one.
-    bool mine = item.runBegin >= 0
-                    ? locals[i] && (item.owned || item.shardDim < 0
-                                        ? tpRank == 0
-                                        : firstHolder(item, tpRank))
-                : item.owned ? ctx.rank() == 0
-                : item.shardDim < 0
-                    ? ctx.rank() == writers.rank[i]
-                    : dpRank == writers.group[i] && firstHolder(item, tpRank);
+    bool mine =
+        item.runBegin >= 0
+            ? locals[i] && (item.owned || item.shardDim < 0 ? tpRank == 0
+                                                            : item.block.first)
+        : item.owned        ? ctx.rank() == 0
+        : item.shardDim < 0 ? ctx.rank() == writers.rank[i]
+                            : dpRank == writers.group[i] && item.block.first;
     if (!mine)
       continue;
     const FilePlacement &at = plan.placements[i];
@@ -172,7 +158,7 @@ void writeFiles(Context &ctx, const std::string &dir,
     Tensor host = locals[i]->to(Device::CPU);
     if (host.dtype() != item.dtype)
       host = host.to(item.dtype);
-    writeBlock(fds[at.file], path, item, host, at.offset, tpRank);
+    writeBlock(fds[at.file], path, item, host, at.offset);
   }
   // A test hook: TPRT_TEST_INTERRUPT_SAVE=R stops rank R once it wrote its
   // blocks of the first file set, as a crash would (what is left must not
@@ -375,8 +361,7 @@ uint64_t writeCheckpoint(Context &ctx, const std::string &dir,
     CheckpointTensor tensor{
         fqn,           local->dtype(),  layout.shape, layout.shardDim,
         layout.shards, layout.replicas, owned};
-    tensor.starts = layout.starts;
-    tensor.sizes = layout.sizes;
+    tensor.block = paramBlockOf(fqn, layout, ctx.tp().rank());
     // Held as a run (--zero 3): each data-parallel rank writes its own.
     tensor.runBegin = layout.runBegin;
     if (layout.runBegin >= 0 && local->numel() == 0)
