@@ -321,6 +321,46 @@ def TPShardParams : Pass<"tp-shard-params", "ModuleOp"> {
   }];
 }
 
+def TPStreamParamRuns : Pass<"tp-stream-param-runs", "ModuleOp"> {
+  let summary = "A vocabulary table held as data-parallel runs read a block "
+                "of rows at a time by the loss and the embedding gradient "
+                "(ZeRO stage 3)";
+  let description = [{
+    After `tp-shard-params` and the fusions: a bucket of `@train_step`
+    that holds one parameter (`tp.grad_bucket_reduce_scatter
+    {micro_batch}` with one FQN; a table larger than `--bucket-mib` always
+    is one), gathered whole by a `tp.param_bucket_gather`, whose gathered
+    value `tp.accumulate_linear_cross_entropy` (the output projection and
+    the loss) or `tp.accumulate_embedding_grad` reads, is read by those
+    ops from the runs instead: they get `runs_bucket` and `block_rows`
+    (rows of at most `block-mib` MiB of f32) and take the step's argument,
+    so that the runtime all-gathers a block of rows at a time and
+    reduce-scatters each block's gradient into the bucket's run; the
+    bucket's reduce-scatter gets `streamed`. What else reads the gathered
+    value (the embedding lookup) keeps the gather, which is then freed
+    after its last reader (the lookup, at the start of the forward): from
+    the loss to the end of the backward a rank holds neither the table nor
+    its gradient whole, only a block of each.
+
+    Only f32 tables on the host stream; the runtime gathers others whole
+    for the ordinary call (docs/training.md).
+
+    `tpc --zero 3` runs it after the fusions.
+
+    ```mlir
+    %loss, %dx = tp.accumulate_linear_cross_entropy %h, %ids, %mask
+        into %arg2 {block_rows = 4096 : i64, fqn = "lm_head.weight",
+        runs_bucket = 0 : i64} : ...
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, ..., micro_batch,
+        streamed}
+    ```
+  }];
+  let options = [
+    Option<"blockMib", "block-mib", "double", /*default=*/"8",
+           "The most MiB of f32 rows of a table read (and reduced) at once">,
+  ];
+}
+
 def TPBroadcastReplicas : Pass<"tp-broadcast-replicas", "ModuleOp"> {
   let summary = "Start every rank from rank 0's copy of each replicated "
                 "parameter";

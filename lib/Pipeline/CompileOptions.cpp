@@ -87,6 +87,11 @@ static llvm::Error checkTrainingOptions(const TPCompileOptions &opts) {
     return fail("--zero " + Twine(opts.zero) +
                 " does not shard uneven blocks yet: train --allow-uneven "
                 "programs with --zero 0 (data parallelism replicates them)");
+  if (opts.streamBlockMib.getNumOccurrences() && opts.zero != 3)
+    return fail("--stream-block-mib needs --zero 3");
+  if (!(opts.streamBlockMib > 0))
+    return fail("--stream-block-mib must be positive, got " +
+                std::to_string(opts.streamBlockMib));
   if (!(opts.bucketMib > 0))
     return fail("--bucket-mib must be positive, got " +
                 std::to_string(opts.bucketMib));

@@ -103,6 +103,12 @@ void mlir::tp::buildTPFusePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
   if (options.fuseGradAccumulation)
     pm.addNestedPass<func::FuncOp>(createTPFuseGradAccumulation());
+  // After the fusions, whose ops are the ones that stream a table.
+  if (options.train && options.zero == 3) {
+    TPStreamParamRunsOptions stream;
+    stream.blockMib = options.streamBlockMib;
+    pm.addPass(createTPStreamParamRuns(stream));
+  }
   // After the fusions, which change what is independent of a sum.
   if (options.overlapAllReduces)
     pm.addNestedPass<func::FuncOp>(createTPOverlapAllReduces());

@@ -232,7 +232,8 @@ uint64_t microBatchBucketPeak(func::FuncOp step) {
     }
     auto acc = accumulationOf(op);
     auto bucket = acc ? bucketOf.lookup(acc->first) : nullptr;
-    if (bucket && held.insert(bucket).second) {
+    // A streamed table's gradient goes into the run a block at a time.
+    if (bucket && !bucket.getStreamed() && held.insert(bucket).second) {
       now += bucket.getPaddedBytesAttr().getInt();
       peak = std::max(peak, now);
     }
@@ -240,9 +241,22 @@ uint64_t microBatchBucketPeak(func::FuncOp step) {
   return peak;
 }
 
+/// The bytes of a table's rows a streamed loss holds gathered while it
+/// runs (tp-stream-param-runs; the runtime's block, f32).
+uint64_t streamedBlockBytes(Operation *op) {
+  auto loss = dyn_cast<AccumulateLinearCrossEntropyOp>(op);
+  if (!loss || !loss.getRunsBucket())
+    return 0;
+  auto table = loss.getParam().getType();
+  return static_cast<uint64_t>(
+             std::min<int64_t>(*loss.getBlockRows(), table.getDimSize(0))) *
+         table.getDimSize(1) * 4;
+}
+
 /// The most bytes of gathered parameters held at once (--zero 3): each
 /// gather's buffer from the gather to the last reader of one of its
-/// results, in the training step's order.
+/// results, and a streamed loss's block of rows while it runs, in the
+/// training step's order.
 uint64_t gatheredPeak(func::FuncOp step) {
   Block &body = step.getBody().front();
   DenseMap<Operation *, SmallVector<ParamBucketGatherOp>> freedAfter;
@@ -260,6 +274,7 @@ uint64_t gatheredPeak(func::FuncOp step) {
       now += gather.getBytes();
       peak = std::max(peak, now);
     }
+    peak = std::max(peak, now + streamedBlockBytes(&op));
     for (ParamBucketGatherOp gather : freedAfter.lookup(&op))
       now -= gather.getBytes();
   }

@@ -371,6 +371,15 @@ void emitActivationArena(OpBuilder &b, func::FuncOp func, emitc::FuncOp entry,
 /// step -> tprt_model_train_step; the optimizer step and the init, which
 /// take only the context, -> tprt_model_optimizer_step, tprt_model_init);
 /// parameters become load_param calls at its start, inputs its arguments.
+/// Whether `user` reads its parameter operand from the data-parallel runs
+/// (runs_bucket): the runtime call does not take the parameter.
+static bool readsRunsOnly(Operation *user) {
+  return llvm::TypeSwitch<Operation *, bool>(user)
+      .Case<AccumulateLinearCrossEntropyOp, AccumulateEmbeddingGradOp>(
+          [](auto op) { return op.getRunsBucket().has_value(); })
+      .Default([](Operation *) { return false; });
+}
+
 struct EntryLowering : public OpConversionPattern<func::FuncOp> {
   /// The decoder layer of each parameter by FQN, read before the
   /// conversion changes its users.
@@ -409,8 +418,9 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
         continue;
       }
       // A parameter nothing here reads is not loaded: a ZeRO stage 3
-      // training step reads its sharded ones through gathers.
-      if (func.getArgument(i).use_empty()) {
+      // training step reads its sharded ones through gathers, or, for a
+      // streamed table, from its runs (the calls do not take it).
+      if (llvm::all_of(func.getArgument(i).getUsers(), readsRunsOnly)) {
         unread.push_back(emitc::LiteralOp::create(rewriter, func.getLoc(),
                                                   tensor, "tprt::Tensor()"));
         replacements.push_back(unread.back()->getResult(0));
@@ -435,8 +445,10 @@ struct EntryLowering : public OpConversionPattern<func::FuncOp> {
       emitActivationArena(rewriter, func, entry, buffers);
     rewriter.inlineBlockBefore(&func.getBody().front(), body, body->end(),
                                replacements);
+    // A streamed table's placeholder goes with the calls that ignore it.
     for (Operation *placeholder : unread)
-      rewriter.eraseOp(placeholder);
+      if (placeholder->use_empty())
+        rewriter.eraseOp(placeholder);
     rewriter.eraseOp(func);
     return success();
   }

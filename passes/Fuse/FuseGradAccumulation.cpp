@@ -63,7 +63,8 @@ struct TPFuseGradAccumulation
             acc.getFqnAttr(), acc.getSplitDimAttr(), acc.getReductionAttr(),
             acc.getDerivedReductionAttr(), acc.getOwnedAttr(),
             loss.getVocabParallelAttr(), loss.getVocabStartsAttr(),
-            loss.getVocabSizesAttr());
+            loss.getVocabSizesAttr(), /*runs_bucket=*/nullptr,
+            /*block_rows=*/nullptr);
         inheritDecoderLayer(loss, fused);
         loss.getLoss().replaceAllUsesWith(fused.getLoss());
         loss.getDx().replaceAllUsesWith(fused.getDx());
@@ -78,7 +79,8 @@ struct TPFuseGradAccumulation
             acc.getFqnAttr(), acc.getSplitDimAttr(), acc.getReductionAttr(),
             acc.getDerivedReductionAttr(), acc.getOwnedAttr(),
             grad.getVocabParallelAttr(), grad.getPaddingIdxAttr(),
-            grad.getVocabStartsAttr(), grad.getVocabSizesAttr());
+            grad.getVocabStartsAttr(), grad.getVocabSizesAttr(),
+            /*runs_bucket=*/nullptr, /*block_rows=*/nullptr);
         inheritDecoderLayer(acc, fused);
         acc.erase();
         grad.erase();

@@ -543,7 +543,7 @@ void checkShardedBucket(int r, int n, const Check &check, int stage) {
       }
       if (microBatch)
         tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, {"a", "b"},
-                                         1200, padded * 4, true);
+                                         1200, padded * 4, true, false);
     }
     tprt::optimizer_boundary(ctx);
     if (tp > 1)
@@ -551,7 +551,7 @@ void checkShardedBucket(int r, int n, const Check &check, int stage) {
                                    1200, "tp");
     if (!microBatch)
       tprt::grad_bucket_reduce_scatter(ctx, 0, tprt::DType::F32, {"a", "b"},
-                                       1200, padded * 4, false);
+                                       1200, padded * 4, false, false);
     state.labelTokens = 3;
     tprt::normalize_grads(ctx);
     float norm = *tprt::grad_norm(ctx, /*dpSharded=*/true).f32();

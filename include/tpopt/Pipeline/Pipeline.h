@@ -124,6 +124,12 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: the largest replica-gradient bucket, in "
                      "MiB at FP32 size"),
       llvm::cl::init(256)};
+  Option<double> streamBlockMib{
+      *this, "stream-block-mib",
+      llvm::cl::desc("With --zero 3: the most MiB (FP32) of rows of a "
+                     "vocabulary table the loss and the embedding gradient "
+                     "gather from its runs at once (tp-stream-param-runs)"),
+      llvm::cl::init(8)};
   Option<bool> fuseEpilogues{
       *this, "fuse-epilogues",
       llvm::cl::desc("Fuse residual adds and gated-MLP SiLU products into "

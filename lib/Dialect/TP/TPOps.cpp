@@ -841,6 +841,27 @@ LogicalResult AccumulateLinearGradWeightOp::verify() {
   return verifyAccumulation(*this);
 }
 
+/// `runs_bucket` and `block_rows` (tp-stream-param-runs): both or neither;
+/// with them the parameter is the training step's own argument (held as
+/// data-parallel runs, never a gathered value) and the rows per block are
+/// at least one.
+template <typename StreamedOp>
+static LogicalResult verifyStreamedParam(StreamedOp op) {
+  std::optional<int64_t> bucket = op.getRunsBucket(), rows = op.getBlockRows();
+  if (!bucket && !rows)
+    return success();
+  if (!bucket || !rows || *bucket < 0 || *rows < 1)
+    return op.emitOpError("runs_bucket (at least 0) and block_rows (at "
+                          "least 1) go together");
+  auto arg = dyn_cast<BlockArgument>(op.getParam());
+  auto func = op->template getParentOfType<FunctionOpInterface>();
+  if (!arg || !func || arg.getOwner() != &func.getFunctionBody().front())
+    return op.emitOpError("with runs_bucket reads the parameter as the "
+                          "function's argument, which the runtime holds as "
+                          "runs; got a value computed in the function");
+  return success();
+}
+
 LogicalResult AccumulateLinearCrossEntropyOp::verify() {
   if (getX().getType().getElementType() !=
       getParam().getType().getElementType())
@@ -848,7 +869,8 @@ LogicalResult AccumulateLinearCrossEntropyOp::verify() {
   if (failed(verifyLinearCrossEntropy(*this, getX(), getIds(), getMask(),
                                       getParam())) ||
       failed(verifyVocabRanges(*this, getParam().getType().getDimSize(0),
-                               "parameter's rows")))
+                               "parameter's rows")) ||
+      failed(verifyStreamedParam(*this)))
     return failure();
   return verifyAccumulation(*this);
 }
@@ -871,7 +893,8 @@ LogicalResult AccumulateEmbeddingGradOp::verify() {
                                    table.getShape().take_back())))
     return emitOpError("dy must be [ids..., hidden] for ")
            << getIds().getType() << " and a table of " << table;
-  if (failed(verifyVocabRanges(*this, table.getDimSize(0), "table's rows")))
+  if (failed(verifyVocabRanges(*this, table.getDimSize(0), "table's rows")) ||
+      failed(verifyStreamedParam(*this)))
     return failure();
   return verifyAccumulation(*this);
 }
@@ -928,6 +951,9 @@ LogicalResult GradBucketReduceScatterOp::verify() {
   if ((padded / 4) % *ranks)
     return emitOpError("padded_bytes must split into ")
            << *ranks << " equal runs of FP32 elements, got " << padded;
+  if (getStreamed() && (!getMicroBatch() || getFqns().size() != 1))
+    return emitOpError("streamed needs micro_batch and one parameter, got ")
+           << getFqns().size();
   // Per micro-batch in the training step, or once in the optimizer step.
   StringRef expected = getMicroBatch() ? kTrainStepEntry : kOptimizerStepEntry;
   auto func = (*this)->getParentOfType<FunctionOpInterface>();

@@ -634,8 +634,11 @@ AccumulateLinearGradWeightOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+// With runs_bucket (ZeRO stage 3) the parameter is not an operand: the
+// runtime reads the bucket's runs.
 static constexpr RuntimeSignature kAccumulateLinearCrossEntropy[] = {
-    calls::accumulate_linear_cross_entropy};
+    calls::accumulate_linear_cross_entropy,
+    calls::param_runs_linear_cross_entropy};
 
 ArrayRef<RuntimeSignature>
 AccumulateLinearCrossEntropyOp::getRuntimeSignatures() {
@@ -644,37 +647,47 @@ AccumulateLinearCrossEntropyOp::getRuntimeSignatures() {
 
 LogicalResult
 AccumulateLinearCrossEntropyOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kAccumulateLinearCrossEntropy[0])
-      .tensor(getX())
-      .tensor(getParam())
-      .tensor(getIds())
-      .tensor(getMask())
-      .str(getFqn())
+  std::optional<int64_t> runs = getRunsBucket();
+  call.callee(kAccumulateLinearCrossEntropy[runs ? 1 : 0]).tensor(getX());
+  if (!runs)
+    call.tensor(getParam());
+  call.tensor(getIds()).tensor(getMask());
+  if (runs)
+    call.i64(*runs);
+  call.str(getFqn())
       .i64(getSplitDim())
       .flag(getOwned())
       .flag(getVocabParallel());
   vocabRanges(call, *this);
+  if (runs)
+    call.i64(*getBlockRows());
   return success();
 }
 
 static constexpr RuntimeSignature kAccumulateEmbeddingGrad[] = {
-    calls::accumulate_embedding_grad};
+    calls::accumulate_embedding_grad, calls::param_runs_embedding_grad};
 
 ArrayRef<RuntimeSignature> AccumulateEmbeddingGradOp::getRuntimeSignatures() {
   return kAccumulateEmbeddingGrad;
 }
 
 LogicalResult AccumulateEmbeddingGradOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kAccumulateEmbeddingGrad[0])
+  std::optional<int64_t> runs = getRunsBucket();
+  call.callee(kAccumulateEmbeddingGrad[runs ? 1 : 0])
       .tensor(getIds())
-      .tensor(getDy())
-      .tensor(getParam())
-      .str(getFqn())
+      .tensor(getDy());
+  if (runs)
+    call.i64(*runs);
+  else
+    call.tensor(getParam());
+  call.str(getFqn())
       .i64(getSplitDim())
       .flag(getOwned())
       .flag(getVocabParallel())
       .i64(getPaddingIdx().value_or(-1));
   vocabRanges(call, *this);
+  if (runs)
+    call.i64(*getBlockRows());
   return success();
 }
 
@@ -763,7 +776,8 @@ LogicalResult GradBucketReduceScatterOp::buildRuntimeCall(RuntimeCall &call) {
       .strings(bucketFqns(getFqns()))
       .i64(getBytes())
       .i64(getPaddedBytes())
-      .flag(getMicroBatch());
+      .flag(getMicroBatch())
+      .flag(getStreamed());
   return success();
 }
 

@@ -9,6 +9,7 @@
 
 #include "Gemm.h"
 #include "KernelUtils.h"
+#include "Streamed.h"
 #include "Vector.h"
 #include "ops/Backends.h"
 #include "tprt/tprt.h"
@@ -445,6 +446,33 @@ void cpu::accumulate_embedding_grad(Context &ctx, const Tensor &ids,
                                  vocabSizes, "accumulate_embedding_grad");
   scatterAddEmbeddingRows(ids, dy, acc, range.rows, param.dim(1), range.start,
                           paddingIdx, "accumulate_embedding_grad");
+}
+
+void cpu::streamedEmbeddingGrad(Context &ctx, const Tensor &ids,
+                                const Tensor &dy, int64_t vocab, int64_t hidden,
+                                int64_t blockRows, bool vocabParallel,
+                                int64_t paddingIdx,
+                                const std::vector<int64_t> &starts,
+                                const std::vector<int64_t> &sizes,
+                                const TakeRows &take) {
+  const char *op = "param_runs_embedding_grad";
+  if (reducedType(dy) != DType::F32)
+    return streamedEmbeddingGrad(ctx, ids, widened(dy), vocab, hidden,
+                                 blockRows, vocabParallel, paddingIdx, starts,
+                                 sizes, take);
+  if (blockRows < 1)
+    fatal(std::string(op) + ": no rows per block");
+  VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
+  blockRows = std::min(blockRows, std::max<int64_t>(vocab, 1));
+  std::vector<float> grad(static_cast<size_t>(blockRows * hidden));
+  for (int64_t first = 0; first < vocab; first += blockRows) {
+    int64_t rows = std::min(blockRows, vocab - first);
+    int64_t valid = std::clamp<int64_t>(range.rows - first, 0, rows);
+    std::fill(grad.begin(), grad.end(), 0.0f);
+    scatterAddEmbeddingRows(ids, dy, grad.data(), valid, hidden,
+                            range.start + first, paddingIdx, op);
+    take(first, rows, grad.data());
+  }
 }
 
 } // namespace tprt

@@ -11,6 +11,7 @@
 
 #include "Gemm.h"
 #include "KernelUtils.h"
+#include "Streamed.h"
 #include "Vector.h"
 #include "ops/Backends.h"
 #include "tprt/tprt.h"
@@ -337,6 +338,141 @@ Tensors cpu::accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
   bool first = buffer.takeFirst(splitDim, owned);
   return linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel, vocabStarts,
                             vocabSizes, buffer.grad.f32(), first);
+}
+
+Tensors cpu::streamedLinearCrossEntropy(
+    Context &ctx, const Tensor &x, const Tensor &ids, const Tensor &mask,
+    int64_t vocab, int64_t blockRows, bool vocabParallel,
+    const std::vector<int64_t> &starts, const std::vector<int64_t> &sizes,
+    const ReadRows &read, const TakeRows &take) {
+  const char *op = "param_runs_linear_cross_entropy";
+  requireF32(x, op, "x");
+  if (x.rank() != 3 || ids.dtype() != DType::I64 ||
+      mask.dtype() != DType::I64 || ids.rank() != 2 ||
+      ids.shape() != mask.shape() || ids.dim(0) != x.dim(0) ||
+      ids.dim(1) != x.dim(1) || blockRows < 1)
+    fatal(std::string(op) + ": x " + x.describe() + ", ids " + ids.describe() +
+          " and mask " + mask.describe() +
+          " are not [B, S, H], int64 [B, S], int64 [B, S] (or no rows per "
+          "block)");
+  int64_t seq = x.dim(1), hidden = x.dim(2), positions = x.dim(0) * seq;
+  VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
+  int64_t start = range.start, n = range.rows;
+  bool bf16Operands = ctx.autocast() == DType::BF16;
+  auto label = [&](int64_t i) { return labelAt(ids, mask, seq, i); };
+  for (int64_t i = 0; i < positions; ++i)
+    checkLabel(op, label(i), i, seq, range.vocab);
+  blockRows = std::min(blockRows, std::max<int64_t>(vocab, 1));
+  // Positions per product, as linearCrossEntropy picks them for a block.
+  int64_t positionRows = std::min(
+      positions, std::max(kLossBlockMinRows, kLossBlockElements / blockRows));
+  Tensor block = Tensor::uninitialized(DType::F32, {blockRows, hidden});
+  std::vector<float> logits(std::max<int64_t>(positionRows, 1) * blockRows);
+  // Calls fn(first row, rows, valid rows, positions [p, p + count), their
+  // logits) for every block of the weight and of the positions; the
+  // block's rows are in `block`.
+  auto forEachBlock = [&](auto fn) {
+    for (int64_t first = 0; first < vocab; first += blockRows) {
+      int64_t rows = std::min(blockRows, vocab - first);
+      int64_t valid = std::clamp<int64_t>(n - first, 0, rows);
+      read(first, rows, block.f32());
+      Tensor w = Tensor::view(block, 0, {rows, hidden});
+      for (int64_t p = 0; p < positions; p += positionRows) {
+        int64_t count = std::min(positionRows, positions - p);
+        if (hidden > 0)
+          cpu::linear(w, x.f32() + p * hidden, logits.data(), 1, count,
+                      /*packed=*/false, bf16Operands);
+        else
+          std::fill_n(logits.data(), count * rows, 0.0f);
+        fn(first, rows, valid, p, count, logits.data());
+      }
+    }
+  };
+  // The maxima, then the sums of exponentials below them (in double over
+  // the blocks) and the target logits, then the loss, as crossEntropy.
+  Tensor lse = Tensor::uninitialized(DType::F32, {positions});
+  float *m = lse.f32();
+  std::fill_n(m, positions, -std::numeric_limits<float>::infinity());
+  forEachBlock([&](int64_t, int64_t rows, int64_t valid, int64_t p,
+                   int64_t count, const float *l) {
+    if (valid == 0)
+      return;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < count; ++r)
+      m[p + r] = std::max(m[p + r], cpu::maxOf(l + r * rows, valid));
+  });
+  if (vocabParallel)
+    ctx.tp().allReduceMax(m, positions);
+  std::vector<double> sums(positions, 0.0);
+  std::vector<float> targets(positions, 0.0f);
+  forEachBlock([&](int64_t first, int64_t rows, int64_t valid, int64_t p,
+                   int64_t count, const float *l) {
+    if (valid == 0)
+      return;
+#pragma omp parallel
+    {
+      std::vector<float> exps(kRowBlock * rows);
+      double blockSums[kRowBlock];
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < count; r += kRowBlock) {
+        int64_t k = std::min(kRowBlock, count - r);
+        sumsOfExpHeldRows(l + r * rows, m + p + r, k, valid, rows, exps.data(),
+                          blockSums);
+        for (int64_t j = 0; j < k; ++j)
+          sums[p + r + j] += blockSums[j];
+      }
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t target = label(p + r) - start - first;
+      if (target >= 0 && target < valid)
+        targets[p + r] = l[r * rows + target];
+    }
+  });
+  std::vector<float> sumsF(sums.begin(), sums.end());
+  if (vocabParallel) {
+    ctx.tp().allReduceSum(sumsF.data(), positions);
+    ctx.tp().allReduceSum(targets.data(), positions);
+  }
+  double loss = 0;
+  for (int64_t i = 0; i < positions; ++i) {
+    m[i] += std::log(sumsF[i]);
+    if (label(i) >= 0)
+      loss += static_cast<double>(m[i]) - targets[i];
+  }
+  // The gradients: softmax - onehot at counted positions, per block; dx
+  // sums the blocks' products, each block's dw goes to `take`.
+  Tensor dx(DType::F32, x.shape());
+  std::vector<float> part(positionRows * hidden),
+      dw(static_cast<size_t>(blockRows * hidden));
+  forEachBlock([&](int64_t first, int64_t rows, int64_t valid, int64_t p,
+                   int64_t count, float *l) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < count; r += kRowBlock) {
+      int64_t k = std::min(kRowBlock, count - r);
+      expShiftedHeldRows(l + r * rows, m + p + r, k, valid, rows, l + r * rows);
+      for (int64_t j = r; j < r + k; ++j) {
+        int64_t target = label(p + j);
+        if (target < 0)
+          std::fill_n(l + j * rows, rows, 0.0f);
+        else if (target - start - first >= 0 && target - start - first < valid)
+          l[j * rows + target - start - first] -= 1.0f;
+      }
+    }
+    if (hidden > 0) {
+      cpu::linearGradInput(l, block.f32(), part.data(), count, hidden, rows,
+                           bf16Operands);
+      float *d = dx.f32() + p * hidden;
+      for (int64_t i = 0; i < count * hidden; ++i)
+        d[i] += part[i];
+      cpu::linearGradWeight(l, x.f32() + p * hidden, dw.data(), count, hidden,
+                            rows, bf16Operands, /*accumulate=*/p > 0);
+    }
+    if (p + count == positions)
+      take(first, rows, dw.data());
+  });
+  Tensor total = Tensor::uninitialized(DType::F32, {});
+  *total.f32() = static_cast<float>(loss);
+  return {total, dx};
 }
 
 Tensors cpu::cross_entropy(Context &ctx, const Tensor &logits,

@@ -575,7 +575,8 @@ void optimizer_update(Context &ctx, const char *optimizer, bool dpSharded,
 
 void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
                                 std::vector<std::string> fqns, int64_t bytes,
-                                int64_t paddedBytes, bool microBatch) {
+                                int64_t paddedBytes, bool microBatch,
+                                bool streamed) {
   TrainState &state = trainState(ctx, "grad_bucket_reduce_scatter");
   std::string what =
       "grad_bucket_reduce_scatter: bucket " + std::to_string(bucket);
@@ -588,6 +589,18 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
           " padded bytes do not split into " + std::to_string(ranks) +
           " equal runs of FP32 elements");
   std::vector<Context::GradBuffer *> buffers = bucketGrads(ctx, fqns, what);
+  // Streamed (runtime/src/train/runs.cpp): the gradient is in the run
+  // already, unless the table was gathered whole (then as below).
+  if (streamed && (!microBatch || fqns.size() != 1))
+    fatal(what + ": only a per-micro-batch bucket of one parameter streams");
+  if (streamed && !buffers.front()->grad.defined()) {
+    if (buffers.front()->fresh || !state.shardedBuckets[bucket].reduced)
+      fatal(what + ": parameter '" + fqns.front() +
+            "' got no gradient in this micro-batch before the "
+            "reduce-scatter");
+    buffers.front()->fresh = true;
+    return;
+  }
   ShardedBucket &b = state.shardedBuckets[bucket];
   Device device = buffers.front()->grad.device();
   // The layout, fixed by the first step (or, with the parameters held as

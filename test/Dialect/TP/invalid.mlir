@@ -612,6 +612,34 @@ module {
 
 module {
   shard.grid @dp(shape = 2)
+  func.func @streamed_pair() {
+    // expected-error @+1 {{streamed needs micro_batch and one parameter, got 2}}
+    tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 32 : i64, dtype = f32, fqns = ["a", "b"], micro_batch, padded_bytes = 1024 : i64, streamed}
+    return
+  }
+}
+
+// -----
+
+func.func @runs_without_block_rows(%h: tensor<?x?x4xf32>, %ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>, %w: tensor<8x4xf32>) {
+  // expected-error @+1 {{runs_bucket (at least 0) and block_rows (at least 1) go together}}
+  %loss, %dx = tp.accumulate_linear_cross_entropy %h, %ids, %mask into %w {fqn = "lm_head.weight", runs_bucket = 0 : i64} : (tensor<?x?x4xf32>, tensor<?x?xi64>, tensor<?x?xi64>, tensor<8x4xf32>) -> (tensor<f32>, tensor<?x?x4xf32>)
+  return
+}
+
+// -----
+
+func.func @runs_of_a_computed_table(%ids: tensor<?x?xi64>, %dy: tensor<?x?x4xf32>, %w: tensor<8x4xf32>) {
+  %t = tp.add %w, %w : tensor<8x4xf32>
+  // expected-error @+1 {{with runs_bucket reads the parameter as the function's argument, which the runtime holds as runs; got a value computed in the function}}
+  tp.accumulate_embedding_grad %ids, %dy into %t {block_rows = 2 : i64, fqn = "model.embed_tokens.weight", runs_bucket = 0 : i64} : tensor<?x?xi64>, tensor<?x?x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+module {
+  shard.grid @dp(shape = 2)
   func.func @micro_batch_in_update() attributes {tp.entry = "optimizer_step"} {
     // expected-error @+1 {{with micro_batch must be in the training step (tp.entry = "train_step"), not in "optimizer_step"}}
     tp.grad_bucket_reduce_scatter {bucket = 0 : i64, bytes = 16 : i64, dtype = f32, fqns = ["a"], micro_batch, padded_bytes = 1024 : i64}

@@ -550,6 +550,16 @@ def TP_AccumulateLinearCrossEntropyOp
     has no partition rule or derivative. The runtime fuses f32 on the host;
     in bf16 and f16 and on the GPU it runs the two ops.
 
+    With `runs_bucket` (ZeRO stage 3, `tp-stream-param-runs`), `param` is
+    the training step's argument, which the runtime holds as this rank's
+    data-parallel run of that bucket (its only parameter), and the op
+    never reads it whole: `block_rows` rows of it at a time are
+    all-gathered over `@dp` (three passes: the maxima, the sums of
+    exponentials, then the gradients), and each block's share of `dweight`
+    is reduce-scattered over `@dp` into the bucket's gradient run (the
+    bucket's `tp.grad_bucket_reduce_scatter {streamed}` closes the
+    micro-batch).
+
     ```mlir
     %loss, %dx = tp.accumulate_linear_cross_entropy %x, %ids, %mask
         into %w {fqn = "lm_head.weight"}
@@ -564,7 +574,9 @@ def TP_AccumulateLinearCrossEntropyOp
                    OptionalAttr<TP_GradReductionAttr>:$derived_reduction,
                    UnitAttr:$owned, UnitAttr:$vocab_parallel,
                    OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
-                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes,
+                   OptionalAttr<I64Attr>:$runs_bucket,
+                   OptionalAttr<I64Attr>:$block_rows);
   let results = (outs 0DTensorOf<[F32]>:$loss, TP_FloatTensor:$dx);
   let assemblyFormat = [{
     $x `,` $ids `,` $mask `into` $param attr-dict `:`
@@ -591,6 +603,11 @@ def TP_AccumulateEmbeddingGradOp : TP_Op<"accumulate_embedding_grad",
     has no partition rule or derivative. On the GPU the runtime runs the
     two ops.
 
+    With `runs_bucket` and `block_rows`, as for
+    `tp.accumulate_linear_cross_entropy`: each block of `block_rows` rows'
+    gradient is reduce-scattered over `@dp` into the bucket's gradient
+    run, and `param` (the step's argument, held as runs) is not read.
+
     ```mlir
     tp.accumulate_embedding_grad %ids, %dy into %table
         {fqn = "model.embed_tokens.weight", padding_idx = 0 : i64}
@@ -605,7 +622,9 @@ def TP_AccumulateEmbeddingGradOp : TP_Op<"accumulate_embedding_grad",
                    UnitAttr:$owned, UnitAttr:$vocab_parallel,
                    OptionalAttr<I64Attr>:$padding_idx,
                    OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
-                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes,
+                   OptionalAttr<I64Attr>:$runs_bucket,
+                   OptionalAttr<I64Attr>:$block_rows);
   let assemblyFormat = [{
     $ids `,` $dy `into` $param attr-dict `:` type($ids) `,` type($dy) `,`
     type($param)
@@ -724,6 +743,12 @@ def TP_GradBucketReduceScatterOp : TP_Op<"grad_bucket_reduce_scatter",
     its reduce-scatter. The tensor-parallel replica buckets at the boundary
     sum the runs.
 
+    With `streamed` as well (one parameter, read by ops with `runs_bucket`
+    of this bucket: `tp-stream-param-runs`), those ops have already
+    reduce-scattered its gradient block by block into the run, and no
+    whole buffer is made: the op closes the micro-batch (each gradient of
+    the bucket must have been added).
+
     ```mlir
     tp.grad_bucket_reduce_scatter {bucket = 1 : i64, bytes = 4096 : i64,
         dtype = f32, fqns = ["lm_head.weight"], padded_bytes = 4096 : i64}
@@ -734,7 +759,7 @@ def TP_GradBucketReduceScatterOp : TP_Op<"grad_bucket_reduce_scatter",
   }];
   let arguments = (ins I64Attr:$bucket, TypeAttrOf<AnyFloat>:$dtype,
                    StrArrayAttr:$fqns, I64Attr:$bytes, I64Attr:$padded_bytes,
-                   UnitAttr:$micro_batch);
+                   UnitAttr:$micro_batch, UnitAttr:$streamed);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
