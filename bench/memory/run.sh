@@ -12,13 +12,11 @@ work=${BENCH_DIR:-$root/build/bench/memory}
 "$root/bench/checkpoint/prepare.sh" "$work"
 for tp in 1 2; do
   for zero in 0 1 2 3; do
-    # Stage 3 with the parameters outside the layers (the 545 MB tied
-    # embedding and the final norm) in one bucket, gathered as one, as
-    # FSDP2 gathers the root module (smaller buckets gather them apart).
-    buckets=256
-    [ "$zero" = 3 ] && buckets=600
+    # The default buckets: under --zero 3 the tied embedding (larger than
+    # a bucket) is one of its own, which the loss and its gradient read
+    # from the runs a block of rows at a time (tp-stream-param-runs).
     "$root/build/bin/tpc" "$work/graph.onnx" --weights "$work/model" --train \
-      --dp 2 --tp "$tp" --zero "$zero" --bucket-mib "$buckets" --report \
+      --dp 2 --tp "$tp" --zero "$zero" --report \
       -o "$work/exe_tp${tp}_zero$zero" >/dev/null
   done
 done
