@@ -105,6 +105,50 @@ void expShiftedHeldRows(const float *x, const float *shifts, int64_t rows,
   }
 }
 
+/// For each of `rows` rows of `held` logits (the first `n` real), the sum
+/// of exp(l[r, i] - shifts[r]) in double, given to store(r, sum); the rows
+/// over the threads in blocks of kRowBlock.
+template <typename Store>
+void rowSumsOfExp(const float *l, const float *shifts, int64_t rows, int64_t n,
+                  int64_t held, Store store) {
+#pragma omp parallel
+  {
+    std::vector<float> exps(kRowBlock * held);
+    double blockSums[kRowBlock];
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; r += kRowBlock) {
+      int64_t count = std::min(kRowBlock, rows - r);
+      sumsOfExpHeldRows(l + r * held, shifts + r, count, n, held, exps.data(),
+                        blockSums);
+      for (int64_t j = 0; j < count; ++j)
+        store(r + j, blockSums[j]);
+    }
+  }
+}
+
+/// A row's target that does not count (its position's label is -1).
+constexpr int64_t kUncounted = std::numeric_limits<int64_t>::min();
+
+/// The logits' gradient in place: softmax - onehot. targetOf(r) is row r's
+/// target among these `held` columns (outside [0, n): another block's), or
+/// kUncounted, whose row is zeroed.
+template <typename TargetOf>
+void softmaxMinusOneHot(float *l, const float *lse, int64_t rows, int64_t n,
+                        int64_t held, TargetOf targetOf) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; r += kRowBlock) {
+    int64_t count = std::min(kRowBlock, rows - r);
+    expShiftedHeldRows(l + r * held, lse + r, count, n, held, l + r * held);
+    for (int64_t j = r; j < r + count; ++j) {
+      int64_t target = targetOf(j);
+      if (target == kUncounted)
+        std::fill_n(l + j * held, held, 0.0f);
+      else if (target >= 0 && target < n)
+        l[j * held + target] -= 1.0f;
+    }
+  }
+}
+
 Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                      const Tensor &mask, bool vocabParallel,
                      const std::vector<int64_t> &starts = {},
@@ -252,19 +296,9 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                        ? l[r * vocab + target - start]
                        : 0.0f;
     }
-#pragma omp parallel
-    {
-      std::vector<float> exps(kRowBlock * vocab);
-      double blockSums[kRowBlock];
-#pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows; r += kRowBlock) {
-        int64_t count = std::min(kRowBlock, rows - r);
-        sumsOfExpHeldRows(l + r * vocab, lse.data() + r, count, n, vocab,
-                          exps.data(), blockSums);
-        for (int64_t j = 0; j < count; ++j)
-          sums[r + j] = static_cast<float>(blockSums[j]);
-      }
-    }
+    rowSumsOfExp(l, lse.data(), rows, n, vocab, [&](int64_t r, double sum) {
+      sums[r] = static_cast<float>(sum);
+    });
     if (vocabParallel) {
       ctx.tp().allReduceSum(sums.data(), rows);
       ctx.tp().allReduceSum(targets.data(), rows);
@@ -274,20 +308,10 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
       if (label(first + r) >= 0)
         loss += static_cast<double>(lse[r]) - targets[r];
     }
-    // The logits' gradient in place: softmax - onehot at counted positions.
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r += kRowBlock) {
-      int64_t count = std::min(kRowBlock, rows - r);
-      expShiftedHeldRows(l + r * vocab, lse.data() + r, count, n, vocab,
-                         l + r * vocab);
-      for (int64_t j = r; j < r + count; ++j) {
-        int64_t target = label(first + j);
-        if (target < 0)
-          std::fill_n(l + j * vocab, vocab, 0.0f);
-        else if (target >= start && target < start + n)
-          l[j * vocab + target - start] -= 1.0f;
-      }
-    }
+    softmaxMinusOneHot(l, lse.data(), rows, n, vocab, [&](int64_t r) {
+      int64_t target = label(first + r);
+      return target < 0 ? kUncounted : target - start;
+    });
     if (vocab > 0 && hidden > 0) {
       cpu::linearGradInput(l, w.f32(), dx.f32() + first * hidden, rows, hidden,
                            vocab, bf16Operands);
@@ -409,19 +433,8 @@ Tensors cpu::streamedLinearCrossEntropy(
                    int64_t count, const float *l) {
     if (valid == 0)
       return;
-#pragma omp parallel
-    {
-      std::vector<float> exps(kRowBlock * rows);
-      double blockSums[kRowBlock];
-#pragma omp for schedule(static)
-      for (int64_t r = 0; r < count; r += kRowBlock) {
-        int64_t k = std::min(kRowBlock, count - r);
-        sumsOfExpHeldRows(l + r * rows, m + p + r, k, valid, rows, exps.data(),
-                          blockSums);
-        for (int64_t j = 0; j < k; ++j)
-          sums[p + r + j] += blockSums[j];
-      }
-    }
+    rowSumsOfExp(l, m + p, count, valid, rows,
+                 [&](int64_t r, double sum) { sums[p + r] += sum; });
     for (int64_t r = 0; r < count; ++r) {
       int64_t target = label(p + r) - start - first;
       if (target >= 0 && target < valid)
@@ -446,18 +459,10 @@ Tensors cpu::streamedLinearCrossEntropy(
       dw(static_cast<size_t>(blockRows * hidden));
   forEachBlock([&](int64_t first, int64_t rows, int64_t valid, int64_t p,
                    int64_t count, float *l) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < count; r += kRowBlock) {
-      int64_t k = std::min(kRowBlock, count - r);
-      expShiftedHeldRows(l + r * rows, m + p + r, k, valid, rows, l + r * rows);
-      for (int64_t j = r; j < r + k; ++j) {
-        int64_t target = label(p + j);
-        if (target < 0)
-          std::fill_n(l + j * rows, rows, 0.0f);
-        else if (target - start - first >= 0 && target - start - first < valid)
-          l[j * rows + target - start - first] -= 1.0f;
-      }
-    }
+    softmaxMinusOneHot(l, m + p, count, valid, rows, [&](int64_t r) {
+      int64_t target = label(p + r);
+      return target < 0 ? kUncounted : target - start - first;
+    });
     if (hidden > 0) {
       cpu::linearGradInput(l, block.f32(), part.data(), count, hidden, rows,
                            bf16Operands);
