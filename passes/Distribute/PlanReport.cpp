@@ -241,16 +241,21 @@ uint64_t microBatchBucketPeak(func::FuncOp step) {
   return peak;
 }
 
-/// The bytes of a table's rows a streamed loss holds gathered while it
-/// runs (tp-stream-param-runs; the runtime's block, f32).
+/// The bytes of a table's rows a streamed loss or lookup holds gathered
+/// while it runs (tp-stream-param-runs; the runtime's block, f32).
 uint64_t streamedBlockBytes(Operation *op) {
-  auto loss = dyn_cast<AccumulateLinearCrossEntropyOp>(op);
-  if (!loss || !loss.getRunsBucket())
-    return 0;
-  auto table = loss.getParam().getType();
-  return static_cast<uint64_t>(
-             std::min<int64_t>(*loss.getBlockRows(), table.getDimSize(0))) *
-         table.getDimSize(1) * 4;
+  auto blockBytes = [](auto streamed, RankedTensorType table) -> uint64_t {
+    if (!streamed.getRunsBucket())
+      return 0;
+    return static_cast<uint64_t>(std::min<int64_t>(*streamed.getBlockRows(),
+                                                   table.getDimSize(0))) *
+           table.getDimSize(1) * 4;
+  };
+  if (auto loss = dyn_cast<AccumulateLinearCrossEntropyOp>(op))
+    return blockBytes(loss, loss.getParam().getType());
+  if (auto lookup = dyn_cast<EmbeddingOp>(op))
+    return blockBytes(lookup, lookup.getTable().getType());
+  return 0;
 }
 
 /// The most bytes of gathered parameters held at once (--zero 3): each

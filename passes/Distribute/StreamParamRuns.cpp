@@ -28,7 +28,8 @@ namespace {
 
 /// Whether `op` can read its parameter operand from the runs.
 bool streams(Operation *op) {
-  return isa<AccumulateLinearCrossEntropyOp, AccumulateEmbeddingGradOp>(op);
+  return isa<EmbeddingOp, AccumulateLinearCrossEntropyOp,
+             AccumulateEmbeddingGradOp>(op);
 }
 
 struct TPStreamParamRunsPass
@@ -80,10 +81,16 @@ struct TPStreamParamRunsPass
         arg.getType() != type)
       return;
     SmallVector<OpOperand *> reads;
-    for (OpOperand &use : table.getUses())
-      if (streams(use.getOwner()) &&
-          use.getOperandNumber() == paramOperandNumber(use.getOwner()))
+    for (OpOperand &use : table.getUses()) {
+      Operation *user = use.getOwner();
+      if (streams(user) && use.getOperandNumber() == paramOperandNumber(user))
         reads.push_back(&use);
+      // A gradient added into the whole buffer (a head that is not fused
+      // with its loss: Gemma's soft-capped logits): the table's gradient
+      // would be split between that buffer and the run.
+      else if (isa<AccumulateGradOp, AccumulateLinearGradWeightOp>(user))
+        return;
+    }
     if (reads.empty())
       return;
     int64_t rowBytes = std::max<int64_t>(type.getDimSize(1) * 4, 1);
@@ -104,6 +111,9 @@ struct TPStreamParamRunsPass
   /// The operand number of the parameter of a streaming op.
   static unsigned paramOperandNumber(Operation *op) {
     return llvm::TypeSwitch<Operation *, unsigned>(op)
+        .Case<EmbeddingOp>([](EmbeddingOp lookup) {
+          return lookup.getTableMutable().getOperandNumber();
+        })
         .Case<AccumulateLinearCrossEntropyOp, AccumulateEmbeddingGradOp>(
             [](auto acc) { return acc.getParamMutable().getOperandNumber(); });
   }

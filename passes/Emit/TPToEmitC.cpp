@@ -375,7 +375,8 @@ void emitActivationArena(OpBuilder &b, func::FuncOp func, emitc::FuncOp entry,
 /// (runs_bucket): the runtime call does not take the parameter.
 static bool readsRunsOnly(Operation *user) {
   return llvm::TypeSwitch<Operation *, bool>(user)
-      .Case<AccumulateLinearCrossEntropyOp, AccumulateEmbeddingGradOp>(
+      .Case<EmbeddingOp, AccumulateLinearCrossEntropyOp,
+            AccumulateEmbeddingGradOp>(
           [](auto op) { return op.getRunsBucket().has_value(); })
       .Default([](Operation *) { return false; });
 }

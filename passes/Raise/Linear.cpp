@@ -58,7 +58,9 @@ FailureOr<bool> embedding(Raiser &r, NodeOp node, ArrayRef<Abstract *> in,
   Value y = EmbeddingOp::create(r.builder, node.getLoc(),
                                 r.packedType(table.getDimSize(1)),
                                 in[1]->runtime, *w, /*vocab_parallel=*/false,
-                                DenseI64ArrayAttr(), DenseI64ArrayAttr());
+                                DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+                                /*runs_bucket=*/IntegerAttr(),
+                                /*block_rows=*/IntegerAttr());
   out = r.makeAct({y}, {r.probeBatch, r.probeSeq, table.getDimSize(1)});
   return true;
 }

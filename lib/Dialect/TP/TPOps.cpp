@@ -139,6 +139,27 @@ static LogicalResult verifyVocabRanges(VocabOp op, int64_t held,
   return success();
 }
 
+/// `runs_bucket` and `block_rows` (tp-stream-param-runs): both or neither;
+/// with them the parameter is the training step's own argument (held as
+/// data-parallel runs, never a gathered value) and the rows per block are
+/// at least one.
+template <typename StreamedOp>
+static LogicalResult verifyStreamedParam(StreamedOp op, Value param) {
+  std::optional<int64_t> bucket = op.getRunsBucket(), rows = op.getBlockRows();
+  if (!bucket && !rows)
+    return success();
+  if (!bucket || !rows || *bucket < 0 || *rows < 1)
+    return op.emitOpError("runs_bucket (at least 0) and block_rows (at "
+                          "least 1) go together");
+  auto arg = dyn_cast<BlockArgument>(param);
+  auto func = op->template getParentOfType<FunctionOpInterface>();
+  if (!arg || !func || arg.getOwner() != &func.getFunctionBody().front())
+    return op.emitOpError("with runs_bucket reads the parameter as the "
+                          "function's argument, which the runtime holds as "
+                          "runs; got a value computed in the function");
+  return success();
+}
+
 LogicalResult EmbeddingOp::verify() {
   auto ids = getIds().getType();
   auto table = getTable().getType();
@@ -156,7 +177,8 @@ LogicalResult EmbeddingOp::verify() {
     return emitOpError("result hidden size ")
            << dimStr(result.getDimSize(ids.getRank()))
            << " differs from the table's " << dimStr(table.getDimSize(1));
-  if (failed(verifyVocabRanges(*this, table.getDimSize(0), "table's rows")))
+  if (failed(verifyVocabRanges(*this, table.getDimSize(0), "table's rows")) ||
+      failed(verifyStreamedParam(*this, getTable())))
     return failure();
   return verifySameElementType(*this, {getTable(), getResult()});
 }
@@ -841,27 +863,6 @@ LogicalResult AccumulateLinearGradWeightOp::verify() {
   return verifyAccumulation(*this);
 }
 
-/// `runs_bucket` and `block_rows` (tp-stream-param-runs): both or neither;
-/// with them the parameter is the training step's own argument (held as
-/// data-parallel runs, never a gathered value) and the rows per block are
-/// at least one.
-template <typename StreamedOp>
-static LogicalResult verifyStreamedParam(StreamedOp op) {
-  std::optional<int64_t> bucket = op.getRunsBucket(), rows = op.getBlockRows();
-  if (!bucket && !rows)
-    return success();
-  if (!bucket || !rows || *bucket < 0 || *rows < 1)
-    return op.emitOpError("runs_bucket (at least 0) and block_rows (at "
-                          "least 1) go together");
-  auto arg = dyn_cast<BlockArgument>(op.getParam());
-  auto func = op->template getParentOfType<FunctionOpInterface>();
-  if (!arg || !func || arg.getOwner() != &func.getFunctionBody().front())
-    return op.emitOpError("with runs_bucket reads the parameter as the "
-                          "function's argument, which the runtime holds as "
-                          "runs; got a value computed in the function");
-  return success();
-}
-
 LogicalResult AccumulateLinearCrossEntropyOp::verify() {
   if (getX().getType().getElementType() !=
       getParam().getType().getElementType())
@@ -870,7 +871,7 @@ LogicalResult AccumulateLinearCrossEntropyOp::verify() {
                                       getParam())) ||
       failed(verifyVocabRanges(*this, getParam().getType().getDimSize(0),
                                "parameter's rows")) ||
-      failed(verifyStreamedParam(*this)))
+      failed(verifyStreamedParam(*this, getParam())))
     return failure();
   return verifyAccumulation(*this);
 }
@@ -894,7 +895,7 @@ LogicalResult AccumulateEmbeddingGradOp::verify() {
     return emitOpError("dy must be [ids..., hidden] for ")
            << getIds().getType() << " and a table of " << table;
   if (failed(verifyVocabRanges(*this, table.getDimSize(0), "table's rows")) ||
-      failed(verifyStreamedParam(*this)))
+      failed(verifyStreamedParam(*this, getParam())))
     return failure();
   return verifyAccumulation(*this);
 }

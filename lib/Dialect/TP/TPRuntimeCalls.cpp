@@ -23,13 +23,25 @@ using namespace mlir::tp;
 //===----------------------------------------------------------------------===//
 
 static constexpr RuntimeSignature kEmbedding[] = {
-    calls::embedding, calls::embedding_vocab_parallel};
+    calls::embedding, calls::embedding_vocab_parallel,
+    calls::param_runs_embedding};
 
 ArrayRef<RuntimeSignature> EmbeddingOp::getRuntimeSignatures() {
   return kEmbedding;
 }
 
 LogicalResult EmbeddingOp::buildRuntimeCall(RuntimeCall &call) {
+  // From the runs (ZeRO stage 3): the table is not an operand.
+  if (std::optional<int64_t> runs = getRunsBucket()) {
+    call.callee(kEmbedding[2])
+        .tensor(getIds())
+        .i64(*runs)
+        .flag(getVocabParallel())
+        .shape(getVocabStarts().value_or(ArrayRef<int64_t>()))
+        .shape(getVocabSizes().value_or(ArrayRef<int64_t>()))
+        .i64(*getBlockRows());
+    return success();
+  }
   call.callee(kEmbedding[getVocabParallel() ? 1 : 0])
       .tensor(getIds())
       .tensor(getTable());

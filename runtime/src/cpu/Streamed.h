@@ -21,6 +21,14 @@ using ReadRows = std::function<void(int64_t first, int64_t rows, float *out)>;
 using TakeRows =
     std::function<void(int64_t first, int64_t rows, const float *grad)>;
 
+/// embedding (or, `vocabParallel`, its vocabulary-parallel form) of a
+/// [vocab, hidden] table read `blockRows` rows at a time; f32 rows.
+Tensor streamedEmbedding(Context &ctx, const Tensor &ids, int64_t vocab,
+                         int64_t hidden, int64_t blockRows, bool vocabParallel,
+                         const std::vector<int64_t> &starts,
+                         const std::vector<int64_t> &sizes,
+                         const ReadRows &read);
+
 /// {loss sum, dx} of accumulate_linear_cross_entropy over a [vocab, hidden]
 /// weight read `blockRows` rows at a time in three passes (the maxima, the
 /// sums of exponentials and target logits, the gradients): per element the

@@ -10,6 +10,7 @@
 #include "Activation.h"
 #include "Gemm.h"
 #include "KernelUtils.h"
+#include "Streamed.h"
 #include "Vector.h"
 #include "common/Rotary.h"
 #include "ops/Backends.h"
@@ -52,6 +53,47 @@ Tensor cpu::embedding(Context &ctx, const Tensor &ids, const Tensor &table,
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(t + id[i] * row, row, o + i * row);
+  return out;
+}
+
+Tensor cpu::streamedEmbedding(Context &ctx, const Tensor &ids, int64_t vocab,
+                              int64_t hidden, int64_t blockRows,
+                              bool vocabParallel,
+                              const std::vector<int64_t> &starts,
+                              const std::vector<int64_t> &sizes,
+                              const ReadRows &read) {
+  const char *op = "param_runs_embedding";
+  if (ids.dtype() != DType::I64 || blockRows < 1)
+    fatal(std::string(op) +
+          ": ids must be int64 (and a block at least a "
+          "row), got " +
+          ids.describe());
+  VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
+  int64_t n = ids.numel();
+  const int64_t *id = ids.i64();
+  for (int64_t i = 0; i < n; ++i)
+    if (id[i] < 0 || id[i] >= range.vocab)
+      fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
+            std::to_string(i) + " is outside the vocabulary [0, " +
+            std::to_string(range.vocab) + ")");
+  std::vector<int64_t> shape = ids.shape();
+  shape.push_back(hidden);
+  // Ids outside this rank's rows (vocabulary-parallel) give zero rows.
+  Tensor out(DType::F32, shape);
+  blockRows = std::min(blockRows, std::max<int64_t>(vocab, 1));
+  std::vector<float> block(static_cast<size_t>(blockRows * hidden));
+  for (int64_t first = 0; first < vocab; first += blockRows) {
+    int64_t rows = std::min(blockRows, vocab - first);
+    int64_t valid = std::clamp<int64_t>(range.rows - first, 0, rows);
+    read(first, rows, block.data());
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t row = id[i] - range.start - first;
+      if (row >= 0 && row < valid)
+        std::copy_n(block.data() + row * hidden, hidden,
+                    out.f32() + i * hidden);
+    }
+  }
   return out;
 }
 

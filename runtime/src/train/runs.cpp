@@ -123,6 +123,42 @@ Tensor gatheredTable(Context &ctx, const Streamed &s) {
 
 } // namespace
 
+Tensor param_runs_embedding(Context &ctx, const Tensor &ids, int64_t bucket,
+                            bool vocabParallel,
+                            std::vector<int64_t> vocabStarts,
+                            std::vector<int64_t> vocabSizes,
+                            int64_t blockRows) {
+  const char *op = "param_runs_embedding";
+  TrainState *state = ctx.trainState();
+  auto found = state ? state->shardedBuckets.find(bucket)
+                     : std::map<int64_t, ShardedBucket>::iterator();
+  if (!state || found == state->shardedBuckets.end() ||
+      found->second.members.size() != 1)
+    fatal(std::string(op) + ": bucket " + std::to_string(bucket) +
+          " does not hold one table as runs (param_bucket_shard)");
+  Streamed s = streamedBucket(ctx, bucket,
+                              found->second.members.front().fqn.c_str(), op);
+  if (!onHostInF32(s, ids)) {
+    Tensor table = gatheredTable(ctx, s);
+    return vocabParallel ? embedding_vocab_parallel(ctx, ids, table,
+                                                    std::move(vocabStarts),
+                                                    std::move(vocabSizes))
+                         : embedding(ctx, ids, table, -1);
+  }
+  int64_t rows = s.member.shape[0], hidden = s.member.shape[1];
+  // The block of rows held while the lookup runs, counted as gathered.
+  int64_t held = std::min(std::max<int64_t>(blockRows, 1), rows) * hidden * 4;
+  s.state.gatheredHeld += held;
+  s.state.largestGather = std::max(s.state.largestGather, s.state.gatheredHeld);
+  Tensor out = cpu::streamedEmbedding(
+      ctx, ids, rows, hidden, blockRows, vocabParallel, vocabStarts, vocabSizes,
+      [&](int64_t first, int64_t count, float *w) {
+        gatherRows(ctx, s, first, count, w);
+      });
+  s.state.gatheredHeld -= held;
+  return out;
+}
+
 Tensors param_runs_linear_cross_entropy(
     Context &ctx, const Tensor &x, const Tensor &ids, const Tensor &mask,
     int64_t bucket, const char *fqn, int64_t splitDim, bool owned,

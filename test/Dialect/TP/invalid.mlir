@@ -629,6 +629,14 @@ func.func @runs_without_block_rows(%h: tensor<?x?x4xf32>, %ids: tensor<?x?xi64>,
 
 // -----
 
+func.func @lookup_runs_without_block_rows(%ids: tensor<?x?xi64>, %w: tensor<8x4xf32>) {
+  // expected-error @+1 {{runs_bucket (at least 0) and block_rows (at least 1) go together}}
+  %h = tp.embedding %ids, %w {runs_bucket = 0 : i64} : (tensor<?x?xi64>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  return
+}
+
+// -----
+
 func.func @runs_of_a_computed_table(%ids: tensor<?x?xi64>, %dy: tensor<?x?x4xf32>, %w: tensor<8x4xf32>) {
   %t = tp.add %w, %w : tensor<8x4xf32>
   // expected-error @+1 {{with runs_bucket reads the parameter as the function's argument, which the runtime holds as runs; got a value computed in the function}}

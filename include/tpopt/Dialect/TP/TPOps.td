@@ -43,6 +43,12 @@ def TP_EmbeddingOp : TP_Op<"embedding",
     rows `[vocab_starts[r], vocab_starts[r] + vocab_sizes[r])` followed by
     padding up to the largest size.
 
+    With `runs_bucket` and `block_rows` (ZeRO stage 3,
+    `tp-stream-param-runs`) `table` is the training step's argument, which
+    the runtime holds as this rank's data-parallel run of that bucket (its
+    only parameter): the lookup all-gathers `block_rows` rows at a time
+    and never holds the table whole.
+
     ```mlir
     %h = tp.embedding %ids, %table
         : (tensor<?x?xi64>, tensor<256x64xf32>) -> tensor<?x?x64xf32>
@@ -51,7 +57,9 @@ def TP_EmbeddingOp : TP_Op<"embedding",
   let arguments = (ins TP_IndexTensor:$ids, TP_FloatTensor:$table,
                    UnitAttr:$vocab_parallel,
                    OptionalAttr<DenseI64ArrayAttr>:$vocab_starts,
-                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes);
+                   OptionalAttr<DenseI64ArrayAttr>:$vocab_sizes,
+                   OptionalAttr<I64Attr>:$runs_bucket,
+                   OptionalAttr<I64Attr>:$block_rows);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
     $ids `,` $table attr-dict `:` functional-type(operands, results)
