@@ -28,6 +28,20 @@
 #include <vector>
 
 namespace tprt {
+namespace {
+
+/// Stops at the first of `ids` outside [0, vocab): the whole vocabulary
+/// (all ranks' blocks).
+void requireIdsIn(const Tensor &ids, int64_t vocab) {
+  const int64_t *id = ids.i64();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (id[i] < 0 || id[i] >= vocab)
+      fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
+            std::to_string(i) + " is outside the vocabulary [0, " +
+            std::to_string(vocab) + ")");
+}
+
+} // namespace
 
 Tensor cpu::embedding(Context &ctx, const Tensor &ids, const Tensor &table,
                       int64_t slot) {
@@ -42,11 +56,7 @@ Tensor cpu::embedding(Context &ctx, const Tensor &ids, const Tensor &table,
   // Rows are copied in the table's type (a bf16 program's embedding is bf16).
   Tensor out = ctx.placed(slot, table.dtype(), shape);
   const int64_t *id = ids.i64();
-  for (int64_t i = 0; i < n; ++i)
-    if (id[i] < 0 || id[i] >= vocab)
-      fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
-            std::to_string(i) + " is outside the vocabulary [0, " +
-            std::to_string(vocab) + ")");
+  requireIdsIn(ids, vocab);
   size_t row = hidden * dtypeSize(table.dtype());
   const auto *t = static_cast<const unsigned char *>(table.raw());
   auto *o = static_cast<unsigned char *>(out.raw());
@@ -71,11 +81,7 @@ Tensor cpu::streamedEmbedding(Context &ctx, const Tensor &ids, int64_t vocab,
   VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
   int64_t n = ids.numel();
   const int64_t *id = ids.i64();
-  for (int64_t i = 0; i < n; ++i)
-    if (id[i] < 0 || id[i] >= range.vocab)
-      fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
-            std::to_string(i) + " is outside the vocabulary [0, " +
-            std::to_string(range.vocab) + ")");
+  requireIdsIn(ids, range.vocab);
   std::vector<int64_t> shape = ids.shape();
   shape.push_back(hidden);
   // Ids outside this rank's rows (vocabulary-parallel) give zero rows.
@@ -115,11 +121,7 @@ Tensor cpu::embedding_vocab_parallel(Context &ctx, const Tensor &ids,
   shape.push_back(hidden);
   Tensor out(table.dtype(), shape);
   const int64_t *id = ids.i64();
-  for (int64_t i = 0; i < n; ++i)
-    if (id[i] < 0 || id[i] >= range.vocab)
-      fatal("embedding: token id " + std::to_string(id[i]) + " at position " +
-            std::to_string(i) + " is outside the vocabulary [0, " +
-            std::to_string(range.vocab) + ")");
+  requireIdsIn(ids, range.vocab);
   size_t row = hidden * dtypeSize(table.dtype());
   const auto *t = static_cast<const unsigned char *>(table.raw());
   auto *o = static_cast<unsigned char *>(out.raw());

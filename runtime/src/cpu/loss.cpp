@@ -149,6 +149,26 @@ void softmaxMinusOneHot(float *l, const float *lse, int64_t rows, int64_t n,
   }
 }
 
+/// Completes `rows` positions' log-sum-exp (`lse` holds their maxima, the
+/// sums of exponentials below them and the target logits are this rank's
+/// parts when `vocabParallel`, all-reduced here) and returns the sum of
+/// lse - target logit over the positions that count (labelOf(r) >= 0).
+template <typename LabelOf>
+double addLosses(Context &ctx, bool vocabParallel, float *lse, float *sums,
+                 float *targets, int64_t rows, LabelOf labelOf) {
+  if (vocabParallel) {
+    ctx.tp().allReduceSum(sums, rows);
+    ctx.tp().allReduceSum(targets, rows);
+  }
+  double loss = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    lse[r] += std::log(sums[r]);
+    if (labelOf(r) >= 0)
+      loss += static_cast<double>(lse[r]) - targets[r];
+  }
+  return loss;
+}
+
 Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
                      const Tensor &mask, bool vocabParallel,
                      const std::vector<int64_t> &starts = {},
@@ -207,16 +227,9 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
         sums[i + r] = static_cast<float>(blockSums[r]);
     }
   }
-  if (vocabParallel) {
-    ctx.tp().allReduceSum(sums.data(), positions);
-    ctx.tp().allReduceSum(targets.data(), positions);
-  }
-  double loss = 0;
-  for (int64_t i = 0; i < positions; ++i) {
-    m[i] += std::log(sums[i]);
-    if (s.label(ids, mask, i / s.seq, i % s.seq) >= 0)
-      loss += static_cast<double>(m[i]) - targets[i];
-  }
+  double loss = addLosses(
+      ctx, vocabParallel, m, sums.data(), targets.data(), positions,
+      [&](int64_t i) { return s.label(ids, mask, i / s.seq, i % s.seq); });
   Tensor total = Tensor::uninitialized(DType::F32, {});
   *total.f32() = static_cast<float>(loss);
   return {total, lse};
@@ -299,15 +312,9 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
     rowSumsOfExp(l, lse.data(), rows, n, vocab, [&](int64_t r, double sum) {
       sums[r] = static_cast<float>(sum);
     });
-    if (vocabParallel) {
-      ctx.tp().allReduceSum(sums.data(), rows);
-      ctx.tp().allReduceSum(targets.data(), rows);
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      lse[r] += std::log(sums[r]);
-      if (label(first + r) >= 0)
-        loss += static_cast<double>(lse[r]) - targets[r];
-    }
+    loss +=
+        addLosses(ctx, vocabParallel, lse.data(), sums.data(), targets.data(),
+                  rows, [&](int64_t r) { return label(first + r); });
     softmaxMinusOneHot(l, lse.data(), rows, n, vocab, [&](int64_t r) {
       int64_t target = label(first + r);
       return target < 0 ? kUncounted : target - start;
@@ -442,16 +449,8 @@ Tensors cpu::streamedLinearCrossEntropy(
     }
   });
   std::vector<float> sumsF(sums.begin(), sums.end());
-  if (vocabParallel) {
-    ctx.tp().allReduceSum(sumsF.data(), positions);
-    ctx.tp().allReduceSum(targets.data(), positions);
-  }
-  double loss = 0;
-  for (int64_t i = 0; i < positions; ++i) {
-    m[i] += std::log(sumsF[i]);
-    if (label(i) >= 0)
-      loss += static_cast<double>(m[i]) - targets[i];
-  }
+  double loss = addLosses(ctx, vocabParallel, m, sumsF.data(), targets.data(),
+                          positions, label);
   // The gradients: softmax - onehot at counted positions, per block; dx
   // sums the blocks' products, each block's dw goes to `take`.
   Tensor dx(DType::F32, x.shape());
