@@ -118,7 +118,6 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
     auto placement =
         func.getArgAttrOfType<PlacementAttr>(i, TPDialect::kPlacementAttrName);
     bool split = placement && placement.isSplit();
-    int64_t blocks = placement ? placement.getBlocks() : 1;
     SmallVector<int64_t> global(type.getShape());
     if (split)
       global[placement.getSplitDim()] =

@@ -42,16 +42,6 @@ struct Reads {
   Operation *first = nullptr;
 };
 
-/// The parameters of `func` by FQN.
-llvm::StringMap<BlockArgument> argumentsByFqn(func::FuncOp func) {
-  llvm::StringMap<BlockArgument> argOf;
-  for (BlockArgument arg : func.getArguments())
-    if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                     TPDialect::kFqnAttrName))
-      argOf[fqn.getValue()] = arg;
-  return argOf;
-}
-
 struct TPShardParamsPass
     : public tp::impl::TPShardParamsBase<TPShardParamsPass> {
   void runOnOperation() override {

@@ -54,27 +54,23 @@ struct TPStreamParamRunsPass
       if (gather.getFqns().size() == 1)
         gatherOf[gather.getBucket()] = gather;
     });
+    llvm::StringMap<BlockArgument> argOf = argumentsByFqn(*step);
     step->walk([&](GradBucketReduceScatterOp bucket) {
       if (!bucket.getMicroBatch() || bucket.getStreamed() ||
           bucket.getFqns().size() != 1 || !bucket.getDtype().isF32())
         return;
       ParamBucketGatherOp gather = gatherOf.lookup(bucket.getBucket());
       if (gather)
-        stream(*step, bucket, gather);
+        stream(*step, argOf, bucket, gather);
     });
   }
 
   /// Rewires the streaming readers of `gather`'s table to the step's
-  /// argument, read from `bucket`'s runs.
-  void stream(func::FuncOp step, GradBucketReduceScatterOp bucket,
-              ParamBucketGatherOp gather) {
-    StringRef fqn = cast<StringAttr>(bucket.getFqns()[0]).getValue();
-    BlockArgument arg;
-    for (BlockArgument candidate : step.getArguments())
-      if (auto name = step.getArgAttrOfType<StringAttr>(
-              candidate.getArgNumber(), TPDialect::kFqnAttrName);
-          name && name.getValue() == fqn)
-        arg = candidate;
+  /// argument (from `argOf`), read from `bucket`'s runs.
+  void stream(func::FuncOp step, const llvm::StringMap<BlockArgument> &argOf,
+              GradBucketReduceScatterOp bucket, ParamBucketGatherOp gather) {
+    BlockArgument arg =
+        argOf.lookup(cast<StringAttr>(bucket.getFqns()[0]).getValue());
     Value table = gather.getResult(0);
     auto type = dyn_cast<RankedTensorType>(table.getType());
     if (!arg || !type || type.getRank() != 2 || !type.hasStaticShape() ||

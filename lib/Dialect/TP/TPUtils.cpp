@@ -123,3 +123,13 @@ std::optional<int64_t> mlir::tp::decoderLayerOfUsers(Value v) {
   }
   return layer;
 }
+
+llvm::StringMap<BlockArgument>
+mlir::tp::argumentsByFqn(FunctionOpInterface func) {
+  llvm::StringMap<BlockArgument> argOf;
+  for (BlockArgument arg : func.getArguments())
+    if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     TPDialect::kFqnAttrName))
+      argOf[fqn.getValue()] = arg;
+  return argOf;
+}

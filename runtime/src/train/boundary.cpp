@@ -594,7 +594,9 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
   if (streamed && (!microBatch || fqns.size() != 1))
     fatal(what + ": only a per-micro-batch bucket of one parameter streams");
   if (streamed && !buffers.front()->grad.defined()) {
-    if (buffers.front()->fresh || !state.shardedBuckets[bucket].reduced)
+    auto run = state.shardedBuckets.find(bucket);
+    if (buffers.front()->fresh || run == state.shardedBuckets.end() ||
+        !run->second.reduced)
       fatal(what + ": parameter '" + fqns.front() +
             "' got no gradient in this micro-batch before the "
             "reduce-scatter");

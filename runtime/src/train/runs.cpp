@@ -16,7 +16,6 @@
 #include "tprt/Train.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,6 +31,7 @@ struct Streamed {
   const ShardedBucket::Member &member;
 };
 
+/// `fqn`: the parameter the program names (the lookup names none).
 Streamed streamedBucket(Context &ctx, int64_t number, const char *fqn,
                         const char *op) {
   TrainState *state = ctx.trainState();
@@ -41,9 +41,11 @@ Streamed streamedBucket(Context &ctx, int64_t number, const char *fqn,
   auto found = state->shardedBuckets.find(number);
   if (found == state->shardedBuckets.end() || !found->second.params.defined() ||
       found->second.members.size() != 1 ||
-      found->second.members.front().fqn != fqn)
-    fatal(what + " does not hold parameter '" + fqn +
-          "' alone as runs (param_bucket_shard)");
+      (fqn && found->second.members.front().fqn != fqn))
+    fatal(what + " does not hold " +
+          (fqn ? "parameter '" + std::string(fqn) + "'" : "one table") +
+          " alone as runs (param_bucket_shard)");
+  fqn = found->second.members.front().fqn.c_str();
   ShardedBucket &b = found->second;
   const ShardedBucket::Member &m = b.members.front();
   if (m.shape.size() != 2)
@@ -67,18 +69,27 @@ std::vector<int64_t> runCounts(const ShardedBucket &b, int ranks, int64_t begin,
   return counts;
 }
 
+/// Rows [first, first + rows) of the table in the bucket's runs: the
+/// elements each rank's run holds of them, and where this rank's part
+/// starts in its run. Counts one collective over them.
+struct RowsInRuns {
+  std::vector<int64_t> counts;
+  int64_t at;
+};
+RowsInRuns rowsInRuns(Context &ctx, Streamed &s, int64_t first, int64_t rows) {
+  int64_t hidden = s.member.shape[1], begin = s.member.offset + first * hidden;
+  ++s.state.shardedCollectives;
+  s.state.shardedBytes += rows * hidden * 4;
+  int64_t at = std::max(begin, s.bucket.shardBegin) - s.bucket.shardBegin;
+  return {runCounts(s.bucket, ctx.dp().size(), begin, rows * hidden),
+          std::min(at, s.bucket.run)};
+}
+
 /// Rows [first, first + rows) of the table from the ranks' runs.
 void gatherRows(Context &ctx, Streamed &s, int64_t first, int64_t rows,
                 float *out) {
-  int64_t hidden = s.member.shape[1], begin = s.member.offset + first * hidden;
-  Communicator &dp = ctx.dp();
-  std::vector<int64_t> counts =
-      runCounts(s.bucket, dp.size(), begin, rows * hidden);
-  int64_t at = std::max(begin, s.bucket.shardBegin) - s.bucket.shardBegin;
-  dp.allGatherUneven(s.bucket.params.f32() + std::min(at, s.bucket.run), out,
-                     counts);
-  ++s.state.shardedCollectives;
-  s.state.shardedBytes += rows * hidden * 4;
+  RowsInRuns part = rowsInRuns(ctx, s, first, rows);
+  ctx.dp().allGatherUneven(s.bucket.params.f32() + part.at, out, part.counts);
 }
 
 /// The step's first gradient of the table overwrites the bucket's run
@@ -99,19 +110,28 @@ void beginGradient(Context &ctx, Streamed &s, int64_t splitDim, bool owned) {
 /// into this rank's part of the bucket's run.
 void reduceRows(Context &ctx, Streamed &s, int64_t first, int64_t rows,
                 const float *grad) {
-  int64_t hidden = s.member.shape[1], begin = s.member.offset + first * hidden;
-  Communicator &dp = ctx.dp();
-  std::vector<int64_t> counts =
-      runCounts(s.bucket, dp.size(), begin, rows * hidden);
-  std::vector<float> sums(counts[dp.rank()]);
-  dp.reduceScatterSumUneven(grad, sums.data(), counts);
-  int64_t at = std::max(begin, s.bucket.shardBegin) - s.bucket.shardBegin;
-  float *run = s.bucket.shard.f32() + at;
+  RowsInRuns part = rowsInRuns(ctx, s, first, rows);
+  std::vector<float> sums(part.counts[ctx.dp().rank()]);
+  ctx.dp().reduceScatterSumUneven(grad, sums.data(), part.counts);
+  float *run = s.bucket.shard.f32() + part.at;
   for (size_t i = 0; i < sums.size(); ++i)
     run[i] += sums[i];
-  ++s.state.shardedCollectives;
-  s.state.shardedBytes += rows * hidden * 4;
 }
+
+/// Counts a block of `blockRows` rows as gathered while it lives (the
+/// memory plan's most gathered at once).
+struct HeldBlock {
+  TrainState &state;
+  int64_t bytes;
+  HeldBlock(const Streamed &s, int64_t blockRows)
+      : state(s.state),
+        bytes(std::min(std::max<int64_t>(blockRows, 1), s.member.shape[0]) *
+              s.member.shape[1] * 4) {
+    state.gatheredHeld += bytes;
+    state.largestGather = std::max(state.largestGather, state.gatheredHeld);
+  }
+  ~HeldBlock() { state.gatheredHeld -= bytes; }
+};
 
 /// The table gathered whole (the fallback), as param_bucket_gather does.
 Tensor gatheredTable(Context &ctx, const Streamed &s) {
@@ -128,16 +148,8 @@ Tensor param_runs_embedding(Context &ctx, const Tensor &ids, int64_t bucket,
                             std::vector<int64_t> vocabStarts,
                             std::vector<int64_t> vocabSizes,
                             int64_t blockRows) {
-  const char *op = "param_runs_embedding";
-  TrainState *state = ctx.trainState();
-  auto found = state ? state->shardedBuckets.find(bucket)
-                     : std::map<int64_t, ShardedBucket>::iterator();
-  if (!state || found == state->shardedBuckets.end() ||
-      found->second.members.size() != 1)
-    fatal(std::string(op) + ": bucket " + std::to_string(bucket) +
-          " does not hold one table as runs (param_bucket_shard)");
-  Streamed s = streamedBucket(ctx, bucket,
-                              found->second.members.front().fqn.c_str(), op);
+  Streamed s =
+      streamedBucket(ctx, bucket, /*fqn=*/nullptr, "param_runs_embedding");
   if (!onHostInF32(s, ids)) {
     Tensor table = gatheredTable(ctx, s);
     return vocabParallel ? embedding_vocab_parallel(ctx, ids, table,
@@ -145,18 +157,12 @@ Tensor param_runs_embedding(Context &ctx, const Tensor &ids, int64_t bucket,
                                                     std::move(vocabSizes))
                          : embedding(ctx, ids, table, -1);
   }
-  int64_t rows = s.member.shape[0], hidden = s.member.shape[1];
-  // The block of rows held while the lookup runs, counted as gathered.
-  int64_t held = std::min(std::max<int64_t>(blockRows, 1), rows) * hidden * 4;
-  s.state.gatheredHeld += held;
-  s.state.largestGather = std::max(s.state.largestGather, s.state.gatheredHeld);
-  Tensor out = cpu::streamedEmbedding(
-      ctx, ids, rows, hidden, blockRows, vocabParallel, vocabStarts, vocabSizes,
-      [&](int64_t first, int64_t count, float *w) {
+  HeldBlock held(s, blockRows);
+  return cpu::streamedEmbedding(
+      ctx, ids, s.member.shape[0], s.member.shape[1], blockRows, vocabParallel,
+      vocabStarts, vocabSizes, [&](int64_t first, int64_t count, float *w) {
         gatherRows(ctx, s, first, count, w);
       });
-  s.state.gatheredHeld -= held;
-  return out;
 }
 
 Tensors param_runs_linear_cross_entropy(
@@ -172,23 +178,17 @@ Tensors param_runs_linear_cross_entropy(
         ctx, x, w, ids, mask, fqn, splitDim, owned, vocabParallel,
         std::move(vocabStarts), std::move(vocabSizes));
   }
-  int64_t rows = s.member.shape[0], hidden = s.member.shape[1];
   beginGradient(ctx, s, splitDim, owned);
-  // The block of rows held while the loss runs, counted as gathered.
-  int64_t held = std::min(std::max<int64_t>(blockRows, 1), rows) * hidden * 4;
-  s.state.gatheredHeld += held;
-  s.state.largestGather = std::max(s.state.largestGather, s.state.gatheredHeld);
-  Tensors out = cpu::streamedLinearCrossEntropy(
-      ctx, x, ids, mask, rows, blockRows, vocabParallel, vocabStarts,
-      vocabSizes,
+  HeldBlock held(s, blockRows);
+  return cpu::streamedLinearCrossEntropy(
+      ctx, x, ids, mask, s.member.shape[0], blockRows, vocabParallel,
+      vocabStarts, vocabSizes,
       [&](int64_t first, int64_t count, float *w) {
         gatherRows(ctx, s, first, count, w);
       },
       [&](int64_t first, int64_t count, const float *grad) {
         reduceRows(ctx, s, first, count, grad);
       });
-  s.state.gatheredHeld -= held;
-  return out;
 }
 
 void param_runs_embedding_grad(Context &ctx, const Tensor &ids,

@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringMap.h"
 #include <cstdint>
 #include <optional>
 
@@ -70,6 +71,9 @@ struct DecoderLayerListener : public OpBuilder::Listener {
       setDecoderLayer(op, layer);
   }
 };
+
+/// The parameters (arguments with a `tp.fqn`) of `func` by FQN.
+llvm::StringMap<BlockArgument> argumentsByFqn(FunctionOpInterface func);
 
 /// The `role` entry point as a FuncOpT; when there is none, failure with
 /// `missing` as the error on the module (what the caller needs it for).
