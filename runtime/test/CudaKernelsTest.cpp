@@ -138,7 +138,8 @@ void testLinear(Context &c, Context &g) {
               linear_grad_weight(g, gpu(dy), gpu(x)));
   expectClose("sum_leading", sum_leading(c, dy), sum_leading(g, gpu(dy)));
   // On a world of one rank: add_once adds, and the consuming all-reduce is
-  // the identity that leaves the caller's tensor empty.
+  // the identity that leaves the caller's tensor empty (testFusedCalls has
+  // the other fused calls).
   expectClose("linear_add_once",
               linear_add(c, x, w, dy, LinearForm::Flat, true),
               linear_add(g, gpu(x), gpu(w), gpu(dy), LinearForm::Flat, true));
@@ -497,9 +498,8 @@ void testLoss(Context &c, Context &g) {
               cross_entropy_grad(g, gpu(held), gpu(labels), gpu(mask),
                                  devHeld[1], true, starts, sizes));
 
-  // The accumulating forms (tp-fuse-grad-accumulation): on the GPU the
-  // separate calls, into the FP32 buffer as the host's fused ones, over
-  // two micro-batches.
+  // The accumulating forms (tp-fuse-grad-accumulation), into the FP32
+  // buffer over two micro-batches.
   Tensor x = randomTensor({2, 10, 16}, 32), w = randomTensor({300, 16}, 33);
   Tensor dy = randomTensor({2, 10, 16}, 34);
   for (int micro = 0; micro < 2; ++micro) {
@@ -560,6 +560,88 @@ void testMamba2(Context &c, Context &g) {
                            state, kernel, 1e-5, 0.0, false));
 }
 
+/// The fused calls' CUDA kernels (`Fused` in tprt/Calls.def) against the
+/// CPU's: the SiLU epilogue in place, the residual added by the GEMM (into
+/// a residual the call takes, and into a copy of a shared one, which must
+/// keep its values), the weight gradient added by the GEMM into the FP32
+/// buffer, and the loss over several blocks of positions (a vocabulary of
+/// 65,543: 511 positions a block), vocabulary-parallel over an uneven
+/// block, and under bf16 autocast.
+void testFusedCalls(Context &c, Context &g, Context &c16, Context &g16) {
+  Tensor x = randomTensor({2, 9, 48}, 80), w = randomTensor({40, 48}, 81),
+         wu = randomTensor({40, 48}, 82), other = randomTensor({2, 9, 40}, 83);
+  for (LinearForm form : {LinearForm::Flat, LinearForm::Bmm}) {
+    std::string name = form == LinearForm::Bmm ? " (bmm)" : "";
+    expectClose("linear_epilogue silu_mul" + name,
+                linear_epilogue(c, x, w, other, form, LinearEpilogue::SiluMul),
+                linear_epilogue(g, gpu(x), gpu(w), gpu(other), form,
+                                LinearEpilogue::SiluMul));
+    expectClose("linear_add" + name, linear_add(c, x, w, other, form, false),
+                linear_add(g, gpu(x), gpu(w), gpu(other), form, false));
+    Tensor taken = gpu(other);
+    expectClose("linear_add_consuming" + name,
+                linear_add(c, x, w, other, form, false),
+                linear_add_consuming(g, gpu(x), gpu(w), taken, form, false));
+    ++checks;
+    if (taken.defined()) {
+      std::printf("FAIL linear_add_consuming left its residual defined\n");
+      ++failures;
+    }
+    Tensor shared = gpu(other), alias = shared;
+    expectClose("linear_add_consuming of a shared residual" + name,
+                linear_add(c, x, w, other, form, false),
+                linear_add_consuming(g, gpu(x), gpu(w), shared, form, false));
+    expectClose("the shared residual keeps its values" + name, other, alias, 0);
+  }
+  expectClose("linear_swiglu", linear_swiglu(c, x, w, wu, LinearForm::Flat),
+              linear_swiglu(g, gpu(x), gpu(w), gpu(wu), LinearForm::Flat));
+  Tensor dy = randomTensor({2, 9, 40}, 84);
+  for (int micro = 0; micro < 2; ++micro) {
+    accumulate_linear_grad_weight(c, dy, x, w, "proj.weight", -1, false);
+    accumulate_linear_grad_weight(g, gpu(dy), gpu(x), gpu(w), "proj.weight", -1,
+                                  false);
+  }
+  expectClose("accumulate_linear_grad_weight in FP32",
+              c.grads()["proj.weight"].grad, g.grads()["proj.weight"].grad);
+
+  // The loss over three blocks of positions.
+  int64_t vocab = 65543;
+  Tensor hidden = randomTensor({2, 600, 16}, 85),
+         head = randomTensor({vocab, 16}, 86, -0.5f, 0.5f);
+  Tensor ids = randomIds({2, 600}, vocab, 87), mask = paddingMask(2, 600, 37);
+  Tensors lc = linear_cross_entropy(c, hidden, head, ids, mask);
+  Tensors lg =
+      linear_cross_entropy(g, gpu(hidden), gpu(head), gpu(ids), gpu(mask));
+  const char *parts[] = {"loss", "dx", "dw"};
+  for (int i = 0; i < 3; ++i)
+    expectClose(std::string("linear_cross_entropy in blocks ") + parts[i],
+                lc[i], lg[i]);
+
+  // One rank's uneven block: 257 of 300 rows, the padding rows zeros.
+  std::vector<int64_t> starts = {0}, sizes = {257};
+  Tensor x2 = randomTensor({2, 10, 16}, 88), held = randomTensor({300, 16}, 89);
+  for (int64_t i = 257 * 16; i < held.numel(); ++i)
+    held.f32()[i] = 0.0f;
+  Tensor labels = randomIds({2, 10}, 257, 90), keep = paddingMask(2, 10, 4);
+  lc = linear_cross_entropy_vocab_parallel(c, x2, held, labels, keep, starts,
+                                           sizes);
+  lg = linear_cross_entropy_vocab_parallel(g, gpu(x2), gpu(held), gpu(labels),
+                                           gpu(keep), starts, sizes);
+  for (int i = 0; i < 3; ++i)
+    expectClose(std::string("linear_cross_entropy_vocab_parallel uneven ") +
+                    parts[i],
+                lc[i], lg[i]);
+
+  // Autocast: both sides round x, w and the logits' gradient to bf16.
+  Tensor x3 = randomTensor({2, 10, 16}, 91), w3 = randomTensor({300, 16}, 92);
+  Tensor ids3 = randomIds({2, 10}, 300, 93);
+  lc = linear_cross_entropy(c16, x3, w3, ids3, keep);
+  lg = linear_cross_entropy(g16, gpu(x3), gpu(w3), gpu(ids3), gpu(keep));
+  for (int i = 0; i < 3; ++i)
+    expectClose(std::string("linear_cross_entropy autocast bf16 ") + parts[i],
+                lc[i], lg[i], 1e-2);
+}
+
 } // namespace
 
 /// An all-reduce that the stream reaches only after a host function has
@@ -602,6 +684,8 @@ int main(int argc, char **argv) {
   Context bf16(0, 1, "/nonexistent/model.onnx", "model.onnx");
   bf16.setDevice(Device::CUDA);
   bf16.setAutocast(DType::BF16);
+  Context cpuBf16(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  cpuBf16.setAutocast(DType::BF16);
   testElementwise(cpu, dev);
   testLinear(cpu, dev);
   testAutocast(cpu, bf16);
@@ -613,6 +697,7 @@ int main(int argc, char **argv) {
   // Not yet run on a GPU when written (docs/gpu.md): last, so that an
   // error stopping the program leaves the checks above reported.
   testBf16Programs(cpu, dev);
+  testFusedCalls(cpu, dev, cpuBf16, bf16);
   testBuckets(cpu, dev);
   testCopies();
   testBucketSync();

@@ -22,15 +22,6 @@ Tensor cpu::all_reduce_sum(Context &ctx, const Tensor &x) {
   return out;
 }
 
-Tensor cpu::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
-  if (x.dtype() != DType::F32 || !x.soleOwner())
-    return composed::all_reduce_sum_consuming(ctx, x);
-  Tensor taken = std::move(x);
-  x = Tensor();
-  ctx.tp().allReduceSum(taken.f32(), taken.numel());
-  return taken;
-}
-
 Tensor cpu::all_reduce_sum_start(Context &ctx, const Tensor &x) {
   // Another type is summed whole, in an f32 copy narrowed after the sum.
   if (x.dtype() != DType::F32)

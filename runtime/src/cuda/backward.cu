@@ -115,6 +115,19 @@ __device__ float activationGrad(float v, float d, float p) {
   return d * (1.0f - t * t);
 }
 
+/// The gradients of silu(gate) * up in one pass: dgate = silu'(gate) * (dy
+/// * up), dup = dy * silu(gate), each element's arithmetic silu_grad's and
+/// silu's.
+__global__ void siluMulGradKernel(const float *gate, const float *up,
+                                  const float *dy, float *dgate, float *dup,
+                                  int64_t n) {
+  TPRT_GRID_STRIDE(i, n) {
+    float g = gate[i], d = dy[i];
+    dgate[i] = activationGrad<Activation::Silu>(g, d * up[i], 0.0f);
+    dup[i] = d * (g / (1.0f + expf(-g)));
+  }
+}
+
 template <Activation op>
 __global__ void activationGradKernel(const float *x, const float *dy,
                                      float *out, int64_t n, float p) {
@@ -309,6 +322,43 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
   return narrowed(out, reducedType(table));
 }
 
+void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
+                               const Tensor &dy, const Tensor &param,
+                               const char *fqn, int64_t splitDim, bool owned,
+                               bool vocabParallel, int64_t paddingIdx,
+                               std::vector<int64_t> vocabStarts,
+                               std::vector<int64_t> vocabSizes) {
+  // A reduced-precision dy is widened and added in f32, as on the host.
+  if (reducedType(dy) != DType::F32)
+    return cuda::accumulate_embedding_grad(
+        ctx, ids, widened(dy), param, fqn, splitDim, owned, vocabParallel,
+        paddingIdx, std::move(vocabStarts), std::move(vocabSizes));
+  const char *op = "accumulate_embedding_grad";
+  requireGpu(ids, DType::I64, op, "the ids");
+  requireGpu(dy, DType::F32, op, "dy");
+  if (param.rank() != 2)
+    fatal(std::string(op) + ": the parameter '" + fqn + "' is " +
+          param.describe() + ", not a table");
+  if (dy.numel() != ids.numel() * param.dim(1))
+    fatal(std::string(op) + ": ids " + ids.describe() + " and dy " +
+          dy.describe() + " do not match the table '" + fqn + "', " +
+          param.describe());
+  Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
+  // The table's whole buffer zeroed by the step's first gradient; the rows
+  // are then added into it where the ids point, no [vocab, hidden] tensor.
+  if (buffer.takeFirst(splitDim, owned))
+    memset(buffer.grad.raw(), 0, buffer.grad.bytes());
+  VocabRange range = vocabPartOf(ctx, param.dim(0), vocabParallel, vocabStarts,
+                                 vocabSizes, op);
+  int64_t n = ids.numel(), hidden = param.dim(1);
+  if (n == 0 || hidden == 0)
+    return;
+  embeddingGradKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
+      ids.i64(), dy.f32(), buffer.grad.f32(), n, hidden, range.start,
+      range.rows, paddingIdx);
+  checkLaunch(op);
+}
+
 Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
                       const Tensor &dy, double eps, double offset,
                       int64_t group) {
@@ -452,6 +502,28 @@ Tensor replica_sum(Context &ctx, const Tensor &x, std::vector<int64_t> blocks) {
   copy(out.raw(), Device::CUDA, slots.f32() + b.mine * n, Device::CUDA,
        x.bytes());
   return out;
+}
+
+Tensors silu_mul_grad(Context &ctx, const Tensor &gate, const Tensor &up,
+                      const Tensor &dy) {
+  // bf16 and f16 as the separate calls (each rounds its result).
+  for (const Tensor *t : {&gate, &up, &dy})
+    if (!t->defined() || t->dtype() != DType::F32)
+      return composed::silu_mul_grad(ctx, gate, up, dy);
+  requireGpu(gate, DType::F32, "silu_mul_grad", "the gate");
+  requireGpu(up, DType::F32, "silu_mul_grad", "the up projection");
+  requireGpu(dy, DType::F32, "silu_mul_grad", "dy");
+  requireSameShape(gate, up, "silu_mul_grad");
+  requireSameShape(gate, dy, "silu_mul_grad");
+  Tensor dgate = Tensor::uninitialized(DType::F32, gate.shape(), Device::CUDA);
+  Tensor dup = Tensor::uninitialized(DType::F32, gate.shape(), Device::CUDA);
+  int64_t n = gate.numel();
+  if (n > 0) {
+    siluMulGradKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+        gate.f32(), up.f32(), dy.f32(), dgate.f32(), dup.f32(), n);
+    checkLaunch("silu_mul_grad");
+  }
+  return {dgate, dup};
 }
 
 Tensor silu_grad(Context &, const Tensor &x, const Tensor &dy) {

@@ -132,6 +132,13 @@ __global__ void binaryKernel(const float *a, const float *b, float *out,
     out[i] = op == Binary::Add ? a[i] + b[i] : a[i] * b[i];
 }
 
+/// out = silu(out) * other, silu's and mul's arithmetic in one pass.
+__global__ void siluMulKernel(float *out, const float *other, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = applyUnary<Unary::Silu>(out[i], 0.0f) * other[i];
+}
+
 /// A float type's elements as another's (Elements.cuh).
 template <typename From, typename To>
 __global__ void convertKernel(const From *x, To *out, int64_t n) {
@@ -479,6 +486,15 @@ Tensor unary(const Tensor &x, Unary op, float parameter, const char *name) {
   }
   checkLaunch(name);
   return out;
+}
+
+void siluMulInPlace(Tensor &out, const Tensor &other) {
+  int64_t n = out.numel();
+  if (n == 0)
+    return;
+  siluMulKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+      out.f32(), other.f32(), n);
+  checkLaunch("linear_epilogue (SiLU and product)");
 }
 
 Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name) {

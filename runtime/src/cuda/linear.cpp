@@ -10,16 +10,48 @@
 // accumulation into an FP32 result. A bf16 program's (tpc --dtype bf16)
 // products take its bf16 operands as they are and round each FP32-
 // accumulated result once to bf16, as the CPU's oneDNN bf16 products do;
-// other mixes of types go through f32 (the CPU kernels' rule).
+// other mixes of types go through f32 (the CPU kernels' rule). The fused
+// f32 calls add in the GEMM (beta 1): linear_add the product into its
+// residual, accumulate_linear_grad_weight the gradient into the FP32
+// buffer; linear_epilogue's SiLU-and-multiply is one pass over the product.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Cublas.h"
-#include "Runtime.h"
+#include "Gemm.h"
 #include "common/Checks.h"
 
 namespace tprt {
 namespace cuda {
+
+void gemm(Context &ctx, const char *what, DType operands, DType result,
+          int64_t m, int64_t n, int64_t k, const GemmOperand &a,
+          const GemmOperand &b, void *c, int64_t strideC, int64_t batch,
+          float beta) {
+  const float one = 1.0f;
+  auto gemmEx = [&](const void *aData, const void *bData, cudaDataType cType) {
+    check(cublas().gemmStridedBatchedEx(
+              blas(), a.op, b.op, m, n, k, &one, aData, CUDA_R_16BF, a.ld,
+              a.stride, bData, CUDA_R_16BF, b.ld, b.stride, &beta, c, cType, m,
+              strideC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          what);
+  };
+  if (operands == DType::BF16)
+    return gemmEx(a.data, b.data,
+                  result == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F);
+  const auto *af = static_cast<const float *>(a.data);
+  const auto *bf = static_cast<const float *>(b.data);
+  if (ctx.autocast() == DType::BF16) {
+    std::shared_ptr<unsigned char[]> a16 = toBf16(af, a.elements);
+    std::shared_ptr<unsigned char[]> b16 = toBf16(bf, b.elements);
+    return gemmEx(a16.get(), b16.get(), CUDA_R_32F);
+  }
+  check(cublas().sgemmStridedBatched(
+            blas(), a.op, b.op, m, n, k, &one, af, a.ld, a.stride, bf, b.ld,
+            b.stride, &beta, static_cast<float *>(c), m, strideC, batch),
+        what);
+}
+
 namespace {
 
 /// BF16 when both operands are bf16 (the product runs in bf16), else F32.
@@ -38,91 +70,122 @@ void checkLinear(const Tensor &x, const Tensor &w, DType type, const char *op) {
           " does not match weight " + w.describe() + " ([out, in])");
 }
 
-/// One column-major GEMM operand: `elements` values (of the product's
-/// type) read as op(matrix) with leading dimension `ld`, `stride` apart
-/// between batch entries.
-struct Operand {
-  const void *data;
-  int64_t elements;
-  cublasOperation_t op;
-  int64_t ld, stride;
-};
-
-/// C [m, n] (column-major, ldc m, `strideC` apart) = op(A) op(B) for each
-/// of `batch` entries, A, B and C of `type` (F32 or BF16).
-void gemm(Context &ctx, const char *what, DType type, int64_t m, int64_t n,
-          int64_t k, const Operand &a, const Operand &b, void *c,
-          int64_t strideC, int64_t batch) {
-  const float one = 1.0f, zero = 0.0f;
-  if (type == DType::BF16) {
-    check(cublas().gemmStridedBatchedEx(
-              blas(), a.op, b.op, m, n, k, &one, a.data, CUDA_R_16BF, a.ld,
-              a.stride, b.data, CUDA_R_16BF, b.ld, b.stride, &zero, c,
-              CUDA_R_16BF, m, strideC, batch, CUBLAS_COMPUTE_32F,
-              CUBLAS_GEMM_DEFAULT),
-          what);
+/// `out` = x w^T (beta 0) or `out` + x w^T (beta 1) in `form`, x and w of
+/// the product's `type` and checked, `out` of its shape and type: the flat
+/// form flattens x's leading dimensions into rows, the bmm form multiplies
+/// each [seq, in] slice of a 3-D x by w^T (the weight's stride 0).
+void productInto(Context &ctx, const Tensor &x, const Tensor &w,
+                 LinearForm form, DType type, Tensor &out, float beta) {
+  int64_t in = w.dim(1), outF = w.dim(0);
+  if (out.numel() == 0)
+    return;
+  if (in == 0) { // an empty sum
+    if (beta == 0.0f)
+      memset(out.raw(), 0, out.bytes());
     return;
   }
-  const auto *af = static_cast<const float *>(a.data);
-  const auto *bf = static_cast<const float *>(b.data);
-  if (ctx.autocast() == DType::BF16) {
-    std::shared_ptr<unsigned char[]> a16 = toBf16(af, a.elements);
-    std::shared_ptr<unsigned char[]> b16 = toBf16(bf, b.elements);
-    check(cublas().gemmStridedBatchedEx(
-              blas(), a.op, b.op, m, n, k, &one, a16.get(), CUDA_R_16BF, a.ld,
-              a.stride, b16.get(), CUDA_R_16BF, b.ld, b.stride, &zero, c,
-              CUDA_R_32F, m, strideC, batch, CUBLAS_COMPUTE_32F,
-              CUBLAS_GEMM_DEFAULT),
-          what);
+  GemmOperand weight{w.raw(), w.numel(), CUBLAS_OP_T, in, 0};
+  if (form == LinearForm::Bmm) {
+    int64_t batch = x.dim(0), seq = x.dim(1);
+    gemm(ctx, "linear (bmm): cuBLAS strided-batched GEMM", type, type, outF,
+         seq, in, weight, {x.raw(), x.numel(), CUBLAS_OP_N, in, seq * in},
+         out.raw(), seq * outF, batch, beta);
     return;
   }
-  check(cublas().sgemmStridedBatched(
-            blas(), a.op, b.op, m, n, k, &one, af, a.ld, a.stride, bf, b.ld,
-            b.stride, &zero, static_cast<float *>(c), m, strideC, batch),
-        what);
+  gemm(ctx, "linear: cuBLAS GEMM", type, type, outF, x.numel() / in, in, weight,
+       {x.raw(), x.numel(), CUBLAS_OP_N, in, 0}, out.raw(), 0, 1, beta);
 }
 
-/// The flat form: x's leading dimensions are the product's rows.
-Tensor linearFlat(Context &ctx, const Tensor &x, const Tensor &w) {
+/// The product's type after the operand checks of `form`, and its shape.
+DType checkedProduct(const Tensor &x, const Tensor &w, LinearForm form,
+                     std::vector<int64_t> &shape) {
   DType type = productType(x, w);
-  if (type == DType::F32)
-    TPRT_IN_F32(x, linearFlat(ctx, widened(x), widened(w)))
-  checkLinear(x, w, type, "linear");
-  int64_t in = w.dim(1), outF = w.dim(0), rows = x.numel() / in;
-  std::vector<int64_t> shape = x.shape();
-  shape.back() = outF;
-  Tensor out = Tensor::uninitialized(type, shape, Device::CUDA);
-  if (rows == 0 || outF == 0)
-    return out;
-  gemm(ctx, "linear: cuBLAS GEMM", type, outF, rows, in,
-       {w.raw(), w.numel(), CUBLAS_OP_T, in, 0},
-       {x.raw(), x.numel(), CUBLAS_OP_N, in, 0}, out.raw(), 0, 1);
-  return out;
-}
-
-/// The bmm form: each [seq, in] slice of a 3-D x times w^T.
-Tensor linearBmm(Context &ctx, const Tensor &x, const Tensor &w) {
-  DType type = productType(x, w);
-  if (type == DType::F32)
-    TPRT_IN_F32(x, linearBmm(ctx, widened(x), widened(w)))
-  checkLinear(x, w, type, "linear (bmm)");
-  if (x.rank() != 3)
+  bool bmm = form == LinearForm::Bmm;
+  checkLinear(x, w, type, bmm ? "linear (bmm)" : "linear");
+  if (bmm && x.rank() != 3)
     fatal("linear (bmm): the input must be 3-D, got " + x.describe());
-  int64_t batch = x.dim(0), seq = x.dim(1), in = w.dim(1), outF = w.dim(0);
-  Tensor out = Tensor::uninitialized(type, {batch, seq, outF}, Device::CUDA);
-  if (batch == 0 || seq == 0 || outF == 0)
-    return out;
-  gemm(ctx, "linear (bmm): cuBLAS strided-batched GEMM", type, outF, seq, in,
-       {w.raw(), w.numel(), CUBLAS_OP_T, in, 0},
-       {x.raw(), x.numel(), CUBLAS_OP_N, in, seq * in}, out.raw(), seq * outF,
-       batch);
-  return out;
+  shape = x.shape();
+  shape.back() = w.dim(0);
+  return type;
+}
+
+/// The rows of dy [.., out] and x [.., in] (checked: of `type`, on the GPU,
+/// as many rows).
+int64_t weightGradRows(const Tensor &dy, const Tensor &x, DType type,
+                       const char *op) {
+  requireGpu(dy, type, op, "dy");
+  requireGpu(x, type, op, "x");
+  int64_t outF = dy.rank() ? dy.dim(-1) : 0, in = x.rank() ? x.dim(-1) : 0;
+  int64_t rows = outF ? dy.numel() / outF : 0;
+  if (dy.rank() < 1 || x.rank() != dy.rank() ||
+      rows != (in ? x.numel() / in : 0))
+    fatal(std::string(op) + ": dy " + dy.describe() + " and x " + x.describe() +
+          " have different rows");
+  return rows;
+}
+
+/// dw [out, in] (beta 0) or dw + (beta 1) dy^T x over `rows` rows:
+/// column-major, x(N) dy(T); `dw` of the type the operands' give.
+void weightGradInto(Context &ctx, const Tensor &dy, const Tensor &x, DType type,
+                    int64_t rows, void *dw, float beta) {
+  int64_t outF = dy.dim(-1), in = x.dim(-1);
+  gemm(ctx, "linear_grad_weight: cuBLAS GEMM", type, type, in, outF, rows,
+       {x.raw(), x.numel(), CUBLAS_OP_N, in, 0},
+       {dy.raw(), dy.numel(), CUBLAS_OP_T, outF, 0}, dw, 0, 1, beta);
+}
+
+/// Whether linear_add's GEMM can add the product into `other`'s values:
+/// f32 operands (the product's type rule otherwise rounds the product
+/// before the sum) and a residual of the product's shape on the GPU.
+bool addsInGemm(const Tensor &x, const Tensor &w, const Tensor &other) {
+  if (!x.defined() || !w.defined() || !other.defined() ||
+      x.dtype() != DType::F32 || w.dtype() != DType::F32 ||
+      other.dtype() != DType::F32 || !other.onGpu() || w.rank() != 2 ||
+      x.rank() < 1)
+    return false;
+  std::vector<int64_t> product = x.shape();
+  product.back() = w.dim(0);
+  return other.shape() == product;
 }
 } // namespace
 
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, LinearForm form,
               int64_t) {
-  return form == LinearForm::Bmm ? linearBmm(ctx, x, w) : linearFlat(ctx, x, w);
+  if (productType(x, w) == DType::F32)
+    TPRT_IN_F32(x, cuda::linear(ctx, widened(x), widened(w), form))
+  std::vector<int64_t> shape;
+  DType type = checkedProduct(x, w, form, shape);
+  Tensor out = Tensor::uninitialized(type, shape, Device::CUDA);
+  productInto(ctx, x, w, form, type, out, 0.0f);
+  return out;
+}
+
+Tensor linear_add(Context &ctx, const Tensor &x, const Tensor &w,
+                  const Tensor &other, LinearForm form, bool once) {
+  if (once && ctx.tp().rank() != 0)
+    return cuda::linear(ctx, x, w, form);
+  if (!addsInGemm(x, w, other))
+    return composed::linear_add(ctx, x, w, other, form, /*once=*/false);
+  std::vector<int64_t> shape;
+  checkedProduct(x, w, form, shape);
+  Tensor out = Tensor::uninitialized(DType::F32, shape, Device::CUDA);
+  copy(out.raw(), Device::CUDA, other.raw(), Device::CUDA, out.bytes());
+  productInto(ctx, x, w, form, DType::F32, out, 1.0f);
+  return out;
+}
+
+Tensor linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
+                            Tensor &other, LinearForm form, bool once) {
+  Tensor residual = std::move(other);
+  other = Tensor();
+  if (once && ctx.tp().rank() != 0)
+    return cuda::linear(ctx, x, w, form);
+  if (!addsInGemm(x, w, residual) || !residual.soleOwner())
+    return cuda::linear_add(ctx, x, w, residual, form, /*once=*/false);
+  std::vector<int64_t> shape;
+  checkedProduct(x, w, form, shape);
+  productInto(ctx, x, w, form, DType::F32, residual, 1.0f);
+  return residual;
 }
 
 Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
@@ -142,7 +205,7 @@ Tensor linear_grad_input(Context &ctx, const Tensor &dy, const Tensor &w) {
   if (rows == 0 || outF == 0 || in == 0)
     return zeros(shape, type);
   Tensor dx = Tensor::uninitialized(type, shape, Device::CUDA);
-  gemm(ctx, "linear_grad_input: cuBLAS GEMM", type, in, rows, outF,
+  gemm(ctx, "linear_grad_input: cuBLAS GEMM", type, type, in, rows, outF,
        {w.raw(), w.numel(), CUBLAS_OP_N, in, 0},
        {dy.raw(), dy.numel(), CUBLAS_OP_N, outF, 0}, dx.raw(), 0, 1);
   return dx;
@@ -153,32 +216,55 @@ Tensor linear_grad_weight(Context &ctx, const Tensor &dy, const Tensor &x) {
   if (type == DType::F32)
     TPRT_IN_F32(reducedType(dy, x),
                 cuda::linear_grad_weight(ctx, widened(dy), widened(x)))
-  requireGpu(dy, type, "linear_grad_weight", "dy");
-  requireGpu(x, type, "linear_grad_weight", "x");
-  int64_t outF = dy.rank() ? dy.dim(-1) : 0, in = x.rank() ? x.dim(-1) : 0;
-  int64_t rows = outF ? dy.numel() / outF : 0;
-  if (dy.rank() < 1 || x.rank() != dy.rank() ||
-      rows != (in ? x.numel() / in : 0))
-    fatal("linear_grad_weight: dy " + dy.describe() + " and x " + x.describe() +
-          " have different rows");
-  // dw [out, in] = dy^T x: column-major, x(N) dy(T).
+  int64_t rows = weightGradRows(dy, x, type, "linear_grad_weight");
+  int64_t outF = dy.dim(-1), in = x.dim(-1);
   if (rows == 0 || outF == 0 || in == 0)
     return zeros({outF, in}, type);
   Tensor dw = Tensor::uninitialized(type, {outF, in}, Device::CUDA);
-  gemm(ctx, "linear_grad_weight: cuBLAS GEMM", type, in, outF, rows,
-       {x.raw(), x.numel(), CUBLAS_OP_N, in, 0},
-       {dy.raw(), dy.numel(), CUBLAS_OP_T, outF, 0}, dw.raw(), 0, 1);
+  weightGradInto(ctx, dy, x, type, rows, dw.raw(), 0.0f);
   return dw;
 }
 
-/// The bias in place on the product (f32) or by bias_add; SiluMul is
-/// composed (the SiLU, then the product with `other`).
+void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
+                                   const Tensor &x, const Tensor &param,
+                                   const char *fqn, int64_t splitDim,
+                                   bool owned) {
+  // Only f32 adds in the product: a bf16 or f16 gradient is rounded to its
+  // type before it is added, as the separate calls do on both devices.
+  if (!dy.defined() || !x.defined() || dy.dtype() != DType::F32 ||
+      x.dtype() != DType::F32)
+    return composed::accumulate_linear_grad_weight(ctx, dy, x, param, fqn,
+                                                   splitDim, owned);
+  const char *op = "accumulate_linear_grad_weight";
+  int64_t rows = weightGradRows(dy, x, DType::F32, op);
+  int64_t outF = dy.dim(-1), in = x.dim(-1);
+  if (param.rank() != 2 || outF != param.dim(0) || in != param.dim(1))
+    fatal(std::string(op) + ": dy " + dy.describe() + " and x " + x.describe() +
+          " do not give the gradient of '" + fqn + "', " + param.describe());
+  Context::GradBuffer &buffer = ctx.gradBuffer(param, fqn);
+  bool first = buffer.takeFirst(splitDim, owned);
+  if (rows > 0 && outF > 0 && in > 0)
+    weightGradInto(ctx, dy, x, DType::F32, rows, buffer.grad.raw(),
+                   first ? 0.0f : 1.0f);
+  else if (first)
+    memset(buffer.grad.raw(), 0, buffer.grad.bytes());
+}
+
+/// The bias in place on the product (f32) or by bias_add; SiluMul in one
+/// pass over an f32 product in place, else composed (the SiLU, then the
+/// product with `other`).
 Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &other, LinearForm form,
                        LinearEpilogue epilogue, int64_t) {
   Tensor out = cuda::linear(ctx, x, w, form);
-  if (epilogue == LinearEpilogue::SiluMul)
-    return cuda::mul(ctx, cuda::silu(ctx, out), other);
+  if (epilogue == LinearEpilogue::SiluMul) {
+    if (out.dtype() != DType::F32 || !other.defined() ||
+        other.dtype() != DType::F32 || other.shape() != out.shape())
+      return cuda::mul(ctx, cuda::silu(ctx, out), other);
+    requireGpu(other, DType::F32, "linear_epilogue", "the SiLU's factor");
+    siluMulInPlace(out, other);
+    return out;
+  }
   if (out.dtype() != DType::F32)
     return tprt::bias_add(ctx, out, other);
   addBias(out, other, "linear");

@@ -4,11 +4,12 @@
 // (src/cpu/loss.cpp): per position the maximum, the sum of exponentials
 // (FP64) and the target logit, all-reduced over the group in the
 // vocabulary-parallel form. The loss is summed on the host in position
-// order, as the CPU sums it.
+// order, as the CPU sums it. tp.linear_cross_entropy runs the same kernels
+// on blocks of positions between its GEMMs.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Runtime.h"
+#include "Gemm.h"
 #include "Tiling.h"
 #include "common/Checks.h"
 
@@ -34,12 +35,16 @@ __device__ int64_t labelAt(const int64_t *ids, const int64_t *mask, int64_t i,
   return ids[i + 1];
 }
 
-/// One block per position: the maximum of the row's first `valid` of
-/// `vocab` logits (the rest an uneven block's padding).
-__global__ void rowMaxKernel(const float *x, float *m, int64_t positions,
+// The kernels below take `rows` rows of `vocab` logits, row r being
+// position first + r of the [B, S] ids (a block of the positions for the
+// fused loss, all of them otherwise), and per-row statistics indexed by r.
+
+/// One block per row: the maximum of the row's first `valid` of `vocab`
+/// logits (the rest an uneven block's padding).
+__global__ void rowMaxKernel(const float *x, float *m, int64_t rows,
                              int64_t vocab, int64_t valid) {
   __shared__ float scratch[kThreads / 32];
-  for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
+  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
     const float *row = x + i * vocab;
     float best = -INFINITY;
     for (int64_t v = threadIdx.x; v < valid; v += blockDim.x)
@@ -58,16 +63,16 @@ __global__ void rowMaxKernel(const float *x, float *m, int64_t positions,
   }
 }
 
-/// One block per position: the sum of exp(x - m) in FP64 and the target
-/// logit (0 when another rank's block holds it); a label outside the
-/// vocabulary records its position in `firstBad`.
+/// One block per row: the sum of exp(x - m) in FP64 and the target logit
+/// (0 when another rank's block holds it); a label outside the vocabulary
+/// records its position in `firstBad`.
 __global__ void rowSumKernel(const float *x, const float *m, const int64_t *ids,
                              const int64_t *mask, float *sums, float *targets,
-                             int64_t positions, int64_t seq, int64_t vocab,
-                             int64_t valid, int64_t start, int64_t fullVocab,
-                             unsigned long long *firstBad) {
+                             int64_t first, int64_t rows, int64_t seq,
+                             int64_t vocab, int64_t valid, int64_t start,
+                             int64_t fullVocab, unsigned long long *firstBad) {
   __shared__ double scratch[kThreads / 32];
-  for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
+  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
     const float *row = x + i * vocab;
     double sum = 0;
     for (int64_t v = threadIdx.x; v < valid; v += blockDim.x)
@@ -83,9 +88,9 @@ __global__ void rowSumKernel(const float *x, const float *m, const int64_t *ids,
       for (int w = 0; w < kThreads / 32; ++w)
         total += scratch[w];
       sums[i] = static_cast<float>(total);
-      int64_t label = labelAt(ids, mask, i, seq);
+      int64_t label = labelAt(ids, mask, first + i, seq);
       if (label >= fullVocab || label < -1)
-        atomicMin(firstBad, static_cast<unsigned long long>(i));
+        atomicMin(firstBad, static_cast<unsigned long long>(first + i));
       targets[i] =
           label >= start && label < start + valid ? row[label - start] : 0.0f;
     }
@@ -96,32 +101,111 @@ __global__ void rowSumKernel(const float *x, const float *m, const int64_t *ids,
 /// the others).
 __global__ void lossKernel(float *m, const float *sums, const float *targets,
                            const int64_t *ids, const int64_t *mask,
-                           float *losses, int64_t positions, int64_t seq) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       i < positions; i += int64_t(gridDim.x) * blockDim.x) {
+                           float *losses, int64_t first, int64_t rows,
+                           int64_t seq) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows;
+       i += int64_t(gridDim.x) * blockDim.x) {
     m[i] += logf(sums[i]);
-    losses[i] = labelAt(ids, mask, i, seq) >= 0 ? m[i] - targets[i] : 0.0f;
+    losses[i] =
+        labelAt(ids, mask, first + i, seq) >= 0 ? m[i] - targets[i] : 0.0f;
   }
 }
 
-/// One block per counted position: softmax - onehot over the first
-/// `valid` logits (rows that do not count, and the padding, stay zero).
+/// One block per row: softmax - onehot over the first `valid` logits of a
+/// counted row, zero in the padding and in rows that do not count. Every
+/// element is written, and `x` may be `out` (the fused loss's block).
 __global__ void crossEntropyGradKernel(const float *x, const int64_t *ids,
                                        const int64_t *mask, const float *lse,
-                                       float *out, int64_t positions,
+                                       float *out, int64_t first, int64_t rows,
                                        int64_t seq, int64_t vocab,
                                        int64_t valid, int64_t start) {
-  for (int64_t i = blockIdx.x; i < positions; i += gridDim.x) {
-    int64_t label = labelAt(ids, mask, i, seq);
-    if (label < 0)
-      continue;
-    for (int64_t v = threadIdx.x; v < valid; v += blockDim.x) {
-      float g = expf(x[i * vocab + v] - lse[i]);
-      if (v == label - start)
-        g -= 1.0f;
+  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+    int64_t label = labelAt(ids, mask, first + i, seq);
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+      float g = 0.0f;
+      if (label >= 0 && v < valid) {
+        g = expf(x[i * vocab + v] - lse[i]);
+        if (v == label - start)
+          g -= 1.0f;
+      }
       out[i * vocab + v] = g;
     }
   }
+}
+
+/// The statistics of a loss over `positions` positions (device buffers of
+/// `positions` floats each) and the first position with a label outside
+/// the vocabulary.
+struct LossState {
+  Tensor lse, sums, targets, losses, firstBad;
+  LossState(int64_t batch, int64_t seq) {
+    int64_t positions = batch * seq;
+    lse = Tensor::uninitialized(DType::F32, {batch, seq}, Device::CUDA);
+    sums = Tensor::uninitialized(DType::F32, {positions}, Device::CUDA);
+    targets = Tensor::uninitialized(DType::F32, {positions}, Device::CUDA);
+    losses = Tensor::uninitialized(DType::F32, {positions}, Device::CUDA);
+    firstBad = Tensor::uninitialized(DType::I64, {1}, Device::CUDA);
+    memset(firstBad.raw(), 0xff, sizeof(int64_t));
+  }
+};
+
+/// Positions [first, first + rows) of a loss whose logits are `logits`
+/// (rows x vocab, of which `range` says this rank's entries): lse and
+/// each position's loss into `state`, the statistics all-reduced over the
+/// group when vocabulary-parallel.
+void lossOfRows(Context &ctx, const float *logits, int64_t vocab,
+                const VocabRange &range, bool vocabParallel, const Tensor &ids,
+                const Tensor &mask, int64_t first, int64_t rows,
+                LossState &state, const char *op) {
+  int64_t seq = ids.dim(1);
+  float *lse = state.lse.f32() + first, *sums = state.sums.f32() + first,
+        *targets = state.targets.f32() + first;
+  unsigned blocks = gridBlocks(rows, 1);
+  rowMaxKernel<<<blocks, kThreads, 0, stream()>>>(logits, lse, rows, vocab,
+                                                  range.rows);
+  checkLaunch(op);
+  if (vocabParallel)
+    ctx.tp().allReduceMax(lse, rows);
+  rowSumKernel<<<blocks, kThreads, 0, stream()>>>(
+      logits, lse, ids.i64(), mask.i64(), sums, targets, first, rows, seq,
+      vocab, range.rows, range.start, range.vocab,
+      static_cast<unsigned long long *>(state.firstBad.raw()));
+  checkLaunch(op);
+  if (vocabParallel) {
+    ctx.tp().allReduceSum(sums, rows);
+    ctx.tp().allReduceSum(targets, rows);
+  }
+  lossKernel<<<gridBlocks(rows, kThreads), kThreads, 0, stream()>>>(
+      lse, sums, targets, ids.i64(), mask.i64(), state.losses.f32() + first,
+      first, rows, seq);
+  checkLaunch(op);
+}
+
+/// The loss's sum over the positions, in position order on the host as the
+/// CPU sums it, after the check that every label is in the vocabulary.
+Tensor lossTotal(const LossState &state, const Tensor &ids, int64_t vocab,
+                 const char *op) {
+  int64_t seq = ids.dim(1), positions = ids.numel();
+  unsigned long long bad = 0;
+  copy(&bad, Device::CPU, state.firstBad.raw(), Device::CUDA, sizeof(bad));
+  if (bad != ULLONG_MAX) {
+    int64_t label = 0;
+    copy(&label, Device::CPU, ids.i64() + bad + 1, Device::CUDA, sizeof(label));
+    fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
+          std::to_string(bad / seq) + ", position " +
+          std::to_string(bad % seq + 1) + " is outside the vocabulary [0, " +
+          std::to_string(vocab) + ")");
+  }
+  std::vector<float> host(positions);
+  copy(host.data(), Device::CPU, state.losses.raw(), Device::CUDA,
+       positions * sizeof(float));
+  double loss = 0;
+  for (float l : host)
+    loss += static_cast<double>(l);
+  float value = static_cast<float>(loss);
+  Tensor total = Tensor::uninitialized(DType::F32, {}, Device::CUDA);
+  copy(total.raw(), Device::CUDA, &value, Device::CPU, sizeof(value));
+  return total;
 }
 
 void checkLoss(const Tensor &logits, const Tensor &ids, const Tensor &mask,
@@ -134,6 +218,118 @@ void checkLoss(const Tensor &logits, const Tensor &ids, const Tensor &mask,
     fatal(std::string(op) + ": logits " + logits.describe() + ", ids " +
           ids.describe() + " and mask " + mask.describe() +
           " are not [B, S, V], int64 [B, S], int64 [B, S]");
+}
+
+/// Logits per block of the fused loss: 32 Mi floats (128 MiB), but at
+/// least 256 positions, so that the block's three GEMMs stay large.
+constexpr int64_t kLossBlockElements = int64_t(1) << 25;
+constexpr int64_t kLossBlockMinRows = 256;
+
+/// tp.linear_cross_entropy in f32 (bf16 autocast's products as linear's):
+/// per block of positions the logits (one GEMM), the loss's statistics as
+/// cross_entropy computes them, the logits' gradient in place, then the
+/// block's rows of dx (a GEMM) and its share of dw (a GEMM adding into dw,
+/// beta 1 after the first block). With `dwInto`, dw goes into that [V, H]
+/// f32 buffer (added to it unless `overwrite`) and is not returned. The
+/// [B, S, V] logits are never held; only dw's sum over positions is
+/// grouped by block.
+Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
+                           const Tensor &ids, const Tensor &mask,
+                           bool vocabParallel,
+                           const std::vector<int64_t> &starts,
+                           const std::vector<int64_t> &sizes,
+                           float *dwInto = nullptr, bool overwrite = false) {
+  const char *op = vocabParallel ? "linear_cross_entropy_vocab_parallel"
+                                 : "linear_cross_entropy";
+  requireGpu(x, DType::F32, op, "x");
+  requireGpu(w, DType::F32, op, "the weight");
+  requireGpu(ids, DType::I64, op, "the ids");
+  requireGpu(mask, DType::I64, op, "the mask");
+  if (x.rank() != 3 || w.rank() != 2 || w.dim(1) != x.dim(2) ||
+      ids.rank() != 2 || ids.shape() != mask.shape() ||
+      ids.dim(0) != x.dim(0) || ids.dim(1) != x.dim(1))
+    fatal(std::string(op) + ": x " + x.describe() + ", weight " + w.describe() +
+          ", ids " + ids.describe() + " and mask " + mask.describe() +
+          " are not [B, S, H], [V, H], int64 [B, S], int64 [B, S]");
+  int64_t batch = x.dim(0), seq = x.dim(1), hidden = x.dim(2), vocab = w.dim(0),
+          positions = batch * seq;
+  VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
+  LossState state(batch, seq);
+  bool products = positions > 0 && vocab > 0 && hidden > 0;
+  Tensor dx = products
+                  ? Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA)
+                  : zeros(x.shape());
+  Tensor dw;
+  float *dwOut = dwInto;
+  if (!dwInto) {
+    dw = Tensor::uninitialized(DType::F32, w.shape(), Device::CUDA);
+    dwOut = dw.f32();
+  }
+  if (!products && (!dwInto || overwrite))
+    memset(dwOut, 0, w.numel() * sizeof(float));
+  // Under bf16 autocast the products read bf16 copies of x and w, made
+  // once (linear's GEMM would round them for each block).
+  bool autocast = ctx.autocast() == DType::BF16;
+  DType operands = autocast ? DType::BF16 : DType::F32;
+  size_t elementBytes = autocast ? 2 : sizeof(float);
+  std::shared_ptr<unsigned char[]> x16, w16;
+  const void *xData = x.raw(), *wData = w.raw();
+  if (autocast && products) {
+    x16 = toBf16(x.f32(), x.numel());
+    w16 = toBf16(w.f32(), w.numel());
+    xData = x16.get();
+    wData = w16.get();
+  }
+  int64_t blockRows = std::min(
+      positions, std::max(kLossBlockMinRows,
+                          kLossBlockElements / std::max<int64_t>(vocab, 1)));
+  Tensor block;
+  if (positions > 0)
+    block = Tensor::uninitialized(DType::F32, {blockRows, vocab}, Device::CUDA);
+  for (int64_t first = 0; first < positions; first += blockRows) {
+    int64_t rows = std::min(blockRows, positions - first);
+    float *logits = block.f32();
+    const void *xRows =
+        static_cast<const char *>(xData) + first * hidden * elementBytes;
+    // logits [rows, V] = x w^T: column-major w(T) x(N), as linear.
+    if (products)
+      gemm(ctx, op, operands, DType::F32, vocab, rows, hidden,
+           {wData, w.numel(), CUBLAS_OP_T, hidden, 0},
+           {xRows, rows * hidden, CUBLAS_OP_N, hidden, 0}, logits, 0, 1);
+    else if (vocab > 0)
+      memset(logits, 0, rows * vocab * sizeof(float));
+    lossOfRows(ctx, logits, vocab, range, vocabParallel, ids, mask, first, rows,
+               state, op);
+    crossEntropyGradKernel<<<gridBlocks(rows, 1), kThreads, 0, stream()>>>(
+        logits, ids.i64(), mask.i64(), state.lse.f32() + first, logits, first,
+        rows, seq, vocab, range.rows, range.start);
+    checkLaunch(op);
+    if (!products)
+      continue;
+    std::shared_ptr<unsigned char[]> grad16;
+    const void *grad = logits;
+    if (autocast) {
+      grad16 = toBf16(logits, rows * vocab);
+      grad = grad16.get();
+    }
+    // dx's rows [rows, H] = dlogits w: column-major w(N) dlogits(N), as
+    // linear_grad_input.
+    gemm(ctx, op, operands, DType::F32, hidden, rows, vocab,
+         {wData, w.numel(), CUBLAS_OP_N, hidden, 0},
+         {grad, rows * vocab, CUBLAS_OP_N, vocab, 0}, dx.f32() + first * hidden,
+         0, 1);
+    // dw [V, H] (+)= dlogits^T x: column-major x(N) dlogits(T), as
+    // linear_grad_weight.
+    bool add = first > 0 || (dwInto && !overwrite);
+    gemm(ctx, op, operands, DType::F32, hidden, vocab, rows,
+         {xRows, rows * hidden, CUBLAS_OP_N, hidden, 0},
+         {grad, rows * vocab, CUBLAS_OP_T, vocab, 0}, dwOut, 0, 1,
+         add ? 1.0f : 0.0f);
+  }
+  Tensor total = lossTotal(state, ids, range.vocab, op);
+  if (dwInto)
+    return {total, dx};
+  return {total, dx, dw};
 }
 
 } // namespace
@@ -149,60 +345,13 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
   const char *op =
       vocabParallel ? "cross_entropy_vocab_parallel" : "cross_entropy";
   checkLoss(logits, ids, mask, op);
-  int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2),
-          positions = batch * seq;
+  int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
   VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
-  int64_t start = range.start;
-  Tensor lse = Tensor::uninitialized(DType::F32, {batch, seq}, Device::CUDA);
-  Tensor total = Tensor::uninitialized(DType::F32, {}, Device::CUDA);
-  if (positions == 0) {
-    float zero = 0;
-    copy(total.raw(), Device::CUDA, &zero, Device::CPU, sizeof(zero));
-    return {total, lse};
-  }
-  Tensor sums = Tensor::uninitialized(DType::F32, {positions}, Device::CUDA);
-  Tensor targets = Tensor::uninitialized(DType::F32, {positions}, Device::CUDA);
-  Tensor firstBad = Tensor::uninitialized(DType::I64, {1}, Device::CUDA);
-  memset(firstBad.raw(), 0xff, sizeof(int64_t));
-  unsigned blocks = gridBlocks(positions, 1);
-  rowMaxKernel<<<blocks, kThreads, 0, stream()>>>(logits.f32(), lse.f32(),
-                                                  positions, vocab, range.rows);
-  checkLaunch(op);
-  if (vocabParallel)
-    ctx.tp().allReduceMax(lse.f32(), positions);
-  rowSumKernel<<<blocks, kThreads, 0, stream()>>>(
-      logits.f32(), lse.f32(), ids.i64(), mask.i64(), sums.f32(), targets.f32(),
-      positions, seq, vocab, range.rows, start, range.vocab,
-      static_cast<unsigned long long *>(firstBad.raw()));
-  checkLaunch(op);
-  unsigned long long bad = 0;
-  copy(&bad, Device::CPU, firstBad.raw(), Device::CUDA, sizeof(bad));
-  if (bad != ULLONG_MAX) {
-    int64_t label = 0;
-    copy(&label, Device::CPU, ids.i64() + bad + 1, Device::CUDA, sizeof(label));
-    fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
-          std::to_string(bad / seq) + ", position " +
-          std::to_string(bad % seq + 1) + " is outside the vocabulary [0, " +
-          std::to_string(range.vocab) + ")");
-  }
-  if (vocabParallel) {
-    ctx.tp().allReduceSum(sums.f32(), positions);
-    ctx.tp().allReduceSum(targets.f32(), positions);
-  }
-  Tensor losses = Tensor::uninitialized(DType::F32, {positions}, Device::CUDA);
-  lossKernel<<<gridBlocks(positions, kThreads), kThreads, 0, stream()>>>(
-      lse.f32(), sums.f32(), targets.f32(), ids.i64(), mask.i64(), losses.f32(),
-      positions, seq);
-  checkLaunch(op);
-  std::vector<float> host(positions);
-  copy(host.data(), Device::CPU, losses.raw(), Device::CUDA,
-       positions * sizeof(float));
-  double loss = 0;
-  for (float l : host)
-    loss += static_cast<double>(l);
-  float value = static_cast<float>(loss);
-  copy(total.raw(), Device::CUDA, &value, Device::CPU, sizeof(value));
-  return {total, lse};
+  LossState state(batch, seq);
+  if (batch * seq > 0)
+    lossOfRows(ctx, logits.f32(), vocab, range, vocabParallel, ids, mask, 0,
+               batch * seq, state, op);
+  return {lossTotal(state, ids, range.vocab, op), state.lse};
 }
 
 Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
@@ -220,14 +369,54 @@ Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
           positions = logits.dim(0) * seq;
   VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, vocabStarts,
                                  vocabSizes, "cross_entropy_grad");
-  Tensor out = zeros(logits.shape());
   if (positions == 0 || vocab == 0)
-    return out;
+    return zeros(logits.shape());
+  // The kernel writes every element (zeros where nothing counts).
+  Tensor out = Tensor::uninitialized(DType::F32, logits.shape(), Device::CUDA);
   crossEntropyGradKernel<<<gridBlocks(positions, 1), kThreads, 0, stream()>>>(
-      logits.f32(), ids.i64(), mask.i64(), lse.f32(), out.f32(), positions, seq,
-      vocab, range.rows, range.start);
+      logits.f32(), ids.i64(), mask.i64(), lse.f32(), out.f32(), 0, positions,
+      seq, vocab, range.rows, range.start);
   checkLaunch("cross_entropy_grad");
   return out;
+}
+
+Tensors linear_cross_entropy(Context &ctx, const Tensor &x, const Tensor &w,
+                             const Tensor &ids, const Tensor &mask) {
+  if (!x.defined() || !w.defined() || x.dtype() != DType::F32 ||
+      w.dtype() != DType::F32)
+    return composed::linear_cross_entropy(ctx, x, w, ids, mask);
+  return linearCrossEntropy(ctx, x, w, ids, mask, false, {}, {});
+}
+
+Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
+                                            const Tensor &w, const Tensor &ids,
+                                            const Tensor &mask,
+                                            std::vector<int64_t> vocabStarts,
+                                            std::vector<int64_t> vocabSizes) {
+  if (!x.defined() || !w.defined() || x.dtype() != DType::F32 ||
+      w.dtype() != DType::F32)
+    return composed::linear_cross_entropy_vocab_parallel(
+        ctx, x, w, ids, mask, std::move(vocabStarts), std::move(vocabSizes));
+  return linearCrossEntropy(ctx, x, w, ids, mask, true, vocabStarts,
+                            vocabSizes);
+}
+
+Tensors accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
+                                        const Tensor &w, const Tensor &ids,
+                                        const Tensor &mask, const char *fqn,
+                                        int64_t splitDim, bool owned,
+                                        bool vocabParallel,
+                                        std::vector<int64_t> vocabStarts,
+                                        std::vector<int64_t> vocabSizes) {
+  if (!x.defined() || !w.defined() || x.dtype() != DType::F32 ||
+      w.dtype() != DType::F32)
+    return composed::accumulate_linear_cross_entropy(
+        ctx, x, w, ids, mask, fqn, splitDim, owned, vocabParallel,
+        std::move(vocabStarts), std::move(vocabSizes));
+  Context::GradBuffer &buffer = ctx.gradBuffer(w, fqn);
+  bool first = buffer.takeFirst(splitDim, owned);
+  return linearCrossEntropy(ctx, x, w, ids, mask, vocabParallel, vocabStarts,
+                            vocabSizes, buffer.grad.f32(), first);
 }
 
 Tensors cross_entropy(Context &ctx, const Tensor &logits, const Tensor &ids,

@@ -2,13 +2,22 @@
 //
 // The Runtime entries of tprt/Calls.def that only hand a tensor's storage
 // to the group's communicator, whichever device it is on (MPI on the host,
-// NCCL on the GPU).
+// NCCL on the GPU): the consuming all-reduce and the all-reduce halves.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tprt/tprt.h"
 
 namespace tprt {
+
+Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x) {
+  Tensor taken = std::move(x);
+  x = Tensor();
+  if (taken.dtype() != DType::F32 || !taken.soleOwner())
+    return all_reduce_sum(ctx, taken);
+  ctx.tp().allReduceSum(taken.f32(), taken.numel());
+  return taken;
+}
 
 Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x) {
   Tensor taken = std::move(x);

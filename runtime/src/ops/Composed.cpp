@@ -1,23 +1,17 @@
 //===- Composed.cpp - the fused calls as the calls they stand for ---------===//
 //
-// composed::Name of every Composes entry of tprt/Calls.def: the separate
-// calls a fused call saves passes over. The GPU runs these (no CUDA kernel
-// fuses them yet); the CPU kernels fall back to them where their fusion
-// does not apply (a type, library or layout it does not cover). Every call
-// here goes through the dispatch layer, so each part runs on the context's
-// device.
+// composed::Name of every Fused and Composes entry of tprt/Calls.def: the
+// separate calls a fused call saves passes over. The GPU runs these for a
+// Composes entry; the kernels of a Fused entry, and the CPU kernel of a
+// Composes one, fall back to them where their fusion does not apply (a
+// type, library or layout it does not cover). Every call here goes through
+// the dispatch layer, so each part runs on the context's device.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ops/Backends.h"
 
 namespace tprt {
-
-Tensor composed::all_reduce_sum_consuming(Context &ctx, Tensor &x) {
-  Tensor taken = std::move(x);
-  x = Tensor();
-  return all_reduce_sum(ctx, taken);
-}
 
 //===----------------------------------------------------------------------===//
 // Products with an epilogue, siblings, SwiGLU

@@ -1,10 +1,10 @@
 //===- Dispatch.cpp - each call to the backend that runs it ---------------===//
 //
-// One definition per Kernels, KernelsInF32 and Composes entry of
+// One definition per Kernels, KernelsInF32, Fused and Composes entry of
 // tprt/Calls.def: on a context that runs on the GPU, the CUDA kernel
-// (Kernels) or the calls the fused call is made of (Composes); otherwise
-// the CPU kernel. A KernelsInF32 call on reduced-precision tensors first
-// runs itself on the widened ones and rounds the result once. Runtime
+// (Kernels, Fused) or the calls the fused call is made of (Composes);
+// otherwise the CPU kernel. A KernelsInF32 call on reduced-precision tensors
+// first runs itself on the widened ones and rounds the result once. Runtime
 // entries are defined once for every device, where their state lives.
 //
 //===----------------------------------------------------------------------===//
@@ -34,6 +34,7 @@ using namespace tprt;
     TPRT_ON_GPU(ctx, cuda::Name(ctx TPRT_ARGS(Params)))                        \
     return cpu::Name(ctx TPRT_ARGS(Params));                                   \
   }
+#define TPRT_DISPATCH_Fused TPRT_DISPATCH_Kernels
 #define TPRT_DISPATCH_Composes(Name, Result, Params)                           \
   TPRT_RESULT_##Result tprt::Name(Context &ctx TPRT_PARAMS(Params)) {          \
     TPRT_ON_GPU(ctx, composed::Name(ctx TPRT_ARGS(Params)))                    \
