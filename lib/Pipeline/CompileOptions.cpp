@@ -81,12 +81,6 @@ static llvm::Error checkTrainingOptions(const TPCompileOptions &opts) {
     return fail("--zero " + Twine(opts.zero) +
                 " shards the optimizer state over data-parallel ranks: it "
                 "needs --dp 2 or more");
-  // ZeRO's flat runs of an uneven block would hold its padding, which the
-  // optimizer boundary zeroes in whole blocks only.
-  if (opts.zero > 0 && opts.allowUneven)
-    return fail("--zero " + Twine(opts.zero) +
-                " does not shard uneven blocks yet: train --allow-uneven "
-                "programs with --zero 0 (data parallelism replicates them)");
   if (opts.streamBlockMib.getNumOccurrences() && opts.zero != 3)
     return fail("--stream-block-mib needs --zero 3");
   if (!(opts.streamBlockMib > 0))

@@ -197,6 +197,16 @@ static void zeroPadding(Tensor &grad, const ParamBlock &block) {
               grad.device());
 }
 
+/// Zeros the padding of `grad`, the gradient of `fqn`, when that is split
+/// unevenly (its padding is not part of the parameter).
+static void zeroUnevenPadding(Context &ctx, const std::string &fqn,
+                              Tensor &grad) {
+  auto layout = ctx.paramLayouts().find(fqn);
+  if (layout != ctx.paramLayouts().end() && !layout->second.sizes.empty() &&
+      grad.defined())
+    zeroPadding(grad, paramBlockOf(fqn, layout->second, ctx.tp().rank()));
+}
+
 void optimizer_boundary(Context &ctx) {
   TrainState &state = trainState(ctx, "optimizer_boundary");
   if (ctx.grads().empty())
@@ -219,14 +229,10 @@ void optimizer_boundary(Context &ctx) {
   // An uneven block's padding is not part of the parameter: whatever
   // reached its gradient (the output projection's columns of padded query
   // heads read their attention's output) goes, before the norm and the
-  // update read it, so the padding stays zero.
-  for (auto &[fqn, buffer] : ctx.grads()) {
-    auto layout = ctx.paramLayouts().find(fqn);
-    if (layout != ctx.paramLayouts().end() && !layout->second.sizes.empty() &&
-        buffer.grad.defined())
-      zeroPadding(buffer.grad,
-                  paramBlockOf(fqn, layout->second, ctx.tp().rank()));
-  }
+  // update read it, so the padding stays zero. (A gradient reduced per
+  // micro-batch lost its padding before its reduce-scatter.)
+  for (auto &[fqn, buffer] : ctx.grads())
+    zeroUnevenPadding(ctx, fqn, buffer.grad);
   state.skipped = false;
   state.bucketCollectives = 0;
   state.bucketBytes = 0;
@@ -651,6 +657,10 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
   for (const ShardedBucket::Member &m : b.members)
     offsets.push_back(m.offset);
   bindToBucket(ctx, b.flat, buffers, offsets);
+  // An uneven block's padding stays out of the runs, whose norm and update
+  // read every element of a member.
+  for (size_t i = 0; i < buffers.size(); ++i)
+    zeroUnevenPadding(ctx, fqns[i], buffers[i]->grad);
   int64_t run = padded / ranks;
   float *mine = b.flat.f32() + b.shardBegin;
   dp.reduceScatterSum(b.flat.f32(), mine, run);

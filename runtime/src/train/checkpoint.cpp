@@ -68,9 +68,10 @@ void writeWhole(const std::string &path, const std::string &text) {
 }
 
 /// This rank's block of `item` (held in `host`; the whole tensor when it
-/// is not split), or the run of it from item.runBegin, into the file at
-/// `offset`: one write per row of a block split on a later dimension. An
-/// uneven block's padding is not written.
+/// is not split), or the run of it from item.runBegin (--zero: elements of
+/// the block as held, padding included), into the file at `offset`: one
+/// write per row of a block split on a later dimension. An uneven block's
+/// padding is not written.
 void writeBlock(int fd, const std::string &path, const CheckpointTensor &item,
                 const Tensor &host, uint64_t offset) {
   const char *data = static_cast<const char *>(host.raw());
@@ -89,24 +90,25 @@ void writeBlock(int fd, const std::string &path, const CheckpointTensor &item,
     start = static_cast<uint64_t>(item.block.start);
     held = static_cast<uint64_t>(item.block.extent);
   }
-  if (item.runBegin >= 0 && held != extent)
-    fatal("--save: '" + item.name +
-          "' is split unevenly and held as a run (--zero), which "
-          "checkpoints do not write");
-  uint64_t row = extent * inner, blockElems = outer * held * inner;
+  // Element k of the held block is in row o = k / heldRow at column
+  // k % heldRow; the columns from realRow on are an uneven block's padding.
+  uint64_t heldRow = held * inner, realRow = extent * inner,
+           blockElems = outer * heldRow;
   uint64_t begin = item.runBegin < 0 ? 0 : item.runBegin,
-           count = item.runBegin < 0 ? outer * row : host.bytes() / elem;
-  if (item.runBegin < 0 ? host.bytes() / elem != blockElems
-                        : begin + count > blockElems)
+           count = item.runBegin < 0 ? blockElems : host.bytes() / elem,
+           end = begin + count;
+  if (item.runBegin < 0 ? host.bytes() / elem != blockElems : end > blockElems)
     fatal("--save: '" + item.name + "' on this rank is " + host.describe() +
           ", not its block of " + jsonShape(item.shape));
-  // Element k of the block's rows is in row k / row at column k % row;
-  // in `host` each row is held * inner long.
-  for (uint64_t k = begin; k < begin + count;) {
-    uint64_t o = k / row, take = std::min(begin + count, (o + 1) * row) - k;
-    uint64_t at = item.runBegin < 0 ? o * held * inner + k % row : k - begin;
-    writeAt(fd, data + at * elem, take * elem,
-            offset + ((o * dimLen + start) * inner + k % row) * elem, path);
+  for (uint64_t k = begin; k < end;) {
+    uint64_t o = k / heldRow, column = k % heldRow;
+    if (column >= realRow) {
+      k = std::min(end, (o + 1) * heldRow);
+      continue;
+    }
+    uint64_t take = std::min(end, o * heldRow + realRow) - k;
+    writeAt(fd, data + (k - begin) * elem, take * elem,
+            offset + ((o * dimLen + start) * inner + column) * elem, path);
     k += take;
   }
 }
