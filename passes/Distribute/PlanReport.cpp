@@ -96,6 +96,28 @@ double imbalanceOf(PlacementAttr placement) {
          placement.getSizes().size() / total;
 }
 
+/// Each rank's share of an uneven split, in rank order; a range that
+/// consecutive ranks share (KV heads over groups of different sizes) once,
+/// with the ranks that hold it.
+std::string describeShares(PlacementAttr placement) {
+  ArrayRef<int64_t> starts = placement.getStarts(),
+                    sizes = placement.getSizes();
+  SmallVector<std::string> parts;
+  for (size_t rank = 0; rank < sizes.size();) {
+    size_t end = rank + 1;
+    while (end < sizes.size() && starts[end] == starts[rank] &&
+           sizes[end] == sizes[rank])
+      ++end;
+    std::string part = std::to_string(sizes[rank]);
+    if (end - rank > 1)
+      part +=
+          " on ranks " + std::to_string(rank) + "-" + std::to_string(end - 1);
+    parts.push_back(part);
+    rank = end;
+  }
+  return llvm::join(parts, " + ");
+}
+
 /// The largest load imbalance of the uneven splits, and its plan key.
 struct Imbalance {
   int count = 0;
@@ -139,12 +161,7 @@ void writeParameters(func::FuncOp func, const GradSinks &sinks, bool training,
     if (split && placement.isUneven()) {
       // Each rank's share, padded to the largest.
       double cost = imbalanceOf(placement);
-      where += ", uneven: " +
-               llvm::join(llvm::map_range(placement.getSizes(),
-                                          [](int64_t size) {
-                                            return std::to_string(size);
-                                          }),
-                          " + ") +
+      where += ", uneven: " + describeShares(placement) +
                llvm::formatv(" (imbalance {0:F2})", cost).str();
       ++imbalance.count;
       if (cost > imbalance.largest) {
