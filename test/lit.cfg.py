@@ -20,7 +20,8 @@ llvm_config.add_tool_substitutions(
     ["FileCheck", "not", "count", "split-file"], [config.llvm_tools_dir])
 llvm_config.add_tool_substitutions(
     [ToolSubst(t, unresolved="fatal")
-     for t in ["tp-opt", "tp-translate", "tpc", "tp-runtime-abi"]],
+     for t in ["tp-opt", "tp-translate", "tpc", "tp-runtime-abi",
+               "tp-pipeline-options"]],
     [config.tp_tools_dir])
 
 config.substitutions.append(("%tp_python", config.python_executable))

@@ -5,6 +5,31 @@
 
 include "mlir/Pass/PassBase.td"
 
+// An option a pass shares with the pipeline (TPCompileOptions: tpc's flags
+// and tp-opt --tp-compile's), declared once: tools/tp-pipeline-options
+// makes the pipeline's member of every one (from llvm-tblgen --dump-json), with
+// the pass's type and description, and the pass's flag, C++ name and
+// default unless the last three arguments say otherwise.
+class TPPipelineOption<string cppName_, string arg_, string type_,
+                       string default_, string desc_,
+                       string pipelineArg_ = arg_,
+                       string pipelineCppName_ = cppName_,
+                       string pipelineDefault_ = default_>
+    : Option<cppName_, arg_, type_, default_, desc_> {
+  string pipelineArgument = pipelineArg_;
+  string pipelineCppName = pipelineCppName_;
+  string pipelineDefaultValue = pipelineDefault_;
+}
+
+// The data-parallel groups, an option of two passes.
+def TPDataParallelOption
+    : TPPipelineOption<"dp", "dp", "int64_t", /*default=*/"1",
+                       "With --train: data-parallel copies of the "
+                       "tensor-parallel group (mpirun -np dp x tp): "
+                       "replicated parameters are broadcast over them at "
+                       "init and every gradient is summed over them (group "
+                       "\"dp\")">;
+
 def TPVerifyParams : Pass<"tp-verify-params", "ModuleOp"> {
   let summary = "Check the model's parameter arguments";
   let description = [{
@@ -57,13 +82,15 @@ def TPRaiseONNX : Pass<"tp-raise-onnx", "ModuleOp"> {
   let options = [
     Option<"probeBatch", "probe-batch", "int64_t", /*default=*/"2",
            "Batch size at which side computations are evaluated">,
-    Option<"probeSeq", "probe-seq", "int64_t", /*default=*/"32",
+    TPPipelineOption<"probeSeq", "probe-seq", "int64_t", /*default=*/"32",
            "Sequence length at which side computations are evaluated">,
     Option<"trace", "trace", "bool", /*default=*/"false",
            "A remark on every node saying which recogniser raised it as what">,
-    Option<"hfConfig", "hf-config", "std::string", /*default=*/"\"\"",
-           "A transformers config.json whose rope_parameters give the RoPE "
-           "scaling types the tables cannot tell (yarn)">,
+    TPPipelineOption<"hfConfig", "hf-config", "std::string", /*default=*/"\"\"",
+           "A transformers config.json: its rope_parameters give the RoPE "
+           "scaling types the tables cannot tell (yarn); the pipeline also "
+           "checks the detected configuration against it "
+           "(tp-check-hf-config)">,
   ];
   let dependentDialects = ["::mlir::tp::TPDialect", "::mlir::func::FuncDialect"];
 }
@@ -151,27 +178,29 @@ def TPApplyPlan : Pass<"tp-apply-plan", "ModuleOp"> {
     naming the key and the file.
   }];
   let options = [
-    Option<"plan", "plan", "std::string", /*default=*/"\"auto\"",
+    TPPipelineOption<"plan", "plan", "std::string", /*default=*/"\"auto\"",
            "auto, llama, qwen2, qwen3, gemma3, nemotron_h, default, "
            "hf:CONFIG.json or file:PLAN.json">,
-    Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks">,
-    Option<"sp", "sp", "bool", /*default=*/"false", "Sequence parallelism">,
-    Option<"allowUneven", "allow-uneven", "bool", /*default=*/"false",
+    TPPipelineOption<"tp", "tp", "int64_t", /*default=*/"2",
+                     "Tensor-parallel ranks", "tp", "tp",
+                     /*pipeline default=*/"1">,
+    TPPipelineOption<"sp", "sp", "bool", /*default=*/"false", "Sequence parallelism">,
+    TPPipelineOption<"allowUneven", "allow-uneven", "bool", /*default=*/"false",
            "Split heads, KV heads, features and the vocabulary unevenly "
            "where they do not divide by tp (padded blocks)">,
-    Option<"loraRank", "lora-rank", "int64_t", /*default=*/"0",
+    TPPipelineOption<"loraRank", "lora-rank", "int64_t", /*default=*/"0",
            "LoRA rank r (0: no LoRA)">,
-    Option<"loraAlpha", "lora-alpha", "double", /*default=*/"32.0",
+    TPPipelineOption<"loraAlpha", "lora-alpha", "double", /*default=*/"32.0",
            "LoRA alpha: the LoRA branch is scaled by alpha / r">,
-    Option<"loraTargets", "lora-targets", "std::string",
+    TPPipelineOption<"loraTargets", "lora-targets", "std::string",
            /*default=*/"\"all-linear\"",
            "Linears that get LoRA: all-linear (every linear but the output "
            "projection) or a comma-separated list of globs over module "
            "names (the last FQN component, e.g. q_proj,v_proj or *_proj)">,
-    Option<"loraWeights", "lora-weights", "std::string", /*default=*/"\"\"",
+    TPPipelineOption<"loraWeights", "lora-weights", "std::string", /*default=*/"\"\"",
            "The adapter's safetensors file (PEFT's "
            "adapter_model.safetensors); the LoRA parameters read from it">,
-    Option<"loraAdapter", "lora-adapter", "std::string", /*default=*/"\"\"",
+    TPPipelineOption<"loraAdapter", "lora-adapter", "std::string", /*default=*/"\"\"",
            "A PEFT adapter directory (adapter_config.json and "
            "adapter_model.safetensors): rank, alpha, targets and weights "
            "as PEFT reads them (instead of the lora-* options)">,
@@ -225,14 +254,14 @@ def TPBuildTrainStep : Pass<"tp-build-train-step", "ModuleOp"> {
     is refused, naming it.
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+    TPPipelineOption<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
            "The optimizer the step feeds: adamw (torch.optim.AdamW) or sgd "
            "(torch.optim.SGD with momentum)">,
-    Option<"recompute", "recompute", "bool", /*default=*/"false",
+    TPPipelineOption<"recompute", "recompute", "bool", /*default=*/"false",
            "Activation recomputation per layer: the backward of each "
            "decoder layer recomputes the layer's forward from its input "
            "instead of keeping its activations">,
-    Option<"masterWeights", "master-weights", "std::string",
+    TPPipelineOption<"masterWeights", "master-weights", "std::string",
            /*default=*/"\"auto\"",
            "FP32 master weights for parameters held in bf16 or f16: f32 "
            "(the update on an f32 copy, rounded once into the parameter), "
@@ -356,8 +385,11 @@ def TPStreamParamRuns : Pass<"tp-stream-param-runs", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"blockMib", "block-mib", "double", /*default=*/"8",
-           "The most MiB of f32 rows of a table read (and reduced) at once">,
+    TPPipelineOption<"blockMib", "block-mib", "double", /*default=*/"8",
+                     "With --zero 3: the most MiB (FP32) of rows of a "
+                     "vocabulary table the loss and the embedding gradient "
+                     "gather from its runs at once",
+                     /*pipeline flag=*/"stream-block-mib", "streamBlockMib">,
   ];
 }
 
@@ -385,9 +417,7 @@ def TPBroadcastReplicas : Pass<"tp-broadcast-replicas", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"dp", "dp", "int64_t", /*default=*/"1",
-           "Data-parallel groups (more than one: parameters are broadcast "
-           "over them too)">,
+    TPDataParallelOption,
   ];
 }
 
@@ -457,11 +487,9 @@ def TPReplicaGradSync : Pass<"tp-replica-grad-sync", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"bucketMib", "bucket-mib", "double", /*default=*/"256",
+    TPPipelineOption<"bucketMib", "bucket-mib", "double", /*default=*/"256",
            "The largest bucket, in MiB at FP32 size">,
-    Option<"dp", "dp", "int64_t", /*default=*/"1",
-           "Data-parallel groups: with more than one, every gradient is "
-           "then summed over them in buckets (group \"dp\")">,
+    TPDataParallelOption,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "ZeRO stage over the data-parallel group: 0 sums every gradient "
            "over it (all-reduce); 1 reduce-scatters the data-parallel "
@@ -525,8 +553,12 @@ def TPComputeType : Pass<"tp-compute-type", "ModuleOp"> {
     error, as is a name other than the four.
   }];
   let options = [
-    Option<"type", "type", "std::string", /*default=*/"\"auto\"",
-           "The compute type: auto (the parameters' type), f32, bf16 or f16">
+    TPPipelineOption<"type", "type", "std::string", /*default=*/"\"auto\"",
+                     "The type parameters and activations are held in: "
+                     "auto (the checkpoint's), f32, bf16 or f16 (GEMMs, "
+                     "norms and softmax accumulate in f32; gradients in "
+                     "FP32 buffers)",
+                     /*pipeline flag=*/"dtype", "dtype">
   ];
 }
 
@@ -548,7 +580,7 @@ def TPLowerLinear : Pass<"tp-lower-linear", "func::FuncOp"> {
     before `tp-partition`, which keeps the forms.
   }];
   let options = [
-    Option<"asyncTP", "async-tp", "bool", /*default=*/"false",
+    TPPipelineOption<"asyncTP", "async-tp", "bool", /*default=*/"false",
            "Split biases off non-bmm linears (async tensor parallelism)">
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
@@ -864,9 +896,9 @@ def TPToEmitC : Pass<"tp-to-emitc", "ModuleOp"> {
     --mlir-to-cpp` then prints the C++.
   }];
   let options = [
-    Option<"modelPath", "model-path", "std::string", /*default=*/"\"\"",
+    TPPipelineOption<"modelPath", "model-path", "std::string", /*default=*/"\"\"",
            "The model file (default: the module's onnx.file)">,
-    Option<"layerLoops", "layer-loops", "bool", /*default=*/"true",
+    TPPipelineOption<"layerLoops", "layer-loops", "bool", /*default=*/"true",
            "Roll runs of equal decoder layers into loops over per-layer "
            "tables">,
   ];

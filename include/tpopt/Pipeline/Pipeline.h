@@ -18,94 +18,19 @@
 namespace mlir::tp {
 
 struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
-  Option<int64_t> probeSeq{*this, "probe-seq",
-                           llvm::cl::desc("Sequence length of the raising "
-                                          "probe"),
-                           llvm::cl::init(32)};
-  Option<std::string> hfConfig{
-      *this, "hf-config",
-      llvm::cl::desc("HuggingFace config.json to check the detected "
-                     "configuration against"),
-      llvm::cl::value_desc("config.json")};
-  Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor-parallel ranks"),
-                     llvm::cl::init(1)};
-  Option<bool> sp{*this, "sp", llvm::cl::desc("Sequence parallelism"),
-                  llvm::cl::init(false)};
-  Option<bool> allowUneven{
-      *this, "allow-uneven",
-      llvm::cl::desc("Split what does not divide by tp unevenly (ceil/floor "
-                     "shares in padded blocks) instead of an error"),
-      llvm::cl::init(false)};
-  Option<std::string> plan{
-      *this, "plan",
-      llvm::cl::desc("TP plan: auto (the architecture's), llama, qwen2, "
-                     "qwen3, gemma3, nemotron_h, default, hf:CONFIG.json "
-                     "(transformers' base_model_tp_plan) or file:PLAN.json"),
-      llvm::cl::init("auto")};
-  Option<bool> asyncTP{
-      *this, "async-tp",
-      llvm::cl::desc("Linears without their bias, then a bias add (the "
-                     "matmul next to its collective, as async tensor "
-                     "parallelism wants)"),
-      llvm::cl::init(false)};
-  Option<int64_t> loraRank{*this, "lora-rank",
-                           llvm::cl::desc("LoRA rank (0: no LoRA)"),
-                           llvm::cl::init(0)};
-  Option<double> loraAlpha{*this, "lora-alpha",
-                           llvm::cl::desc("LoRA alpha (scale alpha / rank)"),
-                           llvm::cl::init(32.0)};
-  Option<std::string> loraTargets{
-      *this, "lora-targets",
-      llvm::cl::desc("Linears with LoRA: all-linear or module names "
-                     "(q_proj,v_proj)"),
-      llvm::cl::init("all-linear")};
-  Option<std::string> loraWeights{
-      *this, "lora-weights",
-      llvm::cl::desc("The LoRA adapter (PEFT's adapter_model.safetensors)"),
-      llvm::cl::value_desc("adapter.safetensors")};
-  Option<std::string> loraAdapter{
-      *this, "lora-adapter",
-      llvm::cl::desc("A PEFT adapter directory: its adapter_config.json "
-                     "read as PEFT reads it (rank and alpha per module, "
-                     "targets, rsLoRA, lora_bias, modules_to_save, ...), "
-                     "its factors from adapter_model.safetensors"),
-      llvm::cl::value_desc("dir")};
-  Option<std::string> dtype{
-      *this, "dtype",
-      llvm::cl::desc("The type parameters and activations are held in: "
-                     "auto (the checkpoint's), f32, bf16 or f16 (GEMMs, "
-                     "norms and softmax accumulate in f32; gradients in "
-                     "FP32 buffers)"),
-      llvm::cl::init("auto")};
+  // The options the pipeline shares with its passes, declared with them in
+  // include/tpopt/Passes.td (TPPipelineOption): probe-seq, hf-config, plan,
+  // tp, sp, allow-uneven, the lora-* options, dtype, async-tp, optimizer,
+  // recompute, master-weights, dp, bucket-mib, stream-block-mib, model-path,
+  // layer-loops.
+#include "tpopt/PipelineOptions.h.inc"
+
+  // The pipeline's own.
   Option<bool> train{*this, "train",
                      llvm::cl::desc("Also compile the training step "
                                     "(forward, loss, backward) and its "
                                     "optimizer"),
                      llvm::cl::init(false)};
-  Option<std::string> optimizer{
-      *this, "optimizer",
-      llvm::cl::desc("With --train: adamw (torch.optim.AdamW) or sgd "
-                     "(torch.optim.SGD with momentum)"),
-      llvm::cl::init("adamw")};
-  Option<std::string> masterWeights{
-      *this, "master-weights",
-      llvm::cl::desc("With --train: f32 keeps an FP32 master copy of each "
-                     "parameter held in bf16 or f16, updated and rounded "
-                     "once into it (FSDP2 with f32 parameters under a bf16 "
-                     "MixedPrecisionPolicy); none updates the parameter "
-                     "itself; auto (default): f32 when the program holds "
-                     "parameters in bf16 or f16"),
-      llvm::cl::init("auto")};
-  Option<bool> recompute{
-      *this, "recompute",
-      llvm::cl::desc("With --train: recompute each decoder layer's forward "
-                     "in its backward instead of keeping its activations"),
-      llvm::cl::init(false)};
-  Option<int64_t> dp{
-      *this, "dp",
-      llvm::cl::desc("With --train: data-parallel copies of the "
-                     "tensor-parallel group (mpirun -np dp x tp)"),
-      llvm::cl::init(1)};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("With --train --dp D > 1: 0 keeps the optimizer state "
@@ -119,17 +44,6 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "runs, each decoder layer's all-gathered before its "
                      "forward and its backward (ZeRO stage 3)"),
       llvm::cl::init(0)};
-  Option<double> bucketMib{
-      *this, "bucket-mib",
-      llvm::cl::desc("With --train: the largest replica-gradient bucket, in "
-                     "MiB at FP32 size"),
-      llvm::cl::init(256)};
-  Option<double> streamBlockMib{
-      *this, "stream-block-mib",
-      llvm::cl::desc("With --zero 3: the most MiB (FP32) of rows of a "
-                     "vocabulary table the loss and the embedding gradient "
-                     "gather from its runs at once (tp-stream-param-runs)"),
-      llvm::cl::init(8)};
   Option<bool> fuseEpilogues{
       *this, "fuse-epilogues",
       llvm::cl::desc("Fuse residual adds and gated-MLP SiLU products into "
@@ -170,16 +84,6 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
                      "arena by their lifetimes (tp-plan-activations; false: "
                      "each kernel allocates its result)"),
       llvm::cl::init(true)};
-  Option<bool> layerLoops{
-      *this, "layer-loops",
-      llvm::cl::desc("Emit each run of equal decoder layers as one loop over "
-                     "per-layer tables (false: every layer spelled out)"),
-      llvm::cl::init(true)};
-  Option<std::string> modelPath{
-      *this, "model-path",
-      llvm::cl::desc("The model file the program reads its weights from "
-                     "(default: the module's onnx.file)"),
-      llvm::cl::value_desc("model.onnx")};
 
   /// Whether the program is partitioned: a plan applies at tp > 1, and
   /// with LoRA (a plan on one rank) at any tp.
