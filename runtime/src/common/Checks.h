@@ -146,6 +146,22 @@ inline VocabRange vocabPartOf(Context &ctx, int64_t held, bool vocabParallel,
                       op);
 }
 
+/// The shapes and index types of a linear_cross_entropy call: x [B, S, H],
+/// the weight [V, H], int64 ids and mask [B, S] (each backend checks the
+/// float types and the device).
+inline void requireLinearCrossEntropyShapes(const Tensor &x, const Tensor &w,
+                                            const Tensor &ids,
+                                            const Tensor &mask,
+                                            const char *op) {
+  if (x.rank() != 3 || w.rank() != 2 || w.dim(1) != x.dim(2) ||
+      ids.dtype() != DType::I64 || mask.dtype() != DType::I64 ||
+      ids.rank() != 2 || ids.shape() != mask.shape() ||
+      ids.dim(0) != x.dim(0) || ids.dim(1) != x.dim(1))
+    fatal(std::string(op) + ": x " + x.describe() + ", weight " + w.describe() +
+          ", ids " + ids.describe() + " and mask " + mask.describe() +
+          " are not [B, S, H], [V, H], int64 [B, S], int64 [B, S]");
+}
+
 /// The shared blocks of replica_sum: `rank`'s block and the number of
 /// blocks, from one block number per rank (numbered from 0).
 struct ReplicaBlocks {

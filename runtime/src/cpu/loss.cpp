@@ -261,13 +261,7 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                                  : "linear_cross_entropy";
   requireF32(x, op, "x");
   requireF32(w, op, "the weight");
-  if (x.rank() != 3 || w.rank() != 2 || w.dim(1) != x.dim(2) ||
-      ids.dtype() != DType::I64 || mask.dtype() != DType::I64 ||
-      ids.rank() != 2 || ids.shape() != mask.shape() ||
-      ids.dim(0) != x.dim(0) || ids.dim(1) != x.dim(1))
-    fatal(std::string(op) + ": x " + x.describe() + ", weight " + w.describe() +
-          ", ids " + ids.describe() + " and mask " + mask.describe() +
-          " are not [B, S, H], [V, H], int64 [B, S], int64 [B, S]");
+  requireLinearCrossEntropyShapes(x, w, ids, mask, op);
   int64_t seq = x.dim(1), hidden = x.dim(2), vocab = w.dim(0);
   int64_t positions = x.dim(0) * seq;
   // An uneven block's padding rows of w are zeros: their logits are

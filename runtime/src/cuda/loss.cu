@@ -245,12 +245,7 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
   requireGpu(w, DType::F32, op, "the weight");
   requireGpu(ids, DType::I64, op, "the ids");
   requireGpu(mask, DType::I64, op, "the mask");
-  if (x.rank() != 3 || w.rank() != 2 || w.dim(1) != x.dim(2) ||
-      ids.rank() != 2 || ids.shape() != mask.shape() ||
-      ids.dim(0) != x.dim(0) || ids.dim(1) != x.dim(1))
-    fatal(std::string(op) + ": x " + x.describe() + ", weight " + w.describe() +
-          ", ids " + ids.describe() + " and mask " + mask.describe() +
-          " are not [B, S, H], [V, H], int64 [B, S], int64 [B, S]");
+  requireLinearCrossEntropyShapes(x, w, ids, mask, op);
   int64_t batch = x.dim(0), seq = x.dim(1), hidden = x.dim(2), vocab = w.dim(0),
           positions = batch * seq;
   VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
