@@ -209,6 +209,9 @@ void writeLinearWork(func::FuncOp func, raw_ostream &os) {
 /// are never padding).
 struct MemoryPlan {
   uint64_t parameters = 0, masters = 0, gradients = 0, state = 0, gather = 0;
+  /// What the GPU holds besides (--device cuda): a streamed table gathered
+  /// whole by each of its readers, and its gradient in a whole buffer.
+  uint64_t streamedWholeOnGpu = 0;
   uint64_t total() const {
     return parameters + masters + gradients + state + gather;
   }
@@ -334,6 +337,9 @@ MemoryPlan planMemory(ModuleOp module, func::FuncOp step, func::FuncOp update,
              run = padded / dpRanks, owned = std::min(run, elements);
     perMicroBatch |= bucket.getMicroBatch();
     plan.gradients += (bucket.getMicroBatch() ? run : padded) * 4;
+    if (bucket.getStreamed())
+      plan.streamedWholeOnGpu =
+          std::max<uint64_t>(plan.streamedWholeOnGpu, 2 * padded * 4);
     plan.state += owned * perElement;
     if (masters && !bucket.getDtype().isF32())
       plan.masters += owned * 4;
@@ -389,6 +395,12 @@ void writeMemoryTable(const MemoryPlan &plan, bool zero, raw_ostream &os) {
         "--zero 3: the most gathered at once) | "
      << plan.gather << " |\n"
      << "| total | " << plan.total() << " |\n";
+  // Streaming is the host's: the GPU's calls gather the table whole.
+  if (plan.streamedWholeOnGpu)
+    os << "\nOn the GPU (--device cuda) a streamed table is gathered whole "
+          "by each of its readers and its gradient held in a whole buffer: "
+          "up to "
+       << plan.streamedWholeOnGpu << " bytes more than the total.\n";
 }
 
 /// Collectives per layer of the forward, in bytes per token (f32
