@@ -162,6 +162,17 @@ inline void requireLinearCrossEntropyShapes(const Tensor &x, const Tensor &w,
           " are not [B, S, H], [V, H], int64 [B, S], int64 [B, S]");
 }
 
+/// Positions per block of a fused loss: as many as `blockElements` logits
+/// of `columns` each hold, but at least 256 (each block reads and writes
+/// the whole weight gradient once) and at most `positions`.
+inline int64_t lossBlockPositions(int64_t positions, int64_t columns,
+                                  int64_t blockElements) {
+  constexpr int64_t kMinPositions = 256;
+  return std::min(
+      positions,
+      std::max(kMinPositions, blockElements / std::max<int64_t>(columns, 1)));
+}
+
 /// The shared blocks of replica_sum: `rank`'s block and the number of
 /// blocks, from one block number per rank (numbered from 0).
 struct ReplicaBlocks {

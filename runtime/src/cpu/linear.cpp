@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace tprt {
@@ -341,8 +342,7 @@ Tensor cpu::linear_add(Context &ctx, const Tensor &x, const Tensor &w,
 /// where the library has it for these operands, else linear_add.
 Tensor cpu::linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
                                  Tensor &other, LinearForm form, bool once) {
-  Tensor residual = std::move(other);
-  other = Tensor();
+  Tensor residual = std::exchange(other, Tensor());
   if (once && ctx.tp().rank() != 0)
     return cpu::linear(ctx, x, w, form);
   auto batchRows =

@@ -235,12 +235,11 @@ Tensors crossEntropy(Context &ctx, const Tensor &logits, const Tensor &ids,
   return {total, lse};
 }
 
-/// Logits per block of tp.linear_cross_entropy: 4 MiB of f32, but at least
-/// 256 positions: each block reads and writes the whole dweight once, so
-/// smaller blocks are slower than the separate ops at a large vocabulary
-/// (docs/training.md has the measurements).
+/// Logits per block of tp.linear_cross_entropy: 4 MiB of f32 (at least
+/// 256 positions, lossBlockPositions: smaller blocks are slower than the
+/// separate ops at a large vocabulary; docs/training.md has the
+/// measurements).
 constexpr int64_t kLossBlockElements = int64_t(1) << 20;
-constexpr int64_t kLossBlockMinRows = 256;
 
 /// tp.linear_cross_entropy on the host in f32: per block of positions, the
 /// logits (one product), the rows' maxima, sums of exponentials and target
@@ -272,9 +271,7 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
   auto label = [&](int64_t i) { return labelAt(ids, mask, seq, i); };
   for (int64_t i = 0; i < positions; ++i)
     checkLabel(op, label(i), i, seq, range.vocab);
-  int64_t blockRows = std::min(
-      positions, std::max(kLossBlockMinRows,
-                          kLossBlockElements / std::max<int64_t>(vocab, 1)));
+  int64_t blockRows = lossBlockPositions(positions, vocab, kLossBlockElements);
   Tensor dx(DType::F32, x.shape()), dw;
   if (!dwInto)
     dw = Tensor(DType::F32, w.shape());
@@ -389,8 +386,8 @@ Tensors cpu::streamedLinearCrossEntropy(
     checkLabel(op, label(i), i, seq, range.vocab);
   blockRows = std::min(blockRows, std::max<int64_t>(vocab, 1));
   // Positions per product, as linearCrossEntropy picks them for a block.
-  int64_t positionRows = std::min(
-      positions, std::max(kLossBlockMinRows, kLossBlockElements / blockRows));
+  int64_t positionRows =
+      lossBlockPositions(positions, blockRows, kLossBlockElements);
   Tensor block = Tensor::uninitialized(DType::F32, {blockRows, hidden});
   std::vector<float> logits(std::max<int64_t>(positionRows, 1) * blockRows);
   // Calls fn(first row, rows, valid rows, positions [p, p + count), their

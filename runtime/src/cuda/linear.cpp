@@ -21,6 +21,8 @@
 #include "Gemm.h"
 #include "common/Checks.h"
 
+#include <utility>
+
 namespace tprt {
 namespace cuda {
 
@@ -176,8 +178,7 @@ Tensor linear_add(Context &ctx, const Tensor &x, const Tensor &w,
 
 Tensor linear_add_consuming(Context &ctx, const Tensor &x, const Tensor &w,
                             Tensor &other, LinearForm form, bool once) {
-  Tensor residual = std::move(other);
-  other = Tensor();
+  Tensor residual = std::exchange(other, Tensor());
   if (once && ctx.tp().rank() != 0)
     return cuda::linear(ctx, x, w, form);
   if (!addsInGemm(x, w, residual) || !residual.soleOwner())

@@ -220,10 +220,10 @@ void checkLoss(const Tensor &logits, const Tensor &ids, const Tensor &mask,
           " are not [B, S, V], int64 [B, S], int64 [B, S]");
 }
 
-/// Logits per block of the fused loss: 32 Mi floats (128 MiB), but at
-/// least 256 positions, so that the block's three GEMMs stay large.
+/// Logits per block of the fused loss: 32 Mi floats (128 MiB; at least
+/// 256 positions, lossBlockPositions), so that the block's three GEMMs stay
+/// large.
 constexpr int64_t kLossBlockElements = int64_t(1) << 25;
-constexpr int64_t kLossBlockMinRows = 256;
 
 /// tp.linear_cross_entropy in f32 (bf16 autocast's products as linear's):
 /// per block of positions the logits (one GEMM), the loss's statistics as
@@ -275,9 +275,7 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
     xData = x16.get();
     wData = w16.get();
   }
-  int64_t blockRows = std::min(
-      positions, std::max(kLossBlockMinRows,
-                          kLossBlockElements / std::max<int64_t>(vocab, 1)));
+  int64_t blockRows = lossBlockPositions(positions, vocab, kLossBlockElements);
   Tensor block;
   if (positions > 0)
     block = Tensor::uninitialized(DType::F32, {blockRows, vocab}, Device::CUDA);

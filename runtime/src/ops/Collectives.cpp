@@ -8,11 +8,12 @@
 
 #include "tprt/tprt.h"
 
+#include <utility>
+
 namespace tprt {
 
 Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x) {
-  Tensor taken = std::move(x);
-  x = Tensor();
+  Tensor taken = std::exchange(x, Tensor());
   if (taken.dtype() != DType::F32 || !taken.soleOwner())
     return all_reduce_sum(ctx, taken);
   ctx.tp().allReduceSum(taken.f32(), taken.numel());
@@ -20,8 +21,7 @@ Tensor all_reduce_sum_consuming(Context &ctx, Tensor &x) {
 }
 
 Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x) {
-  Tensor taken = std::move(x);
-  x = Tensor();
+  Tensor taken = std::exchange(x, Tensor());
   if (taken.dtype() != DType::F32 || !taken.soleOwner())
     return all_reduce_sum_start(ctx, taken);
   ctx.tp().startAllReduceSum(taken.f32(), taken.numel());
@@ -30,8 +30,7 @@ Tensor all_reduce_sum_start_consuming(Context &ctx, Tensor &x) {
 
 Tensor all_reduce_sum_wait_consuming(Context &ctx, Tensor &pending) {
   ctx.tp().finishAllReduceSum();
-  Tensor taken = std::move(pending);
-  pending = Tensor();
+  Tensor taken = std::exchange(pending, Tensor());
   return taken;
 }
 

@@ -11,6 +11,8 @@
 
 #include "ops/Backends.h"
 
+#include <utility>
+
 namespace tprt {
 
 //===----------------------------------------------------------------------===//
@@ -28,8 +30,7 @@ Tensor composed::linear_add(Context &ctx, const Tensor &x, const Tensor &w,
 Tensor composed::linear_add_consuming(Context &ctx, const Tensor &x,
                                       const Tensor &w, Tensor &other,
                                       LinearForm form, bool once) {
-  Tensor residual = std::move(other);
-  other = Tensor();
+  Tensor residual = std::exchange(other, Tensor());
   return composed::linear_add(ctx, x, w, residual, form, once);
 }
 

@@ -658,9 +658,11 @@ void grad_bucket_reduce_scatter(Context &ctx, int64_t bucket, DType dtype,
     offsets.push_back(m.offset);
   bindToBucket(ctx, b.flat, buffers, offsets);
   // An uneven block's padding stays out of the runs, whose norm and update
-  // read every element of a member.
-  for (size_t i = 0; i < buffers.size(); ++i)
-    zeroUnevenPadding(ctx, fqns[i], buffers[i]->grad);
+  // read every element of a member. (A bucket reduced once per step comes
+  // after the optimizer boundary, which zeroed it.)
+  if (microBatch)
+    for (size_t i = 0; i < buffers.size(); ++i)
+      zeroUnevenPadding(ctx, fqns[i], buffers[i]->grad);
   int64_t run = padded / ranks;
   float *mine = b.flat.f32() + b.shardBegin;
   dp.reduceScatterSum(b.flat.f32(), mine, run);
