@@ -2,7 +2,8 @@
 //
 //   model --input ids.npy [--attention-mask mask.npy] --output logits.npy
 //         [--weights MODEL.onnx] [--threads T] [--bench N] [--device D]
-//         [--autocast bf16|f32] [--collective-timeout S]
+//         [--autocast bf16|f32] [--collective-timeout S] [--report-reads]
+//         [--report-memory]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
 //         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf --seed S]
@@ -17,7 +18,9 @@
 // rank, NCCL collectives) when the runtime was built with the CUDA backend;
 // --autocast bf16 runs its linears in bf16 with FP32 accumulation (on the
 // CPU too); --collective-timeout S bounds how long an NCCL collective
-// waits for the other ranks (default 600 s, 0: no limit).
+// waits for the other ranks (default 600 s, 0: no limit). --report-reads
+// and --report-memory print each rank's parameter bytes read and peak
+// memory at the end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +42,7 @@
 #include <mpi.h>
 #include <omp.h>
 #include <string>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -51,14 +55,15 @@ void usage(const char *argv0) {
       "usage: %s --input ids.npy [--attention-mask mask.npy] "
       "--output logits.npy [--weights MODEL.onnx|CHECKPOINT] [--threads T] "
       "[--bench N] [--device cpu|cuda] [--autocast bf16|f32] "
-      "[--collective-timeout S] [--report-reads]\n"
+      "[--collective-timeout S] [--report-reads] [--report-memory]\n"
       "       %s --train --data tokens.npy [--data-mask mask.npy] "
       "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
       "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
       "[--momentum M] [--max-grad-norm N] [--norm-type 2|inf] [--seed S] "
       "[--save DIR] [--save-shard-mib M] [--resume DIR] [--log F] "
       "[--weights MODEL.onnx|CHECKPOINT] [--threads T] [--device cpu|cuda] "
-      "[--autocast bf16|f32] [--collective-timeout S] [--report-reads]\n",
+      "[--autocast bf16|f32] [--collective-timeout S] [--report-reads] "
+      "[--report-memory]\n",
       argv0, argv0);
 }
 
@@ -85,6 +90,36 @@ void reportReads(const tprt::Context &ctx, int rank, int size) {
     timeLine += text;
   }
   std::printf("%s\n%s\n", line.c_str(), timeLine.c_str());
+}
+
+/// --report-memory: each rank's peak memory, one line from rank 0
+/// (collective). On the GPU the stream-ordered pool's high-water mark of
+/// allocated bytes (what torch.cuda.max_memory_allocated() counts); on the
+/// CPU the process's peak resident set.
+void reportMemory(tprt::Device device, int rank, int size) {
+  unsigned long long mine = 0;
+  const char *what = "host resident set";
+#ifdef TPRT_WITH_CUDA
+  if (device == tprt::Device::CUDA) {
+    mine = tprt::cuda::peakAllocatedBytes();
+    what = "GPU memory allocated";
+  }
+#endif
+  if (device == tprt::Device::CPU) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    mine = static_cast<unsigned long long>(usage.ru_maxrss) * 1024;
+  }
+  std::vector<unsigned long long> all(size);
+  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+             MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  if (rank != 0)
+    return;
+  std::string line = std::string("peak memory (") + what + "):";
+  for (int r = 0; r < size; ++r)
+    line += (r ? ", rank " : " rank ") + std::to_string(r) + " " +
+            std::to_string(all[r]) + " bytes";
+  std::printf("%s\n", line.c_str());
 }
 
 std::string baseName(const std::string &path) {
@@ -277,7 +312,8 @@ std::unique_ptr<tprt::Context> makeContext(int rank, int size,
 struct RunOptions {
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
-  bool training = false, reportReads = false, weightsGiven = false;
+  bool training = false, reportReads = false, reportMemory = false,
+       weightsGiven = false;
   DeviceOptions device;
   tprt::TrainOptions train;
 };
@@ -326,6 +362,7 @@ const std::vector<Option> &options() {
        }},
       {"--train", false, [](O &o, S) { o.training = true; }},
       {"--report-reads", false, [](O &o, S) { o.reportReads = true; }},
+      {"--report-memory", false, [](O &o, S) { o.reportMemory = true; }},
       {"--device", true,
        [](O &o, S v) {
          o.device.device = choice<tprt::Device>(
@@ -451,6 +488,8 @@ int runTraining(RunOptions &o, const char *argv0, int rank, int size) {
       tprt::train(*ctx, o.train, tprt_model_sequence_multiple, resume.get());
   if (o.reportReads)
     reportReads(*ctx, rank, size);
+  if (o.reportMemory)
+    reportMemory(o.device.device, rank, size);
   return status;
 }
 
@@ -545,6 +584,8 @@ int runForward(RunOptions &o, const char *argv0, int rank, int size) {
     reportReads(ctx, rank, size);
   if (o.bench > 0)
     benchForward(ctx, ids, attentionMask, o.bench, o.device.device, rank, size);
+  if (o.reportMemory)
+    reportMemory(o.device.device, rank, size);
   return 0;
 }
 

@@ -45,6 +45,10 @@ void memset(void *dst, int value, size_t bytes);
 Tensor convert(const Tensor &x, DType dtype);
 /// Waits for everything queued on this rank's GPU (a timer's end).
 void synchronize();
+/// The most bytes the rank's allocations from the stream-ordered pool held
+/// at once since the backend started (after the queued work finishes):
+/// what PyTorch's torch.cuda.max_memory_allocated() counts.
+size_t peakAllocatedBytes();
 
 /// An NCCL communicator over the ranks of MPI_COMM_WORLD that share
 /// `color` (the `group` named in messages: "tp", "dp"); the unique id goes

@@ -204,5 +204,16 @@ void synchronize() {
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
 }
 
+size_t peakAllocatedBytes() {
+  synchronize();
+  cudaMemPool_t pool;
+  check(cudaDeviceGetDefaultMemPool(&pool, ready().device),
+        "cudaDeviceGetDefaultMemPool");
+  uint64_t high = 0;
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high),
+        "cudaMemPoolGetAttribute");
+  return static_cast<size_t>(high);
+}
+
 } // namespace cuda
 } // namespace tprt
