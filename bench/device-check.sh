@@ -3,10 +3,14 @@
 # run that writes one log with a table (docs/gpu.md).
 #
 #   bench/device-check.sh prepare [DIR] [--models a,b,..] [--no-medium]
+#                                 [--large SHAPE | --no-large]
 #       Here, with a build of tp-opt: the generated C++ (tpc --emit cpp) of
-#       the test models (forward and training) and of the benchmark's
-#       medium Llama, into DIR (default .device-check/, git-ignored).
+#       the test models (forward and training), of the benchmark's medium
+#       Llama and of the large model (bench/large: a Llama-3.2-1B-shaped
+#       graph, or SHAPE `tiny`), into DIR (default .device-check/,
+#       git-ignored).
 #   bench/device-check.sh run [DIR] [--cpu-only] [--build B] [--iters N]
+#                             [--no-torch-compile]
 #       On the GPU machine, which needs only this working tree, CMake, a C++
 #       compiler, MPI, OpenBLAS, the CUDA toolkit with NCCL, and Python with
 #       numpy (torch for the PyTorch rows): builds the runtime alone
@@ -14,7 +18,9 @@
 #       reference inputs on the CPU and the GPU backend against the PyTorch
 #       logits and each other, three training steps of each against the
 #       PyTorch run, and times the medium Llama's forward and training step
-#       against PyTorch eager. --cpu-only builds without CUDA and with
+#       against PyTorch eager and the large model's against PyTorch eager
+#       and torch.compile (--no-torch-compile: eager only, a rerun that
+#       must be short). --cpu-only builds without CUDA and with
 #       OpenBLAS (as a GPU machine without oneDNN does) and runs the CPU
 #       side (CI). Writes DIR/device-check.log; exits non-zero when a check
 #       fails.
@@ -22,7 +28,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
-  sed -n '4,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -36,16 +42,21 @@ if [ $# -ge 1 ] && [[ $1 != --* ]]; then
 fi
 models=llama,qwen2,qwen3,gemma3,nemotron_h
 medium=1
+large=llama-3.2-1b
 cpu_only=0
 build=
 iters=30
+torch_compile=1
 while [ $# -gt 0 ]; do
   case "$1" in
   --models) [ $# -ge 2 ] || usage; models=$2; shift 2 ;;
   --no-medium) medium=0; shift ;;
+  --large) [ $# -ge 2 ] || usage; large=$2; shift 2 ;;
+  --no-large) large=; shift ;;
   --cpu-only) cpu_only=1; shift ;;
   --build) [ $# -ge 2 ] || usage; build=$2; shift 2 ;;
   --iters) [ $# -ge 2 ] || usage; iters=$2; shift 2 ;;
+  --no-torch-compile) torch_compile=0; shift ;;
   *) echo "device-check.sh: unknown argument '$1'" >&2; usage ;;
   esac
 done
@@ -134,6 +145,24 @@ prepare)
     cp "$dir/work/medium_llama_train_bf16/model.cpp" "$dir/programs/medium_llama_train_bf16.cpp"
     cp "$work/model/config.json" "$dir/medium_llama_config.json"
   fi
+  if [ -n "$large" ]; then
+    # The graph only (meta device); the GPU machine makes the weights
+    # (PyTorch, seed 0). bf16 programs, as PyTorch's model in bf16: the
+    # training program updates its bf16 parameters itself.
+    "$root/scripts/setup.sh" --models >/dev/null
+    "$root/.venv/bin/python" "$root/bench/large/large.py" export "$dir/work/large" --shape "$large" \
+      >"$dir/large-export.log" 2>&1 || {
+      tail -5 "$dir/large-export.log" >&2
+      echo "device-check.sh: the large model's export failed ($dir/large-export.log)" >&2
+      exit 1
+    }
+    "$tpc" "$dir/work/large/model.onnx" --dtype bf16 --emit cpp -o "$dir/work/large_llama" >/dev/null
+    cp "$dir/work/large_llama/model.cpp" "$dir/programs/large_llama.cpp"
+    "$tpc" "$dir/work/large/model.onnx" --train --dtype bf16 --master-weights none \
+      --emit cpp -o "$dir/work/large_llama_train" >/dev/null
+    cp "$dir/work/large_llama_train/model.cpp" "$dir/programs/large_llama_train.cpp"
+    cp "$dir/work/large/config.json" "$dir/large_llama_config.json"
+  fi
   rm -rf "$dir/work"
   echo "device-check.sh: prepared $(ls "$dir/programs" | wc -l) programs in $dir"
   ;;
@@ -155,6 +184,7 @@ run)
   echo "device-check.sh: built in $(($(date +%s) - start)) s (CUDA $cuda, CPU products on $gemm)"
   args=(--dir "$dir" --programs "$build/programs" --root "$root" --iters "$iters")
   ((cpu_only)) && args+=(--cpu-only)
+  ((torch_compile)) || args+=(--no-torch-compile)
   python=${PYTHON:-$(command -v python3)}
   [ -x "$root/.venv/bin/python" ] && [ -z "${PYTHON:-}" ] && ((cpu_only)) && python=$root/.venv/bin/python
   PYTHONUNBUFFERED=1 "$python" "$root/bench/device_check.py" "${args[@]}"

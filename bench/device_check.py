@@ -6,11 +6,13 @@ max|diff| <= 1e-4 * max(1, max|ref|) at the positions the mask keeps), two
 ranks on one GPU refused with a message, a collective the stream reaches
 only after the timeout stopped by the watchdog, and the medium Llama's forward
 time against PyTorch eager on the same GPU (weights made here with
-PyTorch, seed 0, and read by the program from that checkpoint). Writes
+PyTorch, seed 0, and read by the program from that checkpoint), and the
+large model's (bench/large) against PyTorch eager and torch.compile. Writes
 DIR/device-check.log (the tables) and exits non-zero when a check fails.
 Without a GPU (or with --cpu-only) the CUDA columns say "skipped: no GPU".
 
     device_check.py --dir DIR --programs BIN --root ROOT [--iters N] [--cpu-only]
+                    [--no-torch-compile]
 """
 import argparse
 import json
@@ -49,6 +51,7 @@ p.add_argument("--programs", required=True)
 p.add_argument("--root", required=True)
 p.add_argument("--iters", type=int, default=30)
 p.add_argument("--cpu-only", action="store_true")
+p.add_argument("--no-torch-compile", action="store_true")
 args = p.parse_args()
 
 lines = []
@@ -554,6 +557,13 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
     say(f"| {fmt(ours_ms)} | {torch_ms['f32']:.2f} | {ratio_f32} | {fmt(ours16_ms)} | {fmt(prog16_ms)} | "
         f"{torch_ms['bf16']:.2f} | {ratio_bf16} | {ratio_prog16} | {ours_text} / {torch_loss:.6f} "
         f"({rel_text}) | {loss16}, {loss_prog16} |")
+
+# The model of the size users train (bench/large), against PyTorch eager
+# and torch.compile.
+say()
+sys.path.insert(0, os.path.join(args.root, "bench", "large"))
+import large  # noqa: E402
+large.measure(args.dir, args.programs, GPU, say, failures, torch_compile=not args.no_torch_compile)
 
 say()
 say("Not run here: NCCL with more than one GPU (one GPU holds one rank; the MPI tests cover the "
