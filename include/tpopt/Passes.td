@@ -704,6 +704,37 @@ def TPFuseGradAccumulation : Pass<"tp-fuse-grad-accumulation", "func::FuncOp"> {
   }];
 }
 
+def TPFuseAddRmsNorm : Pass<"tp-fuse-add-rms-norm", "func::FuncOp"> {
+  let summary = "A residual add and the RMS norm that reads it as one pass";
+  let description = [{
+    Where a `tp.rms_norm` over the whole last dimension (no `group_size`)
+    reads a `tp.add` of the same block and decoder layer, the two become one
+    `tp.add_rms_norm`, whose `sum` takes the add's other uses: one pass
+    that reads the addends and writes the sum and its norm, instead of
+    writing the sum and reading it back. The fused op stands at the norm,
+    or at the add when something reads the sum before the norm (then the
+    norm's weight must be defined before the add; otherwise nothing
+    fuses). A sum that two norms read fuses with the first.
+
+    Runs on the rank's program after `tp-fuse-epilogues`, which takes the
+    adds that follow a projection into its product; the adds left are the
+    ones after Gemma3's post-norms, a sequence-parallel reduce-scatter, or
+    an all-reduce. An add and a norm of different decoder layers (`tp.layer`)
+    stay apart, so that each layer still hands the next only the residual
+    stream.
+
+    ```mlir
+    %h = tp.add %residual, %update : tensor<1x16x64xf32>
+    %n = tp.rms_norm %h, %w {epsilon = 1.0e-06 : f64}
+        : (tensor<1x16x64xf32>, tensor<64xf32>) -> tensor<1x16x64xf32>
+    // becomes
+    %h, %n = tp.add_rms_norm %residual, %update, %w {epsilon = 1.0e-06 : f64}
+        : (tensor<1x16x64xf32>, tensor<1x16x64xf32>, tensor<64xf32>)
+        -> (tensor<1x16x64xf32>, tensor<1x16x64xf32>)
+    ```
+  }];
+}
+
 def TPFuseSiluMulGrad : Pass<"tp-fuse-silu-mul-grad", "func::FuncOp"> {
   let summary = "A gated MLP's backward as one elementwise pass";
   let description = [{

@@ -101,6 +101,9 @@ void mlir::tp::buildTPFusePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createTPFuseSiluMulGrad());
   if (options.fuseEpilogues)
     pm.addNestedPass<func::FuncOp>(createTPFuseEpilogues());
+  // After the epilogues: the adds a product takes need no pass of their own.
+  if (options.fuseAddRmsNorm)
+    pm.addNestedPass<func::FuncOp>(createTPFuseAddRmsNorm());
   if (options.fuseGradAccumulation)
     pm.addNestedPass<func::FuncOp>(createTPFuseGradAccumulation());
   // After the fusions, whose ops are the ones that stream a table.

@@ -212,6 +212,18 @@ void testBf16Programs(Context &c, Context &g) {
               silu_grad(g, gpu(x), gpu(y)), tol);
   expectClose("bf16 rms_norm", rms_norm(c, x, norm, 1e-6, 0, 0),
               rms_norm(g, gpu(x), gpu(norm), 1e-6, 0, 0), tol);
+  // The fused add and norm: the GPU's separate bf16 kernels bit for bit,
+  // the CPU's within the bound.
+  Tensors fused = add_rms_norm(g, gpu(x), gpu(y), gpu(norm), 1e-6, 1.0);
+  Tensor added = add(g, gpu(x), gpu(y));
+  expectClose("bf16 add_rms_norm sum as add", added.to(Device::CPU), fused[0],
+              0);
+  expectClose("bf16 add_rms_norm as add then rms_norm",
+              rms_norm(g, added, gpu(norm), 1e-6, 1.0, 0).to(Device::CPU),
+              fused[1], 0);
+  Tensors fusedCpu = add_rms_norm(c, x, y, norm, 1e-6, 1.0);
+  expectClose("bf16 add_rms_norm sum", fusedCpu[0], fused[0], tol);
+  expectClose("bf16 add_rms_norm", fusedCpu[1], fused[1], tol);
   Tensors nc = rms_norm_grad(c, x, norm, y, 1e-6, 0, 0),
           ng = rms_norm_grad(g, gpu(x), gpu(norm), gpu(y), 1e-6, 0, 0);
   expectClose("bf16 rms_norm_grad dx", nc[0], ng[0], tol);
@@ -593,6 +605,12 @@ void testFusedCalls(Context &c, Context &g, Context &c16, Context &g16) {
                 linear_add_consuming(g, gpu(x), gpu(w), shared, form, false));
     expectClose("the shared residual keeps its values" + name, other, alias, 0);
   }
+  Tensor residual = randomTensor({2, 9, 48}, 87), norm = randomTensor({48}, 88);
+  Tensors sumNorm = add_rms_norm(c, x, residual, norm, 1e-6, 0.0),
+          sumNormGpu =
+              add_rms_norm(g, gpu(x), gpu(residual), gpu(norm), 1e-6, 0.0);
+  expectClose("add_rms_norm sum", sumNorm[0], sumNormGpu[0]);
+  expectClose("add_rms_norm", sumNorm[1], sumNormGpu[1]);
   expectClose("linear_swiglu", linear_swiglu(c, x, w, wu, LinearForm::Flat),
               linear_swiglu(g, gpu(x), gpu(w), gpu(wu), LinearForm::Flat));
   Tensor dy = randomTensor({2, 9, 40}, 84);

@@ -974,6 +974,59 @@ TEST(Kernels, RmsNormWithOffsetAndGroups) {
   expectClose(rms_norm(ctx(), x, wg, 1e-5, 0.0, 4), want, 1e-5);
 }
 
+/// The same bytes (bit-for-bit equal results).
+void expectSameBits(const Tensor &got, const Tensor &want, const char *what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.bytes()), 0) << what;
+}
+
+TEST(Kernels, AddRmsNormIsTheSumAndItsNorm) {
+  // 15 rows of 40 (more than one row per thread).
+  Tensor a = randomTensor({3, 5, 40}, 11, -2.0f, 2.0f),
+         b = randomTensor({3, 5, 40}, 12), w = randomTensor({40}, 13);
+  for (double offset : {0.0, 1.0}) {
+    Tensors fused = add_rms_norm(ctx(), a, b, w, 1e-6, offset);
+    std::vector<double> sum(a.numel()), want(a.numel());
+    for (int r = 0; r < 15; ++r) {
+      double ms = 0;
+      for (int i = 0; i < 40; ++i) {
+        sum[r * 40 + i] = double(a.f32()[r * 40 + i]) + b.f32()[r * 40 + i];
+        ms += sum[r * 40 + i] * sum[r * 40 + i] / 40;
+      }
+      for (int i = 0; i < 40; ++i)
+        want[r * 40 + i] =
+            sum[r * 40 + i] / std::sqrt(ms + 1e-6) * (offset + w.f32()[i]);
+    }
+    expectClose(fused[0], sum, 1e-6);
+    expectClose(fused[1], want, 1e-5);
+    // The separate calls' values bit for bit.
+    Tensor added = add(ctx(), a, b);
+    expectSameBits(fused[0], added, "f32 sum");
+    expectSameBits(fused[1], rms_norm(ctx(), added, w, 1e-6, offset, 0),
+                   "f32 norm");
+  }
+  // bf16 (the sum rounded before the norm reads it) and f16 (the separate
+  // calls), with a weight of another type.
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    Tensor ar = a.to(dtype), br = b.to(dtype), wr = w.to(DType::BF16);
+    Tensors fused = add_rms_norm(ctx(), ar, br, wr, 1e-5, 1.0);
+    Tensor added = add(ctx(), ar, br);
+    expectSameBits(fused[0], added, "reduced-precision sum");
+    expectSameBits(fused[1], rms_norm(ctx(), added, wr, 1e-5, 1.0, 0),
+                   "reduced-precision norm");
+  }
+}
+
+TEST(KernelsDeathTest, AddRmsNormOfMismatchedOperandsIsFatal) {
+  Tensor a = randomTensor({2, 8}, 1), w = randomTensor({6}, 2);
+  EXPECT_DEATH(add_rms_norm(ctx(), a, a, w, 1e-6, 0.0),
+               "add_rms_norm: input f32\\[2, 8\\] and weight f32\\[6\\] do not "
+               "match");
+  EXPECT_DEATH(add_rms_norm(ctx(), a, randomTensor({8, 2}, 3), w, 1e-6, 0.0),
+               "add_rms_norm");
+}
+
 /// RoPE as a rotation of complex pairs.
 std::vector<double> naiveRotary(const Tensor &x, int64_t headDim,
                                 int64_t rotaryDim, double theta,

@@ -318,6 +318,18 @@ module {
 
 // -----
 
+// Nor have the fused ops made after partitioning.
+module {
+  shard.grid @tp(shape = 2)
+  func.func @forward(%a: tensor<?x?x4xf32>, %b: tensor<?x?x4xf32>, %w: tensor<4xf32>) -> tensor<?x?x4xf32> {
+    // expected-error @+1 {{tp-partition: no partitioning rule for tp.add_rms_norm}}
+    %s, %n = tp.add_rms_norm %a, %b, %w {epsilon = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<4xf32>) -> (tensor<?x?x4xf32>, tensor<?x?x4xf32>)
+    return %n : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
 // Elementwise operands must be held alike.
 module {
   shard.grid @tp(shape = 2)

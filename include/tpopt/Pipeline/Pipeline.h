@@ -49,6 +49,11 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("Fuse residual adds and gated-MLP SiLU products into "
                      "the projection before them (tp-fuse-epilogues)"),
       llvm::cl::init(true)};
+  Option<bool> fuseAddRmsNorm{
+      *this, "fuse-add-rms-norm",
+      llvm::cl::desc("A residual add and the RMS norm that reads it as one "
+                     "pass (tp-fuse-add-rms-norm)"),
+      llvm::cl::init(true)};
   Option<bool> fuseSiblings{
       *this, "fuse-siblings",
       llvm::cl::desc("Bias-free projections of one input (q, k, v; gate, "

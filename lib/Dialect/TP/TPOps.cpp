@@ -293,39 +293,66 @@ LogicalResult LinearSwigluOp::verify() {
 // RmsNormOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult RmsNormOp::verify() {
-  auto x = getX().getType();
-  auto weight = getWeight().getType();
-  if (getResult().getType() != x)
-    return emitOpError("result type ")
-           << getResult().getType() << " differs from the input's " << x;
+/// What tp.rms_norm and tp.add_rms_norm require of the normalized input
+/// `x`, the weight and the attributes (`group` 0: the whole last
+/// dimension).
+static LogicalResult verifyRmsNorm(Operation *op, RankedTensorType x,
+                                   RankedTensorType weight, double epsilon,
+                                   double offset, int64_t group) {
   if (x.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
-  if (failed(verifyPositive(*this, "epsilon",
-                            getEpsilonAttr().getValueAsDouble())))
+    return op->emitOpError("input must have rank >= 1");
+  if (failed(verifyPositive(op, "epsilon", epsilon)))
     return failure();
-  if (!std::isfinite(getWeightOffsetAttr().getValueAsDouble()))
-    return emitOpError("'weight_offset' must be finite");
+  if (!std::isfinite(offset))
+    return op->emitOpError("'weight_offset' must be finite");
   if (weight.getRank() != 1)
-    return emitOpError("weight must be 1-D, got rank ") << weight.getRank();
+    return op->emitOpError("weight must be 1-D, got rank ") << weight.getRank();
   int64_t features = x.getDimSize(x.getRank() - 1);
   int64_t normalized = features;
-  if (auto groupAttr = getGroupSizeAttr()) {
-    int64_t group = groupAttr.getInt();
-    if (failed(verifyPositive(*this, "group_size", group)))
+  if (group) {
+    if (failed(verifyPositive(op, "group_size", group)))
       return failure();
     if (!ShapedType::isDynamic(features) && features % group != 0)
-      return emitOpError("last dimension ")
+      return op->emitOpError("last dimension ")
              << features << " is not a multiple of group_size " << group;
     normalized = group;
   }
   if (!dimsAgree(weight.getDimSize(0), normalized))
-    return emitOpError("weight has ")
+    return op->emitOpError("weight has ")
            << dimStr(weight.getDimSize(0))
            << " elements but normalizes groups of " << dimStr(normalized);
   // The weight may keep its storage type (a bf16 checkpoint's norm scales
   // a row its export computes in f32).
   return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto x = getX().getType();
+  if (getResult().getType() != x)
+    return emitOpError("result type ")
+           << getResult().getType() << " differs from the input's " << x;
+  IntegerAttr group = getGroupSizeAttr();
+  if (group && group.getInt() == 0)
+    return verifyPositive(*this, "group_size", int64_t{0});
+  return verifyRmsNorm(
+      *this, x, getWeight().getType(), getEpsilonAttr().getValueAsDouble(),
+      getWeightOffsetAttr().getValueAsDouble(), group ? group.getInt() : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// AddRmsNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddRmsNormOp::verify() {
+  auto x = cast<RankedTensorType>(getLhs().getType());
+  for (Value v : {getRhs(), getSum(), getNormed()})
+    if (v.getType() != x)
+      return emitOpError("expects the addends and both results of one type, "
+                         "got ")
+             << x << " and " << v.getType();
+  return verifyRmsNorm(*this, x, cast<RankedTensorType>(getWeight().getType()),
+                       getEpsilonAttr().getValueAsDouble(),
+                       getWeightOffsetAttr().getValueAsDouble(), 0);
 }
 
 //===----------------------------------------------------------------------===//

@@ -158,6 +158,22 @@ LogicalResult RmsNormOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
+static constexpr RuntimeSignature kAddRmsNorm[] = {calls::add_rms_norm};
+
+ArrayRef<RuntimeSignature> AddRmsNormOp::getRuntimeSignatures() {
+  return kAddRmsNorm;
+}
+
+LogicalResult AddRmsNormOp::buildRuntimeCall(RuntimeCall &call) {
+  call.callee(kAddRmsNorm[0])
+      .tensor(getLhs())
+      .tensor(getRhs())
+      .tensor(getWeight())
+      .f64(getEpsilon().convertToDouble())
+      .f64(getWeightOffset().convertToDouble());
+  return success();
+}
+
 static constexpr RuntimeSignature kRotary[] = {calls::rotary};
 
 ArrayRef<RuntimeSignature> RotaryOp::getRuntimeSignatures() { return kRotary; }

@@ -132,6 +132,15 @@ Tensor cpu::embedding_vocab_parallel(Context &ctx, const Tensor &ids,
   return out;
 }
 
+/// One row (or group) of rms_norm: row / sqrt(mean(row^2) + eps) *
+/// (offset + weight), the mean's sum in double.
+static void normalizeRow(const float *row, const float *weight, float offset,
+                         float eps, int64_t n, float *out) {
+  double sum = cpu::sumOfSquares(row, n);
+  float inv = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  cpu::scaleRow(row, inv, weight, offset, out, n);
+}
+
 Tensor cpu::rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
                      double offset, int64_t group, int64_t slot) {
   bool bf16 = onHostAsBf16(x);
@@ -149,12 +158,8 @@ Tensor cpu::rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
   const float *weight = wf.f32();
   float off = static_cast<float>(offset), epsilon = static_cast<float>(eps);
   auto normalize = [&](const float *in, float *o, int64_t groups) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const float *row = in + g * group;
-      double sum = cpu::sumOfSquares(row, group);
-      float inv = 1.0f / std::sqrt(static_cast<float>(sum / group) + epsilon);
-      cpu::scaleRow(row, inv, weight, off, o + g * group, group);
-    }
+    for (int64_t g = 0; g < groups; ++g)
+      normalizeRow(in + g * group, weight, off, epsilon, group, o + g * group);
   };
   if (bf16) {
     int64_t rows = std::max<int64_t>(1, kElementBlock / group);
@@ -171,6 +176,57 @@ Tensor cpu::rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
   for (int64_t g = 0; g < groups; ++g)
     normalize(in + g * group, o + g * group, 1);
   return out;
+}
+
+Tensors cpu::add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
+                          const Tensor &w, double eps, double offset) {
+  requireSameShape(a, b, "add_rms_norm");
+  bool bf16 = onHostAsBf16(a) && onHostAsBf16(b);
+  // f16 (no vector loop here): the two calls it stands for.
+  if (!bf16 && (a.dtype() != DType::F32 || b.dtype() != DType::F32))
+    return composed::add_rms_norm(ctx, a, b, w, eps, offset);
+  Tensor wf = widened(w);
+  requireF32(wf, "add_rms_norm", "the weight");
+  int64_t features = a.rank() ? a.dim(-1) : 0;
+  if (features == 0 || wf.numel() != features)
+    fatal("add_rms_norm: input " + a.describe() + " and weight " +
+          w.describe() + " do not match");
+  DType type = bf16 ? DType::BF16 : DType::F32;
+  Tensor sum = Tensor::uninitialized(type, a.shape()),
+         normed = Tensor::uninitialized(type, a.shape());
+  int64_t rows = a.numel() / features;
+  const float *weight = wf.f32();
+  float off = static_cast<float>(offset), epsilon = static_cast<float>(eps);
+#pragma omp parallel if (rows > 1)
+  {
+    // bf16: the rounded sum widened, and the row's norm before rounding.
+    std::vector<float> scratch(bf16 ? 2 * features : 0);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = r * features;
+      if (!bf16) {
+        const float *x = a.f32() + at, *y = b.f32() + at;
+        float *s = sum.f32() + at;
+#pragma omp simd
+        for (int64_t i = 0; i < features; ++i)
+          s[i] = x[i] + y[i];
+        normalizeRow(s, weight, off, epsilon, features, normed.f32() + at);
+        continue;
+      }
+      auto in = [at](const Tensor &t) {
+        return static_cast<const uint16_t *>(t.raw()) + at;
+      };
+      auto out = [at](Tensor &t) {
+        return static_cast<uint16_t *>(t.raw()) + at;
+      };
+      float *s = scratch.data(), *o = s + features;
+      cpu::addBf16(in(a), in(b), out(sum), features);
+      cpu::widenBf16(in(sum), s, features);
+      normalizeRow(s, weight, off, epsilon, features, o);
+      cpu::narrowToBf16(o, out(normed), features);
+    }
+  }
+  return {sum, normed};
 }
 
 Tensor cpu::rotary(Context &ctx, const Tensor &x, int64_t headDim,

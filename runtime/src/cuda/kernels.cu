@@ -196,6 +196,46 @@ __global__ void rmsNormKernel(const float *x, const float *w, float *out,
   }
 }
 
+/// One block per row: sum = a + b (rounded to T) written out, its sum of
+/// squares in double, then normed = sum / sqrt(mean + eps) * (offset + w):
+/// rmsNormKernel's arithmetic and reduction order on the rounded sum, so
+/// both results are the separate kernels' bit for bit.
+template <typename T>
+__global__ void addRmsNormKernel(const T *a, const T *b, const float *w, T *sum,
+                                 T *normed, int64_t rows, int64_t features,
+                                 float eps, float offset) {
+  __shared__ double partial[kThreads / 32];
+  __shared__ float inverse;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t at = r * features;
+    double squares = 0;
+    for (int64_t i = threadIdx.x; i < features; i += blockDim.x) {
+      T s = fromFloat<T>(toFloat(a[at + i]) + toFloat(b[at + i]));
+      sum[at + i] = s;
+      float v = toFloat(s);
+      squares += static_cast<double>(v) * v;
+    }
+    for (int off = 16; off; off >>= 1)
+      squares += __shfl_xor_sync(kFullMask, squares, off);
+    if (threadIdx.x % 32 == 0)
+      partial[threadIdx.x / 32] = squares;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double total = 0;
+      for (int i = 0; i < kThreads / 32; ++i)
+        total += partial[i];
+      inverse = 1.0f / sqrtf(static_cast<float>(total / features) + eps);
+    }
+    __syncthreads();
+    float inv = inverse;
+    // Each thread reads back the elements it wrote.
+    for (int64_t i = threadIdx.x; i < features; i += blockDim.x)
+      normed[at + i] =
+          fromFloat<T>((toFloat(sum[at + i]) * inv) * (offset + w[i]));
+    __syncthreads();
+  }
+}
+
 /// Rotates the first rotaryDim features of each head of x [B, S, H * D]
 /// into `out` (a copy of x): pair (i, i + half), or (2i, 2i + 1)
 /// interleaved, by the angle of position p.
@@ -594,6 +634,48 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
       static_cast<float>(offset));
   checkLaunch("rms_norm");
   return out;
+}
+
+Tensors add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
+                     const Tensor &w, double eps, double offset) {
+  requireSameShape(a, b, "add_rms_norm");
+  if (a.dtype() != b.dtype())
+    return composed::add_rms_norm(ctx, a, b, w, eps, offset);
+  requireGpu(a, a.dtype(), "add_rms_norm", "the first addend");
+  requireGpu(b, a.dtype(), "add_rms_norm", "the second addend");
+  Tensor wf = widened(w);
+  requireGpu(wf, DType::F32, "add_rms_norm", "the weight");
+  int64_t features = a.rank() ? a.dim(-1) : 0;
+  if (features == 0 || wf.numel() != features)
+    fatal("add_rms_norm: input " + a.describe() + " and weight " +
+          w.describe() + " do not match");
+  Tensor sum = Tensor::uninitialized(a.dtype(), a.shape(), Device::CUDA);
+  Tensor normed = Tensor::uninitialized(a.dtype(), a.shape(), Device::CUDA);
+  int64_t rows = a.numel() / features;
+  if (rows == 0)
+    return {sum, normed};
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    addRmsNormKernel<T><<<gridBlocks(rows, 1), kThreads, 0, stream()>>>(
+        static_cast<const T *>(a.raw()), static_cast<const T *>(b.raw()),
+        wf.f32(), static_cast<T *>(sum.raw()), static_cast<T *>(normed.raw()),
+        rows, features, static_cast<float>(eps), static_cast<float>(offset));
+  };
+  switch (a.dtype()) {
+  case DType::F32:
+    launch(float());
+    break;
+  case DType::BF16:
+    launch(__nv_bfloat16());
+    break;
+  case DType::F16:
+    launch(__half());
+    break;
+  default:
+    fatal("add_rms_norm: " + a.describe() + " is not a float tensor");
+  }
+  checkLaunch("add_rms_norm");
+  return {sum, normed};
 }
 
 Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,

@@ -101,6 +101,12 @@ Tensors composed::accumulate_linear_cross_entropy(
   return {r[0], r[1]};
 }
 
+Tensors composed::add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
+                               const Tensor &w, double eps, double offset) {
+  Tensor sum = add(ctx, a, b);
+  return {sum, rms_norm(ctx, sum, w, eps, offset, 0)};
+}
+
 Tensors composed::silu_mul_grad(Context &ctx, const Tensor &gate,
                                 const Tensor &up, const Tensor &dy) {
   return {silu_grad(ctx, gate, mul(ctx, dy, up)),

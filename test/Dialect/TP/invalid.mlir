@@ -145,6 +145,46 @@ func.func @rms_norm_result(%x: tensor<2x8x64xf32>, %w: tensor<64xf32>) {
 
 // -----
 
+func.func @add_rms_norm_types(%a: tensor<2x8x64xf32>, %b: tensor<2x8x64xbf16>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{expects the addends and both results of one type, got 'tensor<2x8x64xf32>' and 'tensor<2x8x64xbf16>'}}
+  %0:2 = tp.add_rms_norm %a, %b, %w {epsilon = 1.0e-6 : f64} : (tensor<2x8x64xf32>, tensor<2x8x64xbf16>, tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_result(%a: tensor<2x8x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{expects the addends and both results of one type, got 'tensor<2x8x64xf32>' and 'tensor<2x8x32xf32>'}}
+  %0:2 = tp.add_rms_norm %a, %a, %w {epsilon = 1.0e-6 : f64} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x32xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_weight(%a: tensor<2x8x64xbf16>, %w: tensor<32xf32>) {
+  // expected-error @+1 {{weight has 32 elements but normalizes groups of 64}}
+  %0:2 = tp.add_rms_norm %a, %a, %w {epsilon = 1.0e-6 : f64} : (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<32xf32>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_eps(%a: tensor<8x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{'epsilon' must be positive and finite, got -1}}
+  %0:2 = tp.add_rms_norm %a, %a, %w {epsilon = -1.0 : f64} : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_offset(%a: tensor<8x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{'weight_offset' must be finite}}
+  %0:2 = tp.add_rms_norm %a, %a, %w {epsilon = 1.0e-6 : f64, weight_offset = 0x7FF0000000000000 : f64} : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>)
+  return
+}
+
+// -----
+
 func.func @rms_norm_weight_rank(%x: tensor<2x8x64xf32>, %w: tensor<1x64xf32>) {
   // expected-error @+1 {{weight must be 1-D, got rank 2}}
   %0 = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<2x8x64xf32>, tensor<1x64xf32>) -> tensor<2x8x64xf32>

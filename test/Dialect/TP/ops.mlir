@@ -23,6 +23,8 @@ func.func @blocks(%ids: tensor<?x?xi64>, %mask: tensor<?x?xi64>,
   %hc = tp.softcap %h cap 30.0 : tensor<?x?x64xf32>
   // CHECK: tp.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
   %n = tp.rms_norm %hs, %norm {epsilon = 1.0e-6 : f64, weight_offset = 1.0 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+  // CHECK: %{{.*}}, %{{.*}} = tp.add_rms_norm %[[H]], %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64} : (tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>)
+  %sn:2 = tp.add_rms_norm %h, %hs, %norm {epsilon = 1.0e-6 : f64, weight_offset = 1.0 : f64} : (tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>)
   // CHECK: tp.linear %{{.*}}, %[[WQ]] : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   %q = tp.linear %n, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   // CHECK: tp.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>

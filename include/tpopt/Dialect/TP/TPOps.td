@@ -217,6 +217,43 @@ def TP_LinearSwigluOp : TP_Op<"linear_swiglu", [Pure, TP_RuntimeCalled]> {
   let hasVerifier = 1;
 }
 
+def TP_AddRmsNormOp : TP_Op<"add_rms_norm", [Pure, TP_RuntimeCalled]> {
+  let summary = "A residual add and the RMS norm of its sum, in one pass";
+  let description = [{
+    `sum = lhs + rhs` and `normed = tp.rms_norm sum, weight` with `epsilon`
+    and `weight_offset` as there, over the whole last dimension (no
+    groups): the residual stream's add and the norm of the next block that
+    reads it, computed row by row in one pass that reads the two addends
+    once and writes both results, instead of writing the sum and reading
+    it back. `lhs`, `rhs`, `sum` and `normed` have one type; the weight may
+    keep another float type, as `tp.rms_norm`'s. Both results are the two
+    ops' values bit for bit (in bf16 the sum is rounded before the norm
+    reads it, as when they are apart).
+
+    `tp-fuse-add-rms-norm` makes it after partitioning and after the
+    training step is built (a backward that reads the sum reads `sum`), so
+    it has no partition rule and no derivative. The adds it finds are the
+    ones no projection took as its epilogue: after a post-norm (Gemma3),
+    a reduce-scatter (sequence parallelism) or an all-reduce that other
+    work already reads.
+
+    ```mlir
+    %sum, %normed = tp.add_rms_norm %residual, %update, %w
+        {epsilon = 1.0e-06 : f64}
+        : (tensor<1x16x64xf32>, tensor<1x16x64xf32>, tensor<64xf32>)
+        -> (tensor<1x16x64xf32>, tensor<1x16x64xf32>)
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs,
+                   TP_FloatTensor:$weight, F64Attr:$epsilon,
+                   DefaultValuedAttr<F64Attr, "0.0">:$weight_offset);
+  let results = (outs TP_FloatTensor:$sum, TP_FloatTensor:$normed);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["x", "result"]>,
                                      TP_Partitioned, TP_RuntimeCalled,
                                      TP_Differentiable]> {
