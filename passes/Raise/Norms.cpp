@@ -27,8 +27,11 @@ LogicalResult Raiser::emitRmsNorm(NodeOp node, Abstract &normed,
     return failure();
   const Activation &x = normed.act;
   int64_t features = featuresOf(x.value);
+  // Per head (q_norm, k_norm), also where the activation is one head (one
+  // KV head: Gemma3 1B), whose group is its whole last dimension.
+  bool perHead = x.layout != Layout::Packed && x.headDim == group;
   IntegerAttr groupAttr;
-  if (group != features)
+  if (group != features || perHead)
     groupAttr = builder.getI64IntegerAttr(group);
   else if (x.layout != Layout::Packed)
     return nodeError(node) << "normalization over all heads of a head-split "

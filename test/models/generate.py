@@ -196,6 +196,9 @@ VARIANTS = {
     "gemma3_6layers": lambda: variant_of(
         gemma3, num_hidden_layers=6,
         layer_types=["sliding_attention"] * 5 + ["full_attention"]),
+    # Gemma 3 1B's grouping: every query head over one KV head, whose
+    # k_norm is then a norm over the whole projection.
+    "gemma3_kv1": lambda: variant_of(gemma3, num_key_value_heads=1),
     # Shapes that do not divide by tp 3, 4, 5 (tpc --allow-uneven): 6 or 14
     # query heads over 2 or 3 KV heads, MLP 224, vocabulary 321.
     "llama_uneven": lambda: llama_with(

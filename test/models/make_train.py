@@ -72,6 +72,9 @@ REDUCED = ["llama_bf16", "llama_rope_llama3_short", "gemma3_softcap",
 # over their whole vocabulary, so that every rank's range has labels. Only
 # with --arch.
 UNEVEN = sorted(generate.WHOLE_VOCAB_IDS)
+# Gemma 3 1B's one KV head (its k_norm over the whole projection). Only
+# with --arch.
+GROUPED = ["gemma3_kv1"]
 LORA_ARCHS = ["llama", "qwen2", "llama_uneven"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}
@@ -249,7 +252,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(__file__))
     parser.add_argument("--arch", action="append",
-                        choices=ARCHS + REDUCED + UNEVEN)
+                        choices=ARCHS + REDUCED + UNEVEN + GROUPED)
     parser.add_argument("--dtype", choices=list(TYPES),
                         help="only the plain run, trained in this type "
                              "(ARCH/train_DTYPE)")
