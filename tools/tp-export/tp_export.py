@@ -9,8 +9,8 @@ parameter on the meta device (nothing is allocated or read: the checkpoint's
 shards are never opened) and only the buffers real (RoPE's inverse
 frequencies), exports it with torch.onnx.export(dynamo=True) with a dynamic
 batch and sequence, and writes a graph whose parameters are graph inputs
-named by their HF FQNs (a tied lm_head under the embedding's name, as
-transformers saves it). The file is marked as a graph-only export; tpc binds
+named as transformers saves them (the checkpoint's FQNs: a tied lm_head
+under the embedding's name, NemotronH's under `backbone.`). The file is marked as a graph-only export; tpc binds
 its parameters to a checkpoint:
 
     tpc graph.onnx --weights HF_DIR --tp 2 -o out
@@ -19,6 +19,7 @@ its parameters to a checkpoint:
 The graph's parameters have the checkpoint's type (config.json's dtype,
 --dtype to override)."""
 import argparse
+import ast
 import contextlib
 import io
 import logging
@@ -51,6 +52,27 @@ def parameters_on_meta(torch):
         yield
     finally:
         torch.nn.Module.register_parameter = register
+
+
+def saved_namer(hf):
+    """How transformers' save_pretrained names the model's parameters: the
+    renamings of its checkpoint conversion, reversed (NemotronH's `model.`
+    is saved, as NVIDIA's checkpoints name it, `backbone.`), as a function
+    of an FQN or a module path. Weight converters (merged MoE experts) are
+    not renamings and leave names as they are."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import (PrefixChange,
+                                                     WeightRenaming,
+                                                     apply_renamings)
+    except ImportError:  # a transformers without conversions
+        return lambda name: name
+    conversions = [c for c in get_model_conversion_mapping(hf, add_legacy=False)
+                   if isinstance(c, WeightRenaming)
+                   and not isinstance(c, PrefixChange)]
+    renamings = [c.reverse_transform() for c in conversions[::-1]]
+    # A module path renamed as the FQNs under it are.
+    return lambda name: apply_renamings(name + ".", renamings)[:-1]
 
 
 def main():
@@ -171,6 +193,7 @@ def main():
     for name, t in list(model.named_parameters()) + list(
             model.named_buffers()):
         first.setdefault(id(t), name)
+    saved = saved_namer(hf)
     renamed, parameters = {}, {}
     for name in dict.fromkeys(x for n in graph.node for x in n.input
                               if x and x not in defined):
@@ -178,7 +201,7 @@ def main():
         if t is None:
             fail(f"the exported graph reads '{name}', which is neither a "
                  "parameter nor a buffer of the model")
-        fqn = first[id(t)]
+        fqn = saved(first[id(t)])
         renamed[name] = fqn
         if id(t) not in buffer_values:
             parameters[fqn] = t
@@ -210,9 +233,14 @@ def main():
     # Of the exporter's node metadata only the module scopes are kept (tpc
     # names parameters and diagnostics by them); the stack traces and
     # class hierarchies would be most of the file.
+    # The scopes are renamed as the parameters are: tpc names a parameter
+    # by the scope of the node that reads it, and the checkpoint by its
+    # saved name.
     for node in proto.graph.node:
         kept = [(p.key, p.value) for p in node.metadata_props
                 if p.key == "pkg.torch.onnx.name_scopes"]
+        kept = [(key, repr([saved(x) for x in scopes[:-1]] + scopes[-1:]))
+                for key, scopes in ((k, ast.literal_eval(v)) for k, v in kept)]
         del node.metadata_props[:]
         for key, value in kept:
             entry = node.metadata_props.add()

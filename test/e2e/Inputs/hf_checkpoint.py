@@ -17,7 +17,8 @@ import torch
 import transformers
 
 p = argparse.ArgumentParser()
-p.add_argument("arch", choices=["llama", "qwen2", "qwen3", "gemma3"])
+p.add_argument("arch", choices=["llama", "qwen2", "qwen3", "gemma3",
+                                "nemotron_h"])
 p.add_argument("out")
 p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
 p.add_argument("--tied", action="store_true")
@@ -37,6 +38,15 @@ config = {
         **common, sliding_window=4, query_pre_attn_scalar=16,
         layer_types=["sliding_attention", "sliding_attention",
                      "full_attention"]),
+    # Mamba, attention and MLP layers; transformers saves its parameters
+    # under backbone., as NVIDIA's checkpoints name them.
+    "nemotron_h": lambda: transformers.NemotronHConfig(
+        vocab_size=200, hidden_size=96, intermediate_size=160,
+        layers_block_type=["mamba", "attention", "mlp"],
+        num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+        mamba_num_heads=6, mamba_head_dim=16, n_groups=2, ssm_state_size=8,
+        conv_kernel=4, chunk_size=8, use_mamba_kernels=False,
+        max_position_embeddings=64, tie_word_embeddings=args.tied),
 }[args.arch]()
 config._attn_implementation = "eager"
 torch.manual_seed(7)
