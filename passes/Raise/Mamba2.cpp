@@ -233,7 +233,11 @@ LogicalResult Raiser::findMamba2Sizes(ScopeBlock &block, Mamba2Params &p) {
            << " inner features";
   int64_t gn = gn2 / 2;
   // n_groups and state_size: a reshape in the block ends with the constant
-  // pair [n_groups, state_size] (B and C viewed per group).
+  // pair [n_groups, state_size] (B and C viewed per group). The heads'
+  // view of x and y, [heads, head_dim], fits the same test when the inner
+  // size equals n_groups * state_size: it counts only when no other pair
+  // does (then n_groups = heads).
+  SmallVector<std::pair<int64_t, int64_t>> pairs;
   for (NodeOp node : block.nodes) {
     if (node.getOpType() != "Reshape" || node.getInputs().size() < 2)
       continue;
@@ -259,12 +263,22 @@ LogicalResult Raiser::findMamba2Sizes(ScopeBlock &block, Mamba2Params &p) {
     }
     if (tail.size() >= 2) {
       int64_t g = tail[tail.size() - 2], n = tail.back();
-      if (g > 0 && n > 0 && g * n == gn && p.heads % g == 0) {
-        p.groups = g;
-        break;
-      }
+      if (g > 0 && n > 0 && g * n == gn && p.heads % g == 0 &&
+          !llvm::is_contained(pairs, std::pair(g, n)))
+        pairs.emplace_back(g, n);
     }
   }
+  std::pair<int64_t, int64_t> headsView(p.heads, p.inner / p.heads);
+  if (pairs.size() > 1)
+    llvm::erase(pairs, headsView);
+  if (pairs.size() > 1)
+    return blockError(*this, block)
+           << "n_groups and state_size are ambiguous: reshapes to ["
+           << pairs[0].first << ", " << pairs[0].second << "] and ["
+           << pairs[1].first << ", " << pairs[1].second << "] both fit "
+           << gn << " features";
+  if (!pairs.empty())
+    p.groups = pairs.front().first;
   if (!p.groups)
     return blockError(*this, block)
            << "cannot find n_groups and state_size (a reshape to "

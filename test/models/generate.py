@@ -199,6 +199,12 @@ VARIANTS = {
     # Gemma 3 1B's grouping: every query head over one KV head, whose
     # k_norm is then a norm over the whole projection.
     "gemma3_kv1": lambda: variant_of(gemma3, num_key_value_heads=1),
+    # NemotronH whose B and C per group are as wide as x per head
+    # (n_groups x state_size = 4 x 16 = mamba heads x head_dim = 8 x 8):
+    # the two reshapes that reveal the sizes both fit.
+    "nemotron_h_groups": lambda: variant_of(
+        nemotron_h, mamba_num_heads=8, mamba_head_dim=8, n_groups=4,
+        ssm_state_size=16),
     # Shapes that do not divide by tp 3, 4, 5 (tpc --allow-uneven): 6 or 14
     # query heads over 2 or 3 KV heads, MLP 224, vocabulary 321.
     "llama_uneven": lambda: llama_with(

@@ -72,9 +72,9 @@ REDUCED = ["llama_bf16", "llama_rope_llama3_short", "gemma3_softcap",
 # over their whole vocabulary, so that every rank's range has labels. Only
 # with --arch.
 UNEVEN = sorted(generate.WHOLE_VOCAB_IDS)
-# Gemma 3 1B's one KV head (its k_norm over the whole projection). Only
-# with --arch.
-GROUPED = ["gemma3_kv1"]
+# Gemma 3 1B's one KV head (its k_norm over the whole projection), and
+# NemotronH with B and C as wide as x. Only with --arch.
+GROUPED = ["gemma3_kv1", "nemotron_h_groups"]
 LORA_ARCHS = ["llama", "qwen2", "llama_uneven"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}
