@@ -275,8 +275,8 @@ LogicalResult Raiser::findMamba2Sizes(ScopeBlock &block, Mamba2Params &p) {
     return blockError(*this, block)
            << "n_groups and state_size are ambiguous: reshapes to ["
            << pairs[0].first << ", " << pairs[0].second << "] and ["
-           << pairs[1].first << ", " << pairs[1].second << "] both fit "
-           << gn << " features";
+           << pairs[1].first << ", " << pairs[1].second << "] both fit " << gn
+           << " features";
   if (!pairs.empty())
     p.groups = pairs.front().first;
   if (!p.groups)
