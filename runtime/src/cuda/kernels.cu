@@ -165,47 +165,52 @@ __global__ void addBiasKernel(float *out, const float *bias, int64_t n,
 // RMS norm and RoPE
 //===----------------------------------------------------------------------===//
 
-/// One block per group of `group` elements: the sum of squares in double
-/// (as the CPU kernel), then x / sqrt(mean + eps) * (offset + w).
+/// 1 / sqrt(mean + eps) of a row of `n` elements from each thread's part
+/// of its sum of squares (in double, as the CPU kernel), in every thread of
+/// the block: one reduction order for every RMS-norm kernel.
+__device__ float inverseRms(double squares, int64_t n, float eps) {
+  __shared__ double partial[kThreads / 32];
+  __shared__ float inverse;
+  for (int off = 16; off; off >>= 1)
+    squares += __shfl_xor_sync(kFullMask, squares, off);
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = squares;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int i = 0; i < kThreads / 32; ++i)
+      total += partial[i];
+    inverse = 1.0f / sqrtf(static_cast<float>(total / n) + eps);
+  }
+  __syncthreads();
+  return inverse;
+}
+
+/// One block per group of `group` elements: x / sqrt(mean(x^2) + eps) *
+/// (offset + w).
 __global__ void rmsNormKernel(const float *x, const float *w, float *out,
                               int64_t groups, int64_t group, float eps,
                               float offset) {
-  __shared__ double partial[kThreads / 32];
-  __shared__ float inverse;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const float *row = x + g * group;
     double sum = 0;
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
       sum += static_cast<double>(row[i]) * row[i];
-    for (int off = 16; off; off >>= 1)
-      sum += __shfl_xor_sync(kFullMask, sum, off);
-    if (threadIdx.x % 32 == 0)
-      partial[threadIdx.x / 32] = sum;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double total = 0;
-      for (int i = 0; i < kThreads / 32; ++i)
-        total += partial[i];
-      inverse = 1.0f / sqrtf(static_cast<float>(total / group) + eps);
-    }
-    __syncthreads();
-    float inv = inverse;
+    float inv = inverseRms(sum, group, eps);
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
       out[g * group + i] = (row[i] * inv) * (offset + w[i]);
     __syncthreads();
   }
 }
 
-/// One block per row: sum = a + b (rounded to T) written out, its sum of
-/// squares in double, then normed = sum / sqrt(mean + eps) * (offset + w):
-/// rmsNormKernel's arithmetic and reduction order on the rounded sum, so
-/// both results are the separate kernels' bit for bit.
+/// One block per row: sum = a + b (rounded to T) written out, then normed =
+/// sum / sqrt(mean(sum^2) + eps) * (offset + w): rmsNormKernel's arithmetic
+/// and reduction on the rounded sum, so both results are the separate
+/// kernels' bit for bit.
 template <typename T>
 __global__ void addRmsNormKernel(const T *a, const T *b, const float *w, T *sum,
                                  T *normed, int64_t rows, int64_t features,
                                  float eps, float offset) {
-  __shared__ double partial[kThreads / 32];
-  __shared__ float inverse;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t at = r * features;
     double squares = 0;
@@ -215,19 +220,7 @@ __global__ void addRmsNormKernel(const T *a, const T *b, const float *w, T *sum,
       float v = toFloat(s);
       squares += static_cast<double>(v) * v;
     }
-    for (int off = 16; off; off >>= 1)
-      squares += __shfl_xor_sync(kFullMask, squares, off);
-    if (threadIdx.x % 32 == 0)
-      partial[threadIdx.x / 32] = squares;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double total = 0;
-      for (int i = 0; i < kThreads / 32; ++i)
-        total += partial[i];
-      inverse = 1.0f / sqrtf(static_cast<float>(total / features) + eps);
-    }
-    __syncthreads();
-    float inv = inverse;
+    float inv = inverseRms(squares, features, eps);
     // Each thread reads back the elements it wrote.
     for (int64_t i = threadIdx.x; i < features; i += blockDim.x)
       normed[at + i] =
