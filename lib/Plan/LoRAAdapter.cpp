@@ -23,14 +23,23 @@ using llvm::StringRef;
 
 static constexpr StringRef kPEFTPrefix = "base_model.model.";
 
+llvm::SmallVector<std::string, 2> mlir::tp::adapterNamesOf(StringRef fqn) {
+  llvm::SmallVector<std::string, 2> names{fqn.str()};
+  if (fqn.consume_front("backbone."))
+    names.push_back(("model." + fqn).str());
+  return names;
+}
+
 const llvm::StringMapEntry<SafetensorsTensor> *
 mlir::tp::findLoRAFactor(const llvm::StringMap<SafetensorsTensor> &adapter,
                          StringRef module, StringRef factor, StringRef param) {
-  std::string bare = (module + "." + factor + "." + param).str();
-  for (const std::string &key : {kPEFTPrefix.str() + bare, bare}) {
-    auto it = adapter.find(key);
-    if (it != adapter.end())
-      return &*it;
+  for (const std::string &name : adapterNamesOf(module)) {
+    std::string bare = name + "." + factor.str() + "." + param.str();
+    for (const std::string &key : {kPEFTPrefix.str() + bare, bare}) {
+      auto it = adapter.find(key);
+      if (it != adapter.end())
+        return &*it;
+    }
   }
   return nullptr;
 }

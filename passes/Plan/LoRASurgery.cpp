@@ -179,12 +179,17 @@ LogicalResult LoRAInserter::addBranch(LinearOp linear, StringRef module,
         elementType);
     SourceAttr source;
     if (adapter) {
-      FailureOr<SourceAttr> found = sourceFor(
-          linear, findLoRAFactor(*adapter, module, factor),
-          Twine(factor) + " for '" + module +
-              "' (looked for 'base_model.model." + module + "." + factor +
-              ".weight' and '" + module + "." + factor + ".weight')",
-          type, rank);
+      std::string lookedFor;
+      for (const std::string &name : adapterNamesOf(module))
+        lookedFor += (lookedFor.empty() ? "'" : " and '") +
+                     ("base_model.model." + name + "." + factor +
+                      ".weight' and '" + name + "." + factor + ".weight'")
+                         .str();
+      FailureOr<SourceAttr> found =
+          sourceFor(linear, findLoRAFactor(*adapter, module, factor),
+                    Twine(factor) + " for '" + module + "' (looked for " +
+                        lookedFor + ")",
+                    type, rank);
       if (failed(found))
         return failure();
       source = *found;
@@ -241,11 +246,13 @@ LogicalResult LoRAInserter::addBranch(LinearOp linear, StringRef module,
 }
 
 LogicalResult LoRAInserter::replaceBaseTensors() {
+  // A parameter by each name an adapter may give it.
   llvm::StringMap<BlockArgument> byFqn;
   for (BlockArgument arg : func.getArguments())
     if (auto fqn = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                      TPDialect::kFqnAttrName))
-      byFqn[fqn.getValue()] = arg;
+      for (const std::string &name : adapterNamesOf(fqn.getValue()))
+        byFqn.try_emplace(name, arg);
   for (const auto &entry : *adapter) {
     std::string replaced = replacedParameter(entry.getKey());
     if (replaced.empty())

@@ -5,6 +5,9 @@
 // RUN: tp-opt %t/lora.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-targets=o_*" | FileCheck %t/lora.mlir --check-prefix=TARGETS
 // RUN: tp-opt %t/rank.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=3" --verify-diagnostics
 // RUN: tp-opt %t/missing.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/adapter.safetensors lora-targets=v_proj" --verify-diagnostics
+// RUN: %tp_python %tp_src/test/Plan/Inputs/write_safetensors.py %t/peft_model.safetensors base_model.model.model.layers.0.mixer.v_proj.lora_A.weight=4x8 base_model.model.model.layers.0.mixer.v_proj.lora_B.weight=8x4
+// RUN: tp-opt %t/backbone.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/peft_model.safetensors lora-targets=v_proj" | FileCheck %t/backbone.mlir
+// RUN: tp-opt %t/backbone-missing.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/adapter.safetensors lora-targets=v_proj" --verify-diagnostics
 // RUN: %tp_python %tp_src/test/Plan/Inputs/write_safetensors.py %t/f16.safetensors q_proj.lora_A.weight=4x8:F16 q_proj.lora_B.weight=8x4
 // RUN: tp-opt %t/dtype.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=4 lora-weights=%t/f16.safetensors lora-targets=q_proj" --verify-diagnostics | FileCheck %t/dtype.mlir
 // RUN: tp-opt %t/shape.mlir "--tp-apply-plan=plan=file:%t/plan.json tp=2 lora-rank=2 lora-weights=%t/adapter.safetensors" --verify-diagnostics
@@ -92,6 +95,25 @@ func.func @forward(%x: tensor<?x?x8xf32>,
 func.func @forward(%x: tensor<?x?x8xf32>,
     %wv: tensor<8x8xf32> {tp.fqn = "v_proj.weight"}) -> tensor<?x?x8xf32> {
   // expected-error-re @+1 {{lora-weights '{{.*}}adapter.safetensors': no lora_A for 'v_proj' (looked for 'base_model.model.v_proj.lora_A.weight' and 'v_proj.lora_A.weight')}}
+  %v = tp.linear %x, %wv : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  return %v : tensor<?x?x8xf32>
+}
+
+//--- backbone.mlir
+// NemotronH's checkpoint names (backbone.), an adapter PEFT made on
+// transformers' model (model.): the factors are found under model.
+// CHECK: tp.source = #tp.source<initializer = "base_model.model.model.layers.0.mixer.v_proj.lora_A.weight"
+// CHECK: tp.source = #tp.source<initializer = "base_model.model.model.layers.0.mixer.v_proj.lora_B.weight"
+func.func @forward(%x: tensor<?x?x8xf32>,
+    %wv: tensor<8x8xf32> {tp.fqn = "backbone.layers.0.mixer.v_proj.weight"}) -> tensor<?x?x8xf32> {
+  %v = tp.linear %x, %wv : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  return %v : tensor<?x?x8xf32>
+}
+
+//--- backbone-missing.mlir
+func.func @forward(%x: tensor<?x?x8xf32>,
+    %wv: tensor<8x8xf32> {tp.fqn = "backbone.layers.0.mixer.v_proj.weight"}) -> tensor<?x?x8xf32> {
+  // expected-error-re @+1 {{no lora_A for 'backbone.layers.0.mixer.v_proj' (looked for 'base_model.model.backbone.layers.0.mixer.v_proj.lora_A.weight' and 'backbone.layers.0.mixer.v_proj.lora_A.weight' and 'base_model.model.model.layers.0.mixer.v_proj.lora_A.weight' and 'model.layers.0.mixer.v_proj.lora_A.weight')}}
   %v = tp.linear %x, %wv : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
   return %v : tensor<?x?x8xf32>
 }

@@ -15,6 +15,7 @@
 
 #include "tpopt/Support/Safetensors.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -27,10 +28,17 @@
 
 namespace mlir::tp {
 
+/// The names a module or parameter FQN may have in an adapter: itself and,
+/// for NemotronH's `backbone.` names, the same under `model.`
+/// (transformers builds its modules as `model.` and saves them, as NVIDIA's
+/// checkpoints name them, as `backbone.`; PEFT names them as the model it
+/// wrapped did).
+llvm::SmallVector<std::string, 2> adapterNamesOf(llvm::StringRef fqn);
+
 /// The LoRA tensor `<module>.<factor>.<param>` (factor "lora_A" or
 /// "lora_B", param "weight" or "bias") in an adapter: PEFT's
-/// "base_model.model." prefixed name, or the bare name. Returns the entry
-/// found, or nullptr.
+/// "base_model.model." prefixed name, or the bare name, of each of the
+/// module's adapterNamesOf. Returns the entry found, or nullptr.
 const llvm::StringMapEntry<SafetensorsTensor> *
 findLoRAFactor(const llvm::StringMap<SafetensorsTensor> &adapter,
                llvm::StringRef module, llvm::StringRef factor,
