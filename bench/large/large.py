@@ -15,8 +15,11 @@ same device, bf16 on both sides (README.md).
 are made on the device from seed 0 by PyTorch and read by the programs
 from that checkpoint.
 """
+import copy
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -86,7 +89,6 @@ def peak_flops(name):
 
 
 def export(directory, shape):
-    import json
     import transformers
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "..", "compile"))
@@ -184,7 +186,6 @@ def measure(directory, programs, gpu, say, failures, torch_compile=True):
     large_llama and large_llama_train) against PyTorch eager (sdpa) and,
     on the GPU unless `torch_compile` is off, torch.compile, bf16 on both
     sides."""
-    import json
     forward = os.path.join(programs, "large_llama")
     train = os.path.join(programs, "large_llama_train")
     config_path = os.path.join(directory, "large_llama_config.json")
@@ -226,7 +227,6 @@ def measure(directory, programs, gpu, say, failures, torch_compile=True):
     # bf16 program is held to being no further from it than PyTorch's bf16
     # model is, within a margin: two bf16 runs round in different places,
     # and across 16 layers each differs from the other more than from f32.
-    import copy
     reference = copy.deepcopy(model).float().eval()
     with torch.no_grad():
         short_t = torch.from_numpy(short).to(device)
@@ -328,7 +328,6 @@ def measure(directory, programs, gpu, say, failures, torch_compile=True):
     say(f"Against PyTorch's model in f32 with the same weights: logits (batch 1 x seq {short.shape[1]}) "
         f"ours {fmt(logits_rel)}, PyTorch bf16 {torch_rel:.1e} (bound {logits_bound:.1e}); step-1 loss "
         f"ours {fmt(loss_rel)}, PyTorch bf16 {torch_loss_rel:.1e} (bound {LOSS_RTOL:.0e}).")
-    import shutil
     shutil.rmtree(tmp, ignore_errors=True)
 
 

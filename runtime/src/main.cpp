@@ -67,29 +67,37 @@ void usage(const char *argv0) {
       argv0, argv0);
 }
 
+/// Every rank's `bytes` gathered on rank 0 as "rank 0 N bytes, rank 1 M
+/// bytes" (collective; empty on the other ranks).
+std::string bytesPerRank(unsigned long long bytes, int rank, int size) {
+  std::vector<unsigned long long> all(size);
+  MPI_Gather(&bytes, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+             MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  std::string line;
+  for (int r = 0; rank == 0 && r < size; ++r)
+    line += (r ? ", rank " : "rank ") + std::to_string(r) + " " +
+            std::to_string(all[r]) + " bytes";
+  return line;
+}
+
 /// --report-reads: each rank's bytes of parameters read, one line from
 /// rank 0 (collective).
 void reportReads(const tprt::Context &ctx, int rank, int size) {
-  unsigned long long mine = ctx.parameterBytesRead();
-  std::vector<unsigned long long> all(size);
-  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
-             MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  std::string line = bytesPerRank(ctx.parameterBytesRead(), rank, size);
   double seconds = ctx.parameterReadSeconds();
   std::vector<double> times(size);
   MPI_Gather(&seconds, 1, MPI_DOUBLE, times.data(), 1, MPI_DOUBLE, 0,
              MPI_COMM_WORLD);
   if (rank != 0)
     return;
-  std::string line = "parameters read:", timeLine = "parameter reads took:";
+  std::string timeLine = "parameter reads took:";
   for (int r = 0; r < size; ++r) {
-    line += (r ? ", rank " : " rank ") + std::to_string(r) + " " +
-            std::to_string(all[r]) + " bytes";
     char text[64];
     std::snprintf(text, sizeof(text), "%s rank %d %.3f s", r ? "," : "", r,
                   times[r]);
     timeLine += text;
   }
-  std::printf("%s\n%s\n", line.c_str(), timeLine.c_str());
+  std::printf("parameters read: %s\n%s\n", line.c_str(), timeLine.c_str());
 }
 
 /// --report-memory: each rank's peak memory, one line from rank 0
@@ -110,16 +118,9 @@ void reportMemory(tprt::Device device, int rank, int size) {
     getrusage(RUSAGE_SELF, &usage);
     mine = static_cast<unsigned long long>(usage.ru_maxrss) * 1024;
   }
-  std::vector<unsigned long long> all(size);
-  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
-             MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  if (rank != 0)
-    return;
-  std::string line = std::string("peak memory (") + what + "):";
-  for (int r = 0; r < size; ++r)
-    line += (r ? ", rank " : " rank ") + std::to_string(r) + " " +
-            std::to_string(all[r]) + " bytes";
-  std::printf("%s\n", line.c_str());
+  std::string line = bytesPerRank(mine, rank, size);
+  if (rank == 0)
+    std::printf("peak memory (%s): %s\n", what, line.c_str());
 }
 
 std::string baseName(const std::string &path) {
