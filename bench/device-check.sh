@@ -66,6 +66,15 @@ prepare)
   tpc=${TPC:-$(command -v tpc || echo "$root/build/bin/tpc")}
   [ -x "$tpc" ] || { echo "device-check.sh: no tpc at '$tpc' (build tp-opt, or set TPC)" >&2; exit 1; }
   rm -rf "$dir" && mkdir -p "$dir/programs"
+  # The cuDNN frontend's headers (scripts/setup.sh), and cuDNN's own where
+  # the CUDA toolkit here has them, for the runtime's build on the GPU
+  # machine: its fused attention (runtime/src/cuda/Cudnn.h).
+  for include in "$root"/.venv/lib/python3*/site-packages/include; do
+    [ -f "$include/cudnn_frontend.h" ] || continue
+    mkdir -p "$dir/cudnn/include"
+    cp -r "$include"/cudnn_frontend* "$include"/cudnn_backend_base.h "$dir/cudnn/include/"
+    cp /usr/local/cuda/include/cudnn*.h "$dir/cudnn/include/" 2>/dev/null || true
+  done
   manifest="$dir/manifest.tsv"
   : >"$manifest"
   IFS=, read -ra names <<<"$models"
@@ -172,16 +181,19 @@ run)
   cuda=ON onednn=AUTO
   ((cpu_only)) && cuda=OFF onednn=OFF
   start=$(date +%s)
+  cudnn=()
+  [ -d "$dir/cudnn/include" ] && cudnn=(-DTPRT_CUDNN_FRONTEND_INCLUDE="$dir/cudnn/include")
   cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DTPRT_CUDA=$cuda -DTPRT_ONEDNN=$onednn -DTPRT_PROGRAMS="$dir/programs" \
-    >"$dir/build.log" 2>&1 &&
+    "${cudnn[@]}" >"$dir/build.log" 2>&1 &&
     ninja -C "$build" >>"$dir/build.log" 2>&1 || {
     tail -40 "$dir/build.log" >&2
     echo "device-check.sh: the build failed ($dir/build.log)" >&2
     exit 1
   }
   gemm=$(sed -n 's/.*tprt: CPU products on \([A-Za-z]*\).*/\1/p' "$dir/build.log" | head -1)
-  echo "device-check.sh: built in $(($(date +%s) - start)) s (CUDA $cuda, CPU products on $gemm)"
+  attention=$(sed -n 's/.*tprt: \(cuDNN fused attention [a-z]*\).*/\1/p' "$dir/build.log" | head -1)
+  echo "device-check.sh: built in $(($(date +%s) - start)) s (CUDA $cuda, CPU products on $gemm${attention:+, $attention})"
   args=(--dir "$dir" --programs "$build/programs" --root "$root" --iters "$iters")
   ((cpu_only)) && args+=(--cpu-only)
   ((torch_compile)) || args+=(--no-torch-compile)

@@ -70,6 +70,21 @@ def has_gpu():
 
 
 GPU = has_gpu()
+
+
+def torch_cudnn():
+    """PyTorch's cuDNN (the pip wheel's), which the peer runs, or None."""
+    for entry in sys.path:
+        path = os.path.join(entry, "nvidia", "cudnn", "lib", "libcudnn.so.9")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+# The programs' fused attention opens the cuDNN PyTorch brings where there
+# is one (runtime/src/cuda/Cudnn.h), else the CUDA toolkit's.
+if "TPRT_CUDNN_LIBRARY" not in os.environ and torch_cudnn():
+    os.environ["TPRT_CUDNN_LIBRARY"] = torch_cudnn()
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
 
 
@@ -127,6 +142,7 @@ if GPU:
                               capture_output=True, text=True).stdout.strip()
 say(f"bench/device-check.sh run, {time.strftime('%Y-%m-%d %H:%M:%S')}; GPU: {gpu_name}; "
     f"CPU threads: {os.cpu_count()}")
+say("cuDNN for the fused attention: " + os.environ.get("TPRT_CUDNN_LIBRARY", "the CUDA toolkit's (as built)"))
 say()
 # The CUDA kernels one by one against the CPU kernels (runtime/test/
 # CudaKernelsTest.cpp): its failing lines and its summary.
@@ -144,7 +160,7 @@ else:
     say(f"Kernel test (tprt-cuda-test, each CUDA kernel against the CPU kernel, relative max|diff|): "
         f"{kernel_lines[-1] if kernel_lines else 'no output'}; worst {worst:.1e}")
     for line in kernel_lines:
-        if line.startswith("FAIL"):
+        if line.startswith("FAIL") or line.startswith("skipped"):
             say("  " + line)
 say()
 say("Test models (test/models/NAME/ts_fold.onnx), logits relative max|diff| at the kept positions, "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build, test and run tp-opt:
 # Debian packages by name (apt), and the test-time Python packages pinned in
-# requirements.txt inside the project-local virtual environment .venv/.
+# requirements.txt (and the header-only wheels of requirements-headers.txt)
+# inside the project-local virtual environment .venv/.
 #
 # Idempotent: when every package is present it runs no apt-get update and no
 # pip download, and finishes in about a second.
@@ -75,10 +76,12 @@ install_reqs() {
     return
   fi
   echo "setup.sh: pip install -r $(basename "$req")"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "${@:2}" -r "$req"
   echo "$sum" >"$stamp"
 }
 install_reqs "$root/requirements.txt"
+# C++ headers only: the wheels' Python dependencies are not used.
+install_reqs "$root/requirements-headers.txt" --no-deps
 if ((with_models)); then
   install_reqs "$root/requirements-models.txt"
 fi

@@ -13,6 +13,7 @@
 #include "tpopt/Dialect/TP/TPOps.h"
 #include "tpopt/Dialect/TP/TPUtils.h"
 #include "tpopt/Passes.h"
+#include "tprt/AttentionKernel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -201,6 +202,57 @@ void writeLinearWork(func::FuncOp func, raw_ostream &os) {
   os << llvm::formatv("\nLinear work per token per rank: {0:F0} multiply-adds "
                       "computed, {1:F0} for the rank's mean share ({2:F3}x)\n",
                       held, real, held / real);
+}
+
+/// Which GPU kernel runs each kind of attention op (tprt/AttentionKernel.h,
+/// the runtime's rule), for full sequences (queries == keys).
+void writeAttentionKernels(func::FuncOp func, raw_ostream &os) {
+  std::map<std::string, int> kinds;
+  func.walk([&](AttentionOp attention) {
+    Type element =
+        cast<ShapedType>(attention.getQ().getType()).getElementType();
+    tprt::AttentionProblem problem;
+    problem.reducedPrecision = element.isBF16() || element.isF16();
+    problem.headDim = attention.getHeadDim();
+    problem.sq = problem.skv = 1;
+    problem.causal = attention.getCausal();
+    problem.window = attention.getSlidingWindow().value_or(0);
+    problem.softcap = attention.getSoftcap()
+                          ? attention.getSoftcap()->convertToDouble()
+                          : 0.0;
+    problem.keyMask = static_cast<bool>(attention.getKeyMask());
+    tprt::AttentionKernelChoice choice = tprt::chooseAttentionKernel(problem);
+    std::string row;
+    llvm::raw_string_ostream line(row);
+    line << "| " << (problem.reducedPrecision ? "bf16/f16" : "f32") << " | "
+         << attention.getNumHeads() << "/" << attention.getNumKvHeads() << " | "
+         << problem.headDim << " | " << (problem.causal ? "yes" : "no")
+         << " | ";
+    if (problem.window)
+      line << problem.window;
+    else
+      line << "-";
+    line << " | ";
+    if (problem.softcap > 0)
+      line << llvm::format("%g", problem.softcap);
+    else
+      line << "-";
+    line << " | " << (problem.keyMask ? "yes" : "no") << " | "
+         << (choice.kernel == tprt::AttentionKernel::CudnnFused
+                 ? "cuDNN fused"
+                 : "tiled: " + std::string(choice.reason))
+         << " |";
+    ++kinds[row];
+  });
+  if (kinds.empty())
+    return;
+  os << "\nAttention on the GPU (`--device cuda`; cuDNN fused where cuDNN is "
+        "found and takes the shape, said at run time, else the tiled "
+        "kernels):\n\n| ops | dtype | heads | head_dim | causal | window | "
+        "softcap | key mask | kernel |\n|---|---|---|---|---|---|---|---|---|"
+        "\n";
+  for (const auto &[row, count] : kinds)
+    os << "| " << count << " " << row << "\n";
 }
 
 /// What a training program holds per rank besides activations, as the
@@ -556,6 +608,7 @@ FailureOr<PlanReport> mlir::tp::buildPlanReport(ModuleOp module,
   writeParameters(func, sinks, static_cast<bool>(*step), os, localBytes,
                   globalBytes, sharded, replicated, imbalance);
   writeLinearWork(func, os);
+  writeAttentionKernels(func, os);
 
   int collectives = writeCollectives(func, os);
   writeSiblingProducts(func, os);

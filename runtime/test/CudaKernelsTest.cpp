@@ -22,6 +22,7 @@
 #include <string>
 
 #ifdef TPRT_WITH_CUDA
+#include "cuda/Cudnn.h"
 #include "cuda/Runtime.h"
 
 #include <chrono>
@@ -475,6 +476,78 @@ void testAttention(Context &c, Context &g) {
   }
 }
 
+/// bf16 and f16 attention where chooseAttentionKernel gives it to cuDNN,
+/// forward and backward, against the CPU's f32 kernels on the same
+/// (rounded) operands, and that cuDNN ran each call: GQA, head_dim 64 and
+/// 128, a key mask (left padding: queries that see no key get zeros), a
+/// sliding window with and without one, no causal mask, a query after
+/// cached keys. Skipped, with the reason, where cuDNN is not found.
+void testFusedAttention(Context &c, Context &g) {
+#ifdef TPRT_WITH_CUDA
+  std::string why;
+  if (!cuda::cudnnAvailable(why)) {
+    std::printf("skipped fused attention: %s\n", why.c_str());
+    return;
+  }
+  struct Case {
+    DType dtype;
+    int64_t batch, sq, skv, heads, kvHeads, headDim;
+    bool causal;
+    int64_t window;
+    bool mask;
+  };
+  for (Case k : {Case{DType::BF16, 2, 128, 128, 8, 2, 64, true, 0, false},
+                 Case{DType::BF16, 2, 97, 97, 4, 4, 128, true, 0, true},
+                 Case{DType::F16, 1, 64, 64, 4, 1, 64, true, 0, true},
+                 Case{DType::BF16, 1, 200, 200, 4, 2, 64, true, 48, false},
+                 Case{DType::BF16, 2, 100, 100, 4, 2, 64, true, 16, true},
+                 Case{DType::BF16, 2, 33, 33, 2, 1, 64, false, 0, true},
+                 Case{DType::BF16, 1, 1, 77, 4, 2, 64, true, 0, false}}) {
+    std::string name = std::string("fused attention ") + dtypeName(k.dtype) +
+                       " b" + std::to_string(k.batch) + " sq" +
+                       std::to_string(k.sq) + " skv" + std::to_string(k.skv) +
+                       " h" + std::to_string(k.heads) + "/" +
+                       std::to_string(k.kvHeads) + " d" +
+                       std::to_string(k.headDim) + (k.causal ? " causal" : "") +
+                       (k.window ? " window " + std::to_string(k.window) : "") +
+                       (k.mask ? " padded" : "");
+    auto rounded = [&](Tensor t) { return t.to(k.dtype).to(DType::F32); };
+    Tensor q =
+        rounded(randomTensor({k.batch, k.sq, k.heads * k.headDim}, 80, -2, 2));
+    Tensor kk = rounded(
+        randomTensor({k.batch, k.skv, k.kvHeads * k.headDim}, 81, -2, 2));
+    Tensor v = rounded(randomTensor(kk.shape(), 82));
+    Tensor dout = rounded(randomTensor(q.shape(), 83));
+    Tensor mask = k.mask ? paddingMask(k.batch, k.skv, 5) : Tensor();
+    Tensor gmask = k.mask ? gpu(mask) : Tensor();
+    auto dev = [&](const Tensor &t) { return gpu(t).to(k.dtype); };
+    double s = 1.0 / std::sqrt(double(k.headDim));
+    int64_t before = cuda::cudnnAttentionRuns();
+    expectClose(name,
+                attention(c, q, kk, v, mask, k.heads, k.kvHeads, k.headDim, s,
+                          k.causal, k.window, 0),
+                attention(g, dev(q), dev(kk), dev(v), gmask, k.heads, k.kvHeads,
+                          k.headDim, s, k.causal, k.window, 0),
+                2e-2);
+    Tensors cpu = attention_grad(c, q, kk, v, dout, mask, k.heads, k.kvHeads,
+                                 k.headDim, s, k.causal, k.window, 0);
+    Tensors fused =
+        attention_grad(g, dev(q), dev(kk), dev(v), dev(dout), gmask, k.heads,
+                       k.kvHeads, k.headDim, s, k.causal, k.window, 0);
+    expectClose(name + " dq", cpu[0], fused[0], 3e-2);
+    expectClose(name + " dk", cpu[1], fused[1], 3e-2);
+    expectClose(name + " dv", cpu[2], fused[2], 3e-2);
+    // The forward, and the backward's forward and backward.
+    ++checks;
+    bool ran = cuda::cudnnAttentionRuns() - before == 3;
+    failures += !ran;
+    std::printf("%s %s ran on cuDNN: %lld calls\n", ran ? "ok" : "FAIL",
+                name.c_str(),
+                static_cast<long long>(cuda::cudnnAttentionRuns() - before));
+  }
+#endif
+}
+
 void testLoss(Context &c, Context &g) {
   Tensor logits = randomTensor({2, 10, 300}, 30, -5, 5);
   Tensor ids = randomIds({2, 10}, 300, 31), mask = paddingMask(2, 10, 4);
@@ -716,6 +789,7 @@ int main(int argc, char **argv) {
   // error stopping the program leaves the checks above reported.
   testBf16Programs(cpu, dev);
   testFusedCalls(cpu, dev, cpuBf16, bf16);
+  testFusedAttention(cpu, dev);
   testBuckets(cpu, dev);
   testCopies();
   testBucketSync();

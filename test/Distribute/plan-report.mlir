@@ -30,6 +30,31 @@ module {
 
 // -----
 
+// Which GPU kernel runs each kind of attention op (tprt/AttentionKernel.h):
+// cuDNN for bf16 (with a mask, with a window), the tiled kernels for f32 and
+// soft-capped scores, each row once with its count.
+// CHECK: # Plan report
+// CHECK: Attention on the GPU
+// CHECK: | ops | dtype | heads | head_dim | causal | window | softcap | key mask | kernel |
+// CHECK-DAG: | 2 | bf16/f16 | 4/2 | 16 | yes | - | - | yes | cuDNN fused |
+// CHECK-DAG: | 1 | bf16/f16 | 4/2 | 16 | yes | 8 | - | no | cuDNN fused |
+// CHECK-DAG: | 1 | bf16/f16 | 4/2 | 16 | yes | - | 50 | no | tiled: soft-capped scores |
+// CHECK-DAG: | 1 | f32 | 4/2 | 16 | no | - | - | no | tiled: f32 operands (cuDNN's fused attention takes bf16 and f16) |
+module {
+  shard.grid @tp(shape = 1)
+  func.func @forward(%q: tensor<?x?x64xbf16>, %k: tensor<?x?x32xbf16>, %m: tensor<?x?xi64>,
+                     %qf: tensor<?x?x64xf32>, %kf: tensor<?x?x32xf32>) -> tensor<?x?x64xbf16> {
+    %a = tp.attention %q, %k, %k mask %m {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64} : (tensor<?x?x64xbf16>, tensor<?x?x32xbf16>, tensor<?x?x32xbf16>, tensor<?x?xi64>) -> tensor<?x?x64xbf16>
+    %b = tp.attention %a, %k, %k mask %m {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64} : (tensor<?x?x64xbf16>, tensor<?x?x32xbf16>, tensor<?x?x32xbf16>, tensor<?x?xi64>) -> tensor<?x?x64xbf16>
+    %c = tp.attention %b, %k, %k {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64, sliding_window = 8 : i64} : (tensor<?x?x64xbf16>, tensor<?x?x32xbf16>, tensor<?x?x32xbf16>) -> tensor<?x?x64xbf16>
+    %d = tp.attention %c, %k, %k {causal, head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64, softcap = 5.0e+01 : f64} : (tensor<?x?x64xbf16>, tensor<?x?x32xbf16>, tensor<?x?x32xbf16>) -> tensor<?x?x64xbf16>
+    %e = tp.attention %qf, %kf, %kf {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64} : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>) -> tensor<?x?x64xf32>
+    return %d : tensor<?x?x64xbf16>
+  }
+}
+
+// -----
+
 // expected-error @+1 {{plan report: no func.func @forward}}
 module {
 }

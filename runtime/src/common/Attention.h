@@ -48,6 +48,22 @@ attentionVisibleKeys(int64_t pos, int64_t skv, bool causal, int64_t window) {
   return {begin, end};
 }
 
+/// Whether the query at position `pos` sees some key: one of
+/// attentionVisibleKeys' keys that `maskRow` (its batch row of the key mask;
+/// null: none masked) keeps. tp.attention gives a query that sees none
+/// zeros; cuDNN's masked-by-bias rows are zeroed after it by this rule.
+TPRT_HOST_DEVICE inline bool attentionSeesKey(int64_t pos, int64_t skv,
+                                              bool causal, int64_t window,
+                                              const int64_t *maskRow) {
+  KeyRange range = attentionVisibleKeys(pos, skv, causal, window);
+  if (!maskRow)
+    return range.begin < range.end;
+  for (int64_t j = range.begin; j < range.end; ++j)
+    if (maskRow[j] != 0)
+      return true;
+  return false;
+}
+
 /// The keys [begin, end) that queries at positions [firstPos, lastPos] may
 /// see, `begin` rounded down to a tile: the kernel visits only these tiles.
 TPRT_HOST_DEVICE inline KeyRange attentionKeyRange(int64_t firstPos,

@@ -294,7 +294,8 @@ inline const int64_t *checkedKeyMask(const Tensor &keyMask, int64_t batch,
 
 /// The shapes of an attention call (forward or backward), checked: q
 /// [B, Sq, heads * headDim], k and v [B, Skv, kvHeads * headDim], the key
-/// mask int64 [B, Skv] or undefined, all on `device`. Queries are the last
+/// mask int64 [B, Skv] or undefined, all on `device`, q, k and v of
+/// `dtype`. Queries are the last
 /// Sq positions of the keys (Sq == Skv without a cache).
 struct AttentionShape {
   int64_t batch, sq, skv, group, queryOffset;
@@ -302,11 +303,12 @@ struct AttentionShape {
 
   AttentionShape(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                 int64_t headDim, const char *op, Device device = Device::CPU) {
+                 int64_t headDim, const char *op, Device device = Device::CPU,
+                 DType dtype = DType::F32) {
     for (auto [t, what] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}})
-      if (!t->defined() || t->dtype() != DType::F32 || t->device() != device)
-        fatal(std::string(op) + ": " + what + " must be an f32 tensor on " +
-              deviceName(device) + ", got " +
+      if (!t->defined() || t->dtype() != dtype || t->device() != device)
+        fatal(std::string(op) + ": " + what + " must be a tensor of " +
+              dtypeName(dtype) + " on " + deviceName(device) + ", got " +
               (t->defined() ? t->describe() : "nothing"));
     if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 ||
         q.dim(2) != heads * headDim || k.dim(2) != kvHeads * headDim ||

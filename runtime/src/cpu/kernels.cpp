@@ -294,6 +294,9 @@ Tensor cpu::attention(Context &ctx, const Tensor &q, const Tensor &k,
                       int64_t kvHeads, int64_t headDim, double scale,
                       bool causal, int64_t window, double softcap,
                       int64_t slot) {
+  TPRT_IN_F32(q, cpu::attention(ctx, widened(q), widened(k), widened(v),
+                                keyMask, heads, kvHeads, headDim, scale, causal,
+                                window, softcap, slot))
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim, "attention");
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;

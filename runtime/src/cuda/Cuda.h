@@ -68,6 +68,18 @@ Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
                         bool interleaved, const float *cosTable,
                         const float *sinTable);
 
+/// tp.attention and its gradient in the tiled kernels, on f32 operands
+/// (attention.cu chooses between them and cuDNN).
+Tensor tiledAttention(const Tensor &q, const Tensor &k, const Tensor &v,
+                      const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                      int64_t headDim, double scale, bool causal,
+                      int64_t window, double softcap);
+Tensors tiledAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                           const Tensor &dout, const Tensor &keyMask,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           double scale, bool causal, int64_t window,
+                           double softcap);
+
 /// The forward's per-row statistics for the backward: log-sum-exp of the
 /// masked scores and dout . out, [batch, heads, sq].
 struct AttentionStats {

@@ -436,17 +436,11 @@ Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
   return out;
 }
 
-Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
-                       const Tensor &v, const Tensor &dout,
-                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
-                       int64_t headDim, double scale, bool causal,
-                       int64_t window, double softcap) {
-  if (reducedType(q, dout) != DType::F32)
-    return narrowedLike(cuda::attention_grad(ctx, widened(q), widened(k),
-                                             widened(v), widened(dout), keyMask,
-                                             heads, kvHeads, headDim, scale,
-                                             causal, window, softcap),
-                        {&q, &k, &v});
+Tensors tiledAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                           const Tensor &dout, const Tensor &keyMask,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           double scale, bool causal, int64_t window,
+                           double softcap) {
   requireGpu(dout, DType::F32, "attention_grad", "dout");
   if (dout.shape() != q.shape())
     fatal("attention_grad: dout " + dout.describe() + " is not shaped like q " +

@@ -695,10 +695,10 @@ Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
   return out;
 }
 
-Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
-                 const Tensor &v, const Tensor &keyMask, int64_t heads,
-                 int64_t kvHeads, int64_t headDim, double scale, bool causal,
-                 int64_t window, double softcap, int64_t) {
+Tensor tiledAttention(const Tensor &q, const Tensor &k, const Tensor &v,
+                      const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                      int64_t headDim, double scale, bool causal,
+                      int64_t window, double softcap) {
   requireGpu(q, DType::F32, "attention", "q");
   Tensor out = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
   runAttention(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal, window,
