@@ -476,6 +476,45 @@ void testAttention(Context &c, Context &g) {
   }
 }
 
+/// The elementwise, RMS norm and RoPE kernels on bf16 and f16 tensors
+/// (Map.cuh: in f32, rounded once) against the f32 kernels on the widened
+/// tensors, rounded: bit for bit, at a size with a tail after the 16-byte
+/// packs.
+void testNativeReduced(Context &g) {
+  for (DType t : {DType::BF16, DType::F16}) {
+    std::string type = dtypeName(t);
+    auto low = [&](const Tensor &f) { return gpu(f).to(t); };
+    // What the kernel on the widened tensor gives, rounded, on the host.
+    auto rounded = [&](const Tensor &f32) { return f32.to(t).to(Device::CPU); };
+    auto wide = [](const Tensor &x) { return x.to(DType::F32); };
+    Tensor x = low(randomTensor({3, 7, 4 * 16 + 3}, 90, -4, 4)),
+           y = low(randomTensor({3, 7, 4 * 16 + 3}, 91));
+    expectClose(type + " silu native", rounded(silu(g, wide(x))), silu(g, x),
+                0);
+    expectClose(type + " gelu tanh native", rounded(gelu(g, wide(x), true)),
+                gelu(g, x, true), 0);
+    expectClose(type + " add native", rounded(add(g, wide(x), wide(y))),
+                add(g, x, y), 0);
+    expectClose(type + " mul native", rounded(mul(g, wide(x), wide(y))),
+                mul(g, x, y), 0);
+    expectClose(type + " silu_grad native",
+                rounded(silu_grad(g, wide(x), wide(y))), silu_grad(g, x, y), 0);
+    Tensor w = gpu(randomTensor({4 * 16 + 3}, 92));
+    expectClose(type + " rms_norm native",
+                rounded(rms_norm(g, wide(x), w, 1e-6, 1.0, 0)),
+                rms_norm(g, x, w, 1e-6, 1.0, 0), 0);
+    Tensor heads = low(randomTensor({2, 5, 4 * 32}, 93));
+    expectClose(type + " rotary native",
+                rounded(rotary(g, wide(heads), 32, 32, 10000.0, false,
+                               int64_t(RopeType::Default), 1.0, 1.0, 4.0, 64,
+                               32.0, 1.0, true, 1.0, false, {}, {})),
+                rotary(g, heads, 32, 32, 10000.0, false,
+                       int64_t(RopeType::Default), 1.0, 1.0, 4.0, 64, 32.0, 1.0,
+                       true, 1.0, false, {}, {}),
+                0);
+  }
+}
+
 /// bf16 and f16 attention where chooseAttentionKernel gives it to cuDNN,
 /// forward and backward, against the CPU's f32 kernels on the same
 /// (rounded) operands, and that cuDNN ran each call: GQA, head_dim 64 and
@@ -789,6 +828,7 @@ int main(int argc, char **argv) {
   // error stopping the program leaves the checks above reported.
   testBf16Programs(cpu, dev);
   testFusedCalls(cpu, dev, cpuBf16, bf16);
+  testNativeReduced(dev);
   testFusedAttention(cpu, dev);
   testBuckets(cpu, dev);
   testCopies();

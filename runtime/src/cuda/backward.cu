@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Map.cuh"
 #include "Runtime.h"
 #include "Tiling.h"
 #include "common/Checks.h"
@@ -128,11 +129,12 @@ __global__ void siluMulGradKernel(const float *gate, const float *up,
   }
 }
 
-template <Activation op>
-__global__ void activationGradKernel(const float *x, const float *dy,
-                                     float *out, int64_t n, float p) {
-  TPRT_GRID_STRIDE(i, n) out[i] = activationGrad<op>(x[i], dy[i], p);
-}
+template <Activation op> struct ActivationGradFn {
+  float p;
+  __device__ float operator()(float x, float dy) const {
+    return activationGrad<op>(x, dy, p);
+  }
+};
 
 /// attention's backward, after attentionKernel<.., true> left each query
 /// row's log-sum-exp and delta = dout . out. Block (query tile, head, batch
@@ -396,44 +398,26 @@ Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
 
 Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
                        float parameter, const char *name) {
-  TPRT_IN_F32(reducedType(x, dy), cuda::activation_grad(widened(x), widened(dy),
-                                                        op, parameter, name))
-  requireGpu(x, DType::F32, name, "x");
-  requireGpu(dy, DType::F32, name, "dy");
-  if (x.shape() != dy.shape())
-    fatal(std::string(name) + ": shapes differ: " + x.describe() + " vs " +
-          dy.describe());
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
-  int64_t n = x.numel();
-  if (n == 0)
-    return out;
-  unsigned blocks = gridBlocks(n, kThreads);
-  const float *a = x.f32(), *d = dy.f32();
-  float *o = out.f32();
+  if (x.dtype() != dy.dtype())
+    TPRT_IN_F32(
+        reducedType(x, dy),
+        cuda::activation_grad(widened(x), widened(dy), op, parameter, name))
   switch (op) {
   case Activation::Silu:
-    activationGradKernel<Activation::Silu>
-        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
-    break;
+    return mapOnGpu(x, dy, ActivationGradFn<Activation::Silu>{parameter}, name);
   case Activation::ReluSquared:
-    activationGradKernel<Activation::ReluSquared>
-        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
-    break;
+    return mapOnGpu(x, dy, ActivationGradFn<Activation::ReluSquared>{parameter},
+                    name);
   case Activation::Gelu:
-    activationGradKernel<Activation::Gelu>
-        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
-    break;
+    return mapOnGpu(x, dy, ActivationGradFn<Activation::Gelu>{parameter}, name);
   case Activation::GeluTanh:
-    activationGradKernel<Activation::GeluTanh>
-        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
-    break;
+    return mapOnGpu(x, dy, ActivationGradFn<Activation::GeluTanh>{parameter},
+                    name);
   case Activation::Softcap:
-    activationGradKernel<Activation::Softcap>
-        <<<blocks, kThreads, 0, stream()>>>(a, d, o, n, parameter);
-    break;
+    return mapOnGpu(x, dy, ActivationGradFn<Activation::Softcap>{parameter},
+                    name);
   }
-  checkLaunch(name);
-  return out;
+  fatal(std::string(name) + ": unknown activation");
 }
 
 Tensors tiledAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Elements.cuh"
+#include "Map.cuh"
 #include "Runtime.h"
 #include "Tiling.h"
 #include "common/Checks.h"
@@ -117,20 +118,18 @@ template <Unary op> __device__ float applyUnary(float v, float p) {
   return p * tanhf(v / p); // Softcap
 }
 
-template <Unary op>
-__global__ void unaryKernel(const float *x, float *out, int64_t n, float p) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = applyUnary<op>(x[i], p);
-}
+template <Unary op> struct UnaryFn {
+  float p;
+  __device__ float operator()(float v, float) const {
+    return applyUnary<op>(v, p);
+  }
+};
 
-template <Binary op>
-__global__ void binaryKernel(const float *a, const float *b, float *out,
-                             int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = op == Binary::Add ? a[i] + b[i] : a[i] * b[i];
-}
+template <Binary op> struct BinaryFn {
+  __device__ float operator()(float a, float b) const {
+    return op == Binary::Add ? a + b : a * b;
+  }
+};
 
 /// out = silu(out) * other, silu's and mul's arithmetic in one pass.
 __global__ void siluMulKernel(float *out, const float *other, int64_t n) {
@@ -187,18 +186,22 @@ __device__ float inverseRms(double squares, int64_t n, float eps) {
 }
 
 /// One block per group of `group` elements: x / sqrt(mean(x^2) + eps) *
-/// (offset + w).
-__global__ void rmsNormKernel(const float *x, const float *w, float *out,
+/// (offset + w), in f32 on elements of any float type, rounded once.
+template <typename T>
+__global__ void rmsNormKernel(const T *x, const float *w, T *out,
                               int64_t groups, int64_t group, float eps,
                               float offset) {
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    const float *row = x + g * group;
+    const T *row = x + g * group;
     double sum = 0;
-    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
-      sum += static_cast<double>(row[i]) * row[i];
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) {
+      float v = toFloat(row[i]);
+      sum += static_cast<double>(v) * v;
+    }
     float inv = inverseRms(sum, group, eps);
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
-      out[g * group + i] = (row[i] * inv) * (offset + w[i]);
+      out[g * group + i] =
+          fromFloat<T>((toFloat(row[i]) * inv) * (offset + w[i]));
     __syncthreads();
   }
 }
@@ -231,8 +234,10 @@ __global__ void addRmsNormKernel(const T *a, const T *b, const float *w, T *sum,
 
 /// Rotates the first rotaryDim features of each head of x [B, S, H * D]
 /// into `out` (a copy of x): pair (i, i + half), or (2i, 2i + 1)
-/// interleaved, by the angle of position p.
-__global__ void rotaryKernel(const float *x, float *out, const float *cosT,
+/// interleaved, by the angle of position p; in f32 on elements of any
+/// float type, each result rounded once.
+template <typename T>
+__global__ void rotaryKernel(const T *x, T *out, const float *cosT,
                              const float *sinT, int64_t batch, int64_t seq,
                              int64_t heads, int64_t headDim, int64_t half,
                              bool interleaved) {
@@ -245,9 +250,9 @@ __global__ void rotaryKernel(const float *x, float *out, const float *cosT,
     int64_t i1 = interleaved ? 2 * i : i,
             i2 = interleaved ? 2 * i + 1 : i + half;
     float c = cosT[p * half + i], s = sinT[p * half + i];
-    float x1 = x[base + i1], x2 = x[base + i2];
-    out[base + i1] = x1 * c - x2 * s;
-    out[base + i2] = x2 * c + x1 * s;
+    float x1 = toFloat(x[base + i1]), x2 = toFloat(x[base + i2]);
+    out[base + i1] = fromFloat<T>(x1 * c - x2 * s);
+    out[base + i2] = fromFloat<T>(x2 * c + x1 * s);
   }
 }
 
@@ -482,43 +487,21 @@ Tensor embedding_vocab_parallel(Context &ctx, const Tensor &ids,
 }
 
 Tensor unary(const Tensor &x, Unary op, float parameter, const char *name) {
-  TPRT_IN_F32(x, cuda::unary(widened(x), op, parameter, name))
-  requireGpu(x, DType::F32, name, "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
-  int64_t n = x.numel();
-  if (n == 0)
-    return out;
-  unsigned blocks = gridBlocks(n, kThreads);
-  const float *in = x.f32();
-  float *o = out.f32();
   switch (op) {
   case Unary::Silu:
-    unaryKernel<Unary::Silu>
-        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
-    break;
+    return mapOnGpu(x, Tensor(), UnaryFn<Unary::Silu>{parameter}, name);
   case Unary::Gelu:
-    unaryKernel<Unary::Gelu>
-        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
-    break;
+    return mapOnGpu(x, Tensor(), UnaryFn<Unary::Gelu>{parameter}, name);
   case Unary::GeluTanh:
-    unaryKernel<Unary::GeluTanh>
-        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
-    break;
+    return mapOnGpu(x, Tensor(), UnaryFn<Unary::GeluTanh>{parameter}, name);
   case Unary::ReluSquared:
-    unaryKernel<Unary::ReluSquared>
-        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
-    break;
+    return mapOnGpu(x, Tensor(), UnaryFn<Unary::ReluSquared>{parameter}, name);
   case Unary::Scale:
-    unaryKernel<Unary::Scale>
-        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
-    break;
+    return mapOnGpu(x, Tensor(), UnaryFn<Unary::Scale>{parameter}, name);
   case Unary::Softcap:
-    unaryKernel<Unary::Softcap>
-        <<<blocks, kThreads, 0, stream()>>>(in, o, n, parameter);
-    break;
+    return mapOnGpu(x, Tensor(), UnaryFn<Unary::Softcap>{parameter}, name);
   }
-  checkLaunch(name);
-  return out;
+  fatal(std::string(name) + ": unknown unary op");
 }
 
 void siluMulInPlace(Tensor &out, const Tensor &other) {
@@ -531,25 +514,12 @@ void siluMulInPlace(Tensor &out, const Tensor &other) {
 }
 
 Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name) {
-  TPRT_IN_F32(reducedType(a, b), cuda::binary(widened(a), widened(b), op, name))
-  requireGpu(a, DType::F32, name, "the left operand");
-  requireGpu(b, DType::F32, name, "the right operand");
-  if (a.shape() != b.shape())
-    fatal(std::string(name) + ": shapes differ: " + a.describe() + " vs " +
-          b.describe());
-  Tensor out = Tensor::uninitialized(DType::F32, a.shape(), Device::CUDA);
-  int64_t n = a.numel();
-  if (n == 0)
-    return out;
-  unsigned blocks = gridBlocks(n, kThreads);
-  if (op == Binary::Add)
-    binaryKernel<Binary::Add>
-        <<<blocks, kThreads, 0, stream()>>>(a.f32(), b.f32(), out.f32(), n);
-  else
-    binaryKernel<Binary::Mul>
-        <<<blocks, kThreads, 0, stream()>>>(a.f32(), b.f32(), out.f32(), n);
-  checkLaunch(name);
-  return out;
+  // Operands of two types meet in f32, rounded once to the reduced one.
+  if (a.dtype() != b.dtype())
+    TPRT_IN_F32(reducedType(a, b),
+                cuda::binary(widened(a), widened(b), op, name))
+  return op == Binary::Add ? mapOnGpu(a, b, BinaryFn<Binary::Add>{}, name)
+                           : mapOnGpu(a, b, BinaryFn<Binary::Mul>{}, name);
 }
 
 Tensor convert(const Tensor &x, DType dtype) {
@@ -606,11 +576,15 @@ Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias, int64_t) {
   return out;
 }
 
-Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
-                double offset, int64_t group, int64_t) {
-  TPRT_IN_F32(x,
-              cuda::rms_norm(ctx, widened(x), widened(w), eps, offset, group))
-  requireGpu(x, DType::F32, "rms_norm", "the input");
+namespace {
+
+/// rms_norm of x (any float type, on the GPU) with an f32 weight.
+Tensor rmsNormOf(const Tensor &x, const Tensor &w, double eps, double offset,
+                 int64_t group) {
+  DType dtype = x.dtype();
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    requireGpu(x, DType::F32, "rms_norm", "the input");
+  requireGpu(x, dtype, "rms_norm", "the input");
   requireGpu(w, DType::F32, "rms_norm", "the weight");
   int64_t features = x.rank() ? x.dim(-1) : 0;
   if (group == 0)
@@ -618,15 +592,31 @@ Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
   if (group <= 0 || features % group != 0 || w.numel() != group)
     fatal("rms_norm: input " + x.describe() + ", weight " + w.describe() +
           " and group " + std::to_string(group) + " do not match");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  Tensor out = Tensor::uninitialized(dtype, x.shape(), Device::CUDA);
   int64_t groups = x.numel() / group;
   if (groups == 0)
     return out;
-  rmsNormKernel<<<gridBlocks(groups, 1), kThreads, 0, stream()>>>(
-      x.f32(), w.f32(), out.f32(), groups, group, static_cast<float>(eps),
-      static_cast<float>(offset));
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    rmsNormKernel<T><<<gridBlocks(groups, 1), kThreads, 0, stream()>>>(
+        static_cast<const T *>(x.raw()), w.f32(), static_cast<T *>(out.raw()),
+        groups, group, static_cast<float>(eps), static_cast<float>(offset));
+  };
+  if (dtype == DType::BF16)
+    launch(__nv_bfloat16());
+  else if (dtype == DType::F16)
+    launch(__half());
+  else
+    launch(float());
   checkLaunch("rms_norm");
   return out;
+}
+
+} // namespace
+
+Tensor rms_norm(Context &ctx, const Tensor &x, const Tensor &w, double eps,
+                double offset, int64_t group, int64_t) {
+  return rmsNormOf(x, widened(w), eps, offset, group);
 }
 
 Tensors add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
@@ -674,10 +664,13 @@ Tensors add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
 Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
                         bool interleaved, const float *cosTable,
                         const float *sinTable) {
-  requireGpu(x, DType::F32, "rotary", "the input");
+  DType dtype = x.dtype();
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    requireGpu(x, DType::F32, "rotary", "the input");
+  requireGpu(x, dtype, "rotary", "the input");
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  Tensor out = Tensor::uninitialized(dtype, x.shape(), Device::CUDA);
   copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
   int64_t n = batch * seq * heads * half;
   if (n == 0)
@@ -688,9 +681,19 @@ Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
        seq * half * sizeof(float));
   copy(tables.f32() + seq * half, Device::CUDA, sinTable, Device::CPU,
        seq * half * sizeof(float));
-  rotaryKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-      x.f32(), out.f32(), tables.f32(), tables.f32() + seq * half, batch, seq,
-      heads, headDim, half, interleaved);
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    rotaryKernel<T><<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+        static_cast<const T *>(x.raw()), static_cast<T *>(out.raw()),
+        tables.f32(), tables.f32() + seq * half, batch, seq, heads, headDim,
+        half, interleaved);
+  };
+  if (dtype == DType::BF16)
+    launch(__nv_bfloat16());
+  else if (dtype == DType::F16)
+    launch(__half());
+  else
+    launch(float());
   checkLaunch("rotary");
   return out;
 }
@@ -732,11 +735,6 @@ Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,
               bool truncate, double attentionFactor, bool transpose,
               std::vector<double> shortFactor, std::vector<double> longFactor,
               int64_t) {
-  TPRT_IN_F32(x, cuda::rotary(ctx, widened(x), headDim, rotaryDim, theta,
-                              interleaved, ropeType, factor, lowFreqFactor,
-                              highFreqFactor, originalMaxPositions, betaFast,
-                              betaSlow, truncate, attentionFactor, transpose,
-                              shortFactor, longFactor))
   if (!x.defined())
     requireF32(x, "rotary", "the input");
   RotaryPlan plan = planRotary(
