@@ -406,6 +406,14 @@ else:
             if gpu is None:
                 say(f"<!-- medium cuda: {log[-400:]} -->")
             row["ours_ms"] = float(re.search(r"median ([0-9.]+) ms", log).group(1)) if gpu is not None else None
+            # The same forward eagerly (the timed runs above replay a CUDA
+            # graph where the forward could be captured).
+            row["graph"] = ("captured" if gpu is not None and ", CUDA graph)" in log
+                            else "not captured")
+            eager, log = run(medium, ids_path, os.path.join(tmp, "meager.npy"), "cuda", checkpoint,
+                             extra=["--bench", str(args.iters), "--cuda-graphs", "off"])
+            row["ours_eager_ms"] = (float(re.search(r"median ([0-9.]+) ms", log).group(1))
+                                    if eager is not None else None)
             logits16, log = run(medium, ids_path, os.path.join(tmp, "mbf16.npy"), "cuda", checkpoint,
                                 extra=["--bench", str(args.iters), "--autocast", "bf16"])
             row["ours_bf16_ms"] = (float(re.search(r"median ([0-9.]+) ms", log).group(1))
@@ -467,6 +475,7 @@ else:
             f"ours CPU {threads} threads (ms) | CUDA vs PyTorch | CUDA vs CPU | CPU vs PyTorch |")
         say("|---|---|---|---|---|---|---|---|---|---|---|")
         bf16_rows = []
+        graph_rows = []
         for r in rows:
             ours = r["ours_ms"]
             f32, bf16 = r["torch_f32_sdpa_ms"], r["torch_bf16_sdpa_ms"]
@@ -475,6 +484,8 @@ else:
                 f"{'-' if ours is None else f'{ours / f32:.2f}'} | {bf16:.3f} | "
                 f"{'-' if ours is None else f'{ours / bf16:.2f}'} | {fmt(r['cpu_ms'])} | "
                 f"{cell(r['gpu_ref'])} | {cell(r['gpu_cpu'])} | {cell(r['cpu_ref'])} |")
+            graph_rows.append(f"batch {r['batch']}: {fmt(ours)} ms with the graph ({r['graph']}), "
+                              f"{fmt(r['ours_eager_ms'])} ms eagerly")
             ours16 = r["ours_bf16_ms"]
             ratio16 = "-" if ours16 is None else f"{ours16 / bf16:.2f}"
             prog16 = r["program16_ms"]
@@ -492,6 +503,9 @@ else:
         say("|---|---|---|---|---|---|---|---|---|")
         for line in bf16_rows:
             say(line)
+        say()
+        say("The f32 forward above replays a CUDA graph (--cuda-graphs, the default with --bench) where it "
+            "could be captured; the same eagerly (--cuda-graphs off): " + "; ".join(graph_rows))
     else:
         say("| batch | ours CPU (ms) | CPU vs PyTorch | CUDA |")
         say("|---|---|---|---|")

@@ -3,7 +3,7 @@
 //   model --input ids.npy [--attention-mask mask.npy] --output logits.npy
 //         [--weights MODEL.onnx] [--threads T] [--bench N] [--device D]
 //         [--autocast bf16|f32] [--collective-timeout S] [--report-reads]
-//         [--report-memory]
+//         [--report-memory] [--cuda-graphs on|off]
 //   model --train --data tokens.npy [--data-mask mask.npy] [--steps S]
 //         [--micro-batch B] [--grad-accum K] [--lr --weight-decay --betas
 //         B1,B2 --eps --momentum --max-grad-norm --norm-type 2|inf --seed S]
@@ -12,8 +12,10 @@
 //
 // Each MPI rank runs tprt_model_forward on the same inputs; rank 0 writes
 // the logits. --bench N runs N more timed forward passes (parameters are
-// read once, by the first) and prints their median time. --train runs the
-// training loop of a program compiled with tpc --train (tprt/Train.h).
+// read once, by the first) and prints their median time (on the GPU
+// replaying the forward as a CUDA graph, unless --cuda-graphs off). --train
+// runs the training loop of a program compiled with tpc --train
+// (tprt/Train.h).
 // --device cuda runs forward and training on the GPU of each rank (one per
 // rank, NCCL collectives) when the runtime was built with the CUDA backend;
 // --autocast bf16 runs its linears in bf16 with FP32 accumulation (on the
@@ -26,6 +28,7 @@
 
 #include "cpu/Gemm.h"
 #include "cuda/Cuda.h"
+#include "cuda/Graphs.h"
 #include "tprt/Train.h"
 #include "tprt/tprt.h"
 
@@ -55,7 +58,8 @@ void usage(const char *argv0) {
       "usage: %s --input ids.npy [--attention-mask mask.npy] "
       "--output logits.npy [--weights MODEL.onnx|CHECKPOINT] [--threads T] "
       "[--bench N] [--device cpu|cuda] [--autocast bf16|f32] "
-      "[--collective-timeout S] [--report-reads] [--report-memory]\n"
+      "[--collective-timeout S] [--report-reads] [--report-memory] "
+      "[--cuda-graphs on|off]\n"
       "       %s --train --data tokens.npy [--data-mask mask.npy] "
       "[--steps S] [--micro-batch B] [--grad-accum K] [--lr LR] "
       "[--weight-decay WD] [--betas B1,B2] [--eps EPS] "
@@ -314,7 +318,7 @@ struct RunOptions {
   std::string input, mask, output, weights = tprt_model_path;
   int threads = 1, bench = 0;
   bool training = false, reportReads = false, reportMemory = false,
-       weightsGiven = false;
+       weightsGiven = false, cudaGraphs = true;
   DeviceOptions device;
   tprt::TrainOptions train;
 };
@@ -364,6 +368,11 @@ const std::vector<Option> &options() {
       {"--train", false, [](O &o, S) { o.training = true; }},
       {"--report-reads", false, [](O &o, S) { o.reportReads = true; }},
       {"--report-memory", false, [](O &o, S) { o.reportMemory = true; }},
+      {"--cuda-graphs", true,
+       [](O &o, S v) {
+         o.cudaGraphs =
+             choice<bool>("--cuda-graphs", v, {{"on", true}, {"off", false}});
+       }},
       {"--device", true,
        [](O &o, S v) {
          o.device.device = choice<tprt::Device>(
@@ -498,12 +507,25 @@ int runTraining(RunOptions &o, const char *argv0, int rank, int size) {
 /// rank 0 prints their median.
 void benchForward(tprt::Context &ctx, const tprt::Tensor &ids,
                   const tprt::Tensor &attentionMask, int runs,
-                  tprt::Device device, int rank, int size) {
+                  tprt::Device device, bool cudaGraphs, int rank, int size) {
   std::vector<double> times;
+#ifdef TPRT_WITH_CUDA
+  // Captured on the first timed run (the forward before the timing ran it
+  // eagerly), replayed by the rest.
+  tprt::cuda::ForwardGraphs graphs;
+  cudaGraphs = cudaGraphs && device == tprt::Device::CUDA;
+#else
+  cudaGraphs = false;
+#endif
   for (int i = 0; i < runs; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
     double start = MPI_Wtime();
-    tprt_model_forward(ctx, ids, attentionMask);
+#ifdef TPRT_WITH_CUDA
+    if (cudaGraphs)
+      graphs.run(ctx, ids, attentionMask, tprt_model_forward);
+    else
+#endif
+      tprt_model_forward(ctx, ids, attentionMask);
 #ifdef TPRT_WITH_CUDA
     // The GPU's work is queued: the pass ends when it is done.
     if (device == tprt::Device::CUDA)
@@ -518,12 +540,17 @@ void benchForward(tprt::Context &ctx, const tprt::Tensor &ids,
       size > 1 && ctx.tp().size() > 1
           ? std::string(", all-reduce: ") + ctx.tp().allReduceMethod()
           : "";
+  std::string graph;
+#ifdef TPRT_WITH_CUDA
+  if (cudaGraphs)
+    graph = graphs.captured() ? ", CUDA graph" : ", no CUDA graph";
+#endif
   if (rank == 0)
-    std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s%s)\n",
+    std::printf("forward: median %.3f ms, min %.3f ms over %d runs (%s%s%s)\n",
                 1e3 * times[times.size() / 2], 1e3 * times.front(), runs,
                 device == tprt::Device::CUDA ? "cuBLAS"
                                              : tprt::cpu::gemmLibrary(),
-                allReduce.c_str());
+                allReduce.c_str(), graph.c_str());
 }
 
 /// The forward pass on --input, the logits to --output.
@@ -584,7 +611,8 @@ int runForward(RunOptions &o, const char *argv0, int rank, int size) {
   if (o.reportReads)
     reportReads(ctx, rank, size);
   if (o.bench > 0)
-    benchForward(ctx, ids, attentionMask, o.bench, o.device.device, rank, size);
+    benchForward(ctx, ids, attentionMask, o.bench, o.device.device,
+                 o.cudaGraphs, rank, size);
   if (o.reportMemory)
     reportMemory(o.device.device, rank, size);
   return 0;

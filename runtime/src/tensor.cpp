@@ -1,6 +1,7 @@
 //===- tensor.cpp - tprt tensors, dtypes and errors -----------------------===//
 
 #include "Bf16.h"
+#include "common/FatalScope.h"
 #include "cpu/Vector.h"
 #include "cuda/Cuda.h"
 #include "tprt/tprt.h"
@@ -45,7 +46,11 @@ namespace {
 
 } // namespace
 
-void fatal(const std::string &message) { stop(message, /*quick=*/false); }
+void fatal(const std::string &message) {
+  if (ThrowingFatal::active())
+    throw FatalError(message);
+  stop(message, /*quick=*/false);
+}
 
 void fatalFromThread(const std::string &message) {
   stop(message, /*quick=*/true);

@@ -20,6 +20,9 @@ namespace cuda {
 
 /// The stream every kernel, cuBLAS call, copy and collective is queued on.
 cudaStream_t stream();
+/// Whether `s` is being captured into a CUDA graph (graphs.cpp): what
+/// reads back to the host or watches an event skips it then.
+bool capturing(cudaStream_t s);
 cublasHandle_t blas();
 
 /// An error naming `what` and CUDA's message.

@@ -114,6 +114,12 @@ void initialize() {
 }
 
 cudaStream_t stream() { return ready().stream; }
+
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &status) == cudaSuccess &&
+         status != cudaStreamCaptureStatusNone;
+}
 cublasHandle_t blas() { return ready().blas; }
 
 std::shared_ptr<unsigned char[]> allocate(size_t bytes) {

@@ -15,6 +15,7 @@
 #include "common/Checks.h"
 #include "common/Rotary.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <vector>
@@ -86,7 +87,10 @@ Tensor embed(Context &ctx, const Tensor &ids, const Tensor &table,
         static_cast<uint16_t *>(out.raw()), n, hidden, start, rows, vocab, bad);
   checkLaunch("embedding");
   // One small copy per embedding (once per forward pass): a bad id is an
-  // error naming its position, as on the CPU.
+  // error naming its position, as on the CPU. A CUDA graph's replays do
+  // not check (graphs.cpp: --bench replays the ids its eager call checked).
+  if (capturing(stream()))
+    return out;
   unsigned long long position = 0;
   copy(&position, Device::CPU, bad, Device::CUDA, sizeof(position));
   if (position != ULLONG_MAX) {
@@ -578,6 +582,26 @@ Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias, int64_t) {
 
 namespace {
 
+/// The cos and sin tables on the GPU, [2, n]: copied when they differ from
+/// the last ones this thread copied (every layer's call reuses them, and a
+/// CUDA graph capture copies nothing from the host).
+const Tensor &deviceTables(const float *cosTable, const float *sinTable,
+                           int64_t n) {
+  static thread_local std::vector<float> lastCos, lastSin;
+  static thread_local Tensor tables;
+  if (tables.defined() && int64_t(lastCos.size()) == n &&
+      std::equal(cosTable, cosTable + n, lastCos.begin()) &&
+      std::equal(sinTable, sinTable + n, lastSin.begin()))
+    return tables;
+  lastCos.assign(cosTable, cosTable + n);
+  lastSin.assign(sinTable, sinTable + n);
+  tables = Tensor::uninitialized(DType::F32, {2, n}, Device::CUDA);
+  copy(tables.f32(), Device::CUDA, cosTable, Device::CPU, n * sizeof(float));
+  copy(tables.f32() + n, Device::CUDA, sinTable, Device::CPU,
+       n * sizeof(float));
+  return tables;
+}
+
 /// rms_norm of x (any float type, on the GPU) with an f32 weight.
 Tensor rmsNormOf(const Tensor &x, const Tensor &w, double eps, double offset,
                  int64_t group) {
@@ -675,12 +699,7 @@ Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
   int64_t n = batch * seq * heads * half;
   if (n == 0)
     return out;
-  Tensor tables =
-      Tensor::uninitialized(DType::F32, {2, seq * half}, Device::CUDA);
-  copy(tables.f32(), Device::CUDA, cosTable, Device::CPU,
-       seq * half * sizeof(float));
-  copy(tables.f32() + seq * half, Device::CUDA, sinTable, Device::CPU,
-       seq * half * sizeof(float));
+  const Tensor &tables = deviceTables(cosTable, sinTable, seq * half);
   auto launch = [&](auto element) {
     using T = decltype(element);
     rotaryKernel<T><<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(

@@ -98,7 +98,8 @@ public:
   /// Records the end of the collective just queued on `on` (each stream's
   /// collectives are a queue of their own: a stream runs them in order).
   void queued(std::string what, cudaStream_t on) {
-    if (timeout_ <= 0)
+    // A collective captured into a graph runs at its replays, unwatched.
+    if (timeout_ <= 0 || capturing(on))
       return;
     cudaEvent_t event;
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
@@ -185,7 +186,10 @@ bool onHost(const void *p) {
 class Staged {
 public:
   Staged(void *data, size_t bytes, bool copyIn = true)
-      : data_(data), bytes_(bytes), host_(onHost(data)) {
+      : data_(data), bytes_(bytes),
+        // A captured forward's tensors are all on the device (allocations
+        // in a capture are the graph's, which the query may not know).
+        host_(!capturing(stream()) && onHost(data)) {
     if (!host_)
       return;
     buffer_ = allocate(bytes);
