@@ -9,7 +9,7 @@
 // `cudnn` (a call the rule gives cuDNN that cuDNN cannot run is an error).
 //
 // cuDNN takes the key mask as an additive bias [batch, 1, 1, skv]: 0 where
-// kept, the type's lowest finite value where masked (not -inf, so that a
+// kept, a large negative finite value where masked (not -inf, so that a
 // query whose keys are all masked gets a finite row). tp.attention gives
 // such a query zeros, so its output row is zeroed after the forward and its
 // dout row before the backward (attentionSeesKey, common/Attention.h).
@@ -41,12 +41,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
+/// A masked key's bias: far below any score, and far enough from the
+/// type's end that a kernel scaling scores (by log2 e, for exp2) stays
+/// finite: a row of masked keys is then finite, not NaN.
+constexpr float kMaskedBf16 = -1e30f, kMaskedF16 = -30000.0f;
+
 template <typename T>
 __global__ void maskBiasKernel(const int64_t *mask, T *bias, int64_t n,
-                               float lowest) {
+                               float masked) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n)
-    bias[i] = fromFloat<T>(mask[i] != 0 ? 0.0f : lowest);
+    bias[i] = fromFloat<T>(mask[i] != 0 ? 0.0f : masked);
 }
 
 /// seen[b, row] = 1 when the query sees some key, else 0.
@@ -162,10 +167,10 @@ std::optional<FusedCall> fusedCall(const Tensor &q, const Tensor &k,
     if (dtype == DType::BF16)
       maskBiasKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
           checked.mask, static_cast<__nv_bfloat16 *>(call.bias.raw()), n,
-          -3.3895313892515355e38f);
+          kMaskedBf16);
     else
       maskBiasKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
-          checked.mask, static_cast<__half *>(call.bias.raw()), n, -65504.0f);
+          checked.mask, static_cast<__half *>(call.bias.raw()), n, kMaskedF16);
     checkLaunch("attention: key mask bias");
     int64_t rows = checked.batch * checked.sq;
     call.seen = Tensor::uninitialized(DType::F32, {checked.batch, checked.sq},
