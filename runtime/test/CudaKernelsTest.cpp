@@ -770,6 +770,23 @@ void testFusedCalls(Context &c, Context &g, Context &c16, Context &g16) {
   for (int i = 0; i < 3; ++i)
     expectClose(std::string("linear_cross_entropy autocast bf16 ") + parts[i],
                 lc[i], lg[i], 1e-2);
+
+  // A bf16 program's loss, fused in blocks on the GPU, against the CPU's
+  // separate bf16 calls (the logits and their gradient rounded to bf16 on
+  // both sides; dw summed in f32 here, rounded once): and in the
+  // accumulating form, into the FP32 buffer.
+  Tensor x4 = randomTensor({2, 600, 16}, 94).to(DType::BF16),
+         w4 = randomTensor({vocab, 16}, 95, -0.5f, 0.5f).to(DType::BF16);
+  lc = linear_cross_entropy(c, x4, w4, ids, mask);
+  lg = linear_cross_entropy(g, gpu(x4), gpu(w4), gpu(ids), gpu(mask));
+  for (int i = 0; i < 3; ++i)
+    expectClose(std::string("linear_cross_entropy bf16 program ") + parts[i],
+                lc[i], lg[i], i == 0 ? 1e-4 : 1e-2);
+  Tensor gw4 = gpu(w4);
+  accumulate_linear_cross_entropy(g, gpu(x4), gw4, gpu(ids), gpu(mask),
+                                  "head16.weight", -1, false, false, {}, {});
+  expectClose("accumulate_linear_cross_entropy bf16 program dw in FP32",
+              lc[2].to(DType::F32), g.grads()["head16.weight"].grad, 1e-2);
 }
 
 } // namespace

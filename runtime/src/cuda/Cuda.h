@@ -43,6 +43,9 @@ void memset(void *dst, int value, size_t bytes);
 /// A GPU tensor's f32 <-> bf16 / f16 conversion, on the GPU (Tensor::to):
 /// widening is exact, narrowing rounds to nearest even, as on the host.
 Tensor convert(const Tensor &x, DType dtype);
+/// `n` elements of `x` (of type `from`) into `out` (of type `to`), on the
+/// GPU: f32 to bf16 or f16 and back.
+void convertInto(const void *x, DType from, void *out, DType to, int64_t n);
 /// Waits for everything queued on this rank's GPU (a timer's end).
 void synchronize();
 /// The most bytes the rank's allocations from the stream-ordered pool held

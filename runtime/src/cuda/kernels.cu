@@ -551,6 +551,22 @@ Tensor convert(const Tensor &x, DType dtype) {
   return out;
 }
 
+void convertInto(const void *x, DType from, void *out, DType to, int64_t n) {
+  if (n == 0)
+    return;
+  if (from == DType::F32 && to == DType::BF16)
+    launchConvert<float, __nv_bfloat16>(x, out, n);
+  else if (from == DType::BF16 && to == DType::F32)
+    launchConvert<__nv_bfloat16, float>(x, out, n);
+  else if (from == DType::F32 && to == DType::F16)
+    launchConvert<float, __half>(x, out, n);
+  else if (from == DType::F16 && to == DType::F32)
+    launchConvert<__half, float>(x, out, n);
+  else
+    fatal(std::string("converting ") + dtypeName(from) + " to " +
+          dtypeName(to) + " on the GPU is not supported (f32 <-> bf16 or f16)");
+}
+
 std::shared_ptr<unsigned char[]> toBf16(const float *data, int64_t n) {
   std::shared_ptr<unsigned char[]> out = allocate(n * sizeof(__nv_bfloat16));
   if (n > 0)

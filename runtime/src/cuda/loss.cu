@@ -225,14 +225,17 @@ void checkLoss(const Tensor &logits, const Tensor &ids, const Tensor &mask,
 /// large.
 constexpr int64_t kLossBlockElements = int64_t(1) << 25;
 
-/// tp.linear_cross_entropy in f32 (bf16 autocast's products as linear's):
-/// per block of positions the logits (one GEMM), the loss's statistics as
-/// cross_entropy computes them, the logits' gradient in place, then the
-/// block's rows of dx (a GEMM) and its share of dw (a GEMM adding into dw,
-/// beta 1 after the first block). With `dwInto`, dw goes into that [V, H]
-/// f32 buffer (added to it unless `overwrite`) and is not returned. The
-/// [B, S, V] logits are never held; only dw's sum over positions is
-/// grouped by block.
+/// tp.linear_cross_entropy in f32 (bf16 autocast's products as linear's)
+/// or in bf16 (a bf16 program's x and w): per block of positions the logits
+/// (one GEMM), the loss's statistics as cross_entropy computes them, the
+/// logits' gradient in place, then the block's rows of dx (a GEMM) and its
+/// share of dw (a GEMM adding into dw, beta 1 after the first block). With
+/// `dwInto`, dw goes into that [V, H] f32 buffer (added to it unless
+/// `overwrite`) and is not returned. The [B, S, V] logits are never held;
+/// only dw's sum over positions is grouped by block. In bf16 each block's
+/// logits and their gradient are rounded to bf16 as the separate calls
+/// round them (the statistics read the logits widened), dx is bf16, and dw
+/// is summed in f32 (rounded to bf16 once when returned).
 Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                            const Tensor &ids, const Tensor &mask,
                            bool vocabParallel,
@@ -241,8 +244,12 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
                            float *dwInto = nullptr, bool overwrite = false) {
   const char *op = vocabParallel ? "linear_cross_entropy_vocab_parallel"
                                  : "linear_cross_entropy";
-  requireGpu(x, DType::F32, op, "x");
-  requireGpu(w, DType::F32, op, "the weight");
+  DType type = x.dtype();
+  bool program16 = type == DType::BF16;
+  if (!program16)
+    requireGpu(x, DType::F32, op, "x");
+  requireGpu(x, type, op, "x");
+  requireGpu(w, type, op, "the weight");
   requireGpu(ids, DType::I64, op, "the ids");
   requireGpu(mask, DType::I64, op, "the mask");
   requireLinearCrossEntropyShapes(x, w, ids, mask, op);
@@ -251,9 +258,8 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
   VocabRange range = vocabPartOf(ctx, vocab, vocabParallel, starts, sizes, op);
   LossState state(batch, seq);
   bool products = positions > 0 && vocab > 0 && hidden > 0;
-  Tensor dx = products
-                  ? Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA)
-                  : zeros(x.shape());
+  Tensor dx = products ? Tensor::uninitialized(type, x.shape(), Device::CUDA)
+                       : zeros(x.shape(), type);
   Tensor dw;
   float *dwOut = dwInto;
   if (!dwInto) {
@@ -264,9 +270,9 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
     memset(dwOut, 0, w.numel() * sizeof(float));
   // Under bf16 autocast the products read bf16 copies of x and w, made
   // once (linear's GEMM would round them for each block).
-  bool autocast = ctx.autocast() == DType::BF16;
-  DType operands = autocast ? DType::BF16 : DType::F32;
-  size_t elementBytes = autocast ? 2 : sizeof(float);
+  bool autocast = !program16 && ctx.autocast() == DType::BF16;
+  DType operands = autocast || program16 ? DType::BF16 : DType::F32;
+  size_t elementBytes = operands == DType::BF16 ? 2 : sizeof(float);
   std::shared_ptr<unsigned char[]> x16, w16;
   const void *xData = x.raw(), *wData = w.raw();
   if (autocast && products) {
@@ -276,16 +282,24 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
     wData = w16.get();
   }
   int64_t blockRows = lossBlockPositions(positions, vocab, kLossBlockElements);
-  Tensor block;
+  Tensor block, block16;
   if (positions > 0)
     block = Tensor::uninitialized(DType::F32, {blockRows, vocab}, Device::CUDA);
+  if (positions > 0 && program16)
+    block16 = Tensor::uninitialized(type, {blockRows, vocab}, Device::CUDA);
   for (int64_t first = 0; first < positions; first += blockRows) {
     int64_t rows = std::min(blockRows, positions - first);
     float *logits = block.f32();
     const void *xRows =
         static_cast<const char *>(xData) + first * hidden * elementBytes;
-    // logits [rows, V] = x w^T: column-major w(T) x(N), as linear.
-    if (products)
+    // logits [rows, V] = x w^T: column-major w(T) x(N), as linear (a bf16
+    // program's rounded to bf16 as linear's result, then read widened).
+    if (products && program16) {
+      gemm(ctx, op, operands, type, vocab, rows, hidden,
+           {wData, w.numel(), CUBLAS_OP_T, hidden, 0},
+           {xRows, rows * hidden, CUBLAS_OP_N, hidden, 0}, block16.raw(), 0, 1);
+      convertInto(block16.raw(), type, logits, DType::F32, rows * vocab);
+    } else if (products)
       gemm(ctx, op, operands, DType::F32, vocab, rows, hidden,
            {wData, w.numel(), CUBLAS_OP_T, hidden, 0},
            {xRows, rows * hidden, CUBLAS_OP_N, hidden, 0}, logits, 0, 1);
@@ -304,13 +318,18 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
     if (autocast) {
       grad16 = toBf16(logits, rows * vocab);
       grad = grad16.get();
+    } else if (program16) {
+      // The logits' gradient is of the logits' type.
+      convertInto(logits, DType::F32, block16.raw(), type, rows * vocab);
+      grad = block16.raw();
     }
     // dx's rows [rows, H] = dlogits w: column-major w(N) dlogits(N), as
     // linear_grad_input.
-    gemm(ctx, op, operands, DType::F32, hidden, rows, vocab,
+    gemm(ctx, op, operands, type, hidden, rows, vocab,
          {wData, w.numel(), CUBLAS_OP_N, hidden, 0},
-         {grad, rows * vocab, CUBLAS_OP_N, vocab, 0}, dx.f32() + first * hidden,
-         0, 1);
+         {grad, rows * vocab, CUBLAS_OP_N, vocab, 0},
+         static_cast<char *>(dx.raw()) + first * hidden * dtypeSize(type), 0,
+         1);
     // dw [V, H] (+)= dlogits^T x: column-major x(N) dlogits(T), as
     // linear_grad_weight.
     bool add = first > 0 || (dwInto && !overwrite);
@@ -322,7 +341,13 @@ Tensors linearCrossEntropy(Context &ctx, const Tensor &x, const Tensor &w,
   Tensor total = lossTotal(state, ids, range.vocab, op);
   if (dwInto)
     return {total, dx};
-  return {total, dx, dw};
+  return {total, dx, narrowed(dw, program16 ? type : DType::F32)};
+}
+
+/// Whether the fused loss takes x and w: both f32, or both bf16.
+bool fusedLossTakes(const Tensor &x, const Tensor &w) {
+  return x.defined() && w.defined() && x.dtype() == w.dtype() &&
+         (x.dtype() == DType::F32 || x.dtype() == DType::BF16);
 }
 
 } // namespace
@@ -375,8 +400,7 @@ Tensor cross_entropy_grad(Context &ctx, const Tensor &logits, const Tensor &ids,
 
 Tensors linear_cross_entropy(Context &ctx, const Tensor &x, const Tensor &w,
                              const Tensor &ids, const Tensor &mask) {
-  if (!x.defined() || !w.defined() || x.dtype() != DType::F32 ||
-      w.dtype() != DType::F32)
+  if (!fusedLossTakes(x, w))
     return composed::linear_cross_entropy(ctx, x, w, ids, mask);
   return linearCrossEntropy(ctx, x, w, ids, mask, false, {}, {});
 }
@@ -386,8 +410,7 @@ Tensors linear_cross_entropy_vocab_parallel(Context &ctx, const Tensor &x,
                                             const Tensor &mask,
                                             std::vector<int64_t> vocabStarts,
                                             std::vector<int64_t> vocabSizes) {
-  if (!x.defined() || !w.defined() || x.dtype() != DType::F32 ||
-      w.dtype() != DType::F32)
+  if (!fusedLossTakes(x, w))
     return composed::linear_cross_entropy_vocab_parallel(
         ctx, x, w, ids, mask, std::move(vocabStarts), std::move(vocabSizes));
   return linearCrossEntropy(ctx, x, w, ids, mask, true, vocabStarts,
@@ -401,8 +424,7 @@ Tensors accumulate_linear_cross_entropy(Context &ctx, const Tensor &x,
                                         bool vocabParallel,
                                         std::vector<int64_t> vocabStarts,
                                         std::vector<int64_t> vocabSizes) {
-  if (!x.defined() || !w.defined() || x.dtype() != DType::F32 ||
-      w.dtype() != DType::F32)
+  if (!fusedLossTakes(x, w))
     return composed::accumulate_linear_cross_entropy(
         ctx, x, w, ids, mask, fqn, splitDim, owned, vocabParallel,
         std::move(vocabStarts), std::move(vocabSizes));
