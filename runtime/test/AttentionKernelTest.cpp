@@ -15,8 +15,6 @@
 #ifdef TPRT_WITH_CUDA
 #include "TestTensors.h"
 #include "cuda/Cudnn.h"
-#include <fstream>
-#include <sstream>
 #endif
 
 #include <gtest/gtest.h>
@@ -154,12 +152,7 @@ TEST(AttentionKernel, RowsThatSeeNoKey) {
 }
 
 #ifdef TPRT_WITH_CUDA
-bool mapsCudnn() {
-  std::ifstream maps("/proc/self/maps");
-  std::stringstream text;
-  text << maps.rdbuf();
-  return text.str().find("libcudnn") != std::string::npos;
-}
+bool mapsCudnn() { return tprt::test::mapsLibrary("libcudnn"); }
 
 TEST(AttentionKernel, OnlyTheGpuBackendOpensCudnn) {
   using namespace tprt::test;

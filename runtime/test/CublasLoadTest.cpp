@@ -9,21 +9,14 @@
 #include "TestTensors.h"
 #include "cuda/Cublas.h"
 
-#include <fstream>
 #include <gtest/gtest.h>
-#include <sstream>
 
 using namespace tprt;
 using namespace tprt::test;
 
 namespace {
 
-bool mapsCublas() {
-  std::ifstream maps("/proc/self/maps");
-  std::stringstream text;
-  text << maps.rdbuf();
-  return text.str().find("libcublas") != std::string::npos;
-}
+bool mapsCublas() { return mapsLibrary("libcublas"); }
 
 TEST(CublasLoad, OnlyTheGpuBackendOpensCublas) {
   Tensor x = randomTensor({2, 3, 8}, 1), w = randomTensor({4, 8}, 2);

@@ -5,7 +5,10 @@
 
 #include "tprt/tprt.h"
 
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace tprt::test {
@@ -24,6 +27,15 @@ inline Tensor randomTensor(std::vector<int64_t> shape, unsigned seed,
   for (int64_t i = 0; i < t.numel(); ++i)
     t.f32()[i] = dist(gen);
   return t;
+}
+
+/// Whether this process has mapped a library whose name contains `name`
+/// (/proc/self/maps): the libraries opened only when needed.
+inline bool mapsLibrary(const char *name) {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  return text.str().find(name) != std::string::npos;
 }
 
 } // namespace tprt::test

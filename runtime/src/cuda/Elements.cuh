@@ -10,6 +10,8 @@
 #ifndef TPRT_CUDA_ELEMENTS_CUH
 #define TPRT_CUDA_ELEMENTS_CUH
 
+#include "tprt/tprt.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -27,6 +29,17 @@ template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
 }
 template <> __device__ inline __half fromFloat<__half>(float v) {
   return __float2half_rn(v);
+}
+
+/// f(element) with a value of the element type of `dtype`'s float type
+/// (f32, bf16 or f16): a kernel launched once per type.
+template <typename F> void withFloatType(DType dtype, F f) {
+  if (dtype == DType::BF16)
+    f(__nv_bfloat16());
+  else if (dtype == DType::F16)
+    f(__half());
+  else
+    f(float());
 }
 
 } // namespace cuda

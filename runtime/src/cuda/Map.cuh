@@ -82,12 +82,7 @@ Tensor mapOnGpu(const Tensor &x, const Tensor &y, F f, const char *name) {
         y.defined() ? static_cast<const T *>(y.raw()) : nullptr,
         static_cast<T *>(out.raw()), n, f, packed);
   };
-  if (dtype == DType::BF16)
-    launch(__nv_bfloat16());
-  else if (dtype == DType::F16)
-    launch(__half());
-  else
-    launch(float());
+  withFloatType(dtype, launch);
   checkLaunch(name);
   return out;
 }

@@ -23,6 +23,9 @@ cudaStream_t stream();
 /// Whether `s` is being captured into a CUDA graph (graphs.cpp): what
 /// reads back to the host or watches an event skips it then.
 bool capturing(cudaStream_t s);
+/// "tprt: `message`" on stderr, from rank 0 only (every rank says the
+/// same).
+void noteOnRank0(const std::string &message);
 cublasHandle_t blas();
 
 /// An error naming `what` and CUDA's message.

@@ -27,9 +27,7 @@
 #include "tprt/AttentionKernel.h"
 
 #include <cfloat>
-#include <cstdio>
 #include <cstdlib>
-#include <mpi.h>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -104,14 +102,8 @@ void noteOnce(const std::string &message) {
   static std::mutex mutex;
   static std::set<std::string> said;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!said.insert(message).second)
-    return;
-  int initialized = 0, rank = 0;
-  MPI_Initialized(&initialized);
-  if (initialized)
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0)
-    std::fprintf(stderr, "tprt: attention: %s\n", message.c_str());
+  if (said.insert(message).second)
+    noteOnRank0("attention: " + message);
 }
 
 /// cuDNN could not run `shape`: the tiled kernels will, unless

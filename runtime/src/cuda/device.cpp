@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mpi.h>
 
@@ -114,6 +115,15 @@ void initialize() {
 }
 
 cudaStream_t stream() { return ready().stream; }
+
+void noteOnRank0(const std::string &message) {
+  int initialized = 0, rank = 0;
+  MPI_Initialized(&initialized);
+  if (initialized)
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0)
+    std::fprintf(stderr, "tprt: %s\n", message.c_str());
+}
 
 bool capturing(cudaStream_t s) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -6,9 +6,6 @@
 #include "common/FatalScope.h"
 #include "common/GraphCache.h"
 
-#include <cstdio>
-#include <mpi.h>
-
 namespace tprt {
 namespace cuda {
 
@@ -34,15 +31,6 @@ std::string keyOf(const Tensor &ids, const Tensor &mask) {
   return ids.describe() + (mask.defined() ? " " + mask.describe() : "");
 }
 
-void sayOnRank0(const std::string &message) {
-  int initialized = 0, rank = 0;
-  MPI_Initialized(&initialized);
-  if (initialized)
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0)
-    std::fprintf(stderr, "tprt: cuda graphs: %s\n", message.c_str());
-}
-
 } // namespace
 
 struct ForwardGraphs::State {
@@ -65,8 +53,9 @@ Tensor ForwardGraphs::run(Context &ctx, const Tensor &ids, const Tensor &mask,
   if (const std::string *other = cache.capturedKey(); other && *other != key) {
     std::string dropped = *other;
     if (cache.failed(dropped, "a call of another shape"))
-      sayOnRank0("the graph of " + dropped + " is dropped: a call of " + key +
-                 " came; both run eagerly from now on");
+      noteOnRank0("cuda graphs: the graph of " + dropped +
+                  " is dropped: a call of " + key +
+                  " came; both run eagerly from now on");
   }
   switch (cache.next(key)) {
   case GraphCache<CapturedForward>::Action::RunEagerly: {
@@ -119,8 +108,8 @@ Tensor ForwardGraphs::run(Context &ctx, const Tensor &ids, const Tensor &mask,
     if (!why.empty()) {
       cudaGetLastError(); // the capture's error is not the next call's
       if (cache.failed(key, why))
-        sayOnRank0("the forward of " + key + " is not captured (" + why +
-                   "); it runs eagerly");
+        noteOnRank0("cuda graphs: the forward of " + key +
+                    " is not captured (" + why + "); it runs eagerly");
       return forward(ctx, ids, mask);
     }
     c.exec = std::shared_ptr<CUgraphExec_st>(

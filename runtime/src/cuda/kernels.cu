@@ -642,12 +642,7 @@ Tensor rmsNormOf(const Tensor &x, const Tensor &w, double eps, double offset,
         static_cast<const T *>(x.raw()), w.f32(), static_cast<T *>(out.raw()),
         groups, group, static_cast<float>(eps), static_cast<float>(offset));
   };
-  if (dtype == DType::BF16)
-    launch(__nv_bfloat16());
-  else if (dtype == DType::F16)
-    launch(__half());
-  else
-    launch(float());
+  withFloatType(dtype, launch);
   checkLaunch("rms_norm");
   return out;
 }
@@ -723,12 +718,7 @@ Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
         tables.f32(), tables.f32() + seq * half, batch, seq, heads, headDim,
         half, interleaved);
   };
-  if (dtype == DType::BF16)
-    launch(__nv_bfloat16());
-  else if (dtype == DType::F16)
-    launch(__half());
-  else
-    launch(float());
+  withFloatType(dtype, launch);
   checkLaunch("rotary");
   return out;
 }
