@@ -395,8 +395,9 @@ void testEmbeddingAndNorm(Context &c, Context &g) {
       "embedding_grad uneven",
       embedding_grad(c, wide, dy, table, true, -1, {20}, {40}),
       embedding_grad(g, gpu(wide), gpu(dy), gpu(table), true, -1, {20}, {40}));
-  Tensor x = randomTensor({3, 5, 64}, 10), w = randomTensor({64}, 11),
-         wg = randomTensor({16}, 12), d = randomTensor({3, 5, 64}, 13);
+  // 150 rows: the weight's gradient sums them in three chunks of 64.
+  Tensor x = randomTensor({3, 50, 64}, 10), w = randomTensor({64}, 11),
+         wg = randomTensor({16}, 12), d = randomTensor({3, 50, 64}, 13);
   for (auto [weight, group, offset] : {std::tuple{&w, int64_t(0), 0.0},
                                        {&w, int64_t(0), 1.0},
                                        {&wg, int64_t(16), 0.0}}) {
@@ -476,10 +477,10 @@ void testAttention(Context &c, Context &g) {
   }
 }
 
-/// The elementwise, RMS norm and RoPE kernels on bf16 and f16 tensors
-/// (Map.cuh: in f32, rounded once) against the f32 kernels on the widened
-/// tensors, rounded: bit for bit, at a size with a tail after the 16-byte
-/// packs.
+/// The elementwise, RMS norm (and its gradient) and RoPE kernels on bf16
+/// and f16 tensors (Map.cuh: in f32, rounded once) against the f32 kernels
+/// on the widened tensors, rounded: bit for bit, at a size with a tail
+/// after the 16-byte packs.
 void testNativeReduced(Context &g) {
   for (DType t : {DType::BF16, DType::F16}) {
     std::string type = dtypeName(t);
@@ -503,6 +504,12 @@ void testNativeReduced(Context &g) {
     expectClose(type + " rms_norm native",
                 rounded(rms_norm(g, wide(x), w, 1e-6, 1.0, 0)),
                 rms_norm(g, x, w, 1e-6, 1.0, 0), 0);
+    Tensors grads = rms_norm_grad(g, x, w, y, 1e-6, 1.0, 0),
+            wideGrads = rms_norm_grad(g, wide(x), w, wide(y), 1e-6, 1.0, 0);
+    expectClose(type + " rms_norm_grad dx native", rounded(wideGrads[0]),
+                grads[0], 0);
+    expectClose(type + " rms_norm_grad dw native", wideGrads[1].to(Device::CPU),
+                grads[1], 0);
     Tensor heads = low(randomTensor({2, 5, 4 * 32}, 93));
     expectClose(type + " rotary native",
                 rounded(rotary(g, wide(heads), 32, 32, 10000.0, false,

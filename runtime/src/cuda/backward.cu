@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Elements.cuh"
 #include "Map.cuh"
 #include "Runtime.h"
 #include "Tiling.h"
@@ -59,38 +60,67 @@ __device__ double blockSum(double value, double *scratch) {
   return total;
 }
 
-/// One block per group: dx, and the group's inverse RMS for dweight.
-__global__ void rmsNormGradKernel(const float *x, const float *w,
-                                  const float *dy, float *dx, float *inv,
-                                  int64_t groups, int64_t group, float eps,
-                                  float offset) {
+/// One block per group: dx (of x's type), and the group's inverse RMS for
+/// dweight; x and dy of any float type, read widened.
+template <typename T>
+__global__ void rmsNormGradKernel(const T *x, const float *w, const T *dy,
+                                  T *dx, float *inv, int64_t groups,
+                                  int64_t group, float eps, float offset) {
   __shared__ double scratch[kThreads / 32];
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-    const float *row = x + g * group, *drow = dy + g * group;
+    const T *row = x + g * group, *drow = dy + g * group;
     double sum = 0;
-    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
-      sum += static_cast<double>(row[i]) * row[i];
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) {
+      float v = toFloat(row[i]);
+      sum += static_cast<double>(v) * v;
+    }
     sum = blockSum(sum, scratch);
     float ri = 1.0f / sqrtf(static_cast<float>(sum / group) + eps);
     double dot = 0;
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
-      dot += static_cast<double>(drow[i]) * (offset + w[i]) * row[i] * ri;
+      dot += static_cast<double>(toFloat(drow[i])) * (offset + w[i]) *
+             toFloat(row[i]) * ri;
     dot = blockSum(dot, scratch);
     float mean = static_cast<float>(dot / group);
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
-      dx[g * group + i] = ri * (drow[i] * (offset + w[i]) - row[i] * ri * mean);
+      dx[g * group + i] =
+          fromFloat<T>(ri * (toFloat(drow[i]) * (offset + w[i]) -
+                             toFloat(row[i]) * ri * mean));
     if (threadIdx.x == 0)
       inv[g] = ri;
   }
 }
 
-__global__ void rmsNormWeightGradKernel(const float *x, const float *dy,
-                                        const float *inv, float *dw,
-                                        int64_t groups, int64_t group) {
+/// Groups per chunk of dweight's first pass: enough threads to fill the GPU
+/// (a thread per feature and chunk) with each summing a run of groups.
+constexpr int64_t kWeightGradChunk = 64;
+
+/// dweight's first pass: partial[c, i] = the sum over chunk c's groups of
+/// dy * x * inv, in FP64.
+template <typename T>
+__global__ void
+rmsNormWeightGradPartialKernel(const T *x, const T *dy, const float *inv,
+                               double *partial, int64_t groups, int64_t group) {
+  int64_t chunk = blockIdx.y;
+  int64_t first = chunk * kWeightGradChunk;
+  int64_t last =
+      first + kWeightGradChunk < groups ? first + kWeightGradChunk : groups;
   TPRT_GRID_STRIDE(i, group) {
     double sum = 0;
-    for (int64_t g = 0; g < groups; ++g)
-      sum += static_cast<double>(dy[g * group + i]) * x[g * group + i] * inv[g];
+    for (int64_t g = first; g < last; ++g)
+      sum += static_cast<double>(toFloat(dy[g * group + i])) *
+             toFloat(x[g * group + i]) * inv[g];
+    partial[chunk * group + i] = sum;
+  }
+}
+
+/// dweight's second pass: the chunks' partial sums in chunk order.
+__global__ void rmsNormWeightGradKernel(const double *partial, float *dw,
+                                        int64_t chunks, int64_t group) {
+  TPRT_GRID_STRIDE(i, group) {
+    double sum = 0;
+    for (int64_t c = 0; c < chunks; ++c)
+      sum += partial[c * group + i];
     dw[i] = static_cast<float>(sum);
   }
 }
@@ -364,36 +394,56 @@ void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
 Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
                       const Tensor &dy, double eps, double offset,
                       int64_t group) {
-  if (reducedType(x, dy) != DType::F32)
+  // x and dy of one type read natively; a mixed pair meets in f32.
+  if (x.dtype() != dy.dtype())
     return narrowedLike(cuda::rms_norm_grad(ctx, widened(x), widened(w),
                                             widened(dy), eps, offset, group),
                         {&x, &w});
-  requireGpu(x, DType::F32, "rms_norm_grad", "x");
-  requireGpu(w, DType::F32, "rms_norm_grad", "the weight");
-  requireGpu(dy, DType::F32, "rms_norm_grad", "dy");
+  DType dtype = x.dtype();
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    requireGpu(x, DType::F32, "rms_norm_grad", "x");
+  requireGpu(x, dtype, "rms_norm_grad", "x");
+  requireGpu(dy, dtype, "rms_norm_grad", "dy");
+  Tensor wf = widened(w);
+  requireGpu(wf, DType::F32, "rms_norm_grad", "the weight");
   int64_t features = x.rank() ? x.dim(-1) : 0;
   if (group == 0)
     group = features;
   if (x.shape() != dy.shape() || group <= 0 || features % group != 0 ||
-      w.numel() != group)
+      wf.numel() != group)
     fatal("rms_norm_grad: input " + x.describe() + ", dy " + dy.describe() +
           ", weight " + w.describe() + " and group " + std::to_string(group) +
           " do not match");
   int64_t groups = x.numel() / group;
-  Tensor dx = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
-  Tensor dw = zeros(w.shape());
+  Tensor dx = Tensor::uninitialized(dtype, x.shape(), Device::CUDA);
+  Tensor dw = zeros(wf.shape());
   if (groups == 0)
-    return {dx, dw};
+    return {dx, narrowed(dw, reducedType(w))};
   Tensor inv = Tensor::uninitialized(DType::F32, {groups}, Device::CUDA);
-  rmsNormGradKernel<<<gridBlocks(groups, 1), kThreads, 0, stream()>>>(
-      x.f32(), w.f32(), dy.f32(), dx.f32(), inv.f32(), groups, group,
-      static_cast<float>(eps), static_cast<float>(offset));
-  checkLaunch("rms_norm_grad");
+  int64_t chunks = (groups + kWeightGradChunk - 1) / kWeightGradChunk;
+  std::shared_ptr<unsigned char[]> partial =
+      allocate(chunks * group * sizeof(double));
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    const T *xs = static_cast<const T *>(x.raw());
+    const T *dys = static_cast<const T *>(dy.raw());
+    rmsNormGradKernel<T><<<gridBlocks(groups, 1), kThreads, 0, stream()>>>(
+        xs, wf.f32(), dys, static_cast<T *>(dx.raw()), inv.f32(), groups, group,
+        static_cast<float>(eps), static_cast<float>(offset));
+    checkLaunch("rms_norm_grad");
+    dim3 grid(gridBlocks(group, kThreads), static_cast<unsigned>(chunks));
+    rmsNormWeightGradPartialKernel<T><<<grid, kThreads, 0, stream()>>>(
+        xs, dys, inv.f32(), reinterpret_cast<double *>(partial.get()), groups,
+        group);
+    checkLaunch("rms_norm_grad: weight");
+  };
+  withFloatType(dtype, launch);
   rmsNormWeightGradKernel<<<gridBlocks(group, kThreads), kThreads, 0,
-                            stream()>>>(x.f32(), dy.f32(), inv.f32(), dw.f32(),
-                                        groups, group);
+                            stream()>>>(
+      reinterpret_cast<const double *>(partial.get()), dw.f32(), chunks, group);
   checkLaunch("rms_norm_grad: weight");
-  return {dx, dw};
+  // The weight's gradient is of the weight's type.
+  return {dx, narrowed(dw, reducedType(w))};
 }
 
 Tensor activation_grad(const Tensor &x, const Tensor &dy, Activation op,
