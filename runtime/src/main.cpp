@@ -600,7 +600,10 @@ int runForward(RunOptions &o, const char *argv0, int rank, int size) {
     ctx.setUnpaddedSequence(length);
   // The inputs go where the kernels run; the logits come back.
   ids = ids.to(o.device.device);
+  bool keepsAll = tprt::keepsEveryKey(attentionMask);
   attentionMask = attentionMask.to(o.device.device);
+  if (keepsAll)
+    ctx.setKeyMaskKeepsAll(attentionMask);
   tprt::Tensor logits = tprt::truncateSequence(
       tprt_model_forward(ctx, ids, attentionMask).to(tprt::Device::CPU),
       length);

@@ -52,6 +52,14 @@ void fatal(const std::string &message) {
   stop(message, /*quick=*/false);
 }
 
+bool keepsEveryKey(const Tensor &mask) {
+  if (!mask.defined() || mask.dtype() != DType::I64 ||
+      mask.device() != Device::CPU)
+    return false;
+  const int64_t *m = mask.i64();
+  return std::all_of(m, m + mask.numel(), [](int64_t v) { return v != 0; });
+}
+
 void fatalFromThread(const std::string &message) {
   stop(message, /*quick=*/true);
 }

@@ -11,12 +11,14 @@
 
 #include "tprt/AttentionKernel.h"
 #include "common/Attention.h"
+#include "tprt/tprt.h"
 
 #ifdef TPRT_WITH_CUDA
 #include "TestTensors.h"
 #include "cuda/Cudnn.h"
 #endif
 
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <random>
 #include <string>
@@ -149,6 +151,28 @@ TEST(AttentionKernel, RowsThatSeeNoKey) {
   // Both kinds of rows occur.
   EXPECT_GT(zeroed, 0);
   EXPECT_LT(zeroed, rows);
+}
+
+TEST(AttentionKernel, AnInputMaskThatKeepsEveryKeyIsNone) {
+  Tensor ones(DType::I64, {2, 3}), padded(DType::I64, {2, 3});
+  for (int64_t i = 0; i < 6; ++i) {
+    ones.i64()[i] = 1 + i; // non-zero keeps
+    padded.i64()[i] = i != 3;
+  }
+  EXPECT_TRUE(keepsEveryKey(ones));
+  EXPECT_FALSE(keepsEveryKey(padded));
+  EXPECT_FALSE(keepsEveryKey(Tensor()));
+  Context ctx(0, 1, "/nonexistent/model.onnx", "model.onnx");
+  EXPECT_FALSE(ctx.keyMaskKeepsAll(ones));
+  ctx.setKeyMaskKeepsAll(ones);
+  EXPECT_TRUE(ctx.keyMaskKeepsAll(ones));
+  // Another tensor with the same elements is not known to be it; nor is an
+  // undefined one.
+  Tensor copy(DType::I64, {2, 3});
+  std::copy_n(ones.i64(), 6, copy.i64());
+  EXPECT_FALSE(ctx.keyMaskKeepsAll(copy));
+  EXPECT_FALSE(ctx.keyMaskKeepsAll(Tensor()));
+  EXPECT_FALSE(ctx.keyMaskKeepsAll(padded));
 }
 
 #ifdef TPRT_WITH_CUDA

@@ -245,6 +245,10 @@ struct PlannedBuffer {
 };
 
 /// Per-rank state of a running program.
+/// Whether every entry of `mask` (an int64 key mask on the host) is
+/// non-zero.
+bool keepsEveryKey(const Tensor &mask);
+
 class Context {
 public:
   Context(int rank, int worldSize, std::string modelPath,
@@ -281,6 +285,17 @@ public:
   /// whose frequencies depend on the length (dynamic, longrope) take it.
   void setUnpaddedSequence(int64_t length) { unpaddedSequence_ = length; }
   int64_t unpaddedSequence() const { return unpaddedSequence_; }
+  /// `mask` (an input's key mask on this context's device) keeps every key,
+  /// as the host found it before copying it over: the GPU's attention then
+  /// reads no mask, which it could only tell otherwise by reading it back
+  /// (main and the training loop say it per input). The context holds it,
+  /// so no other tensor takes its memory meanwhile.
+  void setKeyMaskKeepsAll(const Tensor &mask) { keepsAll_ = mask; }
+  /// Whether `mask` is that one (the same elements: same memory and shape).
+  bool keyMaskKeepsAll(const Tensor &mask) const {
+    return mask.defined() && keepsAll_.defined() &&
+           mask.raw() == keepsAll_.raw() && mask.shape() == keepsAll_.shape();
+  }
   /// The bytes of parameters this rank has read from files (its blocks of
   /// the split ones): `model --report-reads` prints them per rank.
   void countParameterBytesRead(uint64_t bytes, double seconds) {
@@ -439,6 +454,7 @@ private:
   DType autocast_ = DType::F32;
   bool constantWeights_ = false;
   int64_t unpaddedSequence_ = 0;
+  Tensor keepsAll_;
   uint64_t parameterBytesRead_ = 0;
   double parameterReadSeconds_ = 0;
   std::string modelPath_, modelFile_, modelDir_;

@@ -216,8 +216,10 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                  const Tensor &v, const Tensor &keyMask, int64_t heads,
                  int64_t kvHeads, int64_t headDim, double scale, bool causal,
                  int64_t window, double softcap, int64_t) {
+  // An input's mask that keeps every key is none (no bias, no test).
+  Tensor mask = ctx.keyMaskKeepsAll(keyMask) ? Tensor() : keyMask;
   if (std::optional<FusedCall> call =
-          fusedCall(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal,
+          fusedCall(q, k, v, mask, heads, kvHeads, headDim, scale, causal,
                     window, softcap, "attention")) {
     if (std::optional<Tensor> out = fusedForward(*call, q, k, v, nullptr)) {
       if (call->seen.defined())
@@ -226,10 +228,10 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
     }
   }
   TPRT_IN_F32(q,
-              tiledAttention(widened(q), widened(k), widened(v), keyMask, heads,
+              tiledAttention(widened(q), widened(k), widened(v), mask, heads,
                              kvHeads, headDim, scale, causal, window, softcap))
-  return tiledAttention(q, k, v, keyMask, heads, kvHeads, headDim, scale,
-                        causal, window, softcap);
+  return tiledAttention(q, k, v, mask, heads, kvHeads, headDim, scale, causal,
+                        window, softcap);
 }
 
 Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
@@ -237,9 +239,10 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                        const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                        int64_t headDim, double scale, bool causal,
                        int64_t window, double softcap) {
+  Tensor mask = ctx.keyMaskKeepsAll(keyMask) ? Tensor() : keyMask;
   std::optional<FusedCall> call;
   if (dout.defined() && dout.dtype() == q.dtype() && dout.shape() == q.shape())
-    call = fusedCall(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal,
+    call = fusedCall(q, k, v, mask, heads, kvHeads, headDim, scale, causal,
                      window, softcap, "attention_grad");
   if (call) {
     Tensor stats;
@@ -267,12 +270,12 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
   }
   if (reducedType(q, dout) != DType::F32)
     return narrowedLike(tiledAttentionGrad(widened(q), widened(k), widened(v),
-                                           widened(dout), keyMask, heads,
-                                           kvHeads, headDim, scale, causal,
-                                           window, softcap),
+                                           widened(dout), mask, heads, kvHeads,
+                                           headDim, scale, causal, window,
+                                           softcap),
                         {&q, &k, &v});
-  return tiledAttentionGrad(q, k, v, dout, keyMask, heads, kvHeads, headDim,
-                            scale, causal, window, softcap);
+  return tiledAttentionGrad(q, k, v, dout, mask, heads, kvHeads, headDim, scale,
+                            causal, window, softcap);
 }
 
 } // namespace cuda

@@ -294,10 +294,12 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
       Tensor m = takeRows(mask, order, row, o.microBatch);
       tokens += labelTokens(m);
       // The micro-batch goes where the kernels run; the loss comes back.
-      loss +=
-          *tprt_model_train_step(ctx, ids.to(ctx.device()), m.to(ctx.device()))
-               .to(Device::CPU)
-               .f32();
+      Tensor keys = m.to(ctx.device());
+      if (keepsEveryKey(m))
+        ctx.setKeyMaskKeepsAll(keys);
+      loss += *tprt_model_train_step(ctx, ids.to(ctx.device()), keys)
+                   .to(Device::CPU)
+                   .f32();
       processed += o.microBatch * length;
     }
     // The global batch's loss and label tokens (one data-parallel rank's
