@@ -55,10 +55,8 @@ __global__ void mapKernel(const T *x, const T *y, T *out, int64_t n, F f,
 /// tensor of x's type; `name` in errors.
 template <typename F>
 Tensor mapOnGpu(const Tensor &x, const Tensor &y, F f, const char *name) {
+  requireGpuFloat(x, name, "the input");
   DType dtype = x.dtype();
-  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
-    requireGpu(x, DType::F32, name, "the input");
-  requireGpu(x, dtype, name, "the input");
   if (y.defined()) {
     requireGpu(y, dtype, name, "the second operand");
     if (x.shape() != y.shape())

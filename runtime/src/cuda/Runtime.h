@@ -41,6 +41,9 @@ std::shared_ptr<unsigned char[]> toBf16(const float *data, int64_t n);
 /// The operand checks of the forward kernels: defined, f32 (or i64), and on
 /// the GPU.
 void requireGpu(const Tensor &t, DType dtype, const char *op, const char *what);
+/// `t` is an f32, bf16 or f16 tensor on the GPU (the kernels that read
+/// every float type themselves).
+void requireGpuFloat(const Tensor &t, const char *op, const char *what);
 
 } // namespace cuda
 } // namespace tprt

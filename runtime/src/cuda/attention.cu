@@ -47,36 +47,30 @@ constexpr float kMaskedBf16 = -1e30f, kMaskedF16 = -30000.0f;
 template <typename T>
 __global__ void maskBiasKernel(const int64_t *mask, T *bias, int64_t n,
                                float masked) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n)
-    bias[i] = fromFloat<T>(mask[i] != 0 ? 0.0f : masked);
+  TPRT_GRID_STRIDE(i, n) bias[i] = fromFloat<T>(mask[i] != 0 ? 0.0f : masked);
 }
 
 /// seen[b, row] = 1 when the query sees some key, else 0.
 __global__ void seenRowsKernel(const int64_t *mask, float *seen, int64_t batch,
                                int64_t sq, int64_t skv, bool causal,
                                int64_t window) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= batch * sq)
-    return;
-  int64_t b = i / sq, row = i % sq;
-  seen[i] =
-      attentionSeesKey(row + skv - sq, skv, causal, window, mask + b * skv)
-          ? 1.0f
-          : 0.0f;
+  TPRT_GRID_STRIDE(i, batch * sq) {
+    int64_t b = i / sq, row = i % sq;
+    seen[i] =
+        attentionSeesKey(row + skv - sq, skv, causal, window, mask + b * skv)
+            ? 1.0f
+            : 0.0f;
+  }
 }
 
 /// x[r, :] = 0 where seen[r] is 0 (the rows of [rows, width]).
 template <typename T>
 __global__ void zeroUnseenRowsKernel(T *x, const float *seen, int64_t rows,
                                      int64_t width) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < rows * width && seen[i / width] == 0.0f)
-    x[i] = fromFloat<T>(0.0f);
-}
-
-unsigned blocksFor(int64_t n) {
-  return static_cast<unsigned>((n + kThreads - 1) / kThreads);
+  TPRT_GRID_STRIDE(i, rows * width) {
+    if (seen[i / width] == 0.0f)
+      x[i] = fromFloat<T>(0.0f);
+  }
 }
 
 enum class Policy { Auto, Tiled, Cudnn };
@@ -157,17 +151,17 @@ std::optional<FusedCall> fusedCall(const Tensor &q, const Tensor &k,
     call.bias = Tensor::uninitialized(dtype, {checked.batch, 1, 1, checked.skv},
                                       Device::CUDA);
     if (dtype == DType::BF16)
-      maskBiasKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
+      maskBiasKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
           checked.mask, static_cast<__nv_bfloat16 *>(call.bias.raw()), n,
           kMaskedBf16);
     else
-      maskBiasKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
+      maskBiasKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
           checked.mask, static_cast<__half *>(call.bias.raw()), n, kMaskedF16);
     checkLaunch("attention: key mask bias");
     int64_t rows = checked.batch * checked.sq;
     call.seen = Tensor::uninitialized(DType::F32, {checked.batch, checked.sq},
                                       Device::CUDA);
-    seenRowsKernel<<<blocksFor(rows), kThreads, 0, stream()>>>(
+    seenRowsKernel<<<gridBlocks(rows, kThreads), kThreads, 0, stream()>>>(
         checked.mask, call.seen.f32(), checked.batch, checked.sq, checked.skv,
         causal, window);
     checkLaunch("attention: rows that see a key");
@@ -182,10 +176,10 @@ void zeroUnseenRows(Tensor &x, const Tensor &seen) {
   if (n == 0)
     return;
   if (x.dtype() == DType::BF16)
-    zeroUnseenRowsKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
+    zeroUnseenRowsKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
         static_cast<__nv_bfloat16 *>(x.raw()), seen.f32(), rows, width);
   else
-    zeroUnseenRowsKernel<<<blocksFor(n), kThreads, 0, stream()>>>(
+    zeroUnseenRowsKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
         static_cast<__half *>(x.raw()), seen.f32(), rows, width);
   checkLaunch("attention: rows that see no key");
 }

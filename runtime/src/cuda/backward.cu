@@ -399,10 +399,8 @@ Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
     return narrowedLike(cuda::rms_norm_grad(ctx, widened(x), widened(w),
                                             widened(dy), eps, offset, group),
                         {&x, &w});
+  requireGpuFloat(x, "rms_norm_grad", "x");
   DType dtype = x.dtype();
-  if (dtype != DType::BF16 && dtype != DType::F16)
-    requireGpu(x, DType::F32, "rms_norm_grad", "x");
-  requireGpu(x, dtype, "rms_norm_grad", "x");
   requireGpu(dy, dtype, "rms_norm_grad", "dy");
   Tensor wf = widened(w);
   requireGpu(wf, DType::F32, "rms_norm_grad", "the weight");

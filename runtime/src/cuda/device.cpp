@@ -75,6 +75,13 @@ void requireGpu(const Tensor &t, DType dtype, const char *op,
           (t.defined() ? t.describe() : "nothing"));
 }
 
+void requireGpuFloat(const Tensor &t, const char *op, const char *what) {
+  DType dtype = t.defined() ? t.dtype() : DType::F32;
+  requireGpu(t,
+             dtype == DType::BF16 || dtype == DType::F16 ? dtype : DType::F32,
+             op, what);
+}
+
 void initialize() {
   State &s = state();
   if (s.device >= 0)

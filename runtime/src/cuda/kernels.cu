@@ -621,10 +621,8 @@ const Tensor &deviceTables(const float *cosTable, const float *sinTable,
 /// rms_norm of x (any float type, on the GPU) with an f32 weight.
 Tensor rmsNormOf(const Tensor &x, const Tensor &w, double eps, double offset,
                  int64_t group) {
+  requireGpuFloat(x, "rms_norm", "the input");
   DType dtype = x.dtype();
-  if (dtype != DType::BF16 && dtype != DType::F16)
-    requireGpu(x, DType::F32, "rms_norm", "the input");
-  requireGpu(x, dtype, "rms_norm", "the input");
   requireGpu(w, DType::F32, "rms_norm", "the weight");
   int64_t features = x.rank() ? x.dim(-1) : 0;
   if (group == 0)
@@ -699,10 +697,8 @@ Tensors add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
 Tensor rotaryWithTables(const Tensor &x, int64_t headDim, int64_t rotaryDim,
                         bool interleaved, const float *cosTable,
                         const float *sinTable) {
+  requireGpuFloat(x, "rotary", "the input");
   DType dtype = x.dtype();
-  if (dtype != DType::BF16 && dtype != DType::F16)
-    requireGpu(x, DType::F32, "rotary", "the input");
-  requireGpu(x, dtype, "rotary", "the input");
   int64_t batch = x.dim(0), seq = x.dim(1), heads = x.dim(2) / headDim,
           half = rotaryDim / 2;
   Tensor out = Tensor::uninitialized(dtype, x.shape(), Device::CUDA);
