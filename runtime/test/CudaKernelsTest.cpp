@@ -211,6 +211,18 @@ void testBf16Programs(Context &c, Context &g) {
   expectClose("bf16 add", add(c, x, y), add(g, gpu(x), gpu(y)), tol);
   expectClose("bf16 silu_grad", silu_grad(c, x, y),
               silu_grad(g, gpu(x), gpu(y)), tol);
+  Tensor up = bf16(randomTensor({2, 9, 40}, 74));
+  expectClose(
+      "bf16 linear_epilogue silu_mul",
+      linear_epilogue(c, x, w, up, LinearForm::Flat, LinearEpilogue::SiluMul),
+      linear_epilogue(g, gpu(x), gpu(w), gpu(up), LinearForm::Flat,
+                      LinearEpilogue::SiluMul),
+      tol);
+  Tensor dz = bf16(randomTensor({2, 9, 48}, 75));
+  Tensors sc = silu_mul_grad(c, x, y, dz),
+          sg = silu_mul_grad(g, gpu(x), gpu(y), gpu(dz));
+  expectClose("bf16 silu_mul_grad dgate", sc[0], sg[0], tol);
+  expectClose("bf16 silu_mul_grad dup", sc[1], sg[1], tol);
   expectClose("bf16 rms_norm", rms_norm(c, x, norm, 1e-6, 0, 0),
               rms_norm(g, gpu(x), gpu(norm), 1e-6, 0, 0), tol);
   // The fused add and norm: the GPU's separate bf16 kernels bit for bit,
@@ -500,6 +512,22 @@ void testNativeReduced(Context &g) {
                 mul(g, x, y), 0);
     expectClose(type + " silu_grad native",
                 rounded(silu_grad(g, wide(x), wide(y))), silu_grad(g, x, y), 0);
+    Tensors fusedGrads = silu_mul_grad(g, x, y, x),
+            wideFusedGrads = silu_mul_grad(g, wide(x), wide(y), wide(x));
+    expectClose(type + " silu_mul_grad dgate native",
+                rounded(wideFusedGrads[0]), fusedGrads[0], 0);
+    expectClose(type + " silu_mul_grad dup native", rounded(wideFusedGrads[1]),
+                fusedGrads[1], 0);
+    // The product rounded as linear rounds it, then silu(p) * other in f32
+    // rounded once.
+    Tensor in = low(randomTensor({3, 7, 24}, 94)),
+           proj = low(randomTensor({4 * 16 + 3, 24}, 95));
+    Tensor product = linear(g, in, proj, LinearForm::Flat);
+    expectClose(type + " linear_epilogue silu_mul native",
+                rounded(mul(g, silu(g, wide(product)), wide(y))),
+                linear_epilogue(g, in, proj, y, LinearForm::Flat,
+                                LinearEpilogue::SiluMul),
+                0);
     Tensor w = gpu(randomTensor({4 * 16 + 3}, 92));
     expectClose(type + " rms_norm native",
                 rounded(rms_norm(g, wide(x), w, 1e-6, 1.0, 0)),

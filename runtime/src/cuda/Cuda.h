@@ -136,8 +136,9 @@ enum class Unary { Silu, Gelu, GeluTanh, ReluSquared, Scale, Softcap };
 enum class Binary { Add, Mul };
 Tensor unary(const Tensor &x, Unary op, float parameter, const char *name);
 Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name);
-/// out = silu(out) * other in place, both f32 of one shape on the GPU
-/// (linear_epilogue's SiluMul on its product).
+/// out = silu(out) * other in place, both of one float type and shape on
+/// the GPU, in f32 and rounded once (linear_epilogue's SiluMul on its
+/// product).
 void siluMulInPlace(Tensor &out, const Tensor &other);
 
 } // namespace cuda

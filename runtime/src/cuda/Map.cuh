@@ -30,6 +30,11 @@ template <typename T> struct alignas(16) Pack {
   T e[size];
 };
 
+/// Whether p may be read and written 16 bytes at a time.
+inline bool packAligned(const void *p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 /// out[i] = f(x[i], y[i]) (y null: f(x[i], 0)). With `packed`, the first
 /// n / Pack<T>::size packs go 16 bytes at a time, the rest one by one.
 template <typename T, typename F>
@@ -51,27 +56,28 @@ __global__ void mapKernel(const T *x, const T *y, T *out, int64_t n, F f,
     out[i] = fromFloat<T>(f(toFloat(x[i]), y ? toFloat(y[i]) : 0.0f));
 }
 
-/// f over `x` (and `y`, of x's type and shape, when defined) into a new
-/// tensor of x's type; `name` in errors.
+/// f over `x` (and `y`, of x's type and shape, when defined) into `out`, a
+/// GPU tensor of x's type and shape that may be x itself (each element is
+/// read before it is written); `name` in errors.
 template <typename F>
-Tensor mapOnGpu(const Tensor &x, const Tensor &y, F f, const char *name) {
+void mapOnGpuInto(const Tensor &x, const Tensor &y, Tensor &out, F f,
+                  const char *name) {
   requireGpuFloat(x, name, "the input");
   DType dtype = x.dtype();
-  if (y.defined()) {
-    requireGpu(y, dtype, name, "the second operand");
-    if (x.shape() != y.shape())
+  auto requireLikeX = [&](const Tensor &t, const char *what) {
+    requireGpu(t, dtype, name, what);
+    if (x.shape() != t.shape())
       fatal(std::string(name) + ": shapes differ: " + x.describe() + " vs " +
-            y.describe());
-  }
-  Tensor out = Tensor::uninitialized(dtype, x.shape(), Device::CUDA);
+            t.describe());
+  };
+  if (y.defined())
+    requireLikeX(y, "the second operand");
+  requireLikeX(out, "the result");
   int64_t n = x.numel();
   if (n == 0)
-    return out;
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  bool packed = aligned(x.raw()) && aligned(out.raw()) &&
-                (!y.defined() || aligned(y.raw()));
+    return;
+  bool packed = packAligned(x.raw()) && packAligned(out.raw()) &&
+                (!y.defined() || packAligned(y.raw()));
   auto launch = [&](auto element) {
     using T = decltype(element);
     int64_t work = packed ? n / Pack<T>::size + 1 : n;
@@ -82,6 +88,14 @@ Tensor mapOnGpu(const Tensor &x, const Tensor &y, F f, const char *name) {
   };
   withFloatType(dtype, launch);
   checkLaunch(name);
+}
+
+/// f over `x` (and `y`) into a new tensor of x's type (mapOnGpuInto).
+template <typename F>
+Tensor mapOnGpu(const Tensor &x, const Tensor &y, F f, const char *name) {
+  requireGpuFloat(x, name, "the input");
+  Tensor out = Tensor::uninitialized(x.dtype(), x.shape(), Device::CUDA);
+  mapOnGpuInto(x, y, out, f, name);
   return out;
 }
 

@@ -146,17 +146,34 @@ __device__ float activationGrad(float v, float d, float p) {
   return d * (1.0f - t * t);
 }
 
-/// The gradients of silu(gate) * up in one pass: dgate = silu'(gate) * (dy
-/// * up), dup = dy * silu(gate), each element's arithmetic silu_grad's and
-/// silu's.
-__global__ void siluMulGradKernel(const float *gate, const float *up,
-                                  const float *dy, float *dgate, float *dup,
-                                  int64_t n) {
-  TPRT_GRID_STRIDE(i, n) {
-    float g = gate[i], d = dy[i];
-    dgate[i] = activationGrad<Activation::Silu>(g, d * up[i], 0.0f);
-    dup[i] = d * (g / (1.0f + expf(-g)));
+/// The gradients of silu(gate) * up in one pass over elements of one float
+/// type: dgate = silu'(gate) * (dy * up), dup = dy * silu(gate), each
+/// element's arithmetic silu_grad's and silu's in f32, rounded once. With
+/// `packed`, 16 bytes of each operand at a time (Map.cuh), the rest one by
+/// one.
+template <typename T>
+__global__ void siluMulGradKernel(const T *gate, const T *up, const T *dy,
+                                  T *dgate, T *dup, int64_t n, bool packed) {
+  auto grads = [](T g, T u, T d, T &dg, T &du) {
+    float gf = toFloat(g), df = toFloat(d);
+    dg = fromFloat<T>(activationGrad<Activation::Silu>(gf, df * toFloat(u), 0));
+    du = fromFloat<T>(df * (gf / (1.0f + expf(-gf))));
+  };
+  constexpr int V = Pack<T>::size;
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  int64_t packs = packed ? n / V : 0;
+  for (int64_t p = first; p < packs; p += stride) {
+    Pack<T> g = reinterpret_cast<const Pack<T> *>(gate)[p],
+            u = reinterpret_cast<const Pack<T> *>(up)[p],
+            d = reinterpret_cast<const Pack<T> *>(dy)[p], dg, du;
+    for (int j = 0; j < V; ++j)
+      grads(g.e[j], u.e[j], d.e[j], dg.e[j], du.e[j]);
+    reinterpret_cast<Pack<T> *>(dgate)[p] = dg;
+    reinterpret_cast<Pack<T> *>(dup)[p] = du;
   }
+  for (int64_t i = packs * V + first; i < n; i += stride)
+    grads(gate[i], up[i], dy[i], dgate[i], dup[i]);
 }
 
 template <Activation op> struct ActivationGradFn {
@@ -532,23 +549,35 @@ Tensor replica_sum(Context &ctx, const Tensor &x, std::vector<int64_t> blocks) {
 
 Tensors silu_mul_grad(Context &ctx, const Tensor &gate, const Tensor &up,
                       const Tensor &dy) {
-  // bf16 and f16 as the separate calls (each rounds its result).
-  for (const Tensor *t : {&gate, &up, &dy})
-    if (!t->defined() || t->dtype() != DType::F32)
+  // Operands of mixed types as the separate calls (each rounds its result).
+  for (const Tensor *t : {&up, &dy})
+    if (!gate.defined() || !t->defined() || t->dtype() != gate.dtype())
       return composed::silu_mul_grad(ctx, gate, up, dy);
-  requireGpu(gate, DType::F32, "silu_mul_grad", "the gate");
-  requireGpu(up, DType::F32, "silu_mul_grad", "the up projection");
-  requireGpu(dy, DType::F32, "silu_mul_grad", "dy");
+  requireGpuFloat(gate, "silu_mul_grad", "the gate");
+  DType dtype = gate.dtype();
+  requireGpu(up, dtype, "silu_mul_grad", "the up projection");
+  requireGpu(dy, dtype, "silu_mul_grad", "dy");
   requireSameShape(gate, up, "silu_mul_grad");
   requireSameShape(gate, dy, "silu_mul_grad");
-  Tensor dgate = Tensor::uninitialized(DType::F32, gate.shape(), Device::CUDA);
-  Tensor dup = Tensor::uninitialized(DType::F32, gate.shape(), Device::CUDA);
+  Tensor dgate = Tensor::uninitialized(dtype, gate.shape(), Device::CUDA);
+  Tensor dup = Tensor::uninitialized(dtype, gate.shape(), Device::CUDA);
   int64_t n = gate.numel();
-  if (n > 0) {
-    siluMulGradKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-        gate.f32(), up.f32(), dy.f32(), dgate.f32(), dup.f32(), n);
-    checkLaunch("silu_mul_grad");
-  }
+  if (n == 0)
+    return {dgate, dup};
+  bool packed = packAligned(gate.raw()) && packAligned(up.raw()) &&
+                packAligned(dy.raw()) && packAligned(dgate.raw()) &&
+                packAligned(dup.raw());
+  withFloatType(dtype, [&](auto element) {
+    using T = decltype(element);
+    int64_t work = packed ? n / Pack<T>::size + 1 : n;
+    siluMulGradKernel<T>
+        <<<gridBlocks(work, kMapThreads), kMapThreads, 0, stream()>>>(
+            static_cast<const T *>(gate.raw()),
+            static_cast<const T *>(up.raw()), static_cast<const T *>(dy.raw()),
+            static_cast<T *>(dgate.raw()), static_cast<T *>(dup.raw()), n,
+            packed);
+  });
+  checkLaunch("silu_mul_grad");
   return {dgate, dup};
 }
 

@@ -135,12 +135,12 @@ template <Binary op> struct BinaryFn {
   }
 };
 
-/// out = silu(out) * other, silu's and mul's arithmetic in one pass.
-__global__ void siluMulKernel(float *out, const float *other, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = applyUnary<Unary::Silu>(out[i], 0.0f) * other[i];
-}
+/// silu(p) * o, silu's and mul's arithmetic in f32 (rounded once).
+struct SiluMulFn {
+  __device__ float operator()(float p, float o) const {
+    return applyUnary<Unary::Silu>(p, 0.0f) * o;
+  }
+};
 
 /// A float type's elements as another's (Elements.cuh).
 template <typename From, typename To>
@@ -509,12 +509,8 @@ Tensor unary(const Tensor &x, Unary op, float parameter, const char *name) {
 }
 
 void siluMulInPlace(Tensor &out, const Tensor &other) {
-  int64_t n = out.numel();
-  if (n == 0)
-    return;
-  siluMulKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-      out.f32(), other.f32(), n);
-  checkLaunch("linear_epilogue (SiLU and product)");
+  mapOnGpuInto(out, other, out, SiluMulFn{},
+               "linear_epilogue (SiLU and product)");
 }
 
 Tensor binary(const Tensor &a, const Tensor &b, Binary op, const char *name) {

@@ -13,7 +13,8 @@
 // other mixes of types go through f32 (the CPU kernels' rule). The fused
 // f32 calls add in the GEMM (beta 1): linear_add the product into its
 // residual, accumulate_linear_grad_weight the gradient into the FP32
-// buffer; linear_epilogue's SiLU-and-multiply is one pass over the product.
+// buffer; linear_epilogue's SiLU-and-multiply is one pass over the product
+// (of any float type).
 //
 //===----------------------------------------------------------------------===//
 
@@ -252,17 +253,18 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
 }
 
 /// The bias in place on the product (f32) or by bias_add; SiluMul in one
-/// pass over an f32 product in place, else composed (the SiLU, then the
-/// product with `other`).
+/// pass over the product in place where `other` is of its type and shape
+/// (a bf16 program's product rounded as linear rounds it, silu(p) * other
+/// in f32 rounded once, as the CPU's fused bf16 epilogue), else composed
+/// (the SiLU, then the product with `other`).
 Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &other, LinearForm form,
                        LinearEpilogue epilogue, int64_t) {
   Tensor out = cuda::linear(ctx, x, w, form);
   if (epilogue == LinearEpilogue::SiluMul) {
-    if (out.dtype() != DType::F32 || !other.defined() ||
-        other.dtype() != DType::F32 || other.shape() != out.shape())
+    if (!other.defined() || other.dtype() != out.dtype() ||
+        other.shape() != out.shape())
       return cuda::mul(ctx, cuda::silu(ctx, out), other);
-    requireGpu(other, DType::F32, "linear_epilogue", "the SiLU's factor");
     siluMulInPlace(out, other);
     return out;
   }
