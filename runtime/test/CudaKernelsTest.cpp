@@ -528,6 +528,21 @@ void testNativeReduced(Context &g) {
                 linear_epilogue(g, in, proj, y, LinearForm::Flat,
                                 LinearEpilogue::SiluMul),
                 0);
+    // dy widened as it is read, summed in f32 (atomics: the order of the
+    // additions varies).
+    Tensor ids = gpu(randomIds({3, 7}, 10, 96)),
+           table = gpu(randomTensor({10, 67}, 97));
+    expectClose(type + " embedding_grad native",
+                embedding_grad(g, ids, wide(x), table, false, 3, {}, {})
+                    .to(Device::CPU),
+                embedding_grad(g, ids, x, table, false, 3, {}, {}), 1e-6);
+    std::string fqn = "embed." + type + ".weight";
+    accumulate_embedding_grad(g, ids, x, table, fqn.c_str(), -1, false, false,
+                              -1, {}, {});
+    expectClose(type + " accumulate_embedding_grad native",
+                embedding_grad(g, ids, wide(x), table, false, -1, {}, {})
+                    .to(Device::CPU),
+                g.grads()[fqn].grad, 1e-6);
     Tensor w = gpu(randomTensor({4 * 16 + 3}, 92));
     expectClose(type + " rms_norm native",
                 rounded(rms_norm(g, wide(x), w, 1e-6, 1.0, 0)),

@@ -33,17 +33,36 @@ __global__ void sumLeadingKernel(const float *x, float *out, int64_t rows,
   }
 }
 
-__global__ void embeddingGradKernel(const int64_t *ids, const float *dy,
-                                    float *out, int64_t n, int64_t hidden,
-                                    int64_t start, int64_t rows,
-                                    int64_t paddingIdx) {
+/// dy's rows (of any float type, widened) added into the f32 rows of `out`
+/// that the ids point to, a block per id.
+template <typename T>
+__global__ void embeddingGradKernel(const int64_t *ids, const T *dy, float *out,
+                                    int64_t n, int64_t hidden, int64_t start,
+                                    int64_t rows, int64_t paddingIdx) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     int64_t id = ids[i];
     if (id < start || id >= start + rows || id == paddingIdx)
       continue;
     for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x)
-      atomicAdd(out + (id - start) * hidden + h, dy[i * hidden + h]);
+      atomicAdd(out + (id - start) * hidden + h, toFloat(dy[i * hidden + h]));
   }
+}
+
+/// embeddingGradKernel over dy's type into `out`'s rows [start, start +
+/// rows).
+void addEmbeddingRows(const Tensor &ids, const Tensor &dy, float *out,
+                      int64_t hidden, int64_t start, int64_t rows,
+                      int64_t paddingIdx, const char *op) {
+  int64_t n = ids.numel();
+  if (n == 0 || hidden == 0)
+    return;
+  withFloatType(dy.dtype(), [&](auto element) {
+    using T = decltype(element);
+    embeddingGradKernel<T><<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
+        ids.i64(), static_cast<const T *>(dy.raw()), out, n, hidden, start,
+        rows, paddingIdx);
+  });
+  checkLaunch(op);
 }
 
 /// Sums `value` over the block's threads; every thread gets the total.
@@ -348,26 +367,18 @@ Tensor embedding_grad(Context &ctx, const Tensor &ids, const Tensor &dy,
                       const Tensor &table, bool vocabParallel,
                       int64_t paddingIdx, std::vector<int64_t> vocabStarts,
                       std::vector<int64_t> vocabSizes) {
-  // Only the table's shape is read; its gradient is of its type.
-  if (reducedType(dy) != DType::F32)
-    return cuda::embedding_grad(ctx, ids, widened(dy), table, vocabParallel,
-                                paddingIdx, std::move(vocabStarts),
-                                std::move(vocabSizes));
+  // Only the table's shape is read; its gradient is of its type, summed in
+  // f32 (dy of any float type widened as it is read).
   requireGpu(ids, DType::I64, "embedding_grad", "the ids");
-  requireGpu(dy, DType::F32, "embedding_grad", "dy");
+  requireGpuFloat(dy, "embedding_grad", "dy");
   if (table.rank() != 2 || dy.numel() != ids.numel() * table.dim(1))
     fatal("embedding_grad: ids " + ids.describe() + ", dy " + dy.describe() +
           " and table " + table.describe() + " do not match");
-  int64_t hidden = table.dim(1), n = ids.numel();
   VocabRange range = vocabPartOf(ctx, table.dim(0), vocabParallel, vocabStarts,
                                  vocabSizes, "embedding_grad");
-  int64_t rows = range.rows, start = range.start;
   Tensor out = zeros(table.shape());
-  if (n == 0 || hidden == 0)
-    return narrowed(out, reducedType(table));
-  embeddingGradKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
-      ids.i64(), dy.f32(), out.f32(), n, hidden, start, rows, paddingIdx);
-  checkLaunch("embedding_grad");
+  addEmbeddingRows(ids, dy, out.f32(), table.dim(1), range.start, range.rows,
+                   paddingIdx, "embedding_grad");
   return narrowed(out, reducedType(table));
 }
 
@@ -377,14 +388,11 @@ void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
                                bool vocabParallel, int64_t paddingIdx,
                                std::vector<int64_t> vocabStarts,
                                std::vector<int64_t> vocabSizes) {
-  // A reduced-precision dy is widened and added in f32, as on the host.
-  if (reducedType(dy) != DType::F32)
-    return cuda::accumulate_embedding_grad(
-        ctx, ids, widened(dy), param, fqn, splitDim, owned, vocabParallel,
-        paddingIdx, std::move(vocabStarts), std::move(vocabSizes));
+  // A reduced-precision dy is widened as it is read and added in f32, as
+  // on the host.
   const char *op = "accumulate_embedding_grad";
   requireGpu(ids, DType::I64, op, "the ids");
-  requireGpu(dy, DType::F32, op, "dy");
+  requireGpuFloat(dy, op, "dy");
   if (param.rank() != 2)
     fatal(std::string(op) + ": the parameter '" + fqn + "' is " +
           param.describe() + ", not a table");
@@ -399,13 +407,8 @@ void accumulate_embedding_grad(Context &ctx, const Tensor &ids,
     memset(buffer.grad.raw(), 0, buffer.grad.bytes());
   VocabRange range = vocabPartOf(ctx, param.dim(0), vocabParallel, vocabStarts,
                                  vocabSizes, op);
-  int64_t n = ids.numel(), hidden = param.dim(1);
-  if (n == 0 || hidden == 0)
-    return;
-  embeddingGradKernel<<<gridBlocks(n, 1), kThreads, 0, stream()>>>(
-      ids.i64(), dy.f32(), buffer.grad.f32(), n, hidden, range.start,
-      range.rows, paddingIdx);
-  checkLaunch(op);
+  addEmbeddingRows(ids, dy, buffer.grad.f32(), param.dim(1), range.start,
+                   range.rows, paddingIdx, op);
 }
 
 Tensors rms_norm_grad(Context &ctx, const Tensor &x, const Tensor &w,
