@@ -521,8 +521,9 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
     tokens = rng.integers(0, config.vocab_size, size=(batch * steps, seq), dtype=np.int64)
     tokens_path = os.path.join(tmp, "medium_tokens.npy")
     np.save(tokens_path, tokens)
-    def train_ours(extra, exe=train_exe):
-        """{ms per step (median of steps 3..), step-1 loss} of our program."""
+    def train_ours(extra, exe=train_exe, losses=None):
+        """{ms per step (median of steps 3..), step-1 loss} of our program;
+        every step's loss appended to `losses` when given."""
         if not os.path.exists(exe):
             return None, None
         r = subprocess.run([exe, "--train", "--data", tokens_path, "--steps", str(steps),
@@ -534,10 +535,21 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
             failures.append(f"medium Llama training on the GPU {extra}")
             say(f"<!-- medium train {extra}: {(r.stdout + r.stderr)[-500:]} -->")
             return None, None
+        if losses is not None:
+            losses.extend(float(l) for _, l, _ in found)
         return (float(np.median([1e3 * batch * seq / float(t) for _, _, t in found[2:]])),
                 float(found[0][1]))
 
-    ours_ms, ours_loss = train_ours([])
+    # From step 2 on each micro-batch replays a CUDA graph (--cuda-graphs,
+    # the default): every step's loss as the eager run's.
+    graph_losses, eager_losses = [], []
+    ours_ms, ours_loss = train_ours([], losses=graph_losses)
+    eager_ms, _ = train_ours(["--cuda-graphs", "off"], losses=eager_losses)
+    graph_rel = None
+    if len(graph_losses) == steps and len(eager_losses) == steps:
+        graph_rel = max(abs(a - b) / abs(b) for a, b in zip(graph_losses, eager_losses))
+    if graph_rel is None or graph_rel > 1e-4:
+        failures.append("medium Llama training with CUDA graphs vs eagerly (every step's loss)")
     ours16_ms, ours16_loss = train_ours(["--autocast", "bf16"])
     prog16_ms, prog16_loss = train_ours([], os.path.join(args.programs, "medium_llama_train_bf16"))
     torch_ms, torch_loss = {}, None
@@ -587,6 +599,10 @@ if GPU and torch is not None and os.path.exists(train_exe) and os.path.exists(me
     say(f"| {fmt(ours_ms)} | {torch_ms['f32']:.2f} | {ratio_f32} | {fmt(ours16_ms)} | {fmt(prog16_ms)} | "
         f"{torch_ms['bf16']:.2f} | {ratio_bf16} | {ratio_prog16} | {ours_text} / {torch_loss:.6f} "
         f"({rel_text}) | {loss16}, {loss_prog16} |")
+    graph_text = "failed" if graph_rel is None else f"{graph_rel:.1e}"
+    say(f"Ours f32 above replays each micro-batch as a CUDA graph from step 2 on; eagerly "
+        f"(--cuda-graphs off): {fmt(eager_ms)} ms/step; the {steps} steps' losses differ by at most "
+        f"{graph_text} (relative; bound 1e-4).")
 
 # The model of the size users train (bench/large), against PyTorch eager
 # and torch.compile.

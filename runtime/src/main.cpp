@@ -370,7 +370,7 @@ const std::vector<Option> &options() {
       {"--report-memory", false, [](O &o, S) { o.reportMemory = true; }},
       {"--cuda-graphs", true,
        [](O &o, S v) {
-         o.cudaGraphs =
+         o.cudaGraphs = o.train.cudaGraphs =
              choice<bool>("--cuda-graphs", v, {{"on", true}, {"off", false}});
        }},
       {"--device", true,
@@ -512,7 +512,7 @@ void benchForward(tprt::Context &ctx, const tprt::Tensor &ids,
 #ifdef TPRT_WITH_CUDA
   // Captured on the first timed run (the forward before the timing ran it
   // eagerly), replayed by the rest.
-  tprt::cuda::ForwardGraphs graphs;
+  tprt::cuda::EntryGraphs graphs(tprt_model_forward, "the forward");
   cudaGraphs = cudaGraphs && device == tprt::Device::CUDA;
 #else
   cudaGraphs = false;
@@ -522,7 +522,7 @@ void benchForward(tprt::Context &ctx, const tprt::Tensor &ids,
     double start = MPI_Wtime();
 #ifdef TPRT_WITH_CUDA
     if (cudaGraphs)
-      graphs.run(ctx, ids, attentionMask, tprt_model_forward);
+      graphs.run(ctx, ids, attentionMask);
     else
 #endif
       tprt_model_forward(ctx, ids, attentionMask);

@@ -41,6 +41,9 @@ struct TrainOptions {
   /// A directory --save wrote to continue from (--resume), or empty.
   std::string resume;
   std::string log; ///< a JSON-lines file, or empty
+  /// On the GPU, each micro-batch replays a CUDA graph from the second
+  /// step on (--cuda-graphs; cuda/Graphs.h).
+  bool cudaGraphs = true;
 };
 
 /// Where a run stands: what --save records beside the weights and the
@@ -239,8 +242,12 @@ struct TrainState {
 
 /// A step begins: every gradient's next accumulation overwrites its
 /// buffer, no sharded bucket is reduced yet (a per-micro-batch bucket's
-/// next reduce-scatter overwrites its run).
-void beginTrainStep(Context &ctx, TrainState &state);
+/// next reduce-scatter overwrites its run). With `zeroBuffers`, the
+/// buffers made so far are zeroed instead and every accumulation adds, so
+/// that the step's micro-batches all do the same work (each replays one
+/// CUDA graph); optimizer_boundary then no longer tells a parameter that
+/// got no gradient (the step before checked it).
+void beginTrainStep(Context &ctx, TrainState &state, bool zeroBuffers = false);
 /// Context::gradBuffer of a parameter without a buffer: when it is in a
 /// bucket reduced per micro-batch, the bucket's whole FP32 buffer is
 /// allocated and its gradients become views of it. Returns whether it was.

@@ -50,7 +50,8 @@ void convertInto(const void *x, DType from, void *out, DType to, int64_t n);
 void synchronize();
 /// The most bytes the rank's allocations from the stream-ordered pool held
 /// at once since the backend started (after the queued work finishes):
-/// what PyTorch's torch.cuda.max_memory_allocated() counts.
+/// what PyTorch's torch.cuda.max_memory_allocated() counts; plus the most
+/// CUDA graphs' allocations held (their own pool), as if both peaks met.
 size_t peakAllocatedBytes();
 
 /// An NCCL communicator over the ranks of MPI_COMM_WORLD that share

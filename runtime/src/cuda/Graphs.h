@@ -1,16 +1,26 @@
-//===- Graphs.h - a generated forward captured as a CUDA graph -*- C++ -*-===//
+//===- Graphs.h - entry points replayed as CUDA graphs ----------*- C++ -*-===//
+//-*-===//
 //
-// `model --bench N --device cuda` replays the forward as a CUDA graph
-// (--cuda-graphs, on by default there): per input shape the first call
-// runs eagerly, the second is captured on the rank's stream and every later
-// one replays it, its inputs first copied into the graph's own (the
-// bookkeeping: common/GraphCache.h). NCCL's collectives are captured with
-// the kernels. A forward that cannot be captured says why once and runs
-// eagerly. A graph reads what the forward reads besides its inputs where
-// the capture found it: the parameters (on the GPU for good after their
-// first use) and the RoPE tables of the last sequence length (kernels.cu),
-// so there is one graph at a time: a call of another shape drops it, and
-// both shapes run eagerly from then on (--bench has one shape).
+// The entry points that take (ids, key mask) replay as CUDA graphs on the
+// GPU (--cuda-graphs, on by default): the forward under `model --bench N`
+// and each micro-batch of `model --train`'s step (from the second step on,
+// train.cpp). Per input shape (and whether the mask keeps every key) the
+// first call runs eagerly, the second is captured on the rank's stream and
+// every later one replays it, its inputs first copied into the graph's own
+// (the bookkeeping: common/GraphCache.h). NCCL's collectives are captured
+// with the kernels. A call that cannot be captured says why once and runs
+// eagerly.
+//
+// A graph reads and writes, besides its inputs, memory where the capture
+// found it: the parameters and the gradient buffers (checked before each
+// replay: a graph whose parameters or buffers moved is dropped, and the
+// call runs eagerly) and the RoPE tables (kernels.cu keeps the last few
+// pairs on the GPU; a capture that needs others fails). So there is one
+// graph at a time: a call of another key
+// drops it, and both keys run eagerly from then on (--bench and a run on
+// rows of one length have one key). Host-side effects of the captured call
+// do not happen on a replay: the caller makes them none (the training
+// loop's gradient buffers take every micro-batch's gradient by adding).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,20 +35,22 @@
 namespace tprt {
 namespace cuda {
 
-/// A generated program's tprt_model_forward.
-using ForwardFn = Tensor (*)(Context &, Tensor, Tensor);
+/// A generated program's entry point taking (ids, key mask):
+/// tprt_model_forward, tprt_model_train_step.
+using EntryFn = Tensor (*)(Context &, Tensor, Tensor);
 
-class ForwardGraphs {
+class EntryGraphs {
 public:
-  ForwardGraphs();
-  ~ForwardGraphs();
+  /// `fn` is the entry point; `what` names it in notes ("the forward").
+  EntryGraphs(EntryFn fn, std::string what);
+  ~EntryGraphs();
 
-  /// forward(ctx, ids, mask) as above. A replay's logits are the graph's
-  /// own buffer, valid until the next call with inputs of this shape.
-  Tensor run(Context &ctx, const Tensor &ids, const Tensor &mask,
-             ForwardFn forward);
+  /// fn(ctx, ids, mask) as above (a mask the context knows keeps every key
+  /// is none in the graph too). A replay's result is the graph's own
+  /// buffer, valid until the next call with inputs of this key.
+  Tensor run(Context &ctx, const Tensor &ids, const Tensor &mask);
 
-  /// How many shapes replay a graph.
+  /// How many keys replay a graph.
   size_t captured() const;
 
 private:

@@ -1,4 +1,4 @@
-//===- graphs.cpp - a generated forward captured as a CUDA graph ----------===//
+//===- graphs.cpp - entry points replayed as CUDA graphs ------------------===//
 
 #include "Graphs.h"
 
@@ -6,15 +6,19 @@
 #include "common/FatalScope.h"
 #include "common/GraphCache.h"
 
+#include <vector>
+
 namespace tprt {
 namespace cuda {
 
 namespace {
 
-/// A captured forward: the graph and the buffers it reads and writes.
-struct CapturedForward {
+/// A captured call: the graph, the buffers it reads and writes, and the
+/// memory it found the parameters and gradient buffers in.
+struct CapturedCall {
   std::shared_ptr<CUgraphExec_st> exec;
-  Tensor ids, mask, logits;
+  Tensor ids, mask, result;
+  std::vector<const void *> held;
 };
 
 /// A device tensor of t's type and shape holding its elements (from either
@@ -27,106 +31,160 @@ Tensor deviceCopy(const Tensor &t) {
   return out;
 }
 
-std::string keyOf(const Tensor &ids, const Tensor &mask) {
-  return ids.describe() + (mask.defined() ? " " + mask.describe() : "");
+std::string keyOf(const Tensor &ids, const Tensor &mask, bool keepsAll) {
+  return ids.describe() + (mask.defined() ? " " + mask.describe() : "") +
+         (keepsAll ? " keeping every key" : "");
+}
+
+/// Where the parameters and the gradient buffers are now, in FQN order.
+std::vector<const void *> heldMemory(Context &ctx) {
+  std::vector<const void *> held;
+  for (const auto &entry : ctx.paramLayouts())
+    if (Tensor *param = ctx.cachedParam(entry.first))
+      held.push_back(param->raw());
+  for (const auto &entry : ctx.grads())
+    held.push_back(entry.second.grad.raw());
+  return held;
+}
+
+/// The stream-ordered pool's free blocks back to the driver: what the
+/// eager calls cached for their activations, which the graph's own pool
+/// now holds.
+void trimPool() {
+  int device = 0;
+  cudaMemPool_t pool;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+    cudaMemPoolTrimTo(pool, 0);
 }
 
 } // namespace
 
-struct ForwardGraphs::State {
-  GraphCache<CapturedForward> cache;
-  /// Each warmed-up key's logits, whose shape and type the graph's output
+struct EntryGraphs::State {
+  EntryFn fn;
+  std::string what;
+  GraphCache<CapturedCall> cache;
+  /// Each warmed-up key's result, whose shape and type the graph's output
   /// buffer takes.
   std::map<std::string, Tensor> warmedUp;
+
+  /// Captures fn(ctx, c.ids, c.mask) into c; the reason when it fails.
+  std::string capture(Context &ctx, CapturedCall &c, bool keepsAll);
 };
 
-ForwardGraphs::ForwardGraphs() : state_(std::make_unique<State>()) {}
-ForwardGraphs::~ForwardGraphs() = default;
+EntryGraphs::EntryGraphs(EntryFn fn, std::string what)
+    : state_(std::make_unique<State>()) {
+  state_->fn = fn;
+  state_->what = std::move(what);
+}
+EntryGraphs::~EntryGraphs() = default;
 
-size_t ForwardGraphs::captured() const { return state_->cache.capturedCount(); }
+size_t EntryGraphs::captured() const { return state_->cache.capturedCount(); }
 
-Tensor ForwardGraphs::run(Context &ctx, const Tensor &ids, const Tensor &mask,
-                          ForwardFn forward) {
-  std::string key = keyOf(ids, mask);
-  GraphCache<CapturedForward> &cache = state_->cache;
-  // One shape at a time (Graphs.h): another one's call drops the graph.
+std::string EntryGraphs::State::capture(Context &ctx, CapturedCall &c,
+                                        bool keepsAll) {
+  // The graph's own mask, which the context knows keeps every key when
+  // the call's did.
+  if (keepsAll)
+    ctx.setKeyMaskKeepsAll(c.mask);
+  std::string why;
+  cudaGraph_t graph = nullptr;
+  // Thread-local: another thread's CUDA calls (the collective watchdog's)
+  // do not break this capture.
+  cudaError_t begun =
+      cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
+  if (begun != cudaSuccess)
+    return std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(begun);
+  try {
+    ThrowingFatal scope;
+    Tensor result = fn(ctx, c.ids, c.mask);
+    if (result.bytes() != c.result.bytes())
+      fatal("the captured call's result " + result.describe() +
+            " differs from the first call's " + c.result.describe());
+    check(cudaMemcpyAsync(c.result.raw(), result.raw(), result.bytes(),
+                          cudaMemcpyDeviceToDevice, stream()),
+          "cudaMemcpyAsync");
+  } catch (const FatalError &e) {
+    why = e.what();
+  }
+  cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+  if (why.empty() && ended != cudaSuccess)
+    why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+  cudaGraphExec_t exec = nullptr;
+  if (why.empty()) {
+    cudaError_t made = cudaGraphInstantiate(
+        &exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+    if (made != cudaSuccess)
+      why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+  }
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (!why.empty()) {
+    cudaGetLastError(); // the capture's error is not the next call's
+    return why;
+  }
+  c.exec = std::shared_ptr<CUgraphExec_st>(
+      exec, [](cudaGraphExec_t e) { cudaGraphExecDestroy(e); });
+  c.held = heldMemory(ctx);
+  trimPool();
+  return "";
+}
+
+Tensor EntryGraphs::run(Context &ctx, const Tensor &ids, const Tensor &mask) {
+  State &s = *state_;
+  bool keepsAll = ctx.keyMaskKeepsAll(mask);
+  std::string key = keyOf(ids, mask, keepsAll);
+  GraphCache<CapturedCall> &cache = s.cache;
+  // One key at a time (Graphs.h): another one's call drops the graph.
   if (const std::string *other = cache.capturedKey(); other && *other != key) {
     std::string dropped = *other;
-    if (cache.failed(dropped, "a call of another shape"))
-      noteOnRank0("cuda graphs: the graph of " + dropped +
-                  " is dropped: a call of " + key +
+    if (cache.failed(dropped, "a call of another key"))
+      noteOnRank0("cuda graphs: the graph of " + s.what + " on " + dropped +
+                  " is dropped: a call on " + key +
                   " came; both run eagerly from now on");
   }
   switch (cache.next(key)) {
-  case GraphCache<CapturedForward>::Action::RunEagerly: {
-    Tensor logits = forward(ctx, ids, mask);
-    if (!state_->warmedUp.count(key))
-      state_->warmedUp[key] =
-          Tensor::uninitialized(logits.dtype(), logits.shape(), Device::CUDA);
-    return logits;
+  case GraphCache<CapturedCall>::Action::RunEagerly: {
+    Tensor result = s.fn(ctx, ids, mask);
+    if (!s.warmedUp.count(key))
+      s.warmedUp[key] =
+          Tensor::uninitialized(result.dtype(), result.shape(), Device::CUDA);
+    return result;
   }
-  case GraphCache<CapturedForward>::Action::Capture: {
-    CapturedForward c;
+  case GraphCache<CapturedCall>::Action::Capture: {
+    CapturedCall c;
     c.ids = deviceCopy(ids);
     c.mask = deviceCopy(mask);
-    c.logits = state_->warmedUp.at(key);
-    state_->warmedUp.erase(key);
-    std::string why;
-    cudaGraph_t graph = nullptr;
-    // Thread-local: another thread's CUDA calls (the collective
-    // watchdog's) do not break this capture.
-    cudaError_t begun =
-        cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
-    if (begun != cudaSuccess) {
-      why = std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(begun);
-    } else {
-      try {
-        ThrowingFatal scope;
-        Tensor logits = forward(ctx, c.ids, c.mask);
-        if (logits.bytes() != c.logits.bytes())
-          fatal("the captured forward's logits " + logits.describe() +
-                " differ from the first call's " + c.logits.describe());
-        check(cudaMemcpyAsync(c.logits.raw(), logits.raw(), logits.bytes(),
-                              cudaMemcpyDeviceToDevice, stream()),
-              "cudaMemcpyAsync");
-      } catch (const FatalError &e) {
-        why = e.what();
-      }
-      cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
-      if (why.empty() && ended != cudaSuccess)
-        why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
-    }
-    cudaGraphExec_t exec = nullptr;
-    if (why.empty()) {
-      cudaError_t made = cudaGraphInstantiate(
-          &exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
-      if (made != cudaSuccess)
-        why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
-    }
-    if (graph)
-      cudaGraphDestroy(graph);
-    if (!why.empty()) {
-      cudaGetLastError(); // the capture's error is not the next call's
+    c.result = s.warmedUp.at(key);
+    s.warmedUp.erase(key);
+    if (std::string why = s.capture(ctx, c, keepsAll); !why.empty()) {
       if (cache.failed(key, why))
-        noteOnRank0("cuda graphs: the forward of " + key +
+        noteOnRank0("cuda graphs: " + s.what + " on " + key +
                     " is not captured (" + why + "); it runs eagerly");
-      return forward(ctx, ids, mask);
+      if (keepsAll)
+        ctx.setKeyMaskKeepsAll(mask);
+      return s.fn(ctx, ids, mask);
     }
-    c.exec = std::shared_ptr<CUgraphExec_st>(
-        exec, [](cudaGraphExec_t e) { cudaGraphExecDestroy(e); });
     cache.captured(key, std::move(c));
     [[fallthrough]];
   }
-  case GraphCache<CapturedForward>::Action::Replay: {
-    CapturedForward &c = cache.replay(key);
+  case GraphCache<CapturedCall>::Action::Replay: {
+    CapturedCall &c = cache.replay(key);
+    if (heldMemory(ctx) != c.held) {
+      std::string why = "its parameters or gradient buffers moved";
+      if (cache.failed(key, why))
+        noteOnRank0("cuda graphs: the graph of " + s.what + " on " + key +
+                    " is dropped (" + why + "); it runs eagerly");
+      return s.fn(ctx, ids, mask);
+    }
     copy(c.ids.raw(), Device::CUDA, ids.raw(), ids.device(), ids.bytes());
     if (mask.defined())
       copy(c.mask.raw(), Device::CUDA, mask.raw(), mask.device(), mask.bytes());
     check(cudaGraphLaunch(c.exec.get(), stream()), "cudaGraphLaunch");
-    return c.logits;
+    return c.result;
   }
   }
-  return forward(ctx, ids, mask);
+  return s.fn(ctx, ids, mask);
 }
 
 } // namespace cuda

@@ -594,24 +594,37 @@ Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias, int64_t) {
 
 namespace {
 
-/// The cos and sin tables on the GPU, [2, n]: copied when they differ from
-/// the last ones this thread copied (every layer's call reuses them, and a
-/// CUDA graph capture copies nothing from the host).
+/// The cos and sin tables on the GPU, [2, n]: each of the last few table
+/// pairs this thread copied is kept (every layer's call reuses them; a
+/// model may alternate two, as Gemma3's local and global layers do), and
+/// a CUDA graph capture copies nothing from the host: tables it has not
+/// seen end the capture (before anything here changes).
 const Tensor &deviceTables(const float *cosTable, const float *sinTable,
                            int64_t n) {
-  static thread_local std::vector<float> lastCos, lastSin;
-  static thread_local Tensor tables;
-  if (tables.defined() && int64_t(lastCos.size()) == n &&
-      std::equal(cosTable, cosTable + n, lastCos.begin()) &&
-      std::equal(sinTable, sinTable + n, lastSin.begin()))
-    return tables;
-  lastCos.assign(cosTable, cosTable + n);
-  lastSin.assign(sinTable, sinTable + n);
-  tables = Tensor::uninitialized(DType::F32, {2, n}, Device::CUDA);
-  copy(tables.f32(), Device::CUDA, cosTable, Device::CPU, n * sizeof(float));
-  copy(tables.f32() + n, Device::CUDA, sinTable, Device::CPU,
+  struct Copied {
+    std::vector<float> cos, sin;
+    Tensor tables;
+  };
+  constexpr size_t kKept = 4;
+  static thread_local std::vector<Copied> copied;
+  for (const Copied &c : copied)
+    if (int64_t(c.cos.size()) == n &&
+        std::equal(cosTable, cosTable + n, c.cos.begin()) &&
+        std::equal(sinTable, sinTable + n, c.sin.begin()))
+      return c.tables;
+  if (capturing(stream()))
+    fatal("rotary: RoPE tables the calls before did not use (copying them "
+          "to the GPU cannot be captured)");
+  if (copied.size() == kKept)
+    copied.erase(copied.begin());
+  Copied c{std::vector<float>(cosTable, cosTable + n),
+           std::vector<float>(sinTable, sinTable + n),
+           Tensor::uninitialized(DType::F32, {2, n}, Device::CUDA)};
+  copy(c.tables.f32(), Device::CUDA, cosTable, Device::CPU, n * sizeof(float));
+  copy(c.tables.f32() + n, Device::CUDA, sinTable, Device::CPU,
        n * sizeof(float));
-  return tables;
+  copied.push_back(std::move(c));
+  return copied.back().tables;
 }
 
 /// rms_norm of x (any float type, on the GPU) with an f32 weight.

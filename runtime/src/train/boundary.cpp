@@ -238,9 +238,17 @@ void optimizer_boundary(Context &ctx) {
   state.bucketBytes = 0;
 }
 
-void beginTrainStep(Context &ctx, TrainState &state) {
-  for (auto &entry : ctx.grads())
-    entry.second.fresh = true;
+void beginTrainStep(Context &ctx, TrainState &state, bool zeroBuffers) {
+  for (auto &[fqn, buffer] : ctx.grads()) {
+    buffer.fresh = true;
+    // What the step's first gradient would have set, but for the buffer's
+    // elements: zeros, which every gradient then adds to.
+    if (zeroBuffers && buffer.grad.defined()) {
+      zeroBytes(buffer.grad.raw(), buffer.grad.bytes(), buffer.grad.device());
+      buffer.fresh = false;
+      buffer.pendingScale = 1.0f;
+    }
+  }
   state.shardedCollectives = 0;
   state.shardedBytes = 0;
   for (auto &entry : state.shardedBuckets)

@@ -13,6 +13,10 @@
 #include "tprt/Train.h"
 #include "tprt/Fingerprint.h"
 
+#ifdef TPRT_WITH_CUDA
+#include "cuda/Graphs.h"
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -278,14 +282,27 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
   if (tprt_model_init)
     tprt_model_init(ctx);
   RowOrder order(data.dim(0), position.seed);
+#ifdef TPRT_WITH_CUDA
+  // On the GPU the micro-batches replay a CUDA graph from the second step
+  // on: the first made the buffers (and the buckets they are views of) that
+  // the graph writes. Not with sharded buckets (--zero), whose reduce-
+  // scatters and all-gathers keep state on the host per micro-batch.
+  std::optional<cuda::EntryGraphs> graphs;
+  if (o.cudaGraphs && ctx.device() == Device::CUDA)
+    graphs.emplace(tprt_model_train_step, "the training step's micro-batch");
+#endif
   int64_t stepRows = position.rowsConsumed;
   int64_t firstStep = position.step + 1, lastStep = position.step + o.steps;
   for (int64_t step = firstStep; step <= lastStep;
        ++step, stepRows += perStep) {
     double start = MPI_Wtime();
+    bool replaying = false;
+#ifdef TPRT_WITH_CUDA
+    replaying = graphs && step > firstStep && state.shardedBuckets.empty();
+#endif
     // The buffers stay (views of the gradient buckets); each step's first
-    // gradient overwrites.
-    beginTrainStep(ctx, state);
+    // gradient overwrites, or, replaying, they start at zero.
+    beginTrainStep(ctx, state, /*zeroBuffers=*/replaying);
     double loss = 0;
     int64_t tokens = 0, processed = 0;
     int64_t row = stepRows + ctx.dp().rank() * o.microBatch * o.gradAccum;
@@ -297,9 +314,14 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
       Tensor keys = m.to(ctx.device());
       if (keepsEveryKey(m))
         ctx.setKeyMaskKeepsAll(keys);
-      loss += *tprt_model_train_step(ctx, ids.to(ctx.device()), keys)
-                   .to(Device::CPU)
-                   .f32();
+      Tensor stepLoss;
+#ifdef TPRT_WITH_CUDA
+      if (replaying)
+        stepLoss = graphs->run(ctx, ids.to(ctx.device()), keys);
+#endif
+      if (!replaying)
+        stepLoss = tprt_model_train_step(ctx, ids.to(ctx.device()), keys);
+      loss += *stepLoss.to(Device::CPU).f32();
       processed += o.microBatch * length;
     }
     // The global batch's loss and label tokens (one data-parallel rank's
