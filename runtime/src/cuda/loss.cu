@@ -111,6 +111,18 @@ __global__ void lossKernel(float *m, const float *sums, const float *targets,
   }
 }
 
+/// The sum of `n` losses in position order, in FP64, rounded once: what
+/// the CPU's loop gives, bit for bit. One thread: the order is the point,
+/// and a step's positions are few beside its GEMMs.
+__global__ void sumInOrderKernel(const float *losses, int64_t n, float *total) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(losses[i]);
+  *total = static_cast<float>(sum);
+}
+
 /// One block per row: softmax - onehot over the first `valid` logits of a
 /// counted row, zero in the padding and in rows that do not count. Every
 /// element is written, and `x` may be `out` (the fused loss's block).
@@ -181,30 +193,31 @@ void lossOfRows(Context &ctx, const float *logits, int64_t vocab,
   checkLaunch(op);
 }
 
-/// The loss's sum over the positions, in position order on the host as the
-/// CPU sums it, after the check that every label is in the vocabulary.
+/// The loss's sum over the positions, in position order as the CPU sums
+/// it, after the check that every label is in the vocabulary. The check
+/// reads back to the host, so a CUDA graph capture skips it (the training
+/// loop checked its data's ids against the vocabulary before the first
+/// step).
 Tensor lossTotal(const LossState &state, const Tensor &ids, int64_t vocab,
                  const char *op) {
   int64_t seq = ids.dim(1), positions = ids.numel();
-  unsigned long long bad = 0;
-  copy(&bad, Device::CPU, state.firstBad.raw(), Device::CUDA, sizeof(bad));
-  if (bad != ULLONG_MAX) {
-    int64_t label = 0;
-    copy(&label, Device::CPU, ids.i64() + bad + 1, Device::CUDA, sizeof(label));
-    fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
-          std::to_string(bad / seq) + ", position " +
-          std::to_string(bad % seq + 1) + " is outside the vocabulary [0, " +
-          std::to_string(vocab) + ")");
+  if (!capturing(stream())) {
+    unsigned long long bad = 0;
+    copy(&bad, Device::CPU, state.firstBad.raw(), Device::CUDA, sizeof(bad));
+    if (bad != ULLONG_MAX) {
+      int64_t label = 0;
+      copy(&label, Device::CPU, ids.i64() + bad + 1, Device::CUDA,
+           sizeof(label));
+      fatal(std::string(op) + ": label " + std::to_string(label) + " at row " +
+            std::to_string(bad / seq) + ", position " +
+            std::to_string(bad % seq + 1) + " is outside the vocabulary [0, " +
+            std::to_string(vocab) + ")");
+    }
   }
-  std::vector<float> host(positions);
-  copy(host.data(), Device::CPU, state.losses.raw(), Device::CUDA,
-       positions * sizeof(float));
-  double loss = 0;
-  for (float l : host)
-    loss += static_cast<double>(l);
-  float value = static_cast<float>(loss);
   Tensor total = Tensor::uninitialized(DType::F32, {}, Device::CUDA);
-  copy(total.raw(), Device::CUDA, &value, Device::CPU, sizeof(value));
+  sumInOrderKernel<<<1, 1, 0, stream()>>>(state.losses.f32(), positions,
+                                          total.f32());
+  checkLaunch(op);
   return total;
 }
 

@@ -286,9 +286,12 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
   // On the GPU the micro-batches replay a CUDA graph from the second step
   // on: the first made the buffers (and the buckets they are views of) that
   // the graph writes. Not with sharded buckets (--zero), whose reduce-
-  // scatters and all-gathers keep state on the host per micro-batch.
+  // scatters and all-gathers keep state on the host per micro-batch, nor
+  // when the data's ids were not checked against the vocabulary above (a
+  // replay skips the kernels' checks, which read back to the host).
   std::optional<cuda::EntryGraphs> graphs;
-  if (o.cudaGraphs && ctx.device() == Device::CUDA)
+  if (o.cudaGraphs && ctx.device() == Device::CUDA && &tprt_model_vocab_size &&
+      tprt_model_vocab_size > 0)
     graphs.emplace(tprt_model_train_step, "the training step's micro-batch");
 #endif
   int64_t stepRows = position.rowsConsumed;
