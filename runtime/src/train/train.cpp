@@ -362,6 +362,13 @@ int train(Context &ctx, const TrainOptions &o, int64_t sequenceMultiple,
                 "per optimizer step\n",
                 static_cast<long long>(state.bucketCollectives),
                 state.bucketBytes / 1048576.0);
+#ifdef TPRT_WITH_CUDA
+    if (graphs)
+      std::printf("cuda graphs: %s\n",
+                  graphs->captured()
+                      ? "the micro-batches replayed a captured graph"
+                      : "no micro-batch graph captured (all ran eagerly)");
+#endif
     if (state.shardedCollectives)
       std::printf("data-parallel sharded buckets (--zero): %lld "
                   "reduce-scatters and all-gathers of %.3f MiB per "
