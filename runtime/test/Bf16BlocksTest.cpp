@@ -58,6 +58,12 @@ TEST(Bf16Blocks, ElementwiseKernels) {
                  "silu_grad");
   expectSameBits(add(ctx(), x, y), bf16(add(ctx(), xf, yf)), "add");
   expectSameBits(mul(ctx(), x, y), bf16(mul(ctx(), xf, yf)), "mul");
+  // x + bias over rows, each sum in f32 rounded once, written out here.
+  Tensor bias = bf16(randomTensor({kFeatures}, 3)), sum = f32(x);
+  Tensor biasF = f32(bias);
+  for (int64_t i = 0; i < sum.numel(); ++i)
+    sum.f32()[i] += biasF.f32()[i % kFeatures];
+  expectSameBits(bias_add(ctx(), x, bias, -1), bf16(sum), "bias_add");
 }
 
 TEST(Bf16Blocks, RowKernels) {

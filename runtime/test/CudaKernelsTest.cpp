@@ -528,6 +528,15 @@ void testNativeReduced(Context &g) {
                 linear_epilogue(g, in, proj, y, LinearForm::Flat,
                                 LinearEpilogue::SiluMul),
                 0);
+    Tensor bias = low(randomTensor({4 * 16 + 3}, 98));
+    expectClose(type + " bias_add native",
+                rounded(bias_add(g, wide(y), wide(bias))), bias_add(g, y, bias),
+                0);
+    expectClose(type + " linear_epilogue bias native",
+                rounded(bias_add(g, wide(product), wide(bias))),
+                linear_epilogue(g, in, proj, bias, LinearForm::Flat,
+                                LinearEpilogue::Bias),
+                0);
     // dy widened as it is read, summed in f32 (atomics: the order of the
     // additions varies).
     Tensor ids = gpu(randomIds({3, 7}, 10, 96)),

@@ -81,6 +81,9 @@ static void addBiasInPlace(Tensor &out, const Tensor &bias, const char *op) {
 
 Tensor cpu::bias_add(Context &ctx, const Tensor &x, const Tensor &bias,
                      int64_t slot) {
+  // Reduced-precision operands widened, the sum rounded once.
+  if (reducedType(x) != DType::F32 || reducedType(bias) != DType::F32)
+    TPRT_IN_F32(x, cpu::bias_add(ctx, widened(x), widened(bias), -1))
   requireF32(x, "bias_add", "the input");
   Tensor out = ctx.placed(slot, DType::F32, x.shape());
   std::copy_n(x.f32(), x.numel(), out.f32());

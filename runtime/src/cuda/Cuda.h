@@ -64,7 +64,8 @@ createNcclCommunicator(int color, const char *group, double timeoutSeconds);
 // The table's calls (tprt/Calls.def) are declared in ops/Backends.h; these
 // are what they share.
 
-/// out[r, :] += bias over the rows of `out`, in place.
+/// out[r, :] += bias over the rows of `out`, in place: `out` of any float
+/// type, the bias of its type or f32, each sum in f32 rounded once.
 void addBias(Tensor &out, const Tensor &bias, const char *op);
 /// RoPE with the cos / sin tables common/Rotary.h makes ([seq, half]
 /// each, host memory).

@@ -157,11 +157,14 @@ void launchConvert(const void *x, void *out, int64_t n) {
   checkLaunch("dtype conversion");
 }
 
-__global__ void addBiasKernel(float *out, const float *bias, int64_t n,
+/// out[i] += bias[i % features] in f32, rounded once to out's type (the
+/// bias of out's type or f32).
+template <typename T, typename B>
+__global__ void addBiasKernel(T *out, const B *bias, int64_t n,
                               int64_t features) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] += bias[i % features];
+  TPRT_GRID_STRIDE(i, n) {
+    out[i] = fromFloat<T>(toFloat(out[i]) + toFloat(bias[i % features]));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -571,7 +574,11 @@ std::shared_ptr<unsigned char[]> toBf16(const float *data, int64_t n) {
 }
 
 void addBias(Tensor &out, const Tensor &bias, const char *op) {
-  requireGpu(bias, DType::F32, op, "the bias");
+  requireGpuFloat(out, op, "the product");
+  DType dtype = out.dtype();
+  // The bias of the product's type, or f32.
+  requireGpu(bias, reducedType(bias) == dtype ? dtype : DType::F32, op,
+             "the bias");
   int64_t features = out.rank() ? out.dim(-1) : 0;
   if (bias.rank() != 1 || bias.dim(0) != features)
     fatal(std::string(op) + ": bias " + bias.describe() + " does not match " +
@@ -579,14 +586,28 @@ void addBias(Tensor &out, const Tensor &bias, const char *op) {
   int64_t n = out.numel();
   if (n == 0)
     return;
-  addBiasKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
-      out.f32(), bias.f32(), n, features);
+  withFloatType(dtype, [&](auto element) {
+    using T = decltype(element);
+    auto launch = [&](auto biasElement) {
+      using B = decltype(biasElement);
+      addBiasKernel<T, B><<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+          static_cast<T *>(out.raw()), static_cast<const B *>(bias.raw()), n,
+          features);
+    };
+    if (bias.dtype() == DType::F32)
+      launch(float());
+    else
+      launch(element);
+  });
   checkLaunch(op);
 }
 
 Tensor bias_add(Context &ctx, const Tensor &x, const Tensor &bias, int64_t) {
-  requireGpu(x, DType::F32, "bias_add", "the input");
-  Tensor out = Tensor::uninitialized(DType::F32, x.shape(), Device::CUDA);
+  requireGpuFloat(x, "bias_add", "the input");
+  // A bias of another reduced type than x's meets it in f32.
+  if (reducedType(bias) != DType::F32 && bias.dtype() != x.dtype())
+    TPRT_IN_F32(x, cuda::bias_add(ctx, widened(x), widened(bias), -1))
+  Tensor out = Tensor::uninitialized(x.dtype(), x.shape(), Device::CUDA);
   copy(out.raw(), Device::CUDA, x.raw(), Device::CUDA, x.bytes());
   addBias(out, bias, "bias_add");
   return out;

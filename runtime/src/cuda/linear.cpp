@@ -252,7 +252,7 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
     memset(buffer.grad.raw(), 0, buffer.grad.bytes());
 }
 
-/// The bias in place on the product (f32) or by bias_add; SiluMul in one
+/// The bias in place on the product (in f32, rounded once); SiluMul in one
 /// pass over the product in place where `other` is of its type and shape
 /// (a bf16 program's product rounded as linear rounds it, silu(p) * other
 /// in f32 rounded once, as the CPU's fused bf16 epilogue), else composed
@@ -268,8 +268,10 @@ Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
     siluMulInPlace(out, other);
     return out;
   }
-  if (out.dtype() != DType::F32)
-    return tprt::bias_add(ctx, out, other);
+  // In place on the product of any float type; a bias of another reduced
+  // type than the product's as bias_add takes it.
+  if (reducedType(other) != DType::F32 && other.dtype() != out.dtype())
+    return cuda::bias_add(ctx, out, other, -1);
   addBias(out, other, "linear");
   return out;
 }
