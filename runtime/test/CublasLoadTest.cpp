@@ -2,12 +2,13 @@
 //
 // A runtime built with CUDA must not cost CPU programs cuBLAS's memory:
 // CPU work leaves it unopened (the process maps no libcublas at all), and
-// opening it finds every function the backend calls.
+// opening it (and cuBLASLt) finds every function the backend calls.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TestTensors.h"
 #include "cuda/Cublas.h"
+#include "cuda/CublasLt.h"
 
 #include <gtest/gtest.h>
 
@@ -37,6 +38,8 @@ TEST(CublasLoad, OnlyTheGpuBackendOpensCublas) {
   EXPECT_NE(api.gemmStridedBatchedEx, nullptr);
   // A function of the library, called without a GPU.
   EXPECT_STREQ(api.statusName(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
+  // cuBLASLt, for the bias epilogue, with every function it is called by.
+  EXPECT_TRUE(cuda::cublasLtAvailable());
 }
 
 } // namespace

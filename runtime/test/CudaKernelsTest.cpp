@@ -22,6 +22,7 @@
 #include <string>
 
 #ifdef TPRT_WITH_CUDA
+#include "cuda/CublasLt.h"
 #include "cuda/Cudnn.h"
 #include "cuda/Runtime.h"
 
@@ -195,12 +196,25 @@ void testBf16Programs(Context &c, Context &g) {
          norm = bf16(randomTensor({48}, 66));
   expectClose("bf16 linear", linear(c, x, w, LinearForm::Flat),
               linear(g, gpu(x), gpu(w), LinearForm::Flat), tol);
+#ifdef TPRT_WITH_CUDA
+  int64_t ltRuns = cuda::cublasLtBiasRuns();
+#endif
   expectClose(
       "bf16 linear_bias",
       linear_epilogue(c, x, w, b, LinearForm::Flat, LinearEpilogue::Bias),
       linear_epilogue(g, gpu(x), gpu(w), gpu(b), LinearForm::Flat,
                       LinearEpilogue::Bias),
       tol);
+#ifdef TPRT_WITH_CUDA
+  // The bias in cuBLASLt's epilogue (the library comes with cuBLAS).
+  ++checks;
+  if (cuda::cublasLtBiasRuns() != ltRuns + 1) {
+    std::printf("FAIL bf16 linear_bias did not run cuBLASLt's bias epilogue "
+                "(available: %d)\n",
+                int(cuda::cublasLtAvailable()));
+    ++failures;
+  }
+#endif
   expectClose("bf16 linear_bmm", linear(c, x, w, LinearForm::Bmm),
               linear(g, gpu(x), gpu(w), LinearForm::Bmm), tol);
   expectClose("bf16 linear_grad_input", linear_grad_input(c, dy, w),
@@ -532,11 +546,20 @@ void testNativeReduced(Context &g) {
     expectClose(type + " bias_add native",
                 rounded(bias_add(g, wide(y), wide(bias))), bias_add(g, y, bias),
                 0);
-    expectClose(type + " linear_epilogue bias native",
-                rounded(bias_add(g, wide(product), wide(bias))),
-                linear_epilogue(g, in, proj, bias, LinearForm::Flat,
-                                LinearEpilogue::Bias),
-                0);
+    // bf16: cuBLASLt adds the bias to the FP32 accumulator (one rounding:
+    // the f32 product of the widened operands plus the bias, rounded, up
+    // to the order of the sums); f16: the product rounded, then the bias.
+    Tensor biased = linear_epilogue(g, in, proj, bias, LinearForm::Flat,
+                                    LinearEpilogue::Bias);
+    if (t == DType::BF16)
+      expectClose(
+          type + " linear_epilogue bias in cuBLASLt's epilogue",
+          rounded(bias_add(g, linear(g, wide(in), wide(proj), LinearForm::Flat),
+                           wide(bias))),
+          biased, 1e-2);
+    else
+      expectClose(type + " linear_epilogue bias native",
+                  rounded(bias_add(g, wide(product), wide(bias))), biased, 0);
     // dy widened as it is read, summed in f32 (atomics: the order of the
     // additions varies).
     Tensor ids = gpu(randomIds({3, 7}, 10, 96)),

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Cublas.h"
+#include "CublasLt.h"
 #include "Gemm.h"
 #include "common/Checks.h"
 
@@ -150,6 +151,28 @@ bool addsInGemm(const Tensor &x, const Tensor &w, const Tensor &other) {
   product.back() = w.dim(0);
   return other.shape() == product;
 }
+/// A bf16 linear of the flat form with a bf16 bias [out]: one cuBLASLt
+/// matmul whose epilogue adds the bias to the FP32 accumulator, rounded
+/// once. Undefined where that does not apply or cuBLASLt declines (the
+/// caller adds the bias after the GEMM).
+Tensor biasInGemm(const Tensor &x, const Tensor &w, const Tensor &bias,
+                  LinearForm form, LinearEpilogue epilogue) {
+  if (epilogue != LinearEpilogue::Bias || form != LinearForm::Flat ||
+      productType(x, w) != DType::BF16 || !bias.defined() ||
+      bias.dtype() != DType::BF16 || !bias.onGpu())
+    return Tensor();
+  std::vector<int64_t> shape;
+  checkedProduct(x, w, form, shape);
+  int64_t in = w.dim(1), outF = w.dim(0), rows = in ? x.numel() / in : 0;
+  if (bias.rank() != 1 || bias.dim(0) != outF || rows == 0 || in == 0 ||
+      outF == 0)
+    return Tensor();
+  Tensor out = Tensor::uninitialized(DType::BF16, shape, Device::CUDA);
+  if (!gemmBiasBf16(outF, rows, in, w.raw(), x.raw(), bias.raw(), out.raw()))
+    return Tensor();
+  return out;
+}
+
 } // namespace
 
 Tensor linear(Context &ctx, const Tensor &x, const Tensor &w, LinearForm form,
@@ -252,7 +275,8 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
     memset(buffer.grad.raw(), 0, buffer.grad.bytes());
 }
 
-/// The bias in place on the product (in f32, rounded once); SiluMul in one
+/// A bf16 product's bias in cuBLASLt's epilogue (biasInGemm), else in
+/// place on the product (in f32, rounded once); SiluMul in one
 /// pass over the product in place where `other` is of its type and shape
 /// (a bf16 program's product rounded as linear rounds it, silu(p) * other
 /// in f32 rounded once, as the CPU's fused bf16 epilogue), else composed
@@ -260,6 +284,8 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
 Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &other, LinearForm form,
                        LinearEpilogue epilogue, int64_t) {
+  if (Tensor out = biasInGemm(x, w, other, form, epilogue); out.defined())
+    return out;
   Tensor out = cuda::linear(ctx, x, w, form);
   if (epilogue == LinearEpilogue::SiluMul) {
     if (!other.defined() || other.dtype() != out.dtype() ||
