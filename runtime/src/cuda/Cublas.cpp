@@ -24,14 +24,20 @@ bool &loaded() {
   return flag;
 }
 
-void *open() {
+/// `name` from the toolkit directory the runtime was built with, then the
+/// loader's path.
+void *openFromToolkit(const char *name, std::string &tried) {
 #ifdef TPRT_CUBLAS_DIR
   const char *dir = TPRT_CUBLAS_DIR;
 #else
   const char *dir = nullptr;
 #endif
+  return openLibrary(dir, name, tried);
+}
+
+void *open() {
   std::string tried;
-  if (void *handle = openLibrary(dir, kLibrary, tried))
+  if (void *handle = openFromToolkit(kLibrary, tried))
     return handle;
   fatal(std::string("cannot open cuBLAS (") + kLibrary + "): " + tried);
 }
@@ -69,6 +75,12 @@ const Cublas &cublas() {
 }
 
 const char *cublasLibraryName() { return kLibrary; }
+
+void *openCublasFamily(const char *base, std::string &name,
+                       std::string &tried) {
+  name = std::string(base) + ".so." TPRT_STRINGIFY_EXPANDED(CUBLAS_VER_MAJOR);
+  return openFromToolkit(name.c_str(), tried);
+}
 bool cublasLoaded() { return loaded(); }
 
 } // namespace cuda

@@ -14,6 +14,7 @@
 #define TPRT_CUDA_CUBLAS_H
 
 #include <cublas_v2.h>
+#include <string>
 
 namespace tprt {
 namespace cuda {
@@ -38,6 +39,11 @@ const Cublas &cublas();
 /// The library cublas() opens, and whether it is open yet (tests).
 const char *cublasLibraryName();
 bool cublasLoaded();
+
+/// A library of the toolkit's cuBLAS release (`base`.so.<cuBLAS major>, as
+/// "libcublasLt"), opened as cublas() opens cuBLAS; null, with the
+/// loader's reasons in `tried`, when it does not open.
+void *openCublasFamily(const char *base, std::string &name, std::string &tried);
 
 } // namespace cuda
 } // namespace tprt

@@ -3,7 +3,6 @@
 #include "CublasLt.h"
 
 #include "Cublas.h"
-#include "OpenLibrary.h"
 #include "Runtime.h"
 
 #include <cublasLt.h>
@@ -18,13 +17,8 @@ namespace cuda {
 
 namespace {
 
-#define TPRT_STRINGIFY_EXPANDED(x) TPRT_STRINGIFY(x)
-#define TPRT_STRINGIFY(x) #x
-
-constexpr const char *kLibrary =
-    "libcublasLt.so." TPRT_STRINGIFY_EXPANDED(CUBLAS_VER_MAJOR);
-
-/// Workspace for cuBLASLt's algorithms (what PyTorch gives it on Hopper).
+/// Workspace the heuristic may choose algorithms up to (split-K and the
+/// larger Hopper kernels use some).
 constexpr size_t kWorkspaceBytes = 32u << 20;
 
 /// The cuBLASLt functions called here, looked up by name.
@@ -44,15 +38,10 @@ struct Api {
 /// of them is missing.
 const Api *api() {
   static std::unique_ptr<Api> loaded = []() -> std::unique_ptr<Api> {
-#ifdef TPRT_CUBLAS_DIR
-    const char *dir = TPRT_CUBLAS_DIR;
-#else
-    const char *dir = nullptr;
-#endif
-    std::string tried;
-    void *handle = openLibrary(dir, kLibrary, tried);
+    std::string library, tried;
+    void *handle = openCublasFamily("libcublasLt", library, tried);
     if (!handle) {
-      noteOnRank0(std::string("cannot open ") + kLibrary + " (" + tried +
+      noteOnRank0("cannot open " + library + " (" + tried +
                   "): linears add their bias after the GEMM");
       return nullptr;
     }
@@ -62,7 +51,7 @@ const Api *api() {
       field = reinterpret_cast<std::remove_reference_t<decltype(field)>>(
           dlsym(handle, name));
       if (!field && complete) {
-        noteOnRank0(std::string(kLibrary) + " has no function " + name +
+        noteOnRank0(library + " has no function " + name +
                     ": linears add their bias after the GEMM");
         complete = false;
       }
