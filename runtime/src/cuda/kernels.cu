@@ -192,49 +192,114 @@ __device__ float inverseRms(double squares, int64_t n, float eps) {
   return inverse;
 }
 
+/// Elements [8 o, 8 o + 8) of a row of `n` widened into `v`, the count
+/// read (fewer at the end of a row whose length is not a multiple of 8).
+/// `packed` (n a multiple of 8, the row 16-byte aligned): 16 bytes at a
+/// time. Every element type splits a row between threads by these eights,
+/// so a bf16 row's sum of squares is summed in the f32 kernel's order.
+template <typename T>
+__device__ int loadEight(const T *row, int64_t o, int64_t n, bool packed,
+                         float (&v)[8]) {
+  if (packed) {
+    constexpr int V = Pack<T>::size;
+    const Pack<T> *packs = reinterpret_cast<const Pack<T> *>(row + 8 * o);
+    for (int q = 0; q < 8 / V; ++q) {
+      Pack<T> p = packs[q];
+      for (int j = 0; j < V; ++j)
+        v[q * V + j] = toFloat(p.e[j]);
+    }
+    return 8;
+  }
+  int count = static_cast<int>(n - 8 * o < 8 ? n - 8 * o : 8);
+  for (int j = 0; j < count; ++j)
+    v[j] = toFloat(row[8 * o + j]);
+  return count;
+}
+
+/// `count` values of `v` rounded into elements [8 o, 8 o + count) of a row
+/// (loadEight's layout).
+template <typename T>
+__device__ void storeEight(T *row, int64_t o, int count, bool packed,
+                           const float (&v)[8]) {
+  if (packed) {
+    constexpr int V = Pack<T>::size;
+    Pack<T> *packs = reinterpret_cast<Pack<T> *>(row + 8 * o);
+    for (int q = 0; q < 8 / V; ++q) {
+      Pack<T> p;
+      for (int j = 0; j < V; ++j)
+        p.e[j] = fromFloat<T>(v[q * V + j]);
+      packs[q] = p;
+    }
+    return;
+  }
+  for (int j = 0; j < count; ++j)
+    row[8 * o + j] = fromFloat<T>(v[j]);
+}
+
+/// v[j] * inv * (offset + w[8 o + j]) for the eight at `o`.
+__device__ inline void normEight(float (&v)[8], int count, float inv,
+                                 const float *w, int64_t o, float offset) {
+  for (int j = 0; j < count; ++j)
+    v[j] = (v[j] * inv) * (offset + w[8 * o + j]);
+}
+
 /// One block per group of `group` elements: x / sqrt(mean(x^2) + eps) *
-/// (offset + w), in f32 on elements of any float type, rounded once.
+/// (offset + w), in f32 on elements of any float type, rounded once; each
+/// thread takes eights of the group (loadEight).
 template <typename T>
 __global__ void rmsNormKernel(const T *x, const float *w, T *out,
                               int64_t groups, int64_t group, float eps,
-                              float offset) {
+                              float offset, bool packed) {
+  int64_t eights = (group + 7) / 8;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const T *row = x + g * group;
     double sum = 0;
-    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) {
-      float v = toFloat(row[i]);
-      sum += static_cast<double>(v) * v;
+    float v[8];
+    for (int64_t o = threadIdx.x; o < eights; o += blockDim.x) {
+      int count = loadEight(row, o, group, packed, v);
+      for (int j = 0; j < count; ++j)
+        sum += static_cast<double>(v[j]) * v[j];
     }
     float inv = inverseRms(sum, group, eps);
-    for (int64_t i = threadIdx.x; i < group; i += blockDim.x)
-      out[g * group + i] =
-          fromFloat<T>((toFloat(row[i]) * inv) * (offset + w[i]));
+    for (int64_t o = threadIdx.x; o < eights; o += blockDim.x) {
+      int count = loadEight(row, o, group, packed, v);
+      normEight(v, count, inv, w, o, offset);
+      storeEight(out + g * group, o, count, packed, v);
+    }
     __syncthreads();
   }
 }
 
 /// One block per row: sum = a + b (rounded to T) written out, then normed =
-/// sum / sqrt(mean(sum^2) + eps) * (offset + w): rmsNormKernel's arithmetic
-/// and reduction on the rounded sum, so both results are the separate
-/// kernels' bit for bit.
+/// sum / sqrt(mean(sum^2) + eps) * (offset + w): rmsNormKernel's arithmetic,
+/// eights and reduction on the rounded sum, so both results are the
+/// separate kernels' bit for bit.
 template <typename T>
 __global__ void addRmsNormKernel(const T *a, const T *b, const float *w, T *sum,
                                  T *normed, int64_t rows, int64_t features,
-                                 float eps, float offset) {
+                                 float eps, float offset, bool packed) {
+  int64_t eights = (features + 7) / 8;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t at = r * features;
     double squares = 0;
-    for (int64_t i = threadIdx.x; i < features; i += blockDim.x) {
-      T s = fromFloat<T>(toFloat(a[at + i]) + toFloat(b[at + i]));
-      sum[at + i] = s;
-      float v = toFloat(s);
-      squares += static_cast<double>(v) * v;
+    float u[8], v[8];
+    for (int64_t o = threadIdx.x; o < eights; o += blockDim.x) {
+      int count = loadEight(a + at, o, features, packed, u);
+      loadEight(b + at, o, features, packed, v);
+      // The sum rounded to T, as add writes it, is what the norm reads.
+      for (int j = 0; j < count; ++j) {
+        v[j] = toFloat(fromFloat<T>(u[j] + v[j]));
+        squares += static_cast<double>(v[j]) * v[j];
+      }
+      storeEight(sum + at, o, count, packed, v);
     }
     float inv = inverseRms(squares, features, eps);
     // Each thread reads back the elements it wrote.
-    for (int64_t i = threadIdx.x; i < features; i += blockDim.x)
-      normed[at + i] =
-          fromFloat<T>((toFloat(sum[at + i]) * inv) * (offset + w[i]));
+    for (int64_t o = threadIdx.x; o < eights; o += blockDim.x) {
+      int count = loadEight(sum + at, o, features, packed, v);
+      normEight(v, count, inv, w, o, offset);
+      storeEight(normed + at, o, count, packed, v);
+    }
     __syncthreads();
   }
 }
@@ -664,11 +729,14 @@ Tensor rmsNormOf(const Tensor &x, const Tensor &w, double eps, double offset,
   int64_t groups = x.numel() / group;
   if (groups == 0)
     return out;
+  bool packed =
+      group % 8 == 0 && packAligned(x.raw()) && packAligned(out.raw());
   auto launch = [&](auto element) {
     using T = decltype(element);
     rmsNormKernel<T><<<gridBlocks(groups, 1), kThreads, 0, stream()>>>(
         static_cast<const T *>(x.raw()), w.f32(), static_cast<T *>(out.raw()),
-        groups, group, static_cast<float>(eps), static_cast<float>(offset));
+        groups, group, static_cast<float>(eps), static_cast<float>(offset),
+        packed);
   };
   withFloatType(dtype, launch);
   checkLaunch("rms_norm");
@@ -687,7 +755,7 @@ Tensors add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
   requireSameShape(a, b, "add_rms_norm");
   if (a.dtype() != b.dtype())
     return composed::add_rms_norm(ctx, a, b, w, eps, offset);
-  requireGpu(a, a.dtype(), "add_rms_norm", "the first addend");
+  requireGpuFloat(a, "add_rms_norm", "the first addend");
   requireGpu(b, a.dtype(), "add_rms_norm", "the second addend");
   Tensor wf = widened(w);
   requireGpu(wf, DType::F32, "add_rms_norm", "the weight");
@@ -700,26 +768,17 @@ Tensors add_rms_norm(Context &ctx, const Tensor &a, const Tensor &b,
   int64_t rows = a.numel() / features;
   if (rows == 0)
     return {sum, normed};
-  auto launch = [&](auto element) {
+  bool packed = features % 8 == 0 && packAligned(a.raw()) &&
+                packAligned(b.raw()) && packAligned(sum.raw()) &&
+                packAligned(normed.raw());
+  withFloatType(a.dtype(), [&](auto element) {
     using T = decltype(element);
     addRmsNormKernel<T><<<gridBlocks(rows, 1), kThreads, 0, stream()>>>(
         static_cast<const T *>(a.raw()), static_cast<const T *>(b.raw()),
         wf.f32(), static_cast<T *>(sum.raw()), static_cast<T *>(normed.raw()),
-        rows, features, static_cast<float>(eps), static_cast<float>(offset));
-  };
-  switch (a.dtype()) {
-  case DType::F32:
-    launch(float());
-    break;
-  case DType::BF16:
-    launch(__nv_bfloat16());
-    break;
-  case DType::F16:
-    launch(__half());
-    break;
-  default:
-    fatal("add_rms_norm: " + a.describe() + " is not a float tensor");
-  }
+        rows, features, static_cast<float>(eps), static_cast<float>(offset),
+        packed);
+  });
   checkLaunch("add_rms_norm");
   return {sum, normed};
 }
