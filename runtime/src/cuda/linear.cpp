@@ -151,6 +151,7 @@ bool addsInGemm(const Tensor &x, const Tensor &w, const Tensor &other) {
   product.back() = w.dim(0);
   return other.shape() == product;
 }
+
 /// A bf16 linear of the flat form with a bf16 bias [out]: one cuBLASLt
 /// matmul whose epilogue adds the bias to the FP32 accumulator, rounded
 /// once. Undefined where that does not apply or cuBLASLt declines (the
@@ -276,11 +277,11 @@ void accumulate_linear_grad_weight(Context &ctx, const Tensor &dy,
 }
 
 /// A bf16 product's bias in cuBLASLt's epilogue (biasInGemm), else in
-/// place on the product (in f32, rounded once); SiluMul in one
-/// pass over the product in place where `other` is of its type and shape
-/// (a bf16 program's product rounded as linear rounds it, silu(p) * other
-/// in f32 rounded once, as the CPU's fused bf16 epilogue), else composed
-/// (the SiLU, then the product with `other`).
+/// place on the product (in f32, rounded once); SiluMul in one pass over
+/// the product in place where `other` is of its type and shape (a bf16
+/// program's product rounded as linear rounds it, silu(p) * other in f32
+/// rounded once, as the CPU's fused bf16 epilogue), else composed (the
+/// SiLU, then the product with `other`).
 Tensor linear_epilogue(Context &ctx, const Tensor &x, const Tensor &w,
                        const Tensor &other, LinearForm form,
                        LinearEpilogue epilogue, int64_t) {
