@@ -50,8 +50,9 @@ void convertInto(const void *x, DType from, void *out, DType to, int64_t n);
 void synchronize();
 /// The most bytes the rank's allocations from the stream-ordered pool held
 /// at once since the backend started (after the queued work finishes):
-/// what PyTorch's torch.cuda.max_memory_allocated() counts; plus the most
-/// CUDA graphs' allocations held (their own pool), as if both peaks met.
+/// what PyTorch's torch.cuda.max_memory_allocated() counts. Once a CUDA
+/// graph is captured: the larger of the pool's peak before it and, since,
+/// the pool's peak plus the graphs' pool's (as if both met).
 size_t peakAllocatedBytes();
 
 /// An NCCL communicator over the ranks of MPI_COMM_WORLD that share

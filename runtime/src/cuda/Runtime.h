@@ -27,6 +27,10 @@ bool capturing(cudaStream_t s);
 /// same).
 void noteOnRank0(const std::string &message);
 cublasHandle_t blas();
+/// A CUDA graph was captured: peakAllocatedBytes() counts the stream-ordered
+/// pool's peak so far apart from what it and the graphs' pool hold from
+/// now on (graphs.cpp calls it after each capture).
+void graphMemoryBegins();
 
 /// An error naming `what` and CUDA's message.
 void check(cudaError_t status, const char *what);

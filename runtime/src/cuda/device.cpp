@@ -227,20 +227,64 @@ void synchronize() {
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
 }
 
-size_t peakAllocatedBytes() {
-  synchronize();
+namespace {
+
+/// The stream-ordered pool's peak before the first CUDA graph, and its use
+/// when its high-water mark was reset then (graphs.cpp).
+struct PeaksBeforeGraphs {
+  bool graphs = false;
+  uint64_t eager = 0, usedAtReset = 0;
+};
+
+PeaksBeforeGraphs &peaksBeforeGraphs() {
+  static PeaksBeforeGraphs peaks;
+  return peaks;
+}
+
+cudaMemPool_t defaultPool() {
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, ready().device),
         "cudaDeviceGetDefaultMemPool");
-  uint64_t high = 0, graphHigh = 0;
-  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high),
+  return pool;
+}
+
+uint64_t poolAttribute(cudaMemPool_t pool, cudaMemPoolAttr attribute) {
+  uint64_t value = 0;
+  check(cudaMemPoolGetAttribute(pool, attribute, &value),
         "cudaMemPoolGetAttribute");
-  // CUDA graphs allocate from a pool of their own (graphs.cpp): counted as
-  // if both peaks met.
+  return value;
+}
+
+} // namespace
+
+void graphMemoryBegins() {
+  synchronize();
+  cudaMemPool_t pool = defaultPool();
+  PeaksBeforeGraphs &peaks = peaksBeforeGraphs();
+  peaks.eager =
+      std::max(peaks.eager, poolAttribute(pool, cudaMemPoolAttrUsedMemHigh));
+  peaks.usedAtReset = poolAttribute(pool, cudaMemPoolAttrUsedMemCurrent);
+  uint64_t zero = 0;
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
+        "cudaMemPoolSetAttribute");
+  peaks.graphs = true;
+}
+
+size_t peakAllocatedBytes() {
+  synchronize();
+  uint64_t high = poolAttribute(defaultPool(), cudaMemPoolAttrUsedMemHigh);
+  const PeaksBeforeGraphs &peaks = peaksBeforeGraphs();
+  if (!peaks.graphs)
+    return static_cast<size_t>(high);
+  // Since the first graph: the pool's peak (what the eager parts of each
+  // step hold: parameters, gradients, optimizer state) and the graphs' own
+  // pool's (their activations), counted as if both peaks met.
+  uint64_t graphHigh = 0;
   check(cudaDeviceGetGraphMemAttribute(ready().device,
                                        cudaGraphMemAttrUsedMemHigh, &graphHigh),
         "cudaDeviceGetGraphMemAttribute");
-  return static_cast<size_t>(high + graphHigh);
+  return static_cast<size_t>(
+      std::max(peaks.eager, std::max(high, peaks.usedAtReset) + graphHigh));
 }
 
 } // namespace cuda

@@ -127,6 +127,7 @@ std::string EntryGraphs::State::capture(Context &ctx, CapturedCall &c,
       exec, [](cudaGraphExec_t e) { cudaGraphExecDestroy(e); });
   c.held = heldMemory(ctx);
   trimPool();
+  graphMemoryBegins();
   return "";
 }
 
