@@ -21,18 +21,55 @@ using Action = Cache::Action;
 
 TEST(GraphCache, WarmsUpThenCapturesThenReplays) {
   Cache cache;
-  EXPECT_EQ(cache.next("a"), Action::RunEagerly);
+  EXPECT_EQ(cache.next("a"), Action::WarmUp);
   EXPECT_EQ(cache.next("a"), Action::Capture);
   cache.captured("a", 7);
   EXPECT_EQ(cache.next("a"), Action::Replay);
   EXPECT_EQ(cache.replay("a"), 7);
   EXPECT_EQ(cache.next("a"), Action::Replay);
   EXPECT_EQ(cache.capturedCount(), 1u);
-  ASSERT_NE(cache.capturedKey(), nullptr);
-  EXPECT_EQ(*cache.capturedKey(), "a");
   // Another shape starts over.
-  EXPECT_EQ(cache.next("b"), Action::RunEagerly);
+  EXPECT_EQ(cache.next("b"), Action::WarmUp);
   EXPECT_EQ(cache.next("b"), Action::Capture);
+}
+
+TEST(GraphCache, KeysAlternatingKeepTheirGraphsSideBySide) {
+  Cache cache;
+  // A padded micro-batch between unpadded ones: neither graph is dropped.
+  EXPECT_EQ(cache.next("a"), Action::WarmUp);
+  EXPECT_EQ(cache.next("b"), Action::WarmUp);
+  EXPECT_EQ(cache.next("a"), Action::Capture);
+  cache.captured("a", 1);
+  EXPECT_EQ(cache.next("b"), Action::Capture);
+  cache.captured("b", 2);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(cache.next("a"), Action::Replay);
+    EXPECT_EQ(cache.replay("a"), 1);
+    EXPECT_EQ(cache.next("b"), Action::Replay);
+    EXPECT_EQ(cache.replay("b"), 2);
+  }
+  EXPECT_EQ(cache.capturedCount(), 2u);
+}
+
+TEST(GraphCache, KeysBeyondTheMostKeptAreRefusedOnceThenRunEagerly) {
+  Cache cache(2);
+  EXPECT_EQ(cache.maxGraphs(), 2u);
+  for (const char *key : {"a", "b"}) {
+    cache.next(key);
+    ASSERT_EQ(cache.next(key), Action::Capture);
+    cache.captured(key, 0);
+  }
+  EXPECT_EQ(cache.next("c"), Action::WarmUp);
+  EXPECT_EQ(cache.next("c"), Action::Refuse);
+  EXPECT_EQ(cache.next("c"), Action::RunEagerly);
+  EXPECT_EQ(cache.next("c"), Action::RunEagerly);
+  // The kept ones still replay.
+  EXPECT_EQ(cache.next("a"), Action::Replay);
+  EXPECT_EQ(cache.capturedCount(), 2u);
+  // A dropped graph frees its place for a key warmed up later.
+  cache.failed("a", "its parameters moved");
+  EXPECT_EQ(cache.next("d"), Action::WarmUp);
+  EXPECT_EQ(cache.next("d"), Action::Capture);
 }
 
 TEST(GraphCache, AFailedCaptureStaysEagerAndIsSaidOnce) {
@@ -48,7 +85,6 @@ TEST(GraphCache, AFailedCaptureStaysEagerAndIsSaidOnce) {
   EXPECT_FALSE(cache.failed("b", "cudaMemcpy from pageable memory"));
   EXPECT_TRUE(cache.failed("c", "cudaStreamSynchronize"));
   EXPECT_EQ(cache.capturedCount(), 0u);
-  EXPECT_EQ(cache.capturedKey(), nullptr);
 }
 
 TEST(GraphCache, ADroppedGraphIsReleased) {
@@ -56,9 +92,9 @@ TEST(GraphCache, ADroppedGraphIsReleased) {
   cache.next("a");
   cache.next("a");
   cache.captured("a", 7);
-  cache.failed("a", "a call of another shape");
+  cache.failed("a", "its parameters moved");
   EXPECT_EQ(cache.next("a"), Action::RunEagerly);
-  EXPECT_EQ(cache.capturedKey(), nullptr);
+  EXPECT_EQ(cache.capturedCount(), 0u);
 }
 
 TEST(FatalScope, FatalThrowsOnlyInsideTheScope) {

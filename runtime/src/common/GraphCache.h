@@ -5,7 +5,9 @@
 // first call runs eagerly (first-use work, such as parameter uploads and
 // cuDNN's plans, stays out of the graph), the second is captured, and the
 // later ones replay. A capture that fails leaves the key eager for good, its
-// reason said once (the graph of a key that fails later is dropped).
+// reason said once (the graph of a key that fails later is dropped). At most
+// `maxGraphs` keys replay graphs: a key warmed up after that many were
+// captured is refused once and runs eagerly from then on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,18 +23,28 @@ namespace tprt {
 
 template <typename Graph> class GraphCache {
 public:
-  enum class Action { RunEagerly, Capture, Replay };
+  /// WarmUp: the key's first call, run eagerly (the next is captured).
+  /// Refuse: run eagerly, now and later, since `maxGraphs` keys replay
+  /// graphs already (said by the caller: returned once per key).
+  enum class Action { WarmUp, Capture, Replay, RunEagerly, Refuse };
+
+  explicit GraphCache(size_t maxGraphs = 8) : maxGraphs_(maxGraphs) {}
+
+  size_t maxGraphs() const { return maxGraphs_; }
 
   /// What to do with a call of `key` now.
   Action next(const std::string &key) {
     auto it = entries_.find(key);
     if (it == entries_.end()) {
       entries_[key].state = State::WarmingUp;
-      return Action::RunEagerly;
+      return Action::WarmUp;
     }
     switch (it->second.state) {
     case State::WarmingUp:
-      return Action::Capture;
+      if (capturedCount() < maxGraphs_)
+        return Action::Capture;
+      it->second.state = State::Failed;
+      return Action::Refuse;
     case State::Captured:
       return Action::Replay;
     case State::Failed:
@@ -57,14 +69,6 @@ public:
     return said_.insert(why).second;
   }
 
-  /// The key a graph was captured for, if any.
-  const std::string *capturedKey() const {
-    for (const auto &[key, e] : entries_)
-      if (e.state == State::Captured)
-        return &key;
-    return nullptr;
-  }
-
   /// The captured call of a key next() said to replay.
   Graph &replay(const std::string &key) { return entries_.at(key).graph; }
 
@@ -81,6 +85,7 @@ private:
     State state = State::WarmingUp;
     Graph graph{};
   };
+  size_t maxGraphs_;
   std::map<std::string, Entry> entries_;
   std::set<std::string> said_;
 };

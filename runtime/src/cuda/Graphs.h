@@ -15,12 +15,14 @@
 // found it: the parameters and the gradient buffers (checked before each
 // replay: a graph whose parameters or buffers moved is dropped, and the
 // call runs eagerly) and the RoPE tables (kernels.cu keeps the last few
-// pairs on the GPU; a capture that needs others fails). So there is one
-// graph at a time: a call of another key
-// drops it, and both keys run eagerly from then on (--bench and a run on
-// rows of one length have one key). Host-side effects of the captured call
-// do not happen on a replay: the caller makes them none (the training
-// loop's gradient buffers take every micro-batch's gradient by adding).
+// pairs on the GPU, and a capture that needs others fails; the graph keeps
+// the ones it read alive, keepForGraph). Each key has its own graph, up to
+// eight (rows of a few lengths, and a padded batch beside unpadded ones);
+// a ninth runs eagerly. Their activations need not add up: CUDA lets
+// graphs launched on one stream share the physical memory of what each
+// allocates and frees. Host-side effects of the captured call do not
+// happen on a replay: the caller makes them none (the training loop's
+// gradient buffers take every micro-batch's gradient by adding).
 //
 //===----------------------------------------------------------------------===//
 

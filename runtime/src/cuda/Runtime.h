@@ -23,6 +23,10 @@ cudaStream_t stream();
 /// Whether `s` is being captured into a CUDA graph (graphs.cpp): what
 /// reads back to the host or watches an event skips it then.
 bool capturing(cudaStream_t s);
+/// `t` is memory a call being captured reads from a cache of its own (the
+/// RoPE tables), which may drop it later: the graph keeps it alive for as
+/// long as it can replay (graphs.cpp). Does nothing when not capturing.
+void keepForGraph(const Tensor &t);
 /// "tprt: `message`" on stderr, from rank 0 only (every rank says the
 /// same).
 void noteOnRank0(const std::string &message);

@@ -19,7 +19,12 @@ struct CapturedCall {
   std::shared_ptr<CUgraphExec_st> exec;
   Tensor ids, mask, result;
   std::vector<const void *> held;
+  /// What the kernels' own caches lent the capture (keepForGraph).
+  std::vector<Tensor> kept;
 };
+
+/// Where keepForGraph puts what it is given: the capture under way's.
+thread_local std::vector<Tensor> *keptByCapture = nullptr;
 
 /// A device tensor of t's type and shape holding its elements (from either
 /// device).
@@ -60,6 +65,11 @@ void trimPool() {
 
 } // namespace
 
+void keepForGraph(const Tensor &t) {
+  if (keptByCapture)
+    keptByCapture->push_back(t);
+}
+
 struct EntryGraphs::State {
   EntryFn fn;
   std::string what;
@@ -95,6 +105,7 @@ std::string EntryGraphs::State::capture(Context &ctx, CapturedCall &c,
       cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
   if (begun != cudaSuccess)
     return std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(begun);
+  keptByCapture = &c.kept;
   try {
     ThrowingFatal scope;
     Tensor result = fn(ctx, c.ids, c.mask);
@@ -107,6 +118,7 @@ std::string EntryGraphs::State::capture(Context &ctx, CapturedCall &c,
   } catch (const FatalError &e) {
     why = e.what();
   }
+  keptByCapture = nullptr;
   cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
   if (why.empty() && ended != cudaSuccess)
     why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
@@ -136,20 +148,20 @@ Tensor EntryGraphs::run(Context &ctx, const Tensor &ids, const Tensor &mask) {
   bool keepsAll = ctx.keyMaskKeepsAll(mask);
   std::string key = keyOf(ids, mask, keepsAll);
   GraphCache<CapturedCall> &cache = s.cache;
-  // One key at a time (Graphs.h): another one's call drops the graph.
-  if (const std::string *other = cache.capturedKey(); other && *other != key) {
-    std::string dropped = *other;
-    if (cache.failed(dropped, "a call of another key"))
-      noteOnRank0("cuda graphs: the graph of " + s.what + " on " + dropped +
-                  " is dropped: a call on " + key +
-                  " came; both run eagerly from now on");
-  }
   switch (cache.next(key)) {
-  case GraphCache<CapturedCall>::Action::RunEagerly: {
+  case GraphCache<CapturedCall>::Action::Refuse:
+    s.warmedUp.erase(key);
+    noteOnRank0("cuda graphs: " + s.what + " on " + key +
+                " runs eagerly: the graphs of " +
+                std::to_string(cache.maxGraphs()) +
+                " other input shapes are kept already");
+    return s.fn(ctx, ids, mask);
+  case GraphCache<CapturedCall>::Action::RunEagerly:
+    return s.fn(ctx, ids, mask);
+  case GraphCache<CapturedCall>::Action::WarmUp: {
     Tensor result = s.fn(ctx, ids, mask);
-    if (!s.warmedUp.count(key))
-      s.warmedUp[key] =
-          Tensor::uninitialized(result.dtype(), result.shape(), Device::CUDA);
+    s.warmedUp[key] =
+        Tensor::uninitialized(result.dtype(), result.shape(), Device::CUDA);
     return result;
   }
   case GraphCache<CapturedCall>::Action::Capture: {

@@ -684,7 +684,8 @@ namespace {
 /// pairs this thread copied is kept (every layer's call reuses them; a
 /// model may alternate two, as Gemma3's local and global layers do), and
 /// a CUDA graph capture copies nothing from the host: tables it has not
-/// seen end the capture (before anything here changes).
+/// seen end the capture (before anything here changes). A captured graph
+/// keeps the tables it read, dropped here or not.
 const Tensor &deviceTables(const float *cosTable, const float *sinTable,
                            int64_t n) {
   struct Copied {
@@ -696,8 +697,10 @@ const Tensor &deviceTables(const float *cosTable, const float *sinTable,
   for (const Copied &c : copied)
     if (int64_t(c.cos.size()) == n &&
         std::equal(cosTable, cosTable + n, c.cos.begin()) &&
-        std::equal(sinTable, sinTable + n, c.sin.begin()))
+        std::equal(sinTable, sinTable + n, c.sin.begin())) {
+      keepForGraph(c.tables);
       return c.tables;
+    }
   if (capturing(stream()))
     fatal("rotary: RoPE tables the calls before did not use (copying them "
           "to the GPU cannot be captured)");
