@@ -762,6 +762,33 @@ def TPFuseSiluMulGrad : Pass<"tp-fuse-silu-mul-grad", "func::FuncOp"> {
   }];
 }
 
+def TPSaveAttentionStats : Pass<"tp-save-attention-stats", "func::FuncOp"> {
+  let summary = "The attention backward reads the forward's softmax "
+                "statistics instead of running the forward again";
+  let description = [{
+    Without them `tp.attention_grad` recomputes each query's softmax
+    normalisation and `dout . out` by running the forward again. Where a
+    `tp.attention_grad` has its `tp.attention` (the same q, k, v, key mask
+    and attributes, dominating it), the forward also gives its log-sum-exp
+    (`lse`, f32 `[batch, seq_q, num_heads]`) and the backward takes it and
+    the forward's output (`saved`), as FlashAttention's backward does: the
+    output stays alive until the backward (the output projection's weight
+    gradient usually keeps it anyway) and the log-sum-exp is one float per
+    query and head. A backward without its forward (recomputed q, k or v)
+    stays as it is. Runs on the rank's program, before `tp-to-emitc`.
+
+    ```mlir
+    %o = tp.attention %q, %k, %v {...} : ...
+    ...
+    %dq, %dk, %dv = tp.attention_grad %q, %k, %v, %do {...} : ...
+    // becomes
+    %o, %lse = tp.attention %q, %k, %v {...} : ...
+    ...
+    %dq, %dk, %dv = tp.attention_grad %q, %k, %v, %do saved %o, %lse {...}
+    ```
+  }];
+}
+
 def TPFuseLinearCrossEntropy
     : Pass<"tp-fuse-linear-cross-entropy", "func::FuncOp"> {
   let summary = "The output projection, the loss and their gradients as one "

@@ -94,6 +94,8 @@ void mlir::tp::buildTPDistributePipeline(OpPassManager &pm,
 
 void mlir::tp::buildTPFusePipeline(OpPassManager &pm,
                                    const TPCompileOptions &options) {
+  if (options.saveAttentionStats)
+    pm.addNestedPass<func::FuncOp>(createTPSaveAttentionStats());
   // On the rank's whole program: what the backward reads stays unfused.
   if (options.fuseLinearCrossEntropy)
     pm.addNestedPass<func::FuncOp>(createTPFuseLinearCrossEntropy());

@@ -166,13 +166,16 @@ LogicalResult Raiser::emitAttention(NodeOp node, Abstract &probs, Abstract &v,
     return failure();
 
   Value mask = usesPadding ? attentionMask : Value();
-  Value y = AttentionOp::create(
-      builder, node.getLoc(), q.value.getType(), q.value, k.value, v.act.value,
-      mask, builder.getI64IntegerAttr(heads),
-      builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
-      builder.getF64FloatAttr(roundSignificant(scale)),
-      causal ? builder.getUnitAttr() : UnitAttr(),
-      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(), FloatAttr());
+  Value y =
+      AttentionOp::create(
+          builder, node.getLoc(), q.value.getType(), /*lse=*/Type(), q.value,
+          k.value, v.act.value, mask, builder.getI64IntegerAttr(heads),
+          builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
+          builder.getF64FloatAttr(roundSignificant(scale)),
+          causal ? builder.getUnitAttr() : UnitAttr(),
+          window ? builder.getI64IntegerAttr(*window) : IntegerAttr(),
+          FloatAttr())
+          .getResult();
   Activation result;
   result.value = y;
   result.layout = Layout::HeadsT;

@@ -157,14 +157,17 @@ LogicalResult Raiser::emitFusedAttention(NodeOp node, ArrayRef<Abstract *> in,
       return failure();
   }
   auto softcap = attrs.getAs<FloatAttr>("softcap");
-  Value y = AttentionOp::create(
-      builder, node.getLoc(), q.value.getType(), q.value, k.value, v.value,
-      usesPadding ? attentionMask : Value(), builder.getI64IntegerAttr(heads),
-      builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
-      builder.getF64FloatAttr(roundSignificant(scale)),
-      causal ? builder.getUnitAttr() : UnitAttr(),
-      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(),
-      softcap && softcap.getValueAsDouble() > 0 ? softcap : FloatAttr());
+  Value y =
+      AttentionOp::create(
+          builder, node.getLoc(), q.value.getType(), /*lse=*/Type(), q.value,
+          k.value, v.value, usesPadding ? attentionMask : Value(),
+          builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(kvHeads),
+          builder.getI64IntegerAttr(d),
+          builder.getF64FloatAttr(roundSignificant(scale)),
+          causal ? builder.getUnitAttr() : UnitAttr(),
+          window ? builder.getI64IntegerAttr(*window) : IntegerAttr(),
+          softcap && softcap.getValueAsDouble() > 0 ? softcap : FloatAttr())
+          .getResult();
   Activation result;
   result.value = y;
   result.layout = q.layout;
@@ -262,13 +265,16 @@ LogicalResult Raiser::emitGroupQueryAttention(NodeOp node,
   auto softcap = attrs.getAs<FloatAttr>("softcap");
   if (usesPadding && !attentionMask)
     return nodeError(node) << "padding without an attention_mask input";
-  Value y = AttentionOp::create(
-      builder, node.getLoc(), qv.getType(), qv, kv, v->act.value,
-      usesPadding ? attentionMask : Value(), builder.getI64IntegerAttr(heads),
-      builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(d),
-      builder.getF64FloatAttr(roundSignificant(scale)), builder.getUnitAttr(),
-      IntegerAttr(),
-      softcap && softcap.getValueAsDouble() > 0 ? softcap : FloatAttr());
+  Value y =
+      AttentionOp::create(
+          builder, node.getLoc(), qv.getType(), /*lse=*/Type(), qv, kv,
+          v->act.value, usesPadding ? attentionMask : Value(),
+          builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(kvHeads),
+          builder.getI64IntegerAttr(d),
+          builder.getF64FloatAttr(roundSignificant(scale)),
+          builder.getUnitAttr(), IntegerAttr(),
+          softcap && softcap.getValueAsDouble() > 0 ? softcap : FloatAttr())
+          .getResult();
   slot(node.getResult(0)) = makeAct({y}, {probeBatch, probeSeq, featuresOf(y)});
   for (unsigned i = 1; i < node.getNumResults(); ++i) {
     Abstract cache;

@@ -69,6 +69,17 @@ void expectClose(const std::string &what, const Tensor &cpu, const Tensor &gpu,
 
 Tensor gpu(const Tensor &t) { return t.to(Device::CUDA); }
 
+/// `t` on the host with 0 where `where` (default: t itself) is not finite:
+/// the log-sum-exp of rows that see no key, whose value is the backend's.
+Tensor finiteOnly(const Tensor &t, const Tensor &where = Tensor()) {
+  Tensor out = t.to(Device::CPU).to(DType::F32);
+  Tensor w = where.defined() ? where.to(Device::CPU).to(DType::F32) : out;
+  for (int64_t i = 0; i < out.numel(); ++i)
+    if (!std::isfinite(w.f32()[i]))
+      out.f32()[i] = 0.0f;
+  return out;
+}
+
 Tensor randomIds(std::vector<int64_t> shape, int64_t vocab, unsigned seed) {
   Tensor t(DType::I64, std::move(shape));
   std::mt19937 gen(seed);
@@ -493,14 +504,29 @@ void testAttention(Context &c, Context &g) {
                           k.causal, k.window, k.softcap),
                 attention(g, gpu(q), gpu(kk), gpu(v), gmask, k.heads, k.kvHeads,
                           k.headDim, s, k.causal, k.window, k.softcap));
-    Tensors cpu = attention_grad(c, q, kk, v, dout, mask, k.heads, k.kvHeads,
-                                 k.headDim, s, k.causal, k.window, k.softcap);
-    Tensors dev =
-        attention_grad(g, gpu(q), gpu(kk), gpu(v), gpu(dout), gmask, k.heads,
-                       k.kvHeads, k.headDim, s, k.causal, k.window, k.softcap);
+    Tensors cpu =
+        attention_grad(c, q, kk, v, dout, mask, k.heads, k.kvHeads, k.headDim,
+                       s, k.causal, k.window, k.softcap, {}, {});
+    Tensors dev = attention_grad(g, gpu(q), gpu(kk), gpu(v), gpu(dout), gmask,
+                                 k.heads, k.kvHeads, k.headDim, s, k.causal,
+                                 k.window, k.softcap, {}, {});
     expectClose(name + " dq", cpu[0], dev[0], 2e-5);
     expectClose(name + " dk", cpu[1], dev[1], 2e-5);
     expectClose(name + " dv", cpu[2], dev[2], 2e-5);
+    // The forward keeping its log-sum-exp, and the backward from it.
+    Tensors cpuLse = attention_lse(c, q, kk, v, mask, k.heads, k.kvHeads,
+                                   k.headDim, s, k.causal, k.window, k.softcap);
+    Tensors devLse =
+        attention_lse(g, gpu(q), gpu(kk), gpu(v), gmask, k.heads, k.kvHeads,
+                      k.headDim, s, k.causal, k.window, k.softcap);
+    expectClose(name + " with lse", cpuLse[0], devLse[0]);
+    expectClose(name + " lse", finiteOnly(cpuLse[1]), finiteOnly(devLse[1]));
+    Tensors saved = attention_grad(g, gpu(q), gpu(kk), gpu(v), gpu(dout), gmask,
+                                   k.heads, k.kvHeads, k.headDim, s, k.causal,
+                                   k.window, k.softcap, devLse[0], devLse[1]);
+    expectClose(name + " dq from the saved lse", cpu[0], saved[0], 2e-5);
+    expectClose(name + " dk from the saved lse", cpu[1], saved[1], 2e-5);
+    expectClose(name + " dv from the saved lse", cpu[2], saved[2], 2e-5);
   }
 }
 
@@ -652,10 +678,10 @@ void testFusedAttention(Context &c, Context &g) {
                           k.headDim, s, k.causal, k.window, 0),
                 2e-2);
     Tensors cpu = attention_grad(c, q, kk, v, dout, mask, k.heads, k.kvHeads,
-                                 k.headDim, s, k.causal, k.window, 0);
+                                 k.headDim, s, k.causal, k.window, 0, {}, {});
     Tensors fused =
         attention_grad(g, dev(q), dev(kk), dev(v), dev(dout), gmask, k.heads,
-                       k.kvHeads, k.headDim, s, k.causal, k.window, 0);
+                       k.kvHeads, k.headDim, s, k.causal, k.window, 0, {}, {});
     expectClose(name + " dq", cpu[0], fused[0], 3e-2);
     expectClose(name + " dk", cpu[1], fused[1], 3e-2);
     expectClose(name + " dv", cpu[2], fused[2], 3e-2);
@@ -665,6 +691,30 @@ void testFusedAttention(Context &c, Context &g) {
     failures += !ran;
     std::printf("%s %s ran on cuDNN: %lld calls\n", ran ? "ok" : "FAIL",
                 name.c_str(),
+                static_cast<long long>(cuda::cudnnAttentionRuns() - before));
+    // The forward keeping cuDNN's statistics, and the backward from them:
+    // two cuDNN calls, not three.
+    before = cuda::cudnnAttentionRuns();
+    Tensors cpuLse = attention_lse(c, q, kk, v, mask, k.heads, k.kvHeads,
+                                   k.headDim, s, k.causal, k.window, 0);
+    Tensors fusedLse =
+        attention_lse(g, dev(q), dev(kk), dev(v), gmask, k.heads, k.kvHeads,
+                      k.headDim, s, k.causal, k.window, 0);
+    expectClose(name + " with lse", cpuLse[0], fusedLse[0], 2e-2);
+    // Rows that see no key: +inf on the CPU, cuDNN's own value there.
+    expectClose(name + " lse", finiteOnly(cpuLse[1]),
+                finiteOnly(fusedLse[1], cpuLse[1]), 2e-2);
+    Tensors saved = attention_grad(g, dev(q), dev(kk), dev(v), dev(dout), gmask,
+                                   k.heads, k.kvHeads, k.headDim, s, k.causal,
+                                   k.window, 0, fusedLse[0], fusedLse[1]);
+    expectClose(name + " dq from the saved lse", cpu[0], saved[0], 3e-2);
+    expectClose(name + " dk from the saved lse", cpu[1], saved[1], 3e-2);
+    expectClose(name + " dv from the saved lse", cpu[2], saved[2], 3e-2);
+    ++checks;
+    ran = cuda::cudnnAttentionRuns() - before == 2;
+    failures += !ran;
+    std::printf("%s %s from the saved lse ran on cuDNN: %lld calls (want 2)\n",
+                ran ? "ok" : "FAIL", name.c_str(),
                 static_cast<long long>(cuda::cudnnAttentionRuns() - before));
   }
 #endif

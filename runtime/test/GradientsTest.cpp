@@ -113,10 +113,61 @@ TEST(Gradients, Attention) {
                            3, softcap),
                  r);
     };
-    Tensors grads =
-        attention_grad(ctx(), q, k, v, r, mask, 4, 2, 8, 0.5, true, 3, softcap);
+    Tensors grads = attention_grad(ctx(), q, k, v, r, mask, 4, 2, 8, 0.5, true,
+                                   3, softcap, {}, {});
     for (size_t i = 0; i < 3; ++i)
       checkDirectional({q, k, v}, i, loss, grads[i], 35 + i);
+    // From the forward's output and log-sum-exp instead of the forward run
+    // again.
+    Tensors fwd =
+        attention_lse(ctx(), q, k, v, mask, 4, 2, 8, 0.5, true, 3, softcap);
+    Tensors saved = attention_grad(ctx(), q, k, v, r, mask, 4, 2, 8, 0.5, true,
+                                   3, softcap, fwd[0], fwd[1]);
+    for (size_t i = 0; i < 3; ++i)
+      checkDirectional({q, k, v}, i, loss, saved[i], 38 + i);
+  }
+}
+
+// attention_lse's statistics against the log-sum-exp written out here: per
+// (batch, query, head) over the keys the query sees (causal, window 3, the
+// padded key 7 = batch 1's key 1), of 0.5 q.k capped by 2 tanh(s / 2).
+TEST(Gradients, AttentionLogSumExp) {
+  Tensor q = randomTensor({2, 6, 32}, 31), k = randomTensor({2, 6, 16}, 32),
+         v = randomTensor({2, 6, 16}, 33);
+  Tensor mask(DType::I64, {2, 6});
+  for (int64_t i = 0; i < mask.numel(); ++i)
+    mask.i64()[i] = i != 7;
+  for (double softcap : {0.0, 2.0}) {
+    Tensors fwd =
+        attention_lse(ctx(), q, k, v, mask, 4, 2, 8, 0.5, true, 3, softcap);
+    Tensor out =
+        attention(ctx(), q, k, v, mask, 4, 2, 8, 0.5, true, 3, softcap);
+    ASSERT_EQ(fwd[0].shape(), out.shape());
+    for (int64_t i = 0; i < out.numel(); ++i)
+      ASSERT_EQ(fwd[0].f32()[i], out.f32()[i]) << "output element " << i;
+    ASSERT_EQ(fwd[1].shape(), (std::vector<int64_t>{2, 6, 4}));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < 6; ++i)
+        for (int64_t h = 0; h < 4; ++h) {
+          double sum = 0;
+          for (int64_t j = std::max<int64_t>(0, i - 2); j <= i; ++j) {
+            if (!mask.i64()[b * 6 + j])
+              continue;
+            double s = 0;
+            for (int64_t d = 0; d < 8; ++d)
+              s += double(q.f32()[(b * 6 + i) * 32 + h * 8 + d]) *
+                   k.f32()[(b * 6 + j) * 16 + (h / 2) * 8 + d];
+            s *= 0.5;
+            if (softcap > 0)
+              s = softcap * std::tanh(s / softcap);
+            sum += std::exp(s);
+          }
+          float got = fwd[1].f32()[(b * 6 + i) * 4 + h];
+          if (sum == 0) // batch 1's query 1 sees only its padded key
+            EXPECT_TRUE(std::isinf(got) && got > 0) << b << " " << i;
+          else
+            EXPECT_NEAR(got, std::log(sum), 1e-5) << b << " " << i << " " << h;
+        }
   }
 }
 
@@ -138,12 +189,21 @@ TEST(Gradients, AttentionAcrossTiles) {
                  r);
     };
     Tensors grads = attention_grad(ctx(), q, k, v, r, mask, 2, 1, 8, 0.5, true,
-                                   window, softcap);
+                                   window, softcap, {}, {});
     for (size_t i = 0; i < 3; ++i)
       checkDirectional({q, k, v}, i, loss, grads[i], 45 + i);
     // Queries that see no key get no gradient.
     for (int64_t x = 0; x < 130 * 16; ++x)
       ASSERT_EQ(grads[0].f32()[x], 0.0f) << "dq element " << x;
+    // The same from the forward's statistics (+inf for those queries).
+    Tensors fwd = attention_lse(ctx(), q, k, v, mask, 2, 1, 8, 0.5, true,
+                                window, softcap);
+    Tensors saved = attention_grad(ctx(), q, k, v, r, mask, 2, 1, 8, 0.5, true,
+                                   window, softcap, fwd[0], fwd[1]);
+    for (size_t i = 0; i < 3; ++i)
+      for (int64_t x = 0; x < grads[i].numel(); ++x)
+        ASSERT_NEAR(saved[i].f32()[x], grads[i].f32()[x], 1e-5)
+            << "gradient " << i << " element " << x;
   }
 }
 

@@ -3,6 +3,7 @@
 // RUN: tp-opt %t/block.mlir --tp-partition --tp-to-emitc | FileCheck %t/block.mlir --check-prefix=EMITC
 // RUN: tp-opt %t/kv.mlir --tp-partition | FileCheck %t/kv.mlir
 // RUN: tp-opt %t/kv.mlir --tp-partition --tp-to-emitc | FileCheck %t/kv.mlir --check-prefix=EMITC
+// RUN: tp-opt %t/lse.mlir --tp-partition | FileCheck %t/lse.mlir
 // RUN: tp-opt %t/sp.mlir --tp-partition | FileCheck %t/sp.mlir
 // RUN: tp-opt %t/layouts.mlir --tp-partition | FileCheck %t/layouts.mlir
 // RUN: tp-opt %t/sp.mlir --tp-partition --tp-to-emitc | FileCheck %t/sp.mlir --check-prefix=EMITC
@@ -85,6 +86,30 @@ module attributes {onnx.file = "m.onnx"} {
     %va = tp.linear %x, %v : (tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>
     %a = tp.attention %qa, %ka, %va {causal, head_dim = 8 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x32xf32>
     return %a : tensor<?x?x32xf32>
+  }
+}
+
+//--- lse.mlir
+// The forward's log-sum-exp, per head, is split as the heads are: each of 4
+// ranks keeps its one head's, which its backward reads.
+// CHECK: %[[O:.*]], %[[LSE:.*]] = tp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, head_dim = 8 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x1xf32>)
+// CHECK: tp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved %[[O]], %[[LSE]] {causal, head_dim = 8 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x1xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+module attributes {onnx.file = "m.onnx"} {
+  shard.grid @tp(shape = 4)
+  func.func @forward(%x: tensor<?x?x32xf32> {onnx.name = "input_ids"},
+      %wq: tensor<32x32xf32> {tp.fqn = "q.weight", tp.source = #tp.source<initializer = "q", file = "m.onnx", offset = 0, length = 4096, transposed = false>},
+      %wk: tensor<16x32xf32> {tp.fqn = "k.weight", tp.placement = #tp.placement<split(0), replicas = 2>, tp.source = #tp.source<initializer = "k", file = "m.onnx", offset = 4096, length = 2048, transposed = false>},
+      %wv: tensor<16x32xf32> {tp.fqn = "v.weight", tp.placement = #tp.placement<split(0), replicas = 2>, tp.source = #tp.source<initializer = "v", file = "m.onnx", offset = 6144, length = 2048, transposed = false>}) -> (tensor<?x?x32xf32>, tensor<?x?x32xf32>) {
+    %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+    %q = shard.shard %wq to %s annotate_for_users : tensor<32x32xf32>
+    %k = shard.shard %wk to %s annotate_for_users : tensor<16x32xf32>
+    %v = shard.shard %wv to %s annotate_for_users : tensor<16x32xf32>
+    %qa = tp.linear %x, %q : (tensor<?x?x32xf32>, tensor<32x32xf32>) -> tensor<?x?x32xf32>
+    %ka = tp.linear %x, %k : (tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>
+    %va = tp.linear %x, %v : (tensor<?x?x32xf32>, tensor<16x32xf32>) -> tensor<?x?x16xf32>
+    %a, %lse = tp.attention %qa, %ka, %va {causal, head_dim = 8 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> (tensor<?x?x32xf32>, tensor<?x?x4xf32>)
+    %dq, %dk, %dv = tp.attention_grad %qa, %ka, %va, %qa saved %a, %lse {causal, head_dim = 8 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>, tensor<?x?x4xf32>) -> (tensor<?x?x32xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>)
+    return %a, %dq : tensor<?x?x32xf32>, tensor<?x?x32xf32>
   }
 }
 

@@ -71,6 +71,12 @@ struct TPCompileOptions : public PassPipelineOptions<TPCompileOptions> {
       llvm::cl::desc("With --train: a gated MLP's SiLU and product "
                      "gradients as one pass (tp-fuse-silu-mul-grad)"),
       llvm::cl::init(true)};
+  Option<bool> saveAttentionStats{
+      *this, "save-attention-stats",
+      llvm::cl::desc("With --train: the attention backward reads the "
+                     "forward's output and log-sum-exp instead of running "
+                     "the forward again (tp-save-attention-stats)"),
+      llvm::cl::init(true)};
   Option<bool> fuseLinearCrossEntropy{
       *this, "fuse-linear-cross-entropy",
       llvm::cl::desc("With --train: the output projection, the loss and "
@@ -115,6 +121,8 @@ void buildTPDistributePipeline(OpPassManager &pm,
                                const TPCompileOptions &options);
 
 /// The rank's program as the runtime will run it, still in tp ops: the
+/// attention backward reading the forward's statistics
+/// (tp-save-attention-stats, with `save-attention-stats`), the
 /// training step's loss fused with the output projection
 /// (tp-fuse-linear-cross-entropy, with `fuse-linear-cross-entropy`), a
 /// gated MLP's gradients in one pass (tp-fuse-silu-mul-grad, with

@@ -119,9 +119,9 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
     return failure();
   auto grad = AttentionGradOp::create(
       b, getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(),
-      getK(), getV(), *dy, getKeyMask(), getNumHeadsAttr(), getNumKvHeadsAttr(),
-      getHeadDimAttr(), getScaleAttr(), getCausalAttr(), getSlidingWindowAttr(),
-      getSoftcapAttr());
+      getK(), getV(), *dy, getKeyMask(), /*out=*/Value(), /*lse=*/Value(),
+      getNumHeadsAttr(), getNumKvHeadsAttr(), getHeadDimAttr(), getScaleAttr(),
+      getCausalAttr(), getSlidingWindowAttr(), getSoftcapAttr());
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getKeyMask())
     operandGrads.push_back(Value());

@@ -506,11 +506,29 @@ static LogicalResult verifyAttentionOperands(AttentionLikeOp op) {
                                {op.getQ(), op.getK(), op.getV()});
 }
 
+/// `lse` is [batch, seq_q, num_heads] of q (f32 by the op's constraint).
+template <typename AttentionLikeOp>
+static LogicalResult verifyLogSumExp(AttentionLikeOp op, Value lse) {
+  auto type = cast<RankedTensorType>(lse.getType());
+  auto q = op.getQ().getType();
+  if (type.getRank() != 3 || q.getRank() != 3 ||
+      !dimsAgree(type.getDimSize(0), q.getDimSize(0)) ||
+      !dimsAgree(type.getDimSize(1), q.getDimSize(1)) ||
+      !dimsAgree(type.getDimSize(2), op.getNumHeadsAttr().getInt()))
+    return op.emitOpError("lse must be [batch, seq_q, num_heads] of q ")
+           << q << ", got " << type;
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   if (getResult().getType() != getQ().getType())
     return emitOpError("result type ")
            << getResult().getType() << " differs from q's " << getQ().getType();
-  return verifyAttentionOperands(*this);
+  if (failed(verifyAttentionOperands(*this)))
+    return failure();
+  if (Value lse = getLse())
+    return verifyLogSumExp(*this, lse);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -803,7 +821,17 @@ LogicalResult AttentionGradOp::verify() {
       getDk().getType() != getK().getType() ||
       getDv().getType() != getV().getType())
     return emitOpError("dout and dq must have q's type, dk k's and dv v's");
-  return verifyAttentionOperands(*this);
+  if (failed(verifyAttentionOperands(*this)))
+    return failure();
+  if (!getOut() != !getLse())
+    return emitOpError("takes the forward's out and lse together");
+  if (Value out = getOut()) {
+    if (out.getType() != getQ().getType())
+      return emitOpError("the forward's out must have q's type ")
+             << getQ().getType() << ", got " << out.getType();
+    return verifyLogSumExp(*this, getLse());
+  }
+  return success();
 }
 
 /// `param` is the argument of the enclosing function named `fqn`, or (ZeRO

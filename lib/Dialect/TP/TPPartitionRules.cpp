@@ -203,7 +203,16 @@ static LogicalResult partitionAttention(AttentionLikeOp op,
 
 LogicalResult AttentionOp::partition(PartitionState &state) {
   state.propagate(getQ(), getResult());
-  return partitionAttention(*this, state, {getK(), getV()});
+  if (failed(partitionAttention(*this, state, {getK(), getV()})))
+    return failure();
+  // The log-sum-exp is per head, the last dimension: split as q's heads.
+  if (Value lse = getLse()) {
+    ArrayRef<int64_t> q = getQ().getType().getShape();
+    lse.setType(RankedTensorType::get({q[0], q[1], getNumHeads()},
+                                      getElementTypeOrSelf(lse.getType())));
+    state.setLayout(lse, state.getLayout(getQ()));
+  }
+  return success();
 }
 
 LogicalResult Mamba2MixerOp::partition(PartitionState &state) {
@@ -367,7 +376,10 @@ LogicalResult AttentionGradOp::partition(PartitionState &state) {
   state.propagate(getQ(), getDq());
   state.propagate(getK(), getDk());
   state.propagate(getV(), getDv());
-  return partitionAttention(*this, state, {getK(), getV(), getDout()});
+  SmallVector<Value> operands = {getK(), getV(), getDout()};
+  if (getOut())
+    operands.append({getOut(), getLse()});
+  return partitionAttention(*this, state, operands);
 }
 
 LogicalResult SiluGradOp::partition(PartitionState &state) {

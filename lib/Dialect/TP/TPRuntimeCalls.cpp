@@ -214,7 +214,8 @@ LogicalResult RotaryOp::buildRuntimeCall(RuntimeCall &call) {
   return success();
 }
 
-static constexpr RuntimeSignature kAttention[] = {calls::attention};
+static constexpr RuntimeSignature kAttention[] = {calls::attention,
+                                                  calls::attention_lse};
 
 ArrayRef<RuntimeSignature> AttentionOp::getRuntimeSignatures() {
   return kAttention;
@@ -235,7 +236,8 @@ static void addAttentionAttrs(RuntimeCall &call, AttentionLikeOp op) {
 }
 
 LogicalResult AttentionOp::buildRuntimeCall(RuntimeCall &call) {
-  call.callee(kAttention[0])
+  // With its log-sum-exp: attention_lse's {out, lse}.
+  call.callee(kAttention[getLse() ? 1 : 0])
       .tensor(getQ())
       .tensor(getK())
       .tensor(getV())
@@ -533,6 +535,7 @@ LogicalResult AttentionGradOp::buildRuntimeCall(RuntimeCall &call) {
       .tensor(getDout())
       .tensor(getKeyMask());
   addAttentionAttrs(call, *this);
+  call.tensor(getOut()).tensor(getLse());
   return success();
 }
 

@@ -168,17 +168,30 @@ Tensors cpu::attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                             const Tensor &v, const Tensor &dout,
                             const Tensor &keyMask, int64_t heads,
                             int64_t kvHeads, int64_t headDim, double scale,
-                            bool causal, int64_t window, double softcap) {
-  if (reducedType(q, dout) != DType::F32)
+                            bool causal, int64_t window, double softcap,
+                            const Tensor &out, const Tensor &savedLse) {
+  if (reducedType(q, dout) != DType::F32 || reducedType(out) != DType::F32)
     return narrowedLike(cpu::attention_grad(ctx, widened(q), widened(k),
                                             widened(v), widened(dout), keyMask,
                                             heads, kvHeads, headDim, scale,
-                                            causal, window, softcap),
+                                            causal, window, softcap,
+                                            widened(out), savedLse),
                         {&q, &k, &v});
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim,
                        "attention_grad");
   requireF32(dout, "attention_grad", "dout");
   requireSameShape(q, dout, "attention_grad");
+  // The forward's output and log-sum-exp (attention_lse), when given, stand
+  // for the forward the backward would otherwise run again.
+  bool saved = out.defined() || savedLse.defined();
+  if (saved) {
+    requireF32(out, "attention_grad", "the forward's output");
+    requireSameShape(q, out, "attention_grad");
+    requireF32(savedLse, "attention_grad", "the log-sum-exp");
+    if (savedLse.shape() != std::vector<int64_t>{shape.batch, shape.sq, heads})
+      fatal("attention_grad: the log-sum-exp " + savedLse.describe() +
+            " is not [batch, seq_q, heads] of q " + q.describe());
+  }
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;
   const int64_t *mask = shape.mask;
@@ -219,16 +232,27 @@ Tensors cpu::attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
             int64_t offset = (b * sq + i0) * qStride + h * headDim;
             const float *qh = qd + offset, *doh = dod + offset;
             float *dqh = dq.f32() + offset;
-            masking.attendQueryBlock(qh, qStride, kh, vh, kvStride, rows,
-                                     headDim, fscale, b, firstPos, p.data(),
-                                     acc.data(), rowMax.data(), rowSum.data());
-            for (int64_t i = 0; i < rows; ++i) {
-              // A row that sees no key has no gradient (lse -inf: P = 0).
-              lse[i] = rowSum[i] > 0 ? rowMax[i] + std::log(rowSum[i]) : ninf;
-              double dot = cpu::dotOf(doh + i * qStride,
-                                      acc.data() + i * headDim, headDim);
-              delta[i] =
-                  rowSum[i] > 0 ? static_cast<float>(dot / rowSum[i]) : 0.0f;
+            if (saved) {
+              for (int64_t i = 0; i < rows; ++i) {
+                // A row that sees no key (+inf) has no gradient.
+                float l = savedLse.f32()[(b * sq + i0 + i) * heads + h];
+                lse[i] = std::isinf(l) ? ninf : l;
+                delta[i] = static_cast<float>(
+                    cpu::dotOf(doh + i * qStride,
+                               out.f32() + offset + i * qStride, headDim));
+              }
+            } else {
+              masking.attendQueryBlock(
+                  qh, qStride, kh, vh, kvStride, rows, headDim, fscale, b,
+                  firstPos, p.data(), acc.data(), rowMax.data(), rowSum.data());
+              for (int64_t i = 0; i < rows; ++i) {
+                // A row that sees no key has no gradient (lse -inf: P = 0).
+                lse[i] = rowSum[i] > 0 ? rowMax[i] + std::log(rowSum[i]) : ninf;
+                double dot = cpu::dotOf(doh + i * qStride,
+                                        acc.data() + i * headDim, headDim);
+                delta[i] =
+                    rowSum[i] > 0 ? static_cast<float>(dot / rowSum[i]) : 0.0f;
+              }
             }
             KeyRange range = attentionKeyRange(firstPos, firstPos + rows - 1,
                                                skv, causal, window);

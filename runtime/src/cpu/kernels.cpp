@@ -289,21 +289,18 @@ Tensor cpu::rotary(Context &ctx, const Tensor &x, int64_t headDim,
   return out;
 }
 
-Tensor cpu::attention(Context &ctx, const Tensor &q, const Tensor &k,
-                      const Tensor &v, const Tensor &keyMask, int64_t heads,
-                      int64_t kvHeads, int64_t headDim, double scale,
-                      bool causal, int64_t window, double softcap,
-                      int64_t slot) {
-  TPRT_IN_F32(q, cpu::attention(ctx, widened(q), widened(k), widened(v),
-                                keyMask, heads, kvHeads, headDim, scale, causal,
-                                window, softcap, slot))
+/// Attention of f32 q, k and v into `out` (q's shape, f32) and, when not
+/// null, each query's log-sum-exp into `lse` ([batch, sq, heads]; +inf for
+/// a query that sees no key).
+static void attendAll(const Tensor &q, const Tensor &k, const Tensor &v,
+                      const Tensor &keyMask, int64_t heads, int64_t kvHeads,
+                      int64_t headDim, double scale, bool causal,
+                      int64_t window, double softcap, float *o, float *lse) {
   AttentionShape shape(q, k, v, keyMask, heads, kvHeads, headDim, "attention");
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;
   const int64_t *mask = shape.mask;
-  Tensor out = ctx.placed(slot, DType::F32, q.shape());
   const float *qd = q.f32(), *kd = k.f32(), *vd = v.f32();
-  float *o = out.f32();
   float fscale = static_cast<float>(scale), cap = static_cast<float>(softcap);
   int64_t qStride = heads * headDim, kvStride = kvHeads * headDim;
   AttentionMasking masking{causal, window, cap, mask, skv};
@@ -333,10 +330,45 @@ Tensor cpu::attention(Context &ctx, const Tensor &q, const Tensor &k,
             cpu::scaleTo(acc.data() + i * headDim, inv,
                          o + (b * sq + i0 + i) * qStride + h * headDim,
                          headDim);
+            if (lse)
+              lse[(b * sq + i0 + i) * heads + h] =
+                  rowSum[i] > 0 ? rowMax[i] + std::log(rowSum[i])
+                                : std::numeric_limits<float>::infinity();
           }
         }
   }
+}
+
+Tensor cpu::attention(Context &ctx, const Tensor &q, const Tensor &k,
+                      const Tensor &v, const Tensor &keyMask, int64_t heads,
+                      int64_t kvHeads, int64_t headDim, double scale,
+                      bool causal, int64_t window, double softcap,
+                      int64_t slot) {
+  TPRT_IN_F32(q, cpu::attention(ctx, widened(q), widened(k), widened(v),
+                                keyMask, heads, kvHeads, headDim, scale, causal,
+                                window, softcap, slot))
+  requireF32(q, "attention", "q");
+  Tensor out = ctx.placed(slot, DType::F32, q.shape());
+  attendAll(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal, window,
+            softcap, out.f32(), nullptr);
   return out;
+}
+
+Tensors cpu::attention_lse(Context &, const Tensor &q, const Tensor &k,
+                           const Tensor &v, const Tensor &keyMask,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           double scale, bool causal, int64_t window,
+                           double softcap) {
+  // A reduced type's output is rounded once; the statistics stay f32.
+  DType type = reducedType(q);
+  Tensor qf = widened(q), kf = widened(k), vf = widened(v);
+  requireF32(qf, "attention_lse", "q");
+  int64_t batch = qf.rank() == 3 ? qf.dim(0) : 0,
+          sq = qf.rank() == 3 ? qf.dim(1) : 0;
+  Tensor out(DType::F32, qf.shape()), lse(DType::F32, {batch, sq, heads});
+  attendAll(qf, kf, vf, keyMask, heads, kvHeads, headDim, scale, causal, window,
+            softcap, out.f32(), lse.f32());
+  return {narrowed(out, type), lse};
 }
 
 /// An activation over all of `x`, vectorized (Activation.h); bf16 in

@@ -80,17 +80,29 @@ Tensor tiledAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                       const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                       int64_t headDim, double scale, bool causal,
                       int64_t window, double softcap);
-Tensors tiledAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
-                           const Tensor &dout, const Tensor &keyMask,
-                           int64_t heads, int64_t kvHeads, int64_t headDim,
-                           double scale, bool causal, int64_t window,
-                           double softcap);
-
 /// The forward's per-row statistics for the backward: log-sum-exp of the
 /// masked scores and dout . out, [batch, heads, sq].
 struct AttentionStats {
   Tensor lse, delta;
 };
+/// {dq, dk, dv} on f32 operands, from `saved` statistics when given, else
+/// from the forward run again.
+Tensors tiledAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                           const Tensor &dout, const Tensor &keyMask,
+                           int64_t heads, int64_t kvHeads, int64_t headDim,
+                           double scale, bool causal, int64_t window,
+                           double softcap,
+                           const AttentionStats *saved = nullptr);
+/// {out, lse}: the tiled forward on f32 operands, keeping each row's
+/// log-sum-exp [batch, heads, sq] (+inf where a row sees no key).
+Tensors tiledAttentionWithLse(const Tensor &q, const Tensor &k, const Tensor &v,
+                              const Tensor &keyMask, int64_t heads,
+                              int64_t kvHeads, int64_t headDim, double scale,
+                              bool causal, int64_t window, double softcap);
+/// dout . out per (batch, head, row), [batch, heads, sq]: the backward's
+/// delta from the forward's saved output (any one float type).
+Tensor attentionDelta(const Tensor &dout, const Tensor &out, int64_t heads,
+                      int64_t headDim);
 AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
                                   const Tensor &v, const Tensor &keyMask,
                                   const Tensor &dout, int64_t heads,

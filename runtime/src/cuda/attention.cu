@@ -184,6 +184,32 @@ void zeroUnseenRows(Tensor &x, const Tensor &seen) {
   checkLaunch("attention: rows that see no key");
 }
 
+/// out[b, c, a] = in[b, a, c].
+__global__ void swapLastTwoKernel(const float *in, float *out, int64_t n,
+                                  int64_t a, int64_t c) {
+  TPRT_GRID_STRIDE(i, n) {
+    int64_t b = i / (a * c), x = i / c % a, y = i % c;
+    out[(b * c + y) * a + x] = in[i];
+  }
+}
+
+/// [batch, A, C] statistics as [batch, C, A]: the kernels' [batch, heads,
+/// sq] and attention_lse's [batch, sq, heads].
+Tensor swappedLastTwo(const Tensor &in) {
+  requireGpu(in, DType::F32, "attention", "the log-sum-exp");
+  if (in.rank() != 3)
+    fatal("attention: the log-sum-exp " + in.describe() + " is not 3-D");
+  int64_t a = in.dim(1), c = in.dim(2), n = in.numel();
+  Tensor out =
+      Tensor::uninitialized(DType::F32, {in.dim(0), c, a}, Device::CUDA);
+  if (n == 0)
+    return out;
+  swapLastTwoKernel<<<gridBlocks(n, kThreads), kThreads, 0, stream()>>>(
+      in.f32(), out.f32(), n, a, c);
+  checkLaunch("attention: log-sum-exp layout");
+  return out;
+}
+
 /// The forward through cuDNN into a new tensor (and `stats` when not
 /// null), or nothing when cuDNN refused it.
 std::optional<Tensor> fusedForward(const FusedCall &call, const Tensor &q,
@@ -228,19 +254,61 @@ Tensor attention(Context &ctx, const Tensor &q, const Tensor &k,
                         window, softcap);
 }
 
+Tensors attention_lse(Context &ctx, const Tensor &q, const Tensor &k,
+                      const Tensor &v, const Tensor &keyMask, int64_t heads,
+                      int64_t kvHeads, int64_t headDim, double scale,
+                      bool causal, int64_t window, double softcap) {
+  Tensor mask = ctx.keyMaskKeepsAll(keyMask) ? Tensor() : keyMask;
+  if (std::optional<FusedCall> call =
+          fusedCall(q, k, v, mask, heads, kvHeads, headDim, scale, causal,
+                    window, softcap, "attention_lse")) {
+    Tensor stats;
+    if (std::optional<Tensor> out = fusedForward(*call, q, k, v, &stats)) {
+      if (call->seen.defined())
+        zeroUnseenRows(*out, call->seen);
+      return {*out, swappedLastTwo(stats)};
+    }
+  }
+  Tensors both =
+      tiledAttentionWithLse(widened(q), widened(k), widened(v), mask, heads,
+                            kvHeads, headDim, scale, causal, window, softcap);
+  return {narrowed(both[0], reducedType(q)), swappedLastTwo(both[1])};
+}
+
 Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
                        const Tensor &v, const Tensor &dout,
                        const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                        int64_t headDim, double scale, bool causal,
-                       int64_t window, double softcap) {
+                       int64_t window, double softcap, const Tensor &savedOut,
+                       const Tensor &savedLse) {
   Tensor mask = ctx.keyMaskKeepsAll(keyMask) ? Tensor() : keyMask;
+  // The forward's output and log-sum-exp (attention_lse), when given, stand
+  // for the forward run again; the statistics in the kernels' layout.
+  bool saved = savedOut.defined() || savedLse.defined();
+  Tensor stats;
+  if (saved) {
+    if (!savedOut.defined() || savedOut.shape() != q.shape() ||
+        !savedLse.defined() || savedLse.rank() != 3 ||
+        savedLse.dim(0) != q.dim(0) || savedLse.dim(1) != q.dim(1) ||
+        savedLse.dim(2) != heads)
+      fatal("attention_grad: the forward's output " +
+            (savedOut.defined() ? savedOut.describe() : "(none)") +
+            " and log-sum-exp " +
+            (savedLse.defined() ? savedLse.describe() : "(none)") +
+            " are not q's " + q.describe() + " and [batch, seq, heads]");
+    stats = swappedLastTwo(savedLse);
+  }
   std::optional<FusedCall> call;
   if (dout.defined() && dout.dtype() == q.dtype() && dout.shape() == q.shape())
     call = fusedCall(q, k, v, mask, heads, kvHeads, headDim, scale, causal,
                      window, softcap, "attention_grad");
   if (call) {
-    Tensor stats;
-    if (std::optional<Tensor> out = fusedForward(*call, q, k, v, &stats)) {
+    std::optional<Tensor> out;
+    if (saved && savedOut.dtype() == q.dtype())
+      out = savedOut;
+    else
+      out = fusedForward(*call, q, k, v, &stats);
+    if (out) {
       Tensor upstream = dout;
       if (call->seen.defined()) {
         upstream =
@@ -262,14 +330,19 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
       fallBack(s, why);
     }
   }
+  std::optional<AttentionStats> fromSaved;
+  if (saved)
+    fromSaved = AttentionStats{
+        stats, attentionDelta(widened(dout), widened(savedOut), heads, headDim)};
+  const AttentionStats *given = fromSaved ? &*fromSaved : nullptr;
   if (reducedType(q, dout) != DType::F32)
     return narrowedLike(tiledAttentionGrad(widened(q), widened(k), widened(v),
                                            widened(dout), mask, heads, kvHeads,
                                            headDim, scale, causal, window,
-                                           softcap),
+                                           softcap, given),
                         {&q, &k, &v});
   return tiledAttentionGrad(q, k, v, dout, mask, heads, kvHeads, headDim, scale,
-                            causal, window, softcap);
+                            causal, window, softcap, given);
 }
 
 } // namespace cuda

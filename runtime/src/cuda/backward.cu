@@ -492,15 +492,18 @@ Tensors tiledAttentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
                            const Tensor &dout, const Tensor &keyMask,
                            int64_t heads, int64_t kvHeads, int64_t headDim,
                            double scale, bool causal, int64_t window,
-                           double softcap) {
+                           double softcap, const AttentionStats *saved) {
   requireGpu(dout, DType::F32, "attention_grad", "dout");
   if (dout.shape() != q.shape())
     fatal("attention_grad: dout " + dout.describe() + " is not shaped like q " +
           q.describe());
-  // The forward again, keeping each row's log-sum-exp and dout . out.
+  // Without the forward's: the forward again, keeping each row's
+  // log-sum-exp and dout . out.
   AttentionStats stats =
-      attentionWithStats(q, k, v, keyMask, dout, heads, kvHeads, headDim, scale,
-                         causal, window, softcap, "attention_grad");
+      saved ? *saved
+            : attentionWithStats(q, k, v, keyMask, dout, heads, kvHeads,
+                                 headDim, scale, causal, window, softcap,
+                                 "attention_grad");
   int64_t batch = q.dim(0), sq = q.dim(1), skv = k.dim(1);
   Tensor dq = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
   Tensor dk = zeros(k.shape()), dv = zeros(v.shape());

@@ -337,9 +337,10 @@ __global__ void rotaryKernel(const T *x, T *out, const float *cosT,
 /// (`dimsPerLane` of them). Per key tile the block stages K (rows padded by
 /// one float against bank conflicts) and V in shared memory; lane j scores
 /// key j of the tile, and the warp folds the tile into its running maximum,
-/// sum and output (online softmax). With `stats` (the backward's
-/// recomputation) it writes each row's log-sum-exp (+inf when it sees no
-/// key) and dout . out, [batch, heads, sq], instead of the output.
+/// sum and output (online softmax). With `stats` it also writes each row's
+/// log-sum-exp (+inf when it sees no key), [batch, heads, sq], and, given
+/// `dout` (the backward's recomputation), dout . out there instead of the
+/// output.
 template <int dimsPerLane, bool stats>
 __global__ void
 attentionKernel(const float *q, const float *k, const float *v,
@@ -435,26 +436,30 @@ attentionKernel(const float *q, const float *k, const float *v,
   float inv = l > 0 ? 1.0f / l : 0.0f;
   int64_t at = (b * sq + row) * qStride + int64_t(h) * D;
   if constexpr (stats) {
+    // dout is the same on every lane: the shuffles are the whole warp's.
     float dot = 0.0f;
-    for (int t = 0; t < dimsPerLane; ++t) {
-      int d = lane + 32 * t;
-      if (d < D)
-        dot += dout[at + d] * (acc[t] * inv);
+    if (dout) {
+      for (int t = 0; t < dimsPerLane; ++t) {
+        int d = lane + 32 * t;
+        if (d < D)
+          dot += dout[at + d] * (acc[t] * inv);
+      }
+      for (int off = 16; off; off >>= 1)
+        dot += __shfl_xor_sync(kFullMask, dot, off);
     }
-    for (int off = 16; off; off >>= 1)
-      dot += __shfl_xor_sync(kFullMask, dot, off);
     if (lane == 0) {
       int64_t stat = (b * heads + h) * sq + row;
       lse[stat] = l > 0 ? m + logf(l) : INFINITY;
-      delta[stat] = dot;
+      if (dout)
+        delta[stat] = dot;
     }
-  } else {
+  }
+  if (out)
     for (int t = 0; t < dimsPerLane; ++t) {
       int d = lane + 32 * t;
       if (d < D)
         out[at + d] = acc[t] * inv;
     }
-  }
 }
 
 /// What one attention call reads and writes (out, or with `dout` the
@@ -489,7 +494,8 @@ void launchAttention(dim3 grid, size_t sharedBytes, const AttentionCall &c) {
 }
 
 /// Checks the operands (as the CPU kernel's AttentionShape) and runs the
-/// forward kernel: into `out`, or with `dout` into `lse` and `delta`.
+/// forward kernel: into `out` and, when not null, `lse`; or with `dout`
+/// into `lse` and `delta`.
 void runAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                   const Tensor &keyMask, int64_t heads, int64_t kvHeads,
                   int64_t headDim, double scale, bool causal, int64_t window,
@@ -531,7 +537,7 @@ void runAttention(const Tensor &q, const Tensor &k, const Tensor &v,
                   window,
                   static_cast<float>(softcap),
                   skv - sq};
-  bool stats = dout != nullptr;
+  bool stats = lse != nullptr;
   if (headDim <= 64)
     stats ? launchAttention<2, true>(grid, sharedBytes, c)
           : launchAttention<2, false>(grid, sharedBytes, c);
@@ -839,6 +845,77 @@ AttentionStats attentionWithStats(const Tensor &q, const Tensor &k,
                softcap, op, nullptr, dout.f32(), stats.lse.f32(),
                stats.delta.f32());
   return stats;
+}
+
+Tensors tiledAttentionWithLse(const Tensor &q, const Tensor &k,
+                              const Tensor &v, const Tensor &keyMask,
+                              int64_t heads, int64_t kvHeads, int64_t headDim,
+                              double scale, bool causal, int64_t window,
+                              double softcap) {
+  requireGpu(q, DType::F32, "attention_lse", "q");
+  int64_t batch = q.rank() == 3 ? q.dim(0) : 0;
+  int64_t sq = q.rank() == 3 ? q.dim(1) : 0;
+  Tensor out = Tensor::uninitialized(DType::F32, q.shape(), Device::CUDA);
+  Tensor lse =
+      Tensor::uninitialized(DType::F32, {batch, heads, sq}, Device::CUDA);
+  runAttention(q, k, v, keyMask, heads, kvHeads, headDim, scale, causal, window,
+               softcap, "attention_lse", out.f32(), nullptr, lse.f32(),
+               nullptr);
+  return {out, lse};
+}
+
+namespace {
+
+/// delta[b, h, i] = dout[b, i, h, :] . out[b, i, h, :], one warp a row.
+template <typename T>
+__global__ void attentionDeltaKernel(const T *dout, const T *out, float *delta,
+                                     int64_t batch, int64_t sq, int64_t heads,
+                                     int64_t headDim) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  // Every lane of a warp takes the same rows: the shuffles are the warp's.
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       row < batch * heads * sq; row += warps) {
+    int64_t b = row / (heads * sq), h = row / sq % heads, i = row % sq;
+    int64_t at = ((b * sq + i) * heads + h) * headDim;
+    float dot = 0.0f;
+    for (int64_t d = lane; d < headDim; d += 32)
+      dot += toFloat(dout[at + d]) * toFloat(out[at + d]);
+    for (int off = 16; off; off >>= 1)
+      dot += __shfl_xor_sync(kFullMask, dot, off);
+    if (lane == 0)
+      delta[row] = dot;
+  }
+}
+
+} // namespace
+
+Tensor attentionDelta(const Tensor &dout, const Tensor &out, int64_t heads,
+                      int64_t headDim) {
+  requireGpuFloat(out, "attention_grad", "the forward's output");
+  requireGpu(dout, out.dtype(), "attention_grad", "dout");
+  if (out.shape() != dout.shape() || out.rank() != 3 ||
+      out.dim(2) != heads * headDim)
+    fatal("attention_grad: the forward's output " + out.describe() +
+          " and dout " + dout.describe() + " are not [batch, seq, " +
+          std::to_string(heads) + " x " + std::to_string(headDim) + "]");
+  int64_t batch = out.dim(0), sq = out.dim(1);
+  Tensor delta =
+      Tensor::uninitialized(DType::F32, {batch, heads, sq}, Device::CUDA);
+  int64_t threads = batch * heads * sq * 32;
+  if (threads == 0)
+    return delta;
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    attentionDeltaKernel<T><<<gridBlocks(threads, kThreads), kThreads, 0,
+                              stream()>>>(static_cast<const T *>(dout.raw()),
+                                          static_cast<const T *>(out.raw()),
+                                          delta.f32(), batch, sq, heads,
+                                          headDim);
+  };
+  withFloatType(out.dtype(), launch);
+  checkLaunch("attention_grad: dout . out");
+  return delta;
 }
 
 Tensor rotary(Context &ctx, const Tensor &x, int64_t headDim, int64_t rotaryDim,

@@ -569,6 +569,46 @@ func.func @attention_grad_heads(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) 
 
 // -----
 
+func.func @attention_lse_heads(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{lse must be [batch, seq_q, num_heads] of q 'tensor<2x8x64xf32>', got 'tensor<2x4x8xf32>'}}
+  %o, %lse = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse_type(%q: tensor<2x8x64xbf16>, %k: tensor<2x8x32xbf16>) {
+  // expected-error @+1 {{result #1 must be ranked tensor of 32-bit float values, but got 'tensor<2x8x4xbf16>'}}
+  %o, %lse = tp.attention %q, %k, %k {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64} : (tensor<2x8x64xbf16>, tensor<2x8x32xbf16>, tensor<2x8x32xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x8x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_saved_out(%q: tensor<2x8x64xbf16>, %k: tensor<2x8x32xbf16>, %o: tensor<2x8x64xf32>, %lse: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{the forward's out must have q's type 'tensor<2x8x64xbf16>', got 'tensor<2x8x64xf32>'}}
+  %dq, %dk, %dv = tp.attention_grad %q, %k, %k, %q saved %o, %lse {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64} : (tensor<2x8x64xbf16>, tensor<2x8x32xbf16>, tensor<2x8x32xbf16>, tensor<2x8x64xbf16>, tensor<2x8x64xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x64xbf16>, tensor<2x8x32xbf16>, tensor<2x8x32xbf16>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_saved_lse(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %lse: tensor<2x8x2xf32>) {
+  // expected-error @+1 {{lse must be [batch, seq_q, num_heads] of q 'tensor<2x8x64xf32>', got 'tensor<2x8x2xf32>'}}
+  %dq, %dk, %dv = tp.attention_grad %q, %k, %k, %q saved %q, %lse {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x2xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_saved_alone(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{takes the forward's out and lse together}}
+  %dq, %dk, %dv = "tp.attention_grad"(%q, %k, %k, %q, %q) <{head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>}> : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>)
+  return
+}
+
+// -----
+
 func.func @accumulate_grad_fqn(%g: tensor<4xf32>, %w: tensor<4xf32> {tp.fqn = "a.weight"}) {
   // expected-error @+1 {{the parameter must be the argument of the function whose tp.fqn is 'b.weight'}}
   tp.accumulate_grad %g into %w {fqn = "b.weight"} : tensor<4xf32>

@@ -402,11 +402,23 @@ def TP_AttentionOp : TP_Op<"attention",
     (`[batch, seq_kv]`, non-zero = keep) masked keys are invisible. A query
     that sees no key yields zeros. The result has the shape of `q`.
 
+    With a second result `lse` (f32 `[batch, seq_q, num_heads]`, as
+    tp-save-attention-stats adds it for the backward) the op also gives
+    each query's log-sum-exp, per head, of the scores of the keys it sees
+    (after the scale and the cap; natural log), from which
+    `tp.attention_grad` recomputes the probabilities without running the
+    forward again. For a query that sees no key its value is the runtime's
+    (the backward gives such a query no gradient whatever it holds).
+
     ```mlir
     %o = tp.attention %q, %k, %v mask %m {causal, head_dim = 16 : i64,
           num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64}
         : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>,
            tensor<?x?xi64>) -> tensor<?x?x64xf32>
+    %o2, %lse = tp.attention %q, %k, %v {head_dim = 16 : i64,
+          num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.5e-01 : f64}
+        : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>)
+        -> (tensor<?x?x64xf32>, tensor<?x?x4xf32>)
     ```
   }];
   let arguments = (ins TP_FloatTensor:$q, TP_FloatTensor:$k, TP_FloatTensor:$v,
@@ -415,7 +427,8 @@ def TP_AttentionOp : TP_Op<"attention",
                    I64Attr:$head_dim, F64Attr:$scale, UnitAttr:$causal,
                    OptionalAttr<I64Attr>:$sliding_window,
                    OptionalAttr<F64Attr>:$softcap);
-  let results = (outs TP_FloatTensor:$result);
+  let results = (outs TP_FloatTensor:$result,
+                      Optional<RankedTensorOf<[F32]>>:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`mask` $key_mask^)? attr-dict `:`
     functional-type(operands, results)

@@ -250,7 +250,7 @@ def TP_RmsNormGradOp : TP_Op<"rms_norm_grad",
 }
 
 def TP_AttentionGradOp : TP_Op<"attention_grad",
-    [Pure, TP_Partitioned, TP_RuntimeCalled]> {
+    [Pure, TP_Partitioned, TP_RuntimeCalled, AttrSizedOperandSegments]> {
   let summary = "Gradients of tp.attention with respect to q, k and v";
   let description = [{
     The backward of `tp.attention` with the same attributes: the
@@ -259,6 +259,11 @@ def TP_AttentionGradOp : TP_Op<"attention_grad",
     `1 - tanh^2` of the capped scores with `softcap`), `dq = scale dS k`
     and `dk = scale dS^T q`, summed over the query heads of a KV group.
 
+    Each row's normalisation (its log-sum-exp) and `rowsum(dP P) =
+    dout . out` come from a forward run again, or, with `saved`, from the
+    forward's output `out` (q's type) and its `lse` result (f32
+    `[batch, seq_q, num_heads]`), which tp-save-attention-stats passes.
+
     ```mlir
     %dq, %dk, %dv = tp.attention_grad %q, %k, %v, %do mask %m {causal,
           head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64,
@@ -266,10 +271,18 @@ def TP_AttentionGradOp : TP_Op<"attention_grad",
         : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>,
            tensor<?x?x64xf32>, tensor<?x?xi64>)
         -> (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>)
+    %dq2, %dk2, %dv2 = tp.attention_grad %q, %k, %v, %do saved %o, %lse
+          {head_dim = 16 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64,
+          scale = 2.5e-01 : f64}
+        : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>,
+           tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x4xf32>)
+        -> (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>)
     ```
   }];
   let arguments = (ins TP_FloatTensor:$q, TP_FloatTensor:$k, TP_FloatTensor:$v,
                    TP_FloatTensor:$dout, Optional<TP_MaskTensor>:$key_mask,
+                   Optional<TP_FloatTensor>:$out,
+                   Optional<RankedTensorOf<[F32]>>:$lse,
                    I64Attr:$num_heads, I64Attr:$num_kv_heads,
                    I64Attr:$head_dim, F64Attr:$scale, UnitAttr:$causal,
                    OptionalAttr<I64Attr>:$sliding_window,
@@ -277,7 +290,8 @@ def TP_AttentionGradOp : TP_Op<"attention_grad",
   let results = (outs TP_FloatTensor:$dq, TP_FloatTensor:$dk,
                       TP_FloatTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $dout (`mask` $key_mask^)? attr-dict `:`
+    $q `,` $k `,` $v `,` $dout (`mask` $key_mask^)?
+    (`saved` $out^ `,` $lse)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
