@@ -171,6 +171,42 @@ TEST(Gradients, AttentionLogSumExp) {
   }
 }
 
+// bf16 operands: attention_lse's output is attention's (computed in f32,
+// rounded once) and its statistics the f32 call's on the same values; the
+// backward from them (the bf16 output in dout . out) within bf16 rounding
+// of the recomputing backward, its gradients bf16.
+TEST(Gradients, AttentionLogSumExpBf16) {
+  auto rounded = [](const Tensor &t) { return t.to(DType::BF16); };
+  Tensor q = rounded(randomTensor({2, 6, 32}, 51)),
+         k = rounded(randomTensor({2, 6, 16}, 52)),
+         v = rounded(randomTensor({2, 6, 16}, 53)),
+         r = rounded(randomTensor({2, 6, 32}, 54));
+  Tensors fwd = attention_lse(ctx(), q, k, v, {}, 4, 2, 8, 0.5, true, 0, 0.0);
+  Tensor out = attention(ctx(), q, k, v, {}, 4, 2, 8, 0.5, true, 0, 0.0);
+  ASSERT_EQ(fwd[0].dtype(), DType::BF16);
+  ASSERT_EQ(fwd[1].dtype(), DType::F32);
+  for (int64_t i = 0; i < out.numel(); ++i)
+    ASSERT_EQ(static_cast<uint16_t *>(fwd[0].raw())[i],
+              static_cast<uint16_t *>(out.raw())[i])
+        << "output element " << i;
+  Tensors wide =
+      attention_lse(ctx(), q.to(DType::F32), k.to(DType::F32), v.to(DType::F32),
+                    {}, 4, 2, 8, 0.5, true, 0, 0.0);
+  for (int64_t i = 0; i < wide[1].numel(); ++i)
+    ASSERT_EQ(fwd[1].f32()[i], wide[1].f32()[i]) << "statistic " << i;
+  Tensors recomputed =
+      attention_grad(ctx(), q, k, v, r, {}, 4, 2, 8, 0.5, true, 0, 0.0, {}, {});
+  Tensors saved = attention_grad(ctx(), q, k, v, r, {}, 4, 2, 8, 0.5, true, 0,
+                                 0.0, fwd[0], fwd[1]);
+  for (size_t g = 0; g < 3; ++g) {
+    ASSERT_EQ(saved[g].dtype(), DType::BF16);
+    Tensor a = saved[g].to(DType::F32), b = recomputed[g].to(DType::F32);
+    for (int64_t i = 0; i < a.numel(); ++i)
+      ASSERT_NEAR(a.f32()[i], b.f32()[i], 2e-2 * (1 + std::fabs(b.f32()[i])))
+          << "gradient " << g << " element " << i;
+  }
+}
+
 // Across the CPU kernel's tiles (blocks of 64 queries, tiles of 128 keys):
 // the backward's per-tile recomputation from each row's log-sum-exp, tiles
 // skipped by the causal and window limits, and rows that see no key (the
