@@ -57,8 +57,8 @@ AttentionOp withLogSumExp(AttentionOp fwd) {
     return fwd;
   ArrayRef<int64_t> q = fwd.getQ().getType().getShape();
   OpBuilder b(fwd);
-  auto lseType =
-      RankedTensorType::get({q[0], q[1], fwd.getNumHeads()}, b.getF32Type());
+  auto lseType = RankedTensorType::get(
+      {q[0], q[1], fwd.getNumHeadsAttr().getInt()}, b.getF32Type());
   auto both = AttentionOp::create(
       b, fwd.getLoc(), fwd.getResult().getType(), lseType, fwd.getQ(),
       fwd.getK(), fwd.getV(), fwd.getKeyMask(), fwd.getNumHeadsAttr(),

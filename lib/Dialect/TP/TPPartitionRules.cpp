@@ -208,7 +208,7 @@ LogicalResult AttentionOp::partition(PartitionState &state) {
   // The log-sum-exp is per head, the last dimension: split as q's heads.
   if (Value lse = getLse()) {
     ArrayRef<int64_t> q = getQ().getType().getShape();
-    lse.setType(RankedTensorType::get({q[0], q[1], getNumHeads()},
+    lse.setType(RankedTensorType::get({q[0], q[1], getNumHeadsAttr().getInt()},
                                       getElementTypeOrSelf(lse.getType())));
     state.setLayout(lse, state.getLayout(getQ()));
   }
