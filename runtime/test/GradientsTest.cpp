@@ -128,6 +128,28 @@ TEST(Gradients, Attention) {
   }
 }
 
+// The saved forward comes whole or not at all, of q's shape and heads.
+TEST(GradientsDeathTest, AttentionFromAMismatchedSavedForwardIsFatal) {
+  Tensor q = randomTensor({2, 6, 32}, 31), k = randomTensor({2, 6, 16}, 32),
+         v = randomTensor({2, 6, 16}, 33), r = randomTensor({2, 6, 32}, 34);
+  Tensor mask(DType::I64, {2, 6});
+  for (int64_t i = 0; i < mask.numel(); ++i)
+    mask.i64()[i] = 1;
+  Tensors fwd = attention_lse(ctx(), q, k, v, mask, 4, 2, 8, 0.5, true, 0, 0);
+  auto grad = [&](const Tensor &out, const Tensor &lse) {
+    attention_grad(ctx(), q, k, v, r, mask, 4, 2, 8, 0.5, true, 0, 0, out, lse);
+  };
+  EXPECT_DEATH(grad(fwd[0], {}),
+               "attention_grad: the forward's output f32\\[2, 6, 32\\] and "
+               "log-sum-exp \\(none\\) are not q's");
+  EXPECT_DEATH(grad({}, fwd[1]), "output \\(none\\) and log-sum-exp");
+  // The statistics of 2 heads where q has 4.
+  EXPECT_DEATH(grad(fwd[0], randomTensor({2, 6, 2}, 35)),
+               "f32 \\[batch, seq_q, heads\\] of 4 heads");
+  EXPECT_DEATH(grad(randomTensor({2, 5, 32}, 36), fwd[1]),
+               "output f32\\[2, 5, 32\\]");
+}
+
 // attention_lse's statistics against the log-sum-exp written out here: per
 // (batch, query, head) over the keys the query sees (causal, window 3, the
 // padded key 7 = batch 1's key 1), of 0.5 q.k capped by 2 tanh(s / 2).

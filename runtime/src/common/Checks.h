@@ -297,6 +297,28 @@ inline const int64_t *checkedKeyMask(const Tensor &keyMask, int64_t batch,
 /// mask int64 [B, Skv] or undefined, all on `device`, q, k and v of
 /// `dtype`. Queries are the last
 /// Sq positions of the keys (Sq == Skv without a cache).
+/// attention_grad's saved forward (attention_lse's output and log-sum-exp),
+/// which stands for the forward the backward would otherwise run again:
+/// both or neither, the output of q's shape, the log-sum-exp f32
+/// [batch, seq_q, heads]. Whether they are given; types and devices of the
+/// output are the backend's to check.
+inline bool savedAttentionGiven(const Tensor &q, int64_t heads,
+                                const Tensor &out, const Tensor &lse,
+                                const char *op) {
+  if (!out.defined() && !lse.defined())
+    return false;
+  if (!out.defined() || out.shape() != q.shape() || !lse.defined() ||
+      lse.dtype() != DType::F32 ||
+      lse.shape() != std::vector<int64_t>{q.rank() == 3 ? q.dim(0) : -1,
+                                          q.rank() == 3 ? q.dim(1) : -1, heads})
+    fatal(std::string(op) + ": the forward's output " +
+          (out.defined() ? out.describe() : "(none)") + " and log-sum-exp " +
+          (lse.defined() ? lse.describe() : "(none)") + " are not q's " +
+          q.describe() + " and f32 [batch, seq_q, heads] of " +
+          std::to_string(heads) + " heads");
+  return true;
+}
+
 struct AttentionShape {
   int64_t batch, sq, skv, group, queryOffset;
   const int64_t *mask = nullptr;

@@ -183,14 +183,10 @@ Tensors cpu::attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
   requireSameShape(q, dout, "attention_grad");
   // The forward's output and log-sum-exp (attention_lse), when given, stand
   // for the forward the backward would otherwise run again.
-  bool saved = out.defined() || savedLse.defined();
+  bool saved = savedAttentionGiven(q, heads, out, savedLse, "attention_grad");
   if (saved) {
     requireF32(out, "attention_grad", "the forward's output");
-    requireSameShape(q, out, "attention_grad");
     requireF32(savedLse, "attention_grad", "the log-sum-exp");
-    if (savedLse.shape() != std::vector<int64_t>{shape.batch, shape.sq, heads})
-      fatal("attention_grad: the log-sum-exp " + savedLse.describe() +
-            " is not [batch, seq_q, heads] of q " + q.describe());
   }
   int64_t batch = shape.batch, sq = shape.sq, skv = shape.skv,
           group = shape.group, queryOffset = shape.queryOffset;

@@ -284,20 +284,11 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
   Tensor mask = ctx.keyMaskKeepsAll(keyMask) ? Tensor() : keyMask;
   // The forward's output and log-sum-exp (attention_lse), when given, stand
   // for the forward run again; the statistics in the kernels' layout.
-  bool saved = savedOut.defined() || savedLse.defined();
+  bool saved =
+      savedAttentionGiven(q, heads, savedOut, savedLse, "attention_grad");
   Tensor stats;
-  if (saved) {
-    if (!savedOut.defined() || savedOut.shape() != q.shape() ||
-        !savedLse.defined() || savedLse.rank() != 3 ||
-        savedLse.dim(0) != q.dim(0) || savedLse.dim(1) != q.dim(1) ||
-        savedLse.dim(2) != heads)
-      fatal("attention_grad: the forward's output " +
-            (savedOut.defined() ? savedOut.describe() : "(none)") +
-            " and log-sum-exp " +
-            (savedLse.defined() ? savedLse.describe() : "(none)") +
-            " are not q's " + q.describe() + " and [batch, seq, heads]");
+  if (saved)
     stats = swappedLastTwo(savedLse);
-  }
   std::optional<FusedCall> call;
   if (dout.defined() && dout.dtype() == q.dtype() && dout.shape() == q.shape())
     call = fusedCall(q, k, v, mask, heads, kvHeads, headDim, scale, causal,
@@ -332,8 +323,9 @@ Tensors attention_grad(Context &ctx, const Tensor &q, const Tensor &k,
   }
   std::optional<AttentionStats> fromSaved;
   if (saved)
-    fromSaved = AttentionStats{
-        stats, attentionDelta(widened(dout), widened(savedOut), heads, headDim)};
+    fromSaved =
+        AttentionStats{stats, attentionDelta(widened(dout), widened(savedOut),
+                                             heads, headDim)};
   const AttentionStats *given = fromSaved ? &*fromSaved : nullptr;
   if (reducedType(q, dout) != DType::F32)
     return narrowedLike(tiledAttentionGrad(widened(q), widened(k), widened(v),
