@@ -286,7 +286,9 @@ FailureOr<RuntimeCall> loadParamCall(func::FuncOp func, unsigned index,
       .shape(placement ? placement.getSizes() : ArrayRef<int64_t>())
       .str(*held)
       // A folded Gemma norm weight stores w + 1.
-      .f64(source.getStoredOffsetValue());
+      .f64(source.getStoredOffsetValue())
+      // A folded Mamba2 A stores -exp(A_log).
+      .flag(source.getStoredForm() == StoredForm::NegExp);
   return call;
 }
 

@@ -53,12 +53,12 @@ void setHeldType(func::FuncOp func, BlockArgument arg, Type held) {
       if (auto annotation = dyn_cast<shard::ShardOp>(user))
         values.push_back(annotation.getResult());
   }
-  func.setArgAttr(arg.getArgNumber(), TPDialect::kSourceAttrName,
-                  SourceAttr::get(func.getContext(), source.getInitializer(),
-                                  source.getFile(), source.getOffset(),
-                                  source.getLength(), source.getTransposed(),
-                                  held == stored ? Type() : stored,
-                                  source.getStoredOffset()));
+  func.setArgAttr(
+      arg.getArgNumber(), TPDialect::kSourceAttrName,
+      SourceAttr::get(func.getContext(), source.getInitializer(),
+                      source.getFile(), source.getOffset(), source.getLength(),
+                      source.getTransposed(), held == stored ? Type() : stored,
+                      source.getStoredOffset(), source.getStoredForm()));
 }
 
 /// Whether every op that reads `value` (through sharding annotations)

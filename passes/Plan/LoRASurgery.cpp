@@ -58,7 +58,8 @@ private:
     return SourceAttr::get(ctx, entry.getKey(), adapterPath,
                            entry.second.offset, entry.second.length, false,
                            /*stored_type=*/Type(),
-                           /*stored_offset=*/FloatAttr());
+                           /*stored_offset=*/FloatAttr(),
+                           StoredForm::Parameter);
   }
   /// The adapter tensor of a new parameter, checked against its shape;
   /// `type` takes the tensor's float type (an adapter may be saved in

@@ -212,7 +212,8 @@ static void unfoldNormOffsets(func::FuncOp func, const ModelConfig &config) {
                         source.getLength(), source.getTransposed(),
                         source.getStoredType(),
                         FloatAttr::get(Float64Type::get(func.getContext()),
-                                       source.getStoredOffsetValue() + 1.0)));
+                                       source.getStoredOffsetValue() + 1.0),
+                        source.getStoredForm()));
     OpBuilder b(norm);
     norm.setWeightOffsetAttr(b.getF64FloatAttr(1.0));
   });

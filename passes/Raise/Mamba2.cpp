@@ -373,6 +373,16 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
   if (failed(wConv) || failed(bConv) || failed(dtB) || failed(aL) ||
       failed(dP) || failed(nW))
     return failure();
+  // An exporter that folded A = -exp(A_log) stored A: the parameter is
+  // A_log again, read back as log(-A), so that training updates and saves
+  // the checkpoint's tensor. A parameter without a source (bound by FQN)
+  // keeps the folded form.
+  bool foldedA = p.foldedA;
+  if (foldedA && source.getArgAttrOfType<SourceAttr>(
+                     p.aLog->argIndex, TPDialect::kSourceAttrName)) {
+    params[p.aLog->argIndex].storedForm = StoredForm::NegExp;
+    foldedA = false;
+  }
   if (p.usesMask && !attentionMask)
     return blockError(*this, block) << "reads a padding mask but the graph "
                                        "has no attention_mask input";
@@ -386,7 +396,7 @@ LogicalResult Raiser::raiseMamba2(ScopeBlock &block) {
       builder.getI64IntegerAttr(p.kernel),
       builder.getF64FloatAttr(roundSignificant(p.eps)),
       builder.getF64FloatAttr(roundSignificant(p.dtMin)),
-      p.foldedA ? builder.getUnitAttr() : UnitAttr());
+      foldedA ? builder.getUnitAttr() : UnitAttr());
   slot(p.output) = makeAct({y}, {probeBatch, probeSeq, p.hidden});
   return success();
 }

@@ -626,7 +626,7 @@ LogicalResult Raiser::finish() {
         SourceAttr::get(ctx, sourceAttr.getInitializer(), sourceAttr.getFile(),
                         sourceAttr.getOffset(), sourceAttr.getLength(),
                         info.transposed, sourceAttr.getStoredType(),
-                        sourceAttr.getStoredOffset()));
+                        sourceAttr.getStoredOffset(), info.storedForm));
   }
   target.setType(FunctionType::get(ctx, target.getBody().getArgumentTypes(),
                                    ValueRange(results).getTypes()));

@@ -125,6 +125,9 @@ struct ParamInfo {
   /// Canonical shape and whether the stored bytes are its transpose.
   SmallVector<int64_t> canonicalShape;
   bool transposed = false;
+  /// What the stored elements are of the parameter (an exporter's folding
+  /// undone when loading).
+  StoredForm storedForm = StoredForm::Parameter;
   bool used = false;
 };
 

@@ -1497,27 +1497,49 @@ TEST(Io, NpyRoundTripAndParamLoading) {
   std::fclose(f);
   Context c(0, 1, base + "/model.onnx", "model.onnx");
   Tensor w = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3},
-                        true, -1, 1, 1, {}, {}, DType::F32, 0.0);
+                        true, -1, 1, 1, {}, {}, DType::F32, 0.0, false);
   float want[6] = {1, 3, 5, 2, 4, 6};
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(w.f32()[i], want[i]);
   // Read once: the same FQN again is the cached tensor.
-  Tensor again = load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32,
-                            {2, 3}, true, -1, 1, 1, {}, {}, DType::F32, 0.0);
+  Tensor again =
+      load_param(c, "a.weight", "w", "w.bin", 4, 24, DType::F32, {2, 3}, true,
+                 -1, 1, 1, {}, {}, DType::F32, 0.0, false);
   EXPECT_EQ(again.raw(), w.raw());
   EXPECT_EXIT(
       load_param(c, "short.weight", "w", "w.bin", 8, 24, DType::F32, {2, 3},
-                 true, -1, 1, 1, {}, {}, DType::F32, 0.0),
+                 true, -1, 1, 1, {}, {}, DType::F32, 0.0, false),
       testing::ExitedWithCode(1),
       "parameter 'short.weight' \\(initializer 'w'\\): '.*w.bin' is too "
       "short \\(28 bytes\\) for bytes \\[8, 32\\)");
   EXPECT_EXIT(load_param(c, "b.weight", "w", "missing.bin", 0, 24, DType::F32,
-                         {2, 3}, false, -1, 1, 1, {}, {}, DType::F32, 0.0),
+                         {2, 3}, false, -1, 1, 1, {}, {}, DType::F32, 0.0,
+                         false),
               testing::ExitedWithCode(1),
               "parameter 'b.weight' \\(initializer 'w'\\): cannot open");
   EXPECT_EXIT(load_param(c, "c.weight", "w", "w.bin", 0, 20, DType::F32, {2, 3},
-                         false, -1, 1, 1, {}, {}, DType::F32, 0.0),
+                         false, -1, 1, 1, {}, {}, DType::F32, 0.0, false),
               testing::ExitedWithCode(1), "20 bytes of f32 cannot hold");
+
+  // A folded Mamba2 A stores -exp(A_log): read back as A_log, and read
+  // again so for FP32 master weights; a stored element >= 0 is no -exp.
+  float folded[3] = {-std::exp(0.5f), -std::exp(-1.25f), -1.0f};
+  f = std::fopen((base + "/a.bin").c_str(), "wb");
+  std::fwrite(folded, 4, 3, f);
+  std::fclose(f);
+  Tensor aLog = load_param(c, "m.A_log", "neg", "a.bin", 0, 12, DType::F32, {3},
+                           false, -1, 1, 1, {}, {}, DType::F32, 0.0, true);
+  Tensor aLogAgain = readParamF32(c, "m.A_log");
+  float logs[3] = {0.5f, -1.25f, 0.0f};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(aLog.f32()[i], logs[i], 1e-6) << i;
+    EXPECT_EQ(aLogAgain.f32()[i], aLog.f32()[i]) << i;
+  }
+  EXPECT_EXIT(load_param(c, "n.A_log", "w", "w.bin", 4, 12, DType::F32, {3},
+                         false, -1, 1, 1, {}, {}, DType::F32, 0.0, true),
+              testing::ExitedWithCode(1),
+              "parameter 'n.A_log': element 0 of its block in '.*w.bin' is "
+              "1.000000, not the negative -exp\\(x\\) the export folded");
 
   // Slices: canonical [2, 3] = {{1, 3, 5}, {2, 4, 6}}, stored transposed.
   // Rows (dim 0) in 2 blocks: block 1 is {2, 4, 6} (a strided run on disk).

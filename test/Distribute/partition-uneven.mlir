@@ -28,7 +28,7 @@
 // CHECK-NEXT: %[[L:.*]] = tp.linear %[[S]], %arg6 : (tensor<?x?x24xf32>, tensor<2x24xf32>) -> tensor<?x?x2xf32>
 // CHECK-NEXT: %[[G:.*]] = tp.all_gather_uneven %[[L]] on @tp grid_axes = [0] gather_axis = 2 sizes = [2, 2, 2, 1] : tensor<?x?x2xf32> -> tensor<?x?x7xf32>
 // CHECK-NEXT: return %[[G]]
-// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{7, 24}">, false, 0 : i32, 4, 1, #emitc.opaque<"{0, 2, 4, 6}">, #emitc.opaque<"{2, 2, 2, 1}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{7, 24}">, false, 0 : i32, 4, 1, #emitc.opaque<"{0, 2, 4, 6}">, #emitc.opaque<"{2, 2, 2, 1}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00, false]}
 // EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.layers.0.self_attn.k_proj.weight\22">, {{.*}}, #emitc.opaque<"{8, 24}">, false, 0 : i32, 4, 1, #emitc.opaque<"{0, 0, 4, 4}">, #emitc.opaque<"{4, 4, 4, 4}">,
 // EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.layers.0.self_attn.o_proj.weight\22">, {{.*}}, #emitc.opaque<"{24, 24}">, false, 1 : i32, 4, 1, #emitc.opaque<"{0, 8, 12, 20}">, #emitc.opaque<"{8, 4, 8, 4}">,
 // EMITC: call_opaque "tprt::embedding_vocab_parallel"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"{0, 2, 4, 6}">, #emitc.opaque<"{2, 2, 2, 1}">]}

@@ -29,8 +29,8 @@
 // CHECK-NEXT: return %[[G]]
 // EMITC: emitc.verbatim "const int tprt_model_tp_size = 2;"
 // EMITC: emitc.func @tprt_model_forward
-// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{16, 4}">, false, 0 : i32, 2, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00]}
-// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22down.weight\22">, {{.*}}, #emitc.opaque<"{4, 8}">, false, 1 : i32, 2, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, {{.*}}, #emitc.opaque<"{16, 4}">, false, 0 : i32, 2, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00, false]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22down.weight\22">, {{.*}}, #emitc.opaque<"{4, 8}">, false, 1 : i32, 2, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00, false]}
 // EMITC: call_opaque "tprt::embedding_vocab_parallel"
 // EMITC-NEXT: call_opaque "tprt::all_reduce_sum{{(_consuming)?}}"
 // EMITC: call_opaque "tprt::all_gather"({{.*}}) {args = [0 : index, 1 : index, 2]}
@@ -69,8 +69,8 @@ module attributes {onnx.file = "m.onnx"} {
 // CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, head_dim = 8 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 0.35355339059327379 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
 // The runtime reads q's block rank / 1 of 4 and k's block rank / 2 of 2.
 // EMITC: emitc.verbatim "const int tprt_model_tp_size = 4;"
-// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22q.weight\22">, {{.*}}, #emitc.opaque<"{32, 32}">, false, 0 : i32, 4, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00]}
-// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22k.weight\22">, {{.*}}, #emitc.opaque<"{16, 32}">, false, 0 : i32, 2, 2, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22q.weight\22">, {{.*}}, #emitc.opaque<"{32, 32}">, false, 0 : i32, 4, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00, false]}
+// EMITC: call_opaque "tprt::load_param"(%arg0) {args = [0 : index, #emitc.opaque<"\22k.weight\22">, {{.*}}, #emitc.opaque<"{16, 32}">, false, 0 : i32, 2, 2, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00, false]}
 module attributes {onnx.file = "m.onnx"} {
   shard.grid @tp(shape = 4)
   func.func @forward(%x: tensor<?x?x32xf32> {onnx.name = "input_ids"},

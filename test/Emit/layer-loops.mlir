@@ -30,10 +30,10 @@
 // CHECK-NEXT: [[RES]] = tprt::Tensor();
 // CHECK-NEXT: const char* [[F:v[0-9]+]] = [[NORM]]{{\[}}[[I]]{{\]}};
 // CHECK-NEXT: int64_t [[O:v[0-9]+]] = [[NORMOFF]]{{\[}}[[I]]{{\]}};
-// CHECK-NEXT: tprt::Tensor [[W:v[0-9]+]] = tprt::load_param([[CTX]], [[F]], [[F]], "m.onnx", [[O]], 16, tprt::DType::F32, {4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00);
+// CHECK-NEXT: tprt::Tensor [[W:v[0-9]+]] = tprt::load_param([[CTX]], [[F]], [[F]], "m.onnx", [[O]], 16, tprt::DType::F32, {4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00, false);
 // CHECK: double [[E:v[0-9]+]] = [[EPS]]{{\[}}[[I]]{{\]}};
 // CHECK-NEXT: tprt::Tensor [[N:v[0-9]+]] = tprt::rms_norm([[CTX]], [[X]], [[W]], [[E]], 0.0e+00, 0, -1);
-// CHECK: tprt::load_param([[CTX]], {{v[0-9]+}}, {{v[0-9]+}}, "m.onnx", {{v[0-9]+}}, 64, tprt::DType::F32, {4, 4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00);
+// CHECK: tprt::load_param([[CTX]], {{v[0-9]+}}, {{v[0-9]+}}, "m.onnx", {{v[0-9]+}}, 64, tprt::DType::F32, {4, 4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00, false);
 // CHECK: tprt::linear([[CTX]], [[N]],
 // CHECK: tprt::Tensor [[NEXT:v[0-9]+]] = tprt::add([[CTX]], [[X]],
 // CHECK: [[RES]] = [[NEXT]];

@@ -7,7 +7,7 @@
 // backslash stays inside its comment, and a file name with quotes stays
 // inside its string literal (the C++ compiles).
 // CHECK: const char *const tprt_model_path = "dir/\"q\"\134\012.onnx";
-// CHECK: tprt::load_param({{v[0-9]+}}, "w\"\012x", "init\134", "dir/\"q\"\134\012.onnx", 0, 64, tprt::DType::F32, {4, 4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00);
+// CHECK: tprt::load_param({{v[0-9]+}}, "w\"\012x", "init\134", "dir/\"q\"\134\012.onnx", 0, 64, tprt::DType::F32, {4, 4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00, false);
 // CHECK-NEXT: // /model/a\012int injected = 1; */ \377\134
 // CHECK-NEXT: tprt::Tensor {{v[0-9]+}} = tprt::linear(
 // CHECK-NOT: injected = 1;{{$}}

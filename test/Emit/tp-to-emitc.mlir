@@ -8,8 +8,8 @@
 // CHECK: emitc.verbatim "const int tprt_model_tp_size = 1;"
 // CHECK: emitc.verbatim "const int tprt_model_sequence_multiple = 1;"
 // CHECK: emitc.func @tprt_model_forward(%[[CTX:.*]]: !emitc.opaque<"tprt::Context&">, %[[IDS:.*]]: !emitc.opaque<"tprt::Tensor">, %[[MASK:.*]]: !emitc.opaque<"tprt::Tensor">) -> !emitc.opaque<"tprt::Tensor">
-// CHECK: %[[E:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22m.onnx\22">, 0, 256, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{16, 4}">, false, -1 : i32, 1, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00]}
-// CHECK: %[[W:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.up.weight\22">, #emitc.opaque<"\22onnx::MatMul_3\22">, #emitc.opaque<"\22m.onnx\22">, 272, 128, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{8, 4}">, true, -1 : i32, 1, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00]}
+// CHECK: %[[E:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22model.embed_tokens.weight\22">, #emitc.opaque<"\22m.onnx\22">, 0, 256, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{16, 4}">, false, -1 : i32, 1, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00, false]}
+// CHECK: %[[W:.*]] = call_opaque "tprt::load_param"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"\22model.up.weight\22">, #emitc.opaque<"\22onnx::MatMul_3\22">, #emitc.opaque<"\22m.onnx\22">, 272, 128, #emitc.opaque<"tprt::DType::F32">, #emitc.opaque<"{8, 4}">, true, -1 : i32, 1, 1, #emitc.opaque<"{}">, #emitc.opaque<"{}">, #emitc.opaque<"tprt::DType::F32">, 0.000000e+00, false]}
 // CHECK: verbatim "// /model/embed_tokens/Gather"
 // CHECK-NEXT: %[[H:.*]] = call_opaque "tprt::embedding"(%[[CTX]], %[[IDS]], %[[E]])
 // CHECK: %[[N:.*]] = call_opaque "tprt::rms_norm"(%[[CTX]], %[[H]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 9.9999999999999995E-7, 1.000000e+00, 0, -1]}
@@ -23,7 +23,7 @@
 // CPP: #include "tprt/tprt.h"
 // CPP: const char *const tprt_model_path = "m.onnx";
 // CPP: tprt::Tensor tprt_model_forward(tprt::Context& [[C:v[0-9]+]], tprt::Tensor [[I:v[0-9]+]], tprt::Tensor [[M:v[0-9]+]]) {
-// CPP: tprt::load_param([[C]], "model.up.weight", "onnx::MatMul_3", "m.onnx", 272, 128, tprt::DType::F32, {8, 4}, true, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00);
+// CPP: tprt::load_param([[C]], "model.up.weight", "onnx::MatMul_3", "m.onnx", 272, 128, tprt::DType::F32, {8, 4}, true, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00, false);
 // CPP: // /model/embed_tokens/Gather
 // CPP-NEXT: tprt::embedding([[C]], [[I]], v{{[0-9]+}}, -1);
 module attributes {onnx.file = "m.onnx"} {

@@ -54,9 +54,9 @@ func.func @forward(%ids: tensor<2x8xi64>,
 // F32-SAME: tensor<64x4xf32> {tp.fqn = "model.up.weight", tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 272, length = 512, transposed = false, stored_type = bf16>}
 // F32-SAME: -> tensor<2x8x64xf32>
 // The program loads each parameter from its stored type into its held one.
-// CPP: tprt::load_param({{v[0-9]+}}, "model.embed_tokens.weight", "e", "m.onnx", 0, 256, tprt::DType::F32, {16, 4}, false, -1, 1, 1, {}, {}, tprt::DType::BF16, 0.0e+00);
-// CPP: tprt::load_param({{v[0-9]+}}, "model.norm.weight", "n", "m.onnx", 256, 16, tprt::DType::F32, {4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00);
-// CPP: tprt::load_param({{v[0-9]+}}, "model.up.weight", "w", "m.onnx", 272, 512, tprt::DType::BF16, {64, 4}, false, -1, 1, 1, {}, {}, tprt::DType::BF16, 0.0e+00);
+// CPP: tprt::load_param({{v[0-9]+}}, "model.embed_tokens.weight", "e", "m.onnx", 0, 256, tprt::DType::F32, {16, 4}, false, -1, 1, 1, {}, {}, tprt::DType::BF16, 0.0e+00, false);
+// CPP: tprt::load_param({{v[0-9]+}}, "model.norm.weight", "n", "m.onnx", 256, 16, tprt::DType::F32, {4}, false, -1, 1, 1, {}, {}, tprt::DType::F32, 0.0e+00, false);
+// CPP: tprt::load_param({{v[0-9]+}}, "model.up.weight", "w", "m.onnx", 272, 512, tprt::DType::BF16, {64, 4}, false, -1, 1, 1, {}, {}, tprt::DType::BF16, 0.0e+00, false);
 func.func @forward(%ids: tensor<2x8xi64> {onnx.name = "input_ids"},
     %emb: tensor<16x4xf32> {tp.fqn = "model.embed_tokens.weight", tp.source = #tp.source<initializer = "e", file = "m.onnx", offset = 0, length = 256, transposed = false>},
     %nw: tensor<4xf32> {tp.fqn = "model.norm.weight", tp.source = #tp.source<initializer = "n", file = "m.onnx", offset = 256, length = 16, transposed = false>},

@@ -354,7 +354,7 @@ FailureOr<SourceAttr> Importer::resolveExternal(const onnx::TensorProto &tensor,
                    << expectedBytes;
   return SourceAttr::get(ctx, tensor.name(), location, offset, size,
                          /*transposed=*/false, /*stored_type=*/Type(),
-                         /*stored_offset=*/FloatAttr());
+                         /*stored_offset=*/FloatAttr(), StoredForm::Parameter);
 }
 
 LogicalResult Importer::addInitializer(const InlineInitializer &init,
@@ -405,7 +405,7 @@ LogicalResult Importer::addInitializer(const InlineInitializer &init,
         SourceAttr::get(ctx, tensor.name(), llvm::sys::path::filename(path),
                         init.offset, init.length, /*transposed=*/false,
                         /*stored_type=*/Type(),
-                        /*stored_offset=*/FloatAttr())));
+                        /*stored_offset=*/FloatAttr(), StoredForm::Parameter)));
     if (small)
       value = fromRawBytes(*type, bytes.substr(init.offset, init.length));
   } else {
@@ -461,7 +461,7 @@ FailureOr<DictionaryAttr> Importer::bindToCheckpoint(StringRef name,
       TPDialect::kSourceAttrName,
       SourceAttr::get(ctx, name, file, tensor.offset, tensor.length,
                       /*transposed=*/false, converted ? stored : Type(),
-                      /*stored_offset=*/FloatAttr())));
+                      /*stored_offset=*/FloatAttr(), StoredForm::Parameter)));
   // As an initializer of this size would be: its value too.
   if (!converted && tensor.length <= options.inlineValueLimit) {
     auto buffer =

@@ -365,6 +365,7 @@ public:
     DType storedDtype = DType::F32;
     bool transposed = false;
     double storedOffset = 0.0;
+    bool storedNegExp = false;
     /// Held as the run of its block from this element on (--zero 3,
     /// param_bucket_shard); -1: the whole block.
     int64_t runBegin = -1;

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -319,13 +320,30 @@ static void subtractStoredOffset(Tensor &value, double storedOffset) {
     v[i] -= shift;
 }
 
+/// A stored `-exp(p)` read back as `p` (a folded Mamba2 `A` as `A_log`), in
+/// f32; a stored element that is not negative has no such `p`.
+static void undoStoredNegExp(Tensor &value, bool storedNegExp, const char *fqn,
+                             const std::string &file) {
+  if (!storedNegExp)
+    return;
+  float *v = value.f32();
+  for (int64_t i = 0; i < value.numel(); ++i) {
+    if (!(v[i] < 0.0f))
+      fatal(std::string("parameter '") + fqn + "': element " +
+            std::to_string(i) + " of its block in '" + file + "' is " +
+            std::to_string(v[i]) +
+            ", not the negative -exp(x) the export folded");
+    v[i] = std::log(-v[i]);
+  }
+}
+
 Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
                   const char *file, uint64_t offset, uint64_t length,
                   DType storedDtype, std::vector<int64_t> shape,
                   bool transposed, int shardDim, int64_t shards,
                   int64_t replicas, std::vector<int64_t> starts,
-                  std::vector<int64_t> sizes, DType dtype,
-                  double storedOffset) {
+                  std::vector<int64_t> sizes, DType dtype, double storedOffset,
+                  bool storedNegExp) {
   if (Tensor *cached = ctx.cachedParam(fqn)) {
     if (ctx.paramLayouts().at(fqn).runBegin >= 0)
       fatal(std::string("parameter '") + fqn +
@@ -351,6 +369,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
     transposed = false;
     // A checkpoint holds the parameter itself.
     storedOffset = 0.0;
+    storedNegExp = false;
   }
   if (shardDim >= 0) {
     // main checked the ranks against the program's tp size; a parameter
@@ -377,6 +396,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
       ctx, fqn, initializer, file, offset, length, storedDtype, shape,
       transposed, paramBlockOf(fqn, layout, thisTpRank(ctx, layout)));
   subtractStoredOffset(value, storedOffset);
+  undoStoredNegExp(value, storedNegExp, fqn, layout.file);
   // A test hook: TPRT_TEST_PERTURB_REPLICAS=R makes rank R's copies of the
   // replicated parameters differ from the others' (what the init's
   // broadcast must undo).
@@ -395,6 +415,7 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   layout.storedDtype = storedDtype;
   layout.transposed = transposed;
   layout.storedOffset = storedOffset;
+  layout.storedNegExp = storedNegExp;
   ctx.setParamLayout(fqn, std::move(layout));
   return value;
 }
@@ -409,6 +430,7 @@ Tensor readParamF32(Context &ctx, const std::string &fqn) {
                      l.offset, l.length, l.storedDtype, l.shape, l.transposed,
                      paramBlockOf(fqn, l, thisTpRank(ctx, l)));
   subtractStoredOffset(value, l.storedOffset);
+  undoStoredNegExp(value, l.storedNegExp, fqn.c_str(), l.file);
   return value;
 }
 

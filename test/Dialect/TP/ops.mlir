@@ -197,14 +197,19 @@ func.func @consuming_form() attributes {tp.consuming_form = #tp.consuming_form<c
   return
 }
 
-// #tp.source with either optional field alone, or both in any order,
+// #tp.source with any optional field alone, or several in any order,
 // reads back (tpc's model.mlir of a folded Gemma export holds
-// stored_offset without stored_type).
+// stored_offset without stored_type, of a folded NemotronH export
+// stored_form alone); stored_form's default, parameter, is not printed.
 // CHECK-LABEL: func.func @source_fields
 // CHECK-SAME: #tp.source<initializer = "n", file = "m.onnx", offset = 0, length = 64, transposed = false, stored_offset = 1.000000e+00 : f64>
 // CHECK-SAME: #tp.source<initializer = "w", file = "m.onnx", offset = 64, length = 32, transposed = false, stored_type = bf16, stored_offset = 1.000000e+00 : f64>
+// CHECK-SAME: #tp.source<initializer = "neg", file = "m.onnx", offset = 96, length = 16, transposed = false, stored_form = neg_exp>
+// CHECK-SAME: #tp.source<initializer = "p", file = "m.onnx", offset = 112, length = 16, transposed = false>
 func.func @source_fields(
     %n: tensor<16xf32> {tp.source = #tp.source<initializer = "n", file = "m.onnx", offset = 0, length = 64, transposed = false, stored_offset = 1.0 : f64>},
-    %w: tensor<16xf32> {tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 64, length = 32, transposed = false, stored_offset = 1.0 : f64, stored_type = bf16>}) {
+    %w: tensor<16xf32> {tp.source = #tp.source<initializer = "w", file = "m.onnx", offset = 64, length = 32, transposed = false, stored_offset = 1.0 : f64, stored_type = bf16>},
+    %a: tensor<4xf32> {tp.source = #tp.source<initializer = "neg", file = "m.onnx", offset = 96, length = 16, transposed = false, stored_form = neg_exp>},
+    %p: tensor<4xf32> {tp.source = #tp.source<initializer = "p", file = "m.onnx", offset = 112, length = 16, transposed = false, stored_form = parameter>}) {
   return
 }

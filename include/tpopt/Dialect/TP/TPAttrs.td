@@ -55,6 +55,15 @@ def TP_GradReductionAttr : EnumAttr<TP_Dialect, TP_GradReduction,
   let assemblyFormat = "`<` $value `>`";
 }
 
+def TP_StoredForm : I32EnumAttr<"StoredForm",
+    "what a parameter's stored elements hold of the parameter", [
+      I32EnumAttrCase<"Parameter", 0, "parameter">,
+      I32EnumAttrCase<"NegExp", 1, "neg_exp">
+    ]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
 def TP_PlacementAttr : TP_Attr<"Placement", "placement"> {
   let summary = "How the tensor-parallel ranks hold a parameter";
   let description = [{
@@ -177,6 +186,10 @@ def TP_SourceAttr : TP_Attr<"Source", "source"> {
     Gemma's `1 + w` into a norm's weight stores `w + 1` (`stored_offset =
     1.0`); loading from that file subtracts it, so the parameter is `w` as
     the HF checkpoint names it (a checkpoint read by FQN holds `w` itself).
+    `stored_form` (default `parameter`) is what the stored elements are of
+    the parameter: `neg_exp` where an exporter folded Mamba2's
+    `A = -exp(A_log)` into the constant it stores; loading from that file
+    takes `log(-x)`, so the parameter is `A_log` again.
 
     Example: `#tp.source<initializer = "onnx::MatMul_602", file = "llama_tiny.onnx",
     offset = 1024, length = 16384, transposed = true, stored_type = bf16>`
@@ -188,14 +201,21 @@ def TP_SourceAttr : TP_Attr<"Source", "source"> {
     "uint64_t":$length,
     "bool":$transposed,
     OptionalParameter<"::mlir::Type", "element type of the stored bytes">:$stored_type,
-    OptionalParameter<"::mlir::FloatAttr", "value the stored elements add to the parameter's">:$stored_offset);
-  // `key = value` in this order, the optional ones left out when absent
-  // (each parsed by its key, so either can come without the other).
+    OptionalParameter<"::mlir::FloatAttr", "value the stored elements add to the parameter's">:$stored_offset,
+    DefaultValuedParameter<"::mlir::tp::StoredForm", "::mlir::tp::StoredForm::Parameter", "what the stored elements are of the parameter">:$stored_form);
+  // `key = value` in this order, the optional ones left out when absent or
+  // default (each parsed by its key, so any can come without the others).
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
     /// `stored_offset` as a number; 0 when absent.
     double getStoredOffsetValue() const {
       return getStoredOffset() ? getStoredOffset().getValueAsDouble() : 0.0;
+    }
+    /// This source with its stored form (and nothing else) changed.
+    SourceAttr withStoredForm(::mlir::tp::StoredForm form) const {
+      return get(getContext(), getInitializer(), getFile(), getOffset(),
+                 getLength(), getTransposed(), getStoredType(),
+                 getStoredOffset(), form);
     }
   }];
 }
