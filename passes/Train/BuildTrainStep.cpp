@@ -188,10 +188,18 @@ struct TPBuildTrainStepPass
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value ids = findInput(step, "input_ids");
     Value mask = findInput(step, "attention_mask");
-    if (ret.getNumOperands() != 1 || !ids || !mask)
-      return step.emitError("tp-build-train-step: the forward must take "
-                            "input_ids and attention_mask and return the "
-                            "logits");
+    // An exporter drops an input the graph never reads: a model none of
+    // whose layers reads the padding mask has no attention_mask.
+    if (!ids || !mask)
+      return step.emitError("tp-build-train-step: the forward has no ")
+             << (ids ? "attention_mask" : "input_ids")
+             << " input, which the loss reads (the labels are the ids, the "
+                "mask leaves padding out); an exporter drops an input that "
+                "no layer of the model reads";
+    if (ret.getNumOperands() != 1)
+      return step.emitError("tp-build-train-step: the forward must return the "
+                            "logits alone, not ")
+             << ret.getNumOperands() << " results";
     Value logits = ret.getOperand(0);
     auto logitsType = cast<RankedTensorType>(logits.getType());
     if (logitsType.getRank() != 3)

@@ -308,11 +308,35 @@ module attributes {tp.config = {architecture = "llama"}} {
 // -----
 
 module attributes {tp.config = {architecture = "llama"}} {
-  // expected-error @+1 {{tp-build-train-step: the forward must take input_ids and attention_mask and return the logits}}
+  // expected-error @+1 {{tp-build-train-step: the forward has no attention_mask input, which the loss reads (the labels are the ids, the mask leaves padding out); an exporter drops an input that no layer of the model reads}}
   func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
       %w: tensor<16x4xf32> {tp.fqn = "w"}) -> tensor<?x?x4xf32> {
     %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
     return %h : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+module attributes {tp.config = {architecture = "llama"}} {
+  // expected-error @+1 {{tp-build-train-step: the forward has no input_ids input}}
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "tokens"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %w: tensor<16x4xf32> {tp.fqn = "w"}) -> tensor<?x?x4xf32> {
+    %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    return %h : tensor<?x?x4xf32>
+  }
+}
+
+// -----
+
+module attributes {tp.config = {architecture = "llama"}} {
+  // expected-error @+1 {{tp-build-train-step: the forward must return the logits alone, not 2 results}}
+  func.func @forward(%ids: tensor<?x?xi64> {onnx.name = "input_ids"},
+      %mask: tensor<?x?xi64> {onnx.name = "attention_mask"},
+      %w: tensor<16x4xf32> {tp.fqn = "w"}) -> (tensor<?x?x4xf32>, tensor<?x?x4xf32>) {
+    %h = tp.embedding %ids, %w : (tensor<?x?xi64>, tensor<16x4xf32>) -> tensor<?x?x4xf32>
+    return %h, %h : tensor<?x?x4xf32>, tensor<?x?x4xf32>
   }
 }
 
