@@ -576,8 +576,10 @@ def TPLowerLinear : Pass<"tp-lower-linear", "func::FuncOp"> {
     (weight annotated split on dim 1) always loses its bias that way: its
     output is a partial sum, and the bias is added once, after the
     reduction (after the output's layout annotation, where sequence
-    parallelism reduce-scatters), as PyTorch's RowwiseParallel does. Runs
-    before `tp-partition`, which keeps the forms.
+    parallelism reduce-scatters), as PyTorch's RowwiseParallel does; after
+    the `tp.add`s of partial sums before that annotation too (a LoRA
+    branch's `base + B(A(x))`), so that base and branch are reduced
+    together. Runs before `tp-partition`, which keeps the forms.
   }];
   let options = [
     TPPipelineOption<"asyncTP", "async-tp", "bool", /*default=*/"false",

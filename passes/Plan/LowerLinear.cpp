@@ -59,11 +59,21 @@ bool isRowSplit(LinearOp linear) {
 
 /// Moves `linear`'s bias into a tp.bias_add after its output: after the
 /// output's layout annotation when it has one (sequence parallelism
-/// reduce-scatters there), so the bias is added once, to the whole sum.
-void splitOffBias(LinearOp linear) {
+/// reduce-scatters there), so the bias is added once, to the whole sum. A
+/// row-split output is a partial sum until that annotation, and what adds
+/// into it before (a LoRA branch: base + B(A(x))) adds partial sums: the
+/// bias goes after those adds too, (y + b) + u = (y + u) + b.
+void splitOffBias(LinearOp linear, bool rowSplit) {
   Value bias = linear.getBias();
   Value output = linear.getResult();
   Operation *after = linear;
+  while (rowSplit && output.hasOneUse())
+    if (auto sum = dyn_cast<AddOp>(*output.getUsers().begin())) {
+      output = sum.getResult();
+      after = sum;
+    } else {
+      break;
+    }
   if (output.hasOneUse())
     if (auto annotated = dyn_cast<shard::ShardOp>(*output.getUsers().begin()))
       if (!annotated.getAnnotateForUsers()) {
@@ -105,9 +115,10 @@ struct TPLowerLinearPass
       // added (PyTorch's RowwiseParallel: the bias is replicated and added
       // once). With async-TP, F.linear without bias, then the bias: the
       // matmul stays next to the collective that async-TP fuses with it.
+      bool rowSplit = isRowSplit(linear);
       if (linear.getBias() &&
-          (isRowSplit(linear) || (asyncTP && form != LinearForm::Bmm))) {
-        splitOffBias(linear);
+          (rowSplit || (asyncTP && form != LinearForm::Bmm))) {
+        splitOffBias(linear, rowSplit);
         if (asyncTP && form != LinearForm::Bmm)
           form = LinearForm::Linear;
       }

@@ -5,6 +5,8 @@
 // RUN: tp-opt %t/errors.mlir --tp-lower-linear --verify-diagnostics -o /dev/null
 // RUN: tp-opt %t/rowbias.mlir --tp-lower-linear | FileCheck %t/rowbias.mlir
 // RUN: tp-opt %t/rowbias.mlir --tp-lower-linear --tp-partition | FileCheck %t/rowbias.mlir --check-prefix=PART
+// RUN: tp-opt %t/lorabias.mlir --tp-lower-linear | FileCheck %t/lorabias.mlir
+// RUN: tp-opt %t/lorabias.mlir --tp-lower-linear --tp-partition | FileCheck %t/lorabias.mlir --check-prefix=PART
 
 //--- forms.mlir
 // The TPLinear dispatch: sharded on batch or sequence -> bmm; replicated,
@@ -86,4 +88,44 @@ func.func @forward(%x: tensor<?x?x4xf32>, %w1: tensor<8x4xf32>, %w2: tensor<4x8x
   %u = tp.linear %x, %w1c : (tensor<?x?x4xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
   %h = tp.linear %u, %w2r, %b : (tensor<?x?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
   return %h : tensor<?x?x4xf32>
+}
+
+//--- lorabias.mlir
+// A LoRA branch on a biased row-split linear (o_proj with attention_bias)
+// under sequence parallelism: base and branch are partial sums added before
+// the sequence-split annotation, so the bias goes after that annotation
+// too, and tp-partition reduce-scatters the sum once (before, the bias was
+// added to the base's partial sum, which an all-reduce then completed, and
+// the sequence split of a replicated sum was refused).
+shard.grid @tp(shape = 2)
+
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.*]] = tp.linear %[[U:.*]], %{{.*}} {form = #tp<linear_form linear>} : (tensor<2x6x8xf32>, tensor<4x8xf32>) -> tensor<2x6x4xf32>
+// CHECK: %[[S:.*]] = tp.add %[[Y]], %{{.*}} : tensor<2x6x4xf32>
+// CHECK-NEXT: %[[A:.*]] = shard.shard %[[S]] to %{{.*}} : tensor<2x6x4xf32>
+// CHECK-NEXT: tp.bias_add %[[A]], %arg3 : tensor<2x6x4xf32>, tensor<4xf32>
+// PART-LABEL: func.func @forward
+// PART-NOT: shard.all_reduce
+// PART: %[[S:.*]] = tp.add
+// PART-NEXT: %[[R:.*]] = shard.reduce_scatter %[[S]]
+// PART-NEXT: tp.bias_add %[[R]], %arg3 : tensor<2x3x4xf32>, tensor<4xf32>
+// PART-NOT: shard.all_reduce
+func.func @forward(%x: tensor<2x6x4xf32>, %w1: tensor<8x4xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>, %a: tensor<2x8xf32>, %bb: tensor<4x2xf32>) -> tensor<2x6x4xf32> {
+  %col = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+  %feat = shard.sharding @tp split_axes = [[], [], [0]] : !shard.sharding
+  %row = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %rep = shard.sharding @tp split_axes = [[]] : !shard.sharding
+  %w1c = shard.shard %w1 to %col annotate_for_users : tensor<8x4xf32>
+  %us = tp.linear %x, %w1c : (tensor<2x6x4xf32>, tensor<8x4xf32>) -> tensor<2x6x8xf32>
+  %wr = shard.shard %w to %row annotate_for_users : tensor<4x8xf32>
+  %ar = shard.shard %a to %row annotate_for_users : tensor<2x8xf32>
+  %bbr = shard.shard %bb to %row annotate_for_users : tensor<4x2xf32>
+  %y = tp.linear %us, %wr, %b : (tensor<2x6x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x6x4xf32>
+  %down = tp.linear %us, %ar : (tensor<2x6x8xf32>, tensor<2x8xf32>) -> tensor<2x6x2xf32>
+  %downs = shard.shard %down to %feat : tensor<2x6x2xf32>
+  %scaled = tp.scale %downs by 2.0 : tensor<2x6x2xf32>
+  %up = tp.linear %scaled, %bbr : (tensor<2x6x2xf32>, tensor<4x2xf32>) -> tensor<2x6x4xf32>
+  %sum = tp.add %y, %up : tensor<2x6x4xf32>
+  %seq = shard.shard %sum to %row : tensor<2x6x4xf32>
+  return %seq : tensor<2x6x4xf32>
 }
