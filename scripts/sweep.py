@@ -34,10 +34,14 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "models"))
 
-# Options drawn per run; --recompute is left out of forward programs.
+# Options drawn per run.
 OPTIONS = ["", "--sp", "--recompute", "--sp --recompute", "--layer-loops",
            "--fuse-siblings", "--overlap-all-reduces", "--async-tp --sp",
-           "--save-attention-stats=false", "--plan default"]
+           "--save-attention-stats=false", "--plan default", "--dp 2",
+           "--dp 2 --zero 1", "--dp 2 --zero 2 --sp", "--dp 2 --zero 3"]
+# Options of the training step only (data parallelism: 2 copies, as the
+# references' 2 micro-batches a step allow).
+TRAIN_ONLY = re.compile(r"--recompute|--dp \d+|--zero \d+")
 # Messages that refuse a configuration on purpose.
 REFUSALS = re.compile(r"cannot give each of|not divisible by tp|does not "
                       r"support sequence parallelism|needs --tp 2 or more")
@@ -147,13 +151,15 @@ def check(name, d, tp, options, onnx, lora, out):
     tpc = os.path.join(ROOT, "build", "bin", "tpc")
     e2e = os.path.join(ROOT, "test", "e2e")
     adapter = ["--lora-adapter", os.path.join(d, "lora")] if lora else []
-    ranks = ["--mpirun", str(tp)] if tp > 1 else []
+    dp = 2 if "--dp 2" in options else 1
     label = f"{name} tp={tp} {options} {onnx}{' lora' if lora else ''}"
     lines, failed = [], False
     for train in (False, True):
-        flags = options.split()
-        if not train:
-            flags = [f for f in flags if f != "--recompute"]
+        flags = (options if train else TRAIN_ONLY.sub("", options)).split()
+        n = tp * dp if train else tp
+        ranks = ["--mpirun", str(n)] if n > 1 else []
+        if train and dp > 1:
+            ranks += ["--dp", str(dp)]
         exe_dir = os.path.join(out, "train" if train else "forward")
         rc, text = run([tpc, os.path.join(d, onnx), "--tp", str(tp)] +
                        (["--train"] if train else []) + flags + adapter +

@@ -166,6 +166,10 @@ VARIANTS = {
     # not hidden / heads (24, not 16: q and o are 96 wide).
     "llama_tied_headdim": lambda: llama_with(tie_word_embeddings=True,
                                              head_dim=24),
+    # Tied embeddings on a square table (vocabulary = hidden size = 128): the
+    # folded export's transposed lm_head copy is square too.
+    "llama_tied_square": lambda: llama_with(tie_word_embeddings=True,
+                                            hidden_size=128),
     # Qwen2.5 / Qwen3 small checkpoints tie their embeddings.
     "qwen2_tied": lambda: variant_of(qwen2, tie_word_embeddings=True),
     "qwen3_tied": lambda: variant_of(qwen3, tie_word_embeddings=True),
@@ -235,7 +239,7 @@ ARCHS.update(VARIANTS)
 # tests need one export: TorchScript only; and those
 # the TorchScript exporter cannot (LongRoPE copies its choice of factors
 # into the inv_freq buffer, aten::copy_): dynamo only.
-TORCHSCRIPT_ONLY = {"llama_rope_dynamic"} | WHOLE_VOCAB_IDS
+TORCHSCRIPT_ONLY = {"llama_rope_dynamic", "llama_tied_square"} | WHOLE_VOCAB_IDS
 DYNAMO_ONLY = {"llama_rope_longrope"}
 # Variants exported with the inner model under another name.
 VARIANT_ROOTS = {"nemotron_h_backbone": "backbone"}

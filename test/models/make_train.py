@@ -75,6 +75,9 @@ UNEVEN = sorted(generate.WHOLE_VOCAB_IDS)
 # Gemma 3 1B's one KV head (its k_norm over the whole projection), and
 # NemotronH with B and C as wide as x. Only with --arch.
 GROUPED = ["gemma3_kv1", "nemotron_h_groups"]
+# A tied embedding on a square table (vocabulary = hidden size). Only with
+# --arch.
+TIED = ["llama_tied_square"]
 LORA_ARCHS = ["llama", "qwen2", "llama_uneven"]
 STEPS, ACCUM, BATCH, SEQ = 3, 2, 2, 12
 TYPES = {"bf16": torch.bfloat16}
@@ -252,7 +255,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(__file__))
     parser.add_argument("--arch", action="append",
-                        choices=ARCHS + REDUCED + UNEVEN + GROUPED)
+                        choices=ARCHS + REDUCED + UNEVEN + GROUPED + TIED)
     parser.add_argument("--dtype", choices=list(TYPES),
                         help="only the plain run, trained in this type "
                              "(ARCH/train_DTYPE)")

@@ -711,8 +711,10 @@ void Importer::findTransposedCopies(ArrayRef<Type> types,
     auto source = attrs[i].getAs<SourceAttr>(TPDialect::kSourceAttrName);
     auto name = attrs[i].getAs<StringAttr>(onnx_ir::ONNXDialect::kNameAttrName);
     // Empty matrices have nothing to compare (and no position to sample).
+    // A square one is a candidate too: a model whose vocabulary is as large
+    // as its hidden size ties a square embedding.
     if (!type || type.getRank() != 2 || !source || !name ||
-        type.getDimSize(0) == type.getDimSize(1) || type.getNumElements() == 0)
+        type.getNumElements() == 0)
       continue;
     (looksNamed(name.getValue()) ? named : anonymous)
         .push_back({i, type, source, name.getValue()});
