@@ -292,11 +292,6 @@ inline const int64_t *checkedKeyMask(const Tensor &keyMask, int64_t batch,
   return keyMask.i64();
 }
 
-/// The shapes of an attention call (forward or backward), checked: q
-/// [B, Sq, heads * headDim], k and v [B, Skv, kvHeads * headDim], the key
-/// mask int64 [B, Skv] or undefined, all on `device`, q, k and v of
-/// `dtype`. Queries are the last
-/// Sq positions of the keys (Sq == Skv without a cache).
 /// attention_grad's saved forward (attention_lse's output and log-sum-exp),
 /// which stands for the forward the backward would otherwise run again:
 /// both or neither, the output of q's shape, the log-sum-exp f32
@@ -319,6 +314,11 @@ inline bool savedAttentionGiven(const Tensor &q, int64_t heads,
   return true;
 }
 
+/// The shapes of an attention call (forward or backward), checked: q
+/// [B, Sq, heads * headDim], k and v [B, Skv, kvHeads * headDim], the key
+/// mask int64 [B, Skv] or undefined, all on `device`, q, k and v of
+/// `dtype`. Queries are the last
+/// Sq positions of the keys (Sq == Skv without a cache).
 struct AttentionShape {
   int64_t batch, sq, skv, group, queryOffset;
   const int64_t *mask = nullptr;

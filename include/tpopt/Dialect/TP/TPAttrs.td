@@ -211,12 +211,6 @@ def TP_SourceAttr : TP_Attr<"Source", "source"> {
     double getStoredOffsetValue() const {
       return getStoredOffset() ? getStoredOffset().getValueAsDouble() : 0.0;
     }
-    /// This source with its stored form (and nothing else) changed.
-    SourceAttr withStoredForm(::mlir::tp::StoredForm form) const {
-      return get(getContext(), getInitializer(), getFile(), getOffset(),
-                 getLength(), getTransposed(), getStoredType(),
-                 getStoredOffset(), form);
-    }
   }];
 }
 
