@@ -309,28 +309,27 @@ static std::string joinDims(const std::vector<int64_t> &shape) {
   return out;
 }
 
-/// A stored offset undone (a folded norm weight `1 + w` read back as `w`), in
-/// f32, where w + 1 - 1 is exact for the norm weights this serves.
-static void subtractStoredOffset(Tensor &value, double storedOffset) {
-  if (storedOffset == 0.0)
-    return;
-  auto shift = static_cast<float>(storedOffset);
-  float *v = value.f32();
-  for (int64_t i = 0; i < value.numel(); ++i)
-    v[i] -= shift;
-}
-
-/// A stored `-exp(p)` read back as `p` (a folded Mamba2 `A` as `A_log`), in
-/// f32; a stored element that is not negative has no such `p`.
-static void undoStoredNegExp(Tensor &value, bool storedNegExp, const char *fqn,
-                             const std::string &file) {
-  if (!storedNegExp)
+/// What the model file stores undone, in f32, as `layout` says: a stored
+/// offset subtracted (a folded norm weight `1 + w` read back as `w`; w + 1 -
+/// 1 is exact for the norm weights this serves), a stored `-exp(p)` read
+/// back as `p` (a folded Mamba2 `A` as `A_log`; an element that is not
+/// negative has no such `p`).
+static void undoStoredForm(Tensor &value, const Context::ParamLayout &layout,
+                           const char *fqn) {
+  if (layout.storedOffset == 0.0 && !layout.storedNegExp)
     return;
   float *v = value.f32();
+  if (layout.storedOffset != 0.0) {
+    auto shift = static_cast<float>(layout.storedOffset);
+    for (int64_t i = 0; i < value.numel(); ++i)
+      v[i] -= shift;
+  }
+  if (!layout.storedNegExp)
+    return;
   for (int64_t i = 0; i < value.numel(); ++i) {
     if (!(v[i] < 0.0f))
       fatal(std::string("parameter '") + fqn + "': element " +
-            std::to_string(i) + " of its block in '" + file + "' is " +
+            std::to_string(i) + " of its block in '" + layout.file + "' is " +
             std::to_string(v[i]) +
             ", not the negative -exp(x) the export folded");
     v[i] = std::log(-v[i]);
@@ -395,8 +394,9 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   Tensor value = readParamBlock(
       ctx, fqn, initializer, file, offset, length, storedDtype, shape,
       transposed, paramBlockOf(fqn, layout, thisTpRank(ctx, layout)));
-  subtractStoredOffset(value, storedOffset);
-  undoStoredNegExp(value, storedNegExp, fqn, layout.file);
+  layout.storedOffset = storedOffset;
+  layout.storedNegExp = storedNegExp;
+  undoStoredForm(value, layout, fqn);
   // A test hook: TPRT_TEST_PERTURB_REPLICAS=R makes rank R's copies of the
   // replicated parameters differ from the others' (what the init's
   // broadcast must undo).
@@ -414,8 +414,6 @@ Tensor load_param(Context &ctx, const char *fqn, const char *initializer,
   layout.length = length;
   layout.storedDtype = storedDtype;
   layout.transposed = transposed;
-  layout.storedOffset = storedOffset;
-  layout.storedNegExp = storedNegExp;
   ctx.setParamLayout(fqn, std::move(layout));
   return value;
 }
@@ -429,8 +427,7 @@ Tensor readParamF32(Context &ctx, const std::string &fqn) {
       readParamBlock(ctx, fqn.c_str(), l.initializer.c_str(), l.file.c_str(),
                      l.offset, l.length, l.storedDtype, l.shape, l.transposed,
                      paramBlockOf(fqn, l, thisTpRank(ctx, l)));
-  subtractStoredOffset(value, l.storedOffset);
-  undoStoredNegExp(value, l.storedNegExp, fqn.c_str(), l.file);
+  undoStoredForm(value, l, fqn.c_str());
   return value;
 }
 
